@@ -1,0 +1,35 @@
+"""Local backend servers for the conformance suite and the project's tests.
+
+Each module starts a real server process on a loopback address and a free port
+(``valkey-server``, moto's S3 server, Azurite). When a server cannot be
+started, :func:`unavailable` skips the test with the reason, except when the
+environment variable ``CHECKPOINTKIT_REQUIRE_BACKENDS`` is set (CI sets it):
+then the skip becomes a failure, so that no backend is silently left out.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import NoReturn
+
+__all__ = ["REQUIRE_ENV", "free_port", "unavailable"]
+
+REQUIRE_ENV = "CHECKPOINTKIT_REQUIRE_BACKENDS"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip the current test because a backend is missing, or fail when it is required."""
+    import pytest
+
+    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
+        pytest.fail(f"backend required by {REQUIRE_ENV} but unavailable: {reason}", pytrace=False)
+    pytest.skip(f"backend unavailable: {reason}")

@@ -1,0 +1,115 @@
+"""Open a storage from a URL: ``open_storage("redis://localhost:6379/0?prefix=wf")``.
+
+Schemes map to adapter classes. The built-in ones are listed here; third-party
+adapters add theirs through the entry-point group ``checkpointkit.adapters``
+(name = scheme, value = ``module:Class``). An adapter class provides a
+``from_url(url, **options)`` class method. A plugin that fails to load is
+logged and skipped, never fatal for the other schemes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from importlib.metadata import entry_points
+from typing import Any, Protocol, cast
+
+from .errors import ConfigurationError
+from .storage import Storage
+
+__all__ = ["ENTRY_POINT_GROUP", "open_storage", "schemes"]
+
+ENTRY_POINT_GROUP = "checkpointkit.adapters"
+
+log = logging.getLogger("checkpointkit")
+
+_BUILTIN: dict[str, str] = {
+    "memory": "checkpointkit.adapters.memory:MemoryStorage",
+    "file": "checkpointkit.adapters.file:FileStorage",
+    "s3": "checkpointkit.adapters.s3:S3Storage",
+    "az": "checkpointkit.adapters.azure:AzureBlobStorage",
+    "azure": "checkpointkit.adapters.azure:AzureBlobStorage",
+    "redis": "checkpointkit.adapters.redis:RedisStorage",
+    "rediss": "checkpointkit.adapters.redis:RedisStorage",
+}
+
+
+class _FromUrl(Protocol):
+    def from_url(self, url: str, **options: Any) -> Storage: ...
+
+
+def schemes() -> dict[str, str]:
+    """Every known URL scheme and the ``module:Class`` that serves it."""
+    found = dict(_BUILTIN)
+    try:
+        eps = entry_points(group=ENTRY_POINT_GROUP)
+    except Exception:  # pragma: no cover - broken metadata of some other distribution
+        log.warning("could not read the %s entry points", ENTRY_POINT_GROUP, exc_info=True)
+        return found
+    for ep in eps:
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def _load(scheme: str, target: str) -> _FromUrl:
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)  # ConfigurationError for a missing extra
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ConfigurationError(
+            f"the adapter for scheme {scheme!r} names {target!r}, which does not exist"
+        ) from None
+    if not hasattr(obj, "from_url"):
+        raise ConfigurationError(f"{target!r} (scheme {scheme!r}) has no from_url() method")
+    return cast(_FromUrl, obj)
+
+
+def open_storage(url: str, **options: Any) -> Storage:
+    """Create the storage that ``url`` names; use it with ``async with``.
+
+    Args:
+        url: ``memory://[name]``, ``file:///abs/path``, a plain path (file
+            storage), ``s3://bucket/prefix``, ``az://container/prefix``,
+            ``redis://host:port/db``, or a scheme that a plugin registered.
+        **options: passed to the adapter's ``from_url`` (credentials, say,
+            which then never appear in the URL).
+
+    Raises:
+        ConfigurationError: unknown scheme, bad parameters, or the adapter's
+            optional dependencies are not installed (the message names the
+            extra to install).
+    """
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError(f"a storage URL must be a non-empty str, not {url!r}")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
+    known = schemes()
+    target = known.get(scheme)
+    if target is None:
+        raise ConfigurationError(
+            f"unknown storage scheme {scheme!r} in {_redact(url)!r}; "
+            f"known schemes: {', '.join(sorted(known))}"
+        )
+    try:
+        factory = _load(scheme, target)
+    except ConfigurationError:
+        raise
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the {scheme!r} adapter could not be imported ({exc}); "
+            f'install it with: pip install "checkpointkit[{scheme}]"'
+        ) from exc
+    except Exception as exc:
+        log.warning("storage plugin for %r (%s) failed to load", scheme, target, exc_info=True)
+        raise ConfigurationError(f"the plugin for scheme {scheme!r} failed to load: {exc}") from exc
+    return factory.from_url(url, **options)
+
+
+def _redact(url: str) -> str:
+    """Drop a password from ``scheme://user:password@host``."""
+    head, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    userinfo, _, host = rest.partition("@")
+    user = userinfo.split(":", 1)[0]
+    return f"{head}://{user}:***@{host}" if ":" in userinfo else f"{head}://{user}@{host}"

@@ -1,0 +1,337 @@
+"""The storage protocol: the small byte-level contract that every adapter keeps.
+
+Everything above this layer (codec, checkpoint store, runner) is shared, so a
+backend needs only these five operations::
+
+    put(key, data, *, mode)             -> version
+    get(key)                            -> GetResult(data, version)
+    delete(key, *, if_match=None)       -> existed
+    list(prefix, *, start_after, limit) -> async iterator of keys, ascending
+    aclose()
+
+:class:`Storage` is the structural type that callers depend on.
+:class:`StorageBase` is the optional base class for adapters: it validates
+keys, data and arguments, refuses operations after ``aclose()``, pages
+listings, and leaves only the backend calls (``_put``, ``_get``, ``_delete``,
+``_list_page``, ``_aclose``) to the adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, Self, runtime_checkable
+
+from .errors import StorageClosed
+from .keys import validate_key, validate_prefix
+
+__all__ = [
+    "CREATE",
+    "OVERWRITE",
+    "Capabilities",
+    "GetResult",
+    "IfMatch",
+    "ListPage",
+    "PutMode",
+    "Storage",
+    "StorageBase",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class IfMatch:
+    """Put mode: replace the value only if the stored version is ``version``.
+
+    A missing key, or another version, raises
+    :class:`~checkpointkit.errors.PreconditionFailed`.
+    """
+
+    version: str
+
+
+PutMode = Literal["overwrite", "create"] | IfMatch
+"""How :meth:`Storage.put` treats an existing value.
+
+- ``"overwrite"``: write whatever is stored (the default).
+- ``"create"``: write only if the key does not exist, else
+  :class:`~checkpointkit.errors.PreconditionFailed`.
+- ``IfMatch(version)``: write only if the stored version is ``version``, else
+  :class:`~checkpointkit.errors.PreconditionFailed`.
+"""
+
+OVERWRITE: PutMode = "overwrite"
+CREATE: PutMode = "create"
+
+
+class GetResult(NamedTuple):
+    """What :meth:`Storage.get` returns: the stored bytes and their opaque version."""
+
+    data: bytes
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an adapter declares about itself; the conformance suite checks each claim.
+
+    Attributes:
+        conditional_put: ``put`` honours ``"create"`` and ``IfMatch`` atomically.
+        conditional_delete: ``delete(if_match=...)`` is atomic.
+        durable: data survives the process that wrote it.
+        shared: several processes or clients can use the same data at once.
+        ttl: the adapter can expire data after a configured time.
+    """
+
+    conditional_put: bool = True
+    conditional_delete: bool = True
+    durable: bool = True
+    shared: bool = True
+    ttl: bool = False
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """A byte-level key/value storage with versions and conditional writes.
+
+    Keys follow :func:`checkpointkit.keys.validate_key`. Versions are opaque
+    strings that change on every write, including a delete and a re-create.
+
+    Cancellation: when the awaiting task is cancelled, an operation raises
+    ``CancelledError`` promptly, even if the backend stopped answering; the
+    client stays healthy (the next operation gets its own answer); a cancelled
+    put has either fully happened or not at all and never lands later.
+    """
+
+    capabilities: ClassVar[Capabilities]
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        """Store ``data`` under ``key`` atomically and return the new version.
+
+        Any reader sees the whole old or the whole new value, never a part,
+        also when the put is cancelled or the process is killed mid-put.
+
+        Raises:
+            PreconditionFailed: ``mode`` is ``"create"`` and the key exists, or
+                ``IfMatch`` and the stored version differs or the key is missing.
+            InvalidKey: the key is not valid.
+            TypeError: ``data`` is not bytes-like.
+            StorageClosed: the storage was closed.
+            StorageUnavailable: the backend failed.
+        """
+        ...
+
+    async def get(self, key: str) -> GetResult:
+        """Return the bytes stored under ``key`` and their version.
+
+        Raises:
+            NotFound: the key does not exist.
+            InvalidKey, StorageClosed, StorageUnavailable: as for :meth:`put`.
+        """
+        ...
+
+    async def delete(self, key: str, *, if_match: str | None = None) -> bool:
+        """Delete ``key``; return whether it existed.
+
+        Raises:
+            PreconditionFailed: ``if_match`` is given and the stored version
+                differs (a missing key returns False).
+            InvalidKey, StorageClosed, StorageUnavailable: as for :meth:`put`.
+        """
+        ...
+
+    def list(
+        self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[str]:
+        """Iterate, in ascending order, the keys that start with ``prefix``.
+
+        Only keys greater than ``start_after`` are returned, at most ``limit``
+        of them. The adapter pages internally and never yields a key outside
+        the prefix.
+
+        Raises:
+            InvalidKey: the prefix or ``start_after`` is not valid.
+            ValueError: ``limit`` is negative.
+            StorageClosed, StorageUnavailable: as for :meth:`put`.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release every resource; idempotent. Later operations raise StorageClosed.
+
+        When it returns, no session, socket, file or worker thread of the
+        storage is left open or writing, even if it was cancelled.
+        """
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class ListPage(NamedTuple):
+    """One page of a listing, as an adapter's ``_list_page`` returns it.
+
+    Attributes:
+        keys: keys in ascending order, all starting with the prefix.
+        cursor: an adapter-defined token for the next page, or None at the end.
+    """
+
+    keys: list[str]
+    cursor: Any
+
+
+class StorageBase:
+    """Base class for adapters: checks arguments, state and paging in one place.
+
+    Subclasses set :attr:`capabilities` and implement ``_put``, ``_get``,
+    ``_delete``, ``_list_page`` and ``_aclose``; these receive validated keys
+    and ``bytes``, and are never called after :meth:`aclose`.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    page_size: ClassVar[int] = 1000
+    """Keys fetched per backend request while listing."""
+
+    _closed: bool = False
+
+    # -- what an adapter implements ------------------------------------------------
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        raise NotImplementedError
+
+    async def _get(self, key: str) -> GetResult:
+        raise NotImplementedError
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        raise NotImplementedError
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        """Return up to ``limit`` keys after ``start_after`` (first page) or ``cursor``."""
+        raise NotImplementedError
+
+    async def _aclose(self) -> None:
+        """Release the backend's resources; called once."""
+
+    # -- the protocol ----------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosed(f"{type(self).__name__} is closed")
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        """Store ``data`` under ``key`` atomically; see :meth:`Storage.put`."""
+        self._check_open()
+        validate_key(key)
+        if type(data) is not bytes:
+            data = _as_bytes(key, data)
+        if not (mode == "overwrite" or mode == "create" or isinstance(mode, IfMatch)):
+            raise ValueError(
+                f"invalid put mode {mode!r} for key {key!r}: "
+                "use 'overwrite', 'create' or IfMatch(version)"
+            )
+        return await self._put(key, data, mode)
+
+    async def get(self, key: str) -> GetResult:
+        """Return the bytes and version stored under ``key``; see :meth:`Storage.get`."""
+        self._check_open()
+        validate_key(key)
+        return await self._get(key)
+
+    async def delete(self, key: str, *, if_match: str | None = None) -> bool:
+        """Delete ``key``, return whether it existed; see :meth:`Storage.delete`."""
+        self._check_open()
+        validate_key(key)
+        if if_match is not None and not isinstance(if_match, str):
+            raise TypeError(f"if_match for key {key!r} must be a version string or None")
+        return await self._delete(key, if_match)
+
+    def list(
+        self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[str]:
+        """Iterate keys under ``prefix`` in ascending order; see :meth:`Storage.list`."""
+        self._check_open()
+        validate_prefix(prefix)
+        if start_after is not None and not isinstance(start_after, str):
+            raise TypeError(f"start_after must be a str or None, not {type(start_after).__name__}")
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int or None, not {limit!r}")
+        return _Listing(self, prefix, start_after, limit)
+
+    async def aclose(self) -> None:
+        """Close the storage; idempotent; see :meth:`Storage.aclose`."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._aclose()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _as_bytes(key: str, data: object) -> bytes:
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"data for key {key!r} must be bytes, not {type(data).__name__}")
+
+
+class _Listing:
+    """The async iterator behind :meth:`StorageBase.list`: pages lazily, stops at ``limit``.
+
+    A plain iterator rather than an async generator, so that a listing left
+    unfinished needs no finalization by the event loop.
+    """
+
+    __slots__ = ("_buffer", "_cursor", "_done", "_first", "_left", "_prefix", "_start", "_storage")
+
+    def __init__(
+        self, storage: StorageBase, prefix: str, start_after: str | None, limit: int | None
+    ) -> None:
+        self._storage = storage
+        self._prefix = prefix
+        self._start = start_after
+        self._left = limit
+        self._cursor: Any = None
+        self._buffer: list[str] = []
+        self._first = True
+        self._done = limit == 0
+
+    def __aiter__(self) -> _Listing:
+        return self
+
+    async def __anext__(self) -> str:
+        while not self._buffer:
+            if self._done:
+                raise StopAsyncIteration
+            storage = self._storage
+            storage._check_open()
+            want = storage.page_size if self._left is None else min(self._left, storage.page_size)
+            page = await storage._list_page(
+                self._prefix, self._start, None if self._first else self._cursor, want
+            )
+            self._first = False
+            self._cursor = page.cursor
+            self._buffer = page.keys[::-1]
+            if page.cursor is None:
+                self._done = True
+        key = self._buffer.pop()
+        if self._left is not None:
+            self._left -= 1
+            if self._left == 0:
+                self._done = True
+                self._buffer.clear()
+        return key
