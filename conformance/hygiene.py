@@ -1,0 +1,107 @@
+"""Hygiene checks: what must never be left behind by a storage or a run.
+
+:func:`hygiene` wraps a block of async code and fails when, inside it:
+
+- a coroutine was never awaited (``RuntimeWarning: coroutine ... was never awaited``);
+- a task was destroyed while pending (the loop's exception handler is called);
+- an exception was unraisable (``sys.unraisablehook``: errors in ``__del__``,
+  in finalizers of async generators, ...);
+- a ``ResourceWarning`` was emitted (unclosed file, socket, client session);
+- a task created inside the block is still pending at the end, after a
+  ``gc.collect()`` and a few loop iterations;
+- a thread started inside the block is still alive at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+import threading
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HygieneError", "HygieneReport", "hygiene"]
+
+
+class HygieneError(AssertionError):
+    """Something was left behind: the message lists every finding."""
+
+
+@dataclass
+class HygieneReport:
+    """What :func:`hygiene` found; empty lists mean clean."""
+
+    findings: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.findings)
+
+
+def _describe_task(task: asyncio.Task[Any]) -> str:
+    coro = task.get_coro()
+    name = getattr(coro, "__qualname__", repr(coro))
+    return f"task {task.get_name()!r} running {name}"
+
+
+@asynccontextmanager
+async def hygiene(*, settle_rounds: int = 20, check: bool = True) -> AsyncIterator[HygieneReport]:
+    """Check the enclosed block for leaks; raise :class:`HygieneError` at exit.
+
+    Args:
+        settle_rounds: loop iterations to let cleanup callbacks run before judging.
+        check: raise at the end when something was found (else only report).
+
+    Raises:
+        HygieneError: at exit, listing every finding, if ``check`` is true.
+    """
+    loop = asyncio.get_running_loop()
+    report = HygieneReport()
+    before_tasks = set(asyncio.all_tasks())
+    before_threads = set(threading.enumerate())
+    old_unraisable = sys.unraisablehook
+    old_handler = loop.get_exception_handler()
+
+    def unraisable(u: Any) -> None:
+        obj = f" in {u.object!r}" if u.object is not None else ""
+        report.findings.append(f"unraisable exception{obj}: {u.exc_type.__name__}: {u.exc_value}")
+
+    def handler(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = context.get("message", "")
+        exc = context.get("exception")
+        report.findings.append(f"event loop error: {message}" + (f" ({exc!r})" if exc else ""))
+
+    sys.unraisablehook = unraisable
+    loop.set_exception_handler(handler)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield report
+        finally:
+            try:
+                for _ in range(settle_rounds):
+                    await asyncio.sleep(0)
+                gc.collect()
+                for _ in range(settle_rounds):
+                    await asyncio.sleep(0)
+                current = asyncio.current_task()
+                for task in asyncio.all_tasks() - before_tasks:
+                    if task is not current and not task.done():
+                        report.findings.append(f"pending {_describe_task(task)}")
+                for thread in set(threading.enumerate()) - before_threads:
+                    # asyncio's default executor keeps idle workers; they write nothing.
+                    if thread.name.startswith("asyncio_"):
+                        continue
+                    if thread.is_alive() and not thread.daemon:
+                        report.findings.append(f"thread {thread.name!r} still alive")
+            finally:
+                sys.unraisablehook = old_unraisable
+                loop.set_exception_handler(old_handler)
+    for w in caught:
+        if issubclass(w.category, ResourceWarning) or "never awaited" in str(w.message):
+            report.findings.append(f"{w.category.__name__}: {w.message}")
+    if check and report.findings:
+        raise HygieneError("hygiene check failed:\n- " + "\n- ".join(report.findings))
