@@ -589,25 +589,32 @@ def _walk(
     directory, which is exactly the order of the keys below them; a directory
     whose keys all sort at or before ``after`` is skipped without reading it.
     """
+    if after is None or after < base:
+        rel = None  # every key here sorts after ``after``
+    elif after.startswith(base):
+        rel = after[len(base) :]
+    else:
+        return False  # every key here sorts before ``after``
     try:
         names = os.listdir(dirpath)
     except (FileNotFoundError, NotADirectoryError):
         return False
+    cache = _NAMES
+    if len(cache) > _NAMES_MAX:
+        cache.clear()
     entries: list[tuple[str, str, bool]] = []
     for name in names:
-        if "#" in name:
-            continue  # a temporary file or the lock directory
-        is_dir = name.endswith("@")
-        segment = _decode(name[:-1] if is_dir else name)
-        if segment is None or (partial and not segment.startswith(partial)):
-            continue
-        if is_dir:
-            sort_key = base + segment + "/"
-            if after is not None and after > sort_key and not after.startswith(sort_key):
-                continue
-        else:
-            sort_key = base + segment
-            if after is not None and sort_key <= after:
+        entry = cache.get(name)
+        if entry is None:
+            entry = cache[name] = _classify(name)
+        sort_key, is_dir = entry
+        if not sort_key or (partial and not sort_key.startswith(partial)):
+            continue  # internal or foreign, or outside the prefix
+        if rel is not None:
+            if is_dir:
+                if rel > sort_key and not rel.startswith(sort_key):
+                    continue  # the whole directory sorts before ``after``
+            elif sort_key <= rel:
                 continue
         entries.append((sort_key, name, is_dir))
     need = limit - len(out)
@@ -617,17 +624,18 @@ def _walk(
         # Few keys wanted from a big directory: take the smallest without a full
         # sort; sort the rest only if some directories turned out to be empty.
         first = heapq.nsmallest(need, entries)
-        if _visit(dirpath, first, after, limit, out):
+        if _visit(dirpath, base, first, after, limit, out):
             return True
         last = first[-1][0]
         rest = sorted(e for e in entries if e[0] > last)
     else:
         rest = sorted(entries)
-    return _visit(dirpath, rest, after, limit, out)
+    return _visit(dirpath, base, rest, after, limit, out)
 
 
 def _visit(
     dirpath: str,
+    base: str,
     entries: list[tuple[str, str, bool]],
     after: str | None,
     limit: int,
@@ -635,13 +643,34 @@ def _visit(
 ) -> bool:
     for sort_key, name, is_dir in entries:
         if is_dir:
-            if _walk(f"{dirpath}/{name}", sort_key, "", after, limit, out):
+            if _walk(f"{dirpath}/{name}", base + sort_key, "", after, limit, out):
                 return True
         else:
-            out.append(sort_key)
+            out.append(base + sort_key)
             if len(out) >= limit:
                 return True
     return False
+
+
+_NAMES: dict[str, tuple[str, bool]] = {}
+"""Directory entry name -> (sort key relative to its directory, is a directory).
+
+The sort key is the decoded segment for a file, the segment plus ``/`` for a
+directory, and empty for an internal or foreign name. A pure function of the
+name, cached because large directories are listed once per page.
+"""
+_NAMES_MAX = 200_000
+_SKIP = ("", False)
+
+
+def _classify(name: str) -> tuple[str, bool]:
+    if "#" in name:
+        return _SKIP  # a temporary file or the lock directory
+    if name.endswith("@"):
+        segment = _decode(name[:-1])
+        return _SKIP if segment is None else (segment + "/", True)
+    segment = _decode(name)
+    return _SKIP if segment is None else (segment, False)
 
 
 def _decode(name: str) -> str | None:
