@@ -1,0 +1,809 @@
+"""The Redis adapter: ``redis://`` and ``rediss://`` on ``redis.asyncio``, standalone or Cluster.
+
+Data model (see ``docs/adapters/redis.md``). Every key belongs to a *scope*:
+its first ``scope_depth`` segments (2 by default: ``runs/<run>``), or, for a
+shorter key, every segment but the last (``index/<run>`` is in scope
+``index``). All Redis names of one scope share one hash tag, so they live in
+one hash slot and one Lua script can touch them all on Redis Cluster::
+
+    {ns:S}:h        hash: "v:<key>" -> version, "d:<key>" -> data, for every key of S
+    {ns:S}:i        sorted set, all scores 0: the keys of S, for ZRANGEBYLEX
+    {ns:S}:r        hash: "live" -> registration token of S, "dead:<token>" -> 1
+    ns:top          sorted set, all scores 0: "S/" NUL token, for every registered scope
+
+(A scope holding ``{`` or ``}`` gets the tag ``{ns:#<digest>}`` and its name
+appended, so that a brace in a key can never change the slot.)
+
+Writes are Lua scripts (``EVALSHA``), so create-only, if-match and if-match
+delete are decided atomically on the server. Versions are random tokens drawn
+by the client for each write: they never repeat, also after a delete and a
+re-create, and a script retried after a lost reply recognizes its own write.
+
+Listing a prefix that lies inside one scope is one ``ZRANGEBYLEX`` per page:
+O(log N + returned). A prefix spanning several scopes (``runs/``, ``""``)
+merges the scopes found in ``ns:top`` in key order. A scope is added to
+``ns:top`` before its first key is written, and removed only by a script that
+proves it empty and retires its registration token, so no stored key is ever
+missing from a listing; entries of emptied or expired scopes are removed by
+the listing that passes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import os
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from ..errors import (
+    CheckpointkitError,
+    ConfigurationError,
+    NotFound,
+    PreconditionFailed,
+    StorageUnavailable,
+)
+from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+try:
+    from redis import exceptions as rexc
+    from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialWithJitterBackoff
+except ImportError as _exc:  # pragma: no cover - exercised without the extra
+    raise ConfigurationError(
+        f"the redis adapter needs the 'redis' package ({_exc}); "
+        'install it with: pip install "checkpointkit[redis]"'
+    ) from _exc
+
+if TYPE_CHECKING:
+    RedisClient = Redis | RedisCluster
+
+__all__ = ["RedisStorage"]
+
+DEAD_TOKEN_MS = 24 * 3600 * 1000
+"""How long a retired registration token is remembered (see the module docstring)."""
+
+_PUT = """
+local key = ARGV[1]
+local vf = 'v:' .. key
+local cur = redis.call('HGET', KEYS[1], vf)
+if cur == ARGV[5] then
+  return {1, redis.call('HGET', KEYS[3], 'live') or ''}
+end
+local mode = ARGV[3]
+if mode == 'c' then
+  if cur then return {0, cur} end
+elseif mode == 'm' then
+  if not cur then return {0, ''} end
+  if cur ~= ARGV[4] then return {0, cur} end
+end
+local ttl = tonumber(ARGV[6])
+local live = redis.call('HGET', KEYS[3], 'live')
+if not live then
+  local token = ARGV[7]
+  if token == '' then return {2, ''} end
+  if redis.call('HEXISTS', KEYS[3], 'dead:' .. token) == 1 then return {3, ''} end
+  redis.call('HSET', KEYS[3], 'live', token)
+  if ttl == 0 then redis.call('PERSIST', KEYS[3]) end
+  live = token
+end
+redis.call('HSET', KEYS[1], vf, ARGV[5], 'd:' .. key, ARGV[2])
+if not cur then redis.call('ZADD', KEYS[2], 0, key) end
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl + tonumber(ARGV[8]))
+end
+return {1, live}
+"""
+"""KEYS: h, i, r. ARGV: key, data, mode (o|c|m), expected version, new version,
+ttl ms (0: none), registration token ('' if none yet), dead-token ms.
+Returns {1, live token} written, {0, current} precondition failed,
+{2} scope not registered, {3} registration token retired: draw another."""
+
+_DELETE = """
+local key = ARGV[1]
+local vf = 'v:' .. key
+local cur = redis.call('HGET', KEYS[1], vf)
+if not cur then return {0, ''} end
+if ARGV[2] ~= '' and cur ~= ARGV[2] then return {-1, cur} end
+redis.call('HDEL', KEYS[1], vf, 'd:' .. key)
+redis.call('ZREM', KEYS[2], key)
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local live = redis.call('HGET', KEYS[3], 'live')
+  if live then
+    redis.call('HDEL', KEYS[3], 'live')
+    redis.call('HSET', KEYS[3], 'dead:' .. live, '1')
+    redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]))
+    return {1, live}
+  end
+  return {1, ''}
+end
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl + tonumber(ARGV[4]))
+end
+return {1, ''}
+"""
+"""KEYS: h, i, r. ARGV: key, if-match version ('' if none), ttl ms, dead-token ms.
+Returns {0} missing, {-1, current} version mismatch, {1, retired token or ''}."""
+
+_RETIRE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, ''} end
+redis.call('HSET', KEYS[2], 'dead:' .. ARGV[1], '1')
+local live = redis.call('HGET', KEYS[2], 'live')
+if live then
+  redis.call('HDEL', KEYS[2], 'live')
+  redis.call('HSET', KEYS[2], 'dead:' .. live, '1')
+end
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
+return {1, live or ''}
+"""
+"""KEYS: i, r. ARGV: token, dead-token ms. Retires ``token`` if the scope is
+empty, so that its ``ns:top`` entry may be removed. Returns {0} not empty,
+{1, also-retired live token or ''}."""
+
+_URL_PARAMS = (
+    "client_name",
+    "cluster",
+    "connect_timeout",
+    "max_connections",
+    "prefix",
+    "retries",
+    "scope_depth",
+    "ssl_ca_certs",
+    "ssl_cert_reqs",
+    "ssl_check_hostname",
+    "timeout",
+    "ttl",
+)
+_OPTIONS = frozenset(
+    (
+        *_URL_PARAMS,
+        "address_remap",
+        "close_client",
+        "db",
+        "endpoint",
+        "host",
+        "password",
+        "port",
+        "ssl",
+        "username",
+    )
+)
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+_NAME_CACHE_SIZE = 4096
+
+
+class RedisStorage(StorageBase):
+    """A storage on Redis or Valkey, standalone or Cluster, through ``redis.asyncio``.
+
+    Open it with :meth:`from_url` (``redis://[user:password@]host:port/db?prefix=wf``)
+    or construct it with an existing client or a host and port. Use it with
+    ``async with``.
+
+    Args:
+        client: an existing ``redis.asyncio.Redis`` or ``RedisCluster``
+            (created with ``decode_responses=False``). It is not closed by
+            :meth:`aclose` unless ``close_client=True``. When None, the storage
+            creates and owns its client from the connection arguments.
+        host: server host (the first node for a cluster).
+        port: server port.
+        db: database number (0 on a cluster).
+        username: ACL user name, if any.
+        password: password, if any. Never printed: not in ``repr``, not in errors.
+        ssl: connect with TLS (``rediss://``).
+        ssl_ca_certs: a CA bundle file for TLS.
+        ssl_cert_reqs: ``"required"`` (default), ``"optional"`` or ``"none"``.
+        ssl_check_hostname: check the server's certificate name (default True).
+        cluster: use ``RedisCluster`` (Redis Cluster, ``?cluster=true``).
+        prefix: the namespace of every Redis name this storage writes
+            (letters, digits, ``_.-``; default ``ckpt``).
+        ttl: expire each scope (each run) this many seconds after its last
+            write; every write refreshes it. None keeps data forever.
+        timeout: the deadline, in seconds, of one storage operation including
+            its retries; also the socket read timeout. Default 10.
+        connect_timeout: the deadline of one TCP connect (default:
+            ``min(timeout, 5)``).
+        retries: how many times a command is retried, with exponential
+            backoff and jitter, after a connection error or a socket timeout.
+        scope_depth: how many leading key segments form a scope, i.e. share
+            a hash slot (default 2: ``runs/<run>``). Use 3 when every key has a
+            one-segment namespace before ``runs/``.
+        max_connections: the client's connection pool size.
+        client_name: ``CLIENT SETNAME`` for the connections.
+        address_remap: for a cluster, a function mapping a node's announced
+            ``(host, port)`` to the one to connect to (a proxy, a tunnel).
+        close_client: close a passed ``client`` in :meth:`aclose`.
+
+    Raises:
+        ConfigurationError: a bad option, or a client with ``decode_responses=True``.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(ttl=False)
+    page_size: ClassVar[int] = 1000
+    scan_width: ClassVar[int] = 64
+    """Scopes merged per page when a listing's prefix spans several scopes."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        if cls is RedisStorage and kwargs.get("ttl"):
+            return cast(Self, object.__new__(_RedisStorageWithTTL))
+        return object.__new__(cls)
+
+    def __init__(
+        self,
+        client: Redis | RedisCluster | None = None,
+        *,
+        host: str = "localhost",
+        port: int = 6379,
+        db: int = 0,
+        username: str | None = None,
+        password: str | None = None,
+        ssl: bool = False,
+        ssl_ca_certs: str | None = None,
+        ssl_cert_reqs: str = "required",
+        ssl_check_hostname: bool = True,
+        cluster: bool = False,
+        prefix: str = "ckpt",
+        ttl: float | None = None,
+        timeout: float = 10.0,
+        connect_timeout: float | None = None,
+        retries: int = 3,
+        scope_depth: int = 2,
+        max_connections: int | None = None,
+        client_name: str | None = None,
+        address_remap: Callable[[tuple[str, int]], tuple[str, int]] | None = None,
+        close_client: bool | None = None,
+    ) -> None:
+        self._closed = False
+        _check_prefix(prefix)
+        self._ns = prefix
+        self._top = f"{prefix}:top".encode()
+        self._ttl_ms = _ttl_ms(ttl)
+        self.ttl = ttl
+        self._timeout = _positive("timeout", timeout)
+        self._connect_timeout = (
+            min(self._timeout, 5.0)
+            if connect_timeout is None
+            else _positive("connect_timeout", connect_timeout)
+        )
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ConfigurationError(f"redis option retries must be an int >= 0, not {retries!r}")
+        if not isinstance(scope_depth, int) or isinstance(scope_depth, bool) or scope_depth < 1:
+            raise ConfigurationError(
+                f"redis option scope_depth must be an int >= 1, not {scope_depth!r}"
+            )
+        self._depth = scope_depth
+        self._names_cache: dict[str, tuple[bytes, bytes, bytes]] = {}
+        self._sha: dict[str, str] = {}
+        if client is not None:
+            if not isinstance(client, Redis | RedisCluster):
+                raise ConfigurationError(
+                    "client must be a redis.asyncio.Redis or RedisCluster, "
+                    f"not {type(client).__name__}"
+                )
+            if client.get_encoder().decode_responses:
+                raise ConfigurationError(
+                    "the redis client must be created with decode_responses=False "
+                    "(the storage stores bytes)"
+                )
+            self._client: Redis | RedisCluster = client
+            self.cluster = isinstance(client, RedisCluster)
+            self._owns_client = bool(close_client)
+            self._where = f"redis client {type(client).__name__}"
+            self._secret = None
+            return
+        if not isinstance(host, str) or not host:
+            raise ConfigurationError(f"redis host must be a non-empty str, not {host!r}")
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise ConfigurationError(f"redis port must be an int in 1..65535, not {port!r}")
+        if not isinstance(db, int) or isinstance(db, bool) or db < 0:
+            raise ConfigurationError(f"redis db must be an int >= 0, not {db!r}")
+        if cluster and db:
+            raise ConfigurationError(f"redis cluster has only db 0, not db {db}")
+        if ssl_cert_reqs not in ("required", "optional", "none"):
+            raise ConfigurationError(
+                f"redis option ssl_cert_reqs must be required, optional or none, "
+                f"not {ssl_cert_reqs!r}"
+            )
+        self.cluster = bool(cluster)
+        self._owns_client = True if close_client is None else bool(close_client)
+        self._secret = password or None
+        scheme = "rediss" if ssl else "redis"
+        user = quote(username, safe="") if username else ""
+        auth = f"{user}:***@" if password else (f"{user}@" if user else "")
+        self._where = f"{scheme}://{auth}{host}:{port}/{db}"
+        retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries)
+        common: dict[str, Any] = {
+            "username": username,
+            "password": password,
+            "socket_timeout": self._timeout,
+            "socket_connect_timeout": self._connect_timeout,
+            "retry": retry,
+            "decode_responses": False,
+            "client_name": client_name,
+        }
+        if ssl:
+            common.update(
+                ssl=True,
+                ssl_ca_certs=ssl_ca_certs,
+                ssl_cert_reqs=ssl_cert_reqs,
+                ssl_check_hostname=ssl_check_hostname,
+            )
+        if self.cluster:
+            self._client = RedisCluster(
+                host=host,
+                port=port,
+                max_connections=max_connections or 100,
+                address_remap=address_remap,
+                # follow MOVED replies slot by slot instead of resetting every connection
+                reinitialize_steps=0,
+                **common,
+            )
+        else:
+            if address_remap is not None:
+                raise ConfigurationError("redis option address_remap needs cluster=True")
+            self._client = Redis(host=host, port=port, db=db, max_connections=max_connections,
+                                 **common)  # fmt: skip
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisStorage:
+        """Open ``redis://[user:password@]host[:port][/db][?param=value&...]``.
+
+        ``rediss://`` connects with TLS. Parameters: ``prefix``, ``ttl``
+        (seconds), ``timeout``, ``connect_timeout`` (seconds), ``retries``,
+        ``cluster`` (true/false), ``scope_depth``, ``max_connections``,
+        ``client_name``, ``ssl_ca_certs``, ``ssl_cert_reqs``,
+        ``ssl_check_hostname``. Keyword ``options`` take the constructor's
+        arguments and override the URL; ``endpoint="host:port"`` replaces the
+        URL's host and port (to put a proxy between the client and the server).
+
+        Raises:
+            ConfigurationError: not a redis URL, a bad port or db, an unknown or
+                malformed parameter or option. The message never holds the password.
+        """
+        if not isinstance(url, str):
+            raise ConfigurationError(f"a redis URL must be a str, not {type(url).__name__}")
+        shown = _redact(url)
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown redis option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(_OPTIONS))}"
+            )
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigurationError(f"bad redis URL {shown!r}: {exc}") from None
+        if parts.scheme.lower() not in ("redis", "rediss"):
+            raise ConfigurationError(f"not a redis URL: {shown!r} (use redis:// or rediss://)")
+        kwargs: dict[str, Any] = {
+            "host": parts.hostname or "localhost",
+            "port": port or 6379,
+            "ssl": parts.scheme.lower() == "rediss",
+        }
+        if parts.username:
+            kwargs["username"] = unquote(parts.username)
+        if parts.password:
+            kwargs["password"] = unquote(parts.password)
+        path = parts.path.strip("/")
+        if path:
+            if not path.isdigit():
+                raise ConfigurationError(
+                    f"redis URL {shown!r}: the path must be a database number, not {path!r}"
+                )
+            kwargs["db"] = int(path)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            kwargs[name] = _parse_param(shown, name, value)
+        endpoint = options.pop("endpoint", None)
+        kwargs.update(options)
+        if endpoint is not None:
+            kwargs["host"], kwargs["port"] = _parse_endpoint(endpoint)
+        return cls(**kwargs)
+
+    def __repr__(self) -> str:
+        ttl = f", ttl={self.ttl}" if self.ttl else ""
+        kind = ", cluster=True" if self.cluster else ""
+        return f"{type(self).__name__.lstrip('_')}({self._where!r}, prefix={self._ns!r}{kind}{ttl})"
+
+    @property
+    def client(self) -> Redis | RedisCluster:
+        """The underlying ``redis.asyncio`` client (for diagnostics; do not close it)."""
+        return self._client
+
+    # -- names -------------------------------------------------------------------------
+    def _scope(self, key: str) -> str:
+        depth = self._depth
+        end = -1
+        for _ in range(depth):
+            nxt = key.find("/", end + 1)
+            if nxt < 0:
+                break
+            end = nxt
+        return key[:end] if end >= 0 else ""
+
+    def _names(self, scope: str) -> tuple[bytes, bytes, bytes]:
+        """The Redis names (data hash, index, registration) of ``scope``, one hash slot."""
+        names = self._names_cache.get(scope)
+        if names is None:
+            if "{" in scope or "}" in scope:
+                digest = hashlib.blake2b(scope.encode(), digest_size=10).hexdigest()
+                base = f"{{{self._ns}:#{digest}}}:"
+                names = (
+                    f"{base}h:{scope}".encode(),
+                    f"{base}i:{scope}".encode(),
+                    f"{base}r:{scope}".encode(),
+                )
+            else:
+                base = f"{{{self._ns}:{scope}}}:"
+                names = (f"{base}h".encode(), f"{base}i".encode(), f"{base}r".encode())
+            if len(self._names_cache) >= _NAME_CACHE_SIZE:
+                self._names_cache.clear()
+            self._names_cache[scope] = names
+        return names
+
+    @staticmethod
+    def _member(scope: str, token: str) -> bytes:
+        return f"{scope}/\x00{token}".encode()
+
+    async def _cluster_ready(self) -> None:
+        """Load the cluster's topology before the first command (and after a reset).
+
+        redis-py sends a command issued before its topology is known to a
+        default node instead of the key's node; many such commands at once
+        end in a storm of MOVED replies, and then a reset that disconnects
+        every connection, also those of commands in flight.
+        """
+        client = cast(RedisCluster, self._client)
+        if client.get_default_node() is None:
+            await client.initialize()
+
+    # -- scripts -----------------------------------------------------------------------
+    async def _script(self, source: str, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+        sha = self._sha.get(source)
+        if sha is None:
+            sha = self._sha[source] = hashlib.sha1(source.encode()).hexdigest()
+        try:
+            return await self._client.evalsha(sha, len(keys), *keys, *args)
+        except rexc.NoScriptError:
+            # a restarted or new node: load the script (on every primary of a cluster)
+            await self._client.script_load(source)
+            return await self._client.evalsha(sha, len(keys), *keys, *args)
+
+    # -- the protocol ------------------------------------------------------------------
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        scope = self._scope(key)
+        names = self._names(scope)
+        version = secrets.token_hex(12)
+        if mode == "overwrite":
+            code, expected = "o", ""
+        elif mode == "create":
+            code, expected = "c", ""
+        else:
+            assert isinstance(mode, IfMatch)
+            code, expected = "m", mode.version
+        token = ""
+        with _translate_errors(f"put {key!r}", self._where, self._secret):
+            async with asyncio.timeout(self._timeout):
+                if self.cluster:
+                    await self._cluster_ready()
+                for _ in range(8):
+                    res = await self._script(
+                        _PUT,
+                        names,
+                        (key, data, code, expected, version, self._ttl_ms, token, DEAD_TOKEN_MS),
+                    )
+                    status = res[0]
+                    if status == 1:
+                        if token and res[1].decode() != token:
+                            # another client registered the scope first: ours is a stray
+                            await self._client.zrem(self._top, self._member(scope, token))
+                        return version
+                    if status == 0:
+                        raise _precondition(key, mode, res[1])
+                    # 2: the scope is not registered; 3: our token was retired meanwhile
+                    token = secrets.token_hex(8)
+                    await self._client.zadd(self._top, {self._member(scope, token): 0})
+        raise StorageUnavailable(  # pragma: no cover - needs 8 racing retirements
+            f"put {key!r}: could not register scope {scope!r} on {self._where}"
+        )
+
+    async def _get(self, key: str) -> GetResult:
+        h = self._names(self._scope(key))[0]
+        with _translate_errors(f"get {key!r}", self._where, self._secret):
+            async with asyncio.timeout(self._timeout):
+                if self.cluster:
+                    await self._cluster_ready()
+                got = await self._client.hmget(h, [f"v:{key}".encode(), f"d:{key}".encode()])
+        version, data = cast("list[bytes | None]", got)
+        if version is None or data is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(data, version.decode())
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        scope = self._scope(key)
+        names = self._names(scope)
+        with _translate_errors(f"delete {key!r}", self._where, self._secret):
+            async with asyncio.timeout(self._timeout):
+                if self.cluster:
+                    await self._cluster_ready()
+                res = await self._script(
+                    _DELETE, names, (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS)
+                )
+                if res[0] == -1:
+                    raise PreconditionFailed(
+                        f"key {key!r} is at version {res[1].decode()}, not {if_match} "
+                        "(if-match delete)"
+                    )
+                if res[0] == 1 and res[1]:
+                    await self._client.zrem(self._top, self._member(scope, res[1].decode()))
+        return bool(res[0] == 1)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after: str | None = cursor if cursor is not None else start_after
+        if after is not None:
+            if after < prefix:
+                after = None
+            elif not after.startswith(prefix):
+                return ListPage([], None)  # every key of the prefix is <= after
+        pb = prefix.encode()
+        lo = b"(" + after.encode() if after is not None else b"[" + pb
+        hi = b"(" + pb + b"\xff"  # UTF-8 never holds 0xff: above every key of the prefix
+        complete = prefix.count("/")
+        with _translate_errors(f"list {prefix!r}", self._where, self._secret):
+            async with asyncio.timeout(self._timeout):
+                if self.cluster:
+                    await self._cluster_ready()
+                if complete >= self._depth:
+                    index = self._names(self._scope(prefix + "x"))[1]
+                    raw = await self._client.zrangebylex(index, lo, hi, 0, limit)
+                    keys = [k.decode() for k in cast("list[bytes]", raw)]
+                    return ListPage(keys, keys[-1] if len(keys) == limit else None)
+                return await self._list_merged(prefix, after, lo, hi, complete, limit)
+
+    async def _list_merged(
+        self, prefix: str, after: str | None, lo: bytes, hi: bytes, complete: int, limit: int
+    ) -> ListPage:
+        """One page of a listing whose prefix spans several scopes (see the module docstring)."""
+        # the scope of the prefix's complete segments holds its keys with one more segment
+        scopes: dict[str, list[str]] = {"/".join(prefix.split("/")[:complete]): []}
+        if after is not None:  # scopes whose range holds ``after`` start before it
+            parts = after.split("/")
+            for depth in range(complete + 1, min(self._depth, len(parts) - 1) + 1):
+                scopes.setdefault("/".join(parts[:depth]), [])
+        width = min(limit, self.scan_width)
+        members = await self._client.zrangebylex(self._top, lo, hi, 0, width + 1)
+        entries: list[tuple[str, str]] = []
+        for member in cast("list[bytes]", members):
+            head, _, token = member.decode().partition("\x00")
+            entries.append((head[:-1], token))
+        boundary: str | None = None
+        if len(entries) > width:
+            boundary = entries[width][0] + "/"
+            entries = [e for e in entries[:width] if e[0] + "/" != boundary]
+        for scope, token in entries:
+            scopes.setdefault(scope, []).append(token)
+        top = b"(" + boundary.encode() if boundary is not None else hi
+        pipe = self._client.pipeline(transaction=False)
+        for scope in scopes:
+            pipe.zrangebylex(self._names(scope)[1], lo, top, 0, limit)
+        results: list[list[bytes]] = await pipe.execute()
+        # a scope that returned ``limit`` keys may hold more: the page ends at its last key
+        bound: bytes | None = None
+        for got in results:
+            if len(got) == limit and (bound is None or got[-1] < bound):
+                bound = got[-1]
+        merged = heapq.merge(*results)
+        page: list[str] = []
+        for raw in merged:
+            if bound is not None and raw > bound:
+                break
+            page.append(raw.decode())
+            if len(page) == limit:
+                break
+        empty = [
+            (scope, tokens)
+            for (scope, tokens), got in zip(scopes.items(), results, strict=True)
+            if tokens and not got and (boundary is None or not boundary.startswith(scope + "/"))
+        ]
+        if empty:
+            await self._retire(empty)
+        if len(page) == limit:
+            return ListPage(page, page[-1])
+        return ListPage(page, boundary)
+
+    async def _retire(self, empty: list[tuple[str, list[str]]]) -> None:
+        """Remove the ``ns:top`` entries of scopes a listing found empty (emptied or expired)."""
+        stale: list[bytes] = []
+        for scope, tokens in empty:
+            names = self._names(scope)
+            for token in tokens:
+                res = await self._script(_RETIRE, names[1:], (token, DEAD_TOKEN_MS))
+                if res[0] == 1:
+                    stale.append(self._member(scope, token))
+                    if res[1]:
+                        stale.append(self._member(scope, res[1].decode()))
+        if stale:
+            await self._client.zrem(self._top, *stale)
+
+    async def _aclose(self) -> None:
+        if self._owns_client:
+            with _translate_errors("close", self._where, self._secret):
+                await self._client.aclose()
+
+
+class _RedisStorageWithTTL(RedisStorage):
+    """A :class:`RedisStorage` created with ``ttl``: it declares the TTL capability."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(ttl=True)
+
+
+# -- errors ------------------------------------------------------------------------------
+_UNAVAILABLE: tuple[tuple[type[BaseException], str], ...] = (
+    (rexc.AuthenticationError, "authentication failed (check the username and password)"),
+    (rexc.AuthenticationWrongNumberOfArgsError, "authentication failed (check the username)"),
+    (rexc.NoPermissionError, "permission denied by the server's ACL"),
+    (rexc.BusyLoadingError, "the server is loading its dataset"),
+    (rexc.ReadOnlyError, "the server is a read-only replica (failover in progress?)"),
+    (rexc.OutOfMemoryError, "the server is out of memory (maxmemory)"),
+    (rexc.MasterDownError, "the primary is down"),
+    (rexc.ClusterDownError, "the cluster is down"),
+    (rexc.TryAgainError, "the cluster is resharding; try again"),
+    (rexc.MaxConnectionsError, "the connection pool is exhausted"),
+    (rexc.TimeoutError, "the server did not answer in time"),
+    (rexc.ConnectionError, "cannot connect"),
+    (rexc.ClusterError, "cluster error"),
+    (rexc.RedisClusterException, "cluster error"),
+    (rexc.ResponseError, "the server refused the command"),
+    (rexc.RedisError, "redis error"),
+    (TimeoutError, "no answer within the operation's timeout"),
+    (OSError, "network error"),
+)
+"""Every foreign error :func:`_translate_errors` maps to StorageUnavailable, most specific first."""
+
+
+@contextmanager
+def _translate_errors(what: str, where: str, secret: str | None) -> Iterator[None]:
+    """Turn redis-py's errors into checkpointkit's, chained with ``from``.
+
+    Checkpointkit's own errors and cancellation pass through. ``MOVED`` or
+    ``ASK`` from a standalone client becomes :class:`ConfigurationError`
+    (the server is a cluster node); everything in :data:`_UNAVAILABLE`
+    becomes :class:`StorageUnavailable`. The password never reaches a message.
+    """
+    try:
+        yield
+    except CheckpointkitError:
+        raise
+    except rexc.AskError as exc:  # MOVED is an AskError too
+        raise ConfigurationError(
+            f"{what}: {where} is a Redis Cluster node; open it with ?cluster=true"
+        ) from exc
+    except AttributeError as exc:
+        if not _raised_in_redis(exc):
+            raise
+        # redis-py's cluster client can close a connection that a command is using
+        raise StorageUnavailable(
+            f"{what} on {where}: the connection was closed under the command: {exc}"
+        ) from exc
+    except Exception as exc:
+        for kind, reason in _UNAVAILABLE:
+            if isinstance(exc, kind):
+                detail = _scrub(str(exc) or type(exc).__name__, secret)
+                raise StorageUnavailable(f"{what} on {where}: {reason}: {detail}") from exc
+        raise
+
+
+def _raised_in_redis(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and f"{os.sep}redis{os.sep}" in last.tb_frame.f_code.co_filename
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, "***").replace(quote(secret, safe=""), "***")
+    return text[:300]
+
+
+def _precondition(key: str, mode: PutMode, current: bytes) -> PreconditionFailed:
+    if mode == "create":
+        return PreconditionFailed(f"key {key!r} already exists (create-only put)")
+    assert isinstance(mode, IfMatch)
+    if not current:
+        return PreconditionFailed(f"key {key!r} does not exist (if-match {mode.version})")
+    return PreconditionFailed(
+        f"key {key!r} is at version {current.decode()}, not {mode.version} (if-match put)"
+    )
+
+
+# -- options -----------------------------------------------------------------------------
+def _check_prefix(prefix: object) -> None:
+    if (
+        not isinstance(prefix, str)
+        or not prefix
+        or len(prefix) > 64
+        or not all(c.isascii() and (c.isalnum() or c in "_.-") for c in prefix)
+    ):
+        raise ConfigurationError(
+            f"redis prefix must be 1 to 64 ASCII letters, digits or _.- characters, not {prefix!r}"
+        )
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigurationError(f"redis option {name} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _ttl_ms(ttl: object) -> int:
+    if ttl is None:
+        return 0
+    seconds = _positive("ttl", ttl)
+    if seconds < 0.001:
+        raise ConfigurationError(f"redis option ttl must be at least 0.001 seconds, not {ttl!r}")
+    return round(seconds * 1000)
+
+
+def _parse_param(shown: str, name: str, value: str) -> Any:
+    if name not in _URL_PARAMS:
+        raise ConfigurationError(
+            f"unknown redis URL parameter {name!r} in {shown!r}; known: {', '.join(_URL_PARAMS)}"
+        )
+    try:
+        if name in ("cluster", "ssl_check_hostname"):
+            low = value.lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError
+        if name in ("ttl", "timeout", "connect_timeout"):
+            return float(value)
+        if name in ("retries", "scope_depth", "max_connections"):
+            return int(value)
+    except ValueError:
+        raise ConfigurationError(
+            f"redis URL parameter {name}={value!r} in {shown!r} is malformed"
+        ) from None
+    return value
+
+
+def _parse_endpoint(endpoint: object) -> tuple[str, int]:
+    if isinstance(endpoint, tuple) and len(endpoint) == 2:
+        host, port = endpoint
+        return str(host), int(port)
+    if isinstance(endpoint, str):
+        host, sep, port_text = endpoint.rpartition(":")
+        if sep and host and port_text.isdigit():
+            return host.strip("[]"), int(port_text)
+    raise ConfigurationError(f"redis option endpoint must be 'host:port', not {endpoint!r}")
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password."""
+    head, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    if "@" not in netloc:
+        return url
+    userinfo, _, hostport = netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    auth = f"{user}:***" if ":" in userinfo else user
+    return f"{head}://{auth}@{hostport}{slash}{tail}"

@@ -1,0 +1,394 @@
+"""Every storage promise of DESIGN.md, against a standalone valkey-server and a 3-node cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+from checkpointkit import (
+    IfMatch,
+    InvalidKey,
+    NotFound,
+    PreconditionFailed,
+    Storage,
+    StorageClosed,
+)
+from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.adapters.redis import RedisStorage
+from checkpointkit.registry import open_storage
+
+MiB = 1024 * 1024
+
+
+def test_redis_storage_is_a_storage() -> None:
+    s: Storage = RedisStorage(port=1)  # type-checked: RedisStorage satisfies the protocol
+    assert isinstance(s, Storage)
+
+
+async def test_open_storage_dispatches_redis_urls(redis_url: str, prefix: str) -> None:
+    async with open_storage(redis_url, prefix=prefix) as s:
+        assert isinstance(s, RedisStorage)
+        await s.put("runs/r/k", b"v")
+        assert (await s.get("runs/r/k")).data == b"v"
+
+
+@pytest.mark.parametrize("size", [0, 1, 1024, 3 * MiB + 7])
+async def test_put_get_round_trips_bytes(storage: RedisStorage, size: int) -> None:
+    data = random.randbytes(size)
+    version = await storage.put("runs/r/blob", data)
+    got = await storage.get("runs/r/blob")
+    assert got.data == data
+    assert got.version == version
+    assert await storage.delete("runs/r/blob")
+
+
+async def test_put_accepts_bytearray_and_memoryview(storage: RedisStorage) -> None:
+    await storage.put("runs/r/a", bytearray(b"ab"))
+    await storage.put("runs/r/b", memoryview(b"cd"))
+    assert (await storage.get("runs/r/a")).data == b"ab"
+    assert (await storage.get("runs/r/b")).data == b"cd"
+
+
+async def test_get_missing_key_raises_not_found(storage: RedisStorage) -> None:
+    with pytest.raises(NotFound, match="runs/r/missing"):
+        await storage.get("runs/r/missing")
+
+
+async def test_create_only_rejects_existing_key(storage: RedisStorage) -> None:
+    v1 = await storage.put("runs/r/k", b"first", mode="create")
+    with pytest.raises(PreconditionFailed, match="already exists"):
+        await storage.put("runs/r/k", b"second", mode="create")
+    got = await storage.get("runs/r/k")
+    assert got == (b"first", v1)
+
+
+async def test_if_match_replaces_the_matching_version(storage: RedisStorage) -> None:
+    v1 = await storage.put("runs/r/k", b"1")
+    v2 = await storage.put("runs/r/k", b"2", mode=IfMatch(v1))
+    assert v2 != v1
+    assert await storage.get("runs/r/k") == (b"2", v2)
+
+
+async def test_if_match_rejects_another_version(storage: RedisStorage) -> None:
+    v1 = await storage.put("runs/r/k", b"1")
+    v2 = await storage.put("runs/r/k", b"2")
+    with pytest.raises(PreconditionFailed, match="if-match"):
+        await storage.put("runs/r/k", b"3", mode=IfMatch(v1))
+    assert await storage.get("runs/r/k") == (b"2", v2)
+
+
+async def test_if_match_rejects_a_missing_key(storage: RedisStorage) -> None:
+    with pytest.raises(PreconditionFailed, match="does not exist"):
+        await storage.put("runs/r/k", b"x", mode=IfMatch("whatever"))
+    with pytest.raises(NotFound):
+        await storage.get("runs/r/k")
+
+
+async def test_versions_change_on_every_write_and_after_delete_and_recreate(
+    storage: RedisStorage,
+) -> None:
+    seen = set()
+    for _ in range(5):
+        seen.add(await storage.put("runs/r/k", b"same bytes"))
+        assert await storage.delete("runs/r/k")
+        seen.add(await storage.put("runs/r/k", b"same bytes", mode="create"))
+    assert len(seen) == 10
+
+
+async def test_delete_returns_whether_the_key_existed(storage: RedisStorage) -> None:
+    assert not await storage.delete("runs/r/k")
+    await storage.put("runs/r/k", b"x")
+    assert await storage.delete("runs/r/k")
+    assert not await storage.delete("runs/r/k")
+    with pytest.raises(NotFound):
+        await storage.get("runs/r/k")
+    assert [k async for k in storage.list("runs/")] == []
+
+
+async def test_if_match_delete_checks_the_version(storage: RedisStorage) -> None:
+    v1 = await storage.put("runs/r/k", b"1")
+    v2 = await storage.put("runs/r/k", b"2")
+    with pytest.raises(PreconditionFailed, match="if-match delete"):
+        await storage.delete("runs/r/k", if_match=v1)
+    assert (await storage.get("runs/r/k")).version == v2
+    assert await storage.delete("runs/r/k", if_match=v2)
+    assert not await storage.delete("runs/r/k", if_match=v2)  # a missing key returns False
+
+
+async def test_list_is_ordered_by_the_full_key_in_utf8_byte_order(storage: RedisStorage) -> None:
+    keys = [
+        "runs/a/x", "runs/a!/x", "runs/a-b/x", "runs/a/x!", "runs/a/x/y", "runs/a", "runs/a0",
+        "runs/é/1", "runs/z/1", "runs/日本/1", "runs/😀/1", "index/a", "index/b", "a", "b",
+        "a!", "a/b", "runs/{tag}/k", "runs/}x{/k", "runs/a/b/c/d/e",
+    ]  # fmt: skip
+    for k in random.sample(keys, len(keys)):
+        await storage.put(k, k.encode())
+    assert [k async for k in storage.list()] == sorted(keys)
+    assert sorted(keys) == sorted(keys, key=lambda k: k.encode())
+    assert [k async for k in storage.list("runs/a")] == sorted(
+        k for k in keys if k.startswith("runs/a")
+    )
+
+
+async def test_list_agrees_with_the_reference_adapter_for_any_prefix(
+    storage: RedisStorage,
+) -> None:
+    """Random keys in several scopes and depths; every prefix, start_after and limit."""
+    rng = random.Random(5)
+    alphabet = ["a", "b", "ab", "a!", "b/c", "é"]
+    keys = set()
+    while len(keys) < 60:
+        depth = rng.randint(1, 4)
+        keys.add("/".join(rng.choice(["runs", "index", "x"]) if i == 0 else rng.choice(alphabet)
+                          for i in range(depth)).replace("//", "/").strip("/"))  # fmt: skip
+    keys = {k for k in keys if k and "//" not in k}
+    reference = MemoryStorage()
+    storage.page_size = 4  # type: ignore[misc]  # small pages: exercise the cursors
+    for k in keys:
+        await storage.put(k, b"")
+        await reference.put(k, b"")
+    prefixes = ["", "r", "runs", "runs/", "runs/a", "runs/a/", "runs/ab", "index/", "x/b", "x/b/"]
+    afters = [None, "a", "runs", "runs/a", "runs/a/b", "runs/b/", "runs/b/c/é", "x", "zzz"]
+    for p in prefixes:
+        for after in afters:
+            for limit in (None, 1, 3, 7):
+                want = [k async for k in reference.list(p, start_after=after, limit=limit)]
+                got = [k async for k in storage.list(p, start_after=after, limit=limit)]
+                assert got == want, (p, after, limit)
+
+
+async def test_list_pages_with_start_after_and_limit(storage: RedisStorage) -> None:
+    storage.page_size = 3  # type: ignore[misc]
+    keys = [f"runs/r/s/{i:03d}" for i in range(20)]
+    for k in keys:
+        await storage.put(k, b"")
+    assert [k async for k in storage.list("runs/r/")] == keys
+    assert [k async for k in storage.list("runs/r/", limit=5)] == keys[:5]
+    assert [k async for k in storage.list("runs/r/", start_after=keys[4], limit=4)] == keys[5:9]
+    assert [k async for k in storage.list("runs/r/", start_after=keys[-1])] == []
+    assert [k async for k in storage.list("runs/r/", limit=0)] == []
+
+
+async def test_list_spanning_many_runs_and_slots_is_ordered_and_limited(
+    storage: RedisStorage,
+) -> None:
+    keys = []
+    for run in range(30):
+        for step in range(3):
+            keys.append(f"runs/run{run:02d}/s/{step}")
+        keys.append(f"index/run{run:02d}")
+    for k in keys:
+        await storage.put(k, b"")
+    runs = sorted(k for k in keys if k.startswith("runs/"))
+    assert [k async for k in storage.list("runs/")] == runs
+    assert [k async for k in storage.list("runs/", limit=10)] == runs[:10]
+    assert [k async for k in storage.list("runs/run1", limit=4)] == [
+        k for k in runs if k.startswith("runs/run1")
+    ][:4]
+    after = "runs/run07/s/1"
+    assert [k async for k in storage.list("runs/", start_after=after, limit=5)] == [
+        k for k in runs if k > after
+    ][:5]
+    assert [k async for k in storage.list("index/")] == sorted(
+        k for k in keys if k.startswith("index/")
+    )
+    assert [k async for k in storage.list()] == sorted(keys)
+
+
+async def test_list_never_returns_keys_outside_the_prefix(storage: RedisStorage) -> None:
+    for k in ["runs/ab/1", "runs/abc/1", "runs/ab", "runs/a", "runsx/ab/1", "run/ab/1"]:
+        await storage.put(k, b"")
+    assert [k async for k in storage.list("runs/ab")] == ["runs/ab", "runs/ab/1", "runs/abc/1"]
+    assert [k async for k in storage.list("runs/ab/")] == ["runs/ab/1"]
+    assert [k async for k in storage.list("runs/ab/1")] == ["runs/ab/1"]
+    assert [k async for k in storage.list("runs/abd")] == []
+
+
+async def test_storages_with_different_prefixes_are_isolated(redis_url: str) -> None:
+    async with (
+        RedisStorage.from_url(redis_url, prefix="isoA") as a,
+        RedisStorage.from_url(redis_url, prefix="isoAB") as b,
+    ):
+        await a.put("runs/r/k", b"a")
+        await b.put("runs/r/k", b"b")
+        assert (await a.get("runs/r/k")).data == b"a"
+        assert [k async for k in b.list()] == ["runs/r/k"]
+        await a.delete("runs/r/k")
+        assert (await b.get("runs/r/k")).data == b"b"
+        await b.delete("runs/r/k")
+
+
+async def test_emptied_scopes_leave_no_entry_in_the_scope_index(storage: RedisStorage) -> None:
+    for run in range(5):
+        await storage.put(f"runs/r{run}/k", b"")
+    top = f"{storage._ns}:top".encode()
+    assert await storage.client.zcard(top) == 5
+    for run in range(5):
+        await storage.delete(f"runs/r{run}/k")
+    assert await storage.client.zcard(top) == 0
+    assert [k async for k in storage.list("runs/")] == []
+
+
+async def test_listing_removes_scope_entries_left_by_a_crashed_writer(
+    storage: RedisStorage,
+) -> None:
+    top = f"{storage._ns}:top".encode()
+    # a writer registered a scope, then died before writing its key
+    await storage.client.zadd(top, {storage._member("runs/dead", "tok"): 0})
+    await storage.put("runs/live/k", b"")
+    assert [k async for k in storage.list("runs/")] == ["runs/live/k"]
+    assert await storage.client.zcard(top) == 1
+    # the late writer's registration was retired: it registers again and stays listed
+    names = storage._names("runs/dead")
+    await storage.put("runs/dead/k", b"")
+    assert [k async for k in storage.list("runs/")] == ["runs/dead/k", "runs/live/k"]
+    assert await storage.client.hexists(names[2], "dead:tok")
+
+
+async def test_operations_after_close_raise_storage_closed(redis_url: str, prefix: str) -> None:
+    s = RedisStorage.from_url(redis_url, prefix=prefix)
+    await s.put("runs/r/k", b"v")
+    await s.aclose()
+    await s.aclose()  # idempotent
+    with pytest.raises(StorageClosed):
+        await s.put("runs/r/k", b"v")
+    with pytest.raises(StorageClosed):
+        await s.get("runs/r/k")
+    with pytest.raises(StorageClosed):
+        await s.delete("runs/r/k")
+    with pytest.raises(StorageClosed):
+        s.list()
+
+
+@pytest.mark.parametrize(
+    "key", ["", "/a", "a/", "a//b", "a/../b", "./a", "a\x00b", "a\\b", "a\nb", "x" * 1025]
+)
+async def test_bad_keys_raise_invalid_key(storage: RedisStorage, key: str) -> None:
+    with pytest.raises(InvalidKey):
+        await storage.put(key, b"x")
+    with pytest.raises(InvalidKey):
+        await storage.get(key)
+    with pytest.raises(InvalidKey):
+        await storage.delete(key)
+
+
+async def test_keys_with_braces_cannot_change_their_hash_slot(storage: RedisStorage) -> None:
+    keys = ["runs/{a}/k", "runs/{a}/l", "runs/}{/k", "runs/a{/k", "{x}/y/z", "runs/{}/k"]
+    for k in keys:
+        await storage.put(k, k.encode(), mode="create")
+    for k in keys:
+        assert (await storage.get(k)).data == k.encode()
+    assert [k async for k in storage.list()] == sorted(keys)
+    for k in keys:
+        assert await storage.delete(k)
+
+
+async def test_concurrent_create_only_has_exactly_one_winner(redis_url: str, prefix: str) -> None:
+    async with (
+        RedisStorage.from_url(redis_url, prefix=prefix) as a,
+        RedisStorage.from_url(redis_url, prefix=prefix) as b,
+    ):
+        clients = [a, b]
+
+        async def attempt(i: int) -> str | None:
+            try:
+                await clients[i % 2].put("runs/race/k", f"writer {i}".encode(), mode="create")
+            except PreconditionFailed:
+                return None
+            return f"writer {i}"
+
+        results = await asyncio.gather(*(attempt(i) for i in range(20)))
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1
+        assert (await a.get("runs/race/k")).data == winners[0].encode()
+
+
+async def test_cas_counter_with_ten_workers_is_exact(redis_url: str, prefix: str) -> None:
+    async with (
+        RedisStorage.from_url(redis_url, prefix=prefix) as a,
+        RedisStorage.from_url(redis_url, prefix=prefix) as b,
+    ):
+        await a.put("runs/c/counter", b"0")
+        increments = 10
+
+        async def worker(s: RedisStorage) -> None:
+            done = 0
+            while done < increments:
+                got = await s.get("runs/c/counter")
+                try:
+                    await s.put(
+                        "runs/c/counter", str(int(got.data) + 1).encode(), mode=IfMatch(got.version)
+                    )
+                except PreconditionFailed:
+                    continue
+                done += 1
+
+        await asyncio.gather(*(worker([a, b][i % 2]) for i in range(10)))
+        assert (await b.get("runs/c/counter")).data == b"100"
+
+
+async def test_capabilities_declare_ttl_only_when_configured(redis_standalone_url: str) -> None:
+    async with RedisStorage.from_url(redis_standalone_url) as plain:
+        assert plain.capabilities.ttl is False
+        assert type(plain).capabilities.ttl is False
+        assert plain.capabilities.conditional_put
+        assert plain.capabilities.conditional_delete
+    async with RedisStorage.from_url(redis_standalone_url + "?ttl=60") as expiring:
+        assert isinstance(expiring, RedisStorage)
+        assert expiring.capabilities.ttl is True
+        assert type(expiring).capabilities.ttl is True
+        assert "ttl=60" in repr(expiring)
+
+
+async def _wait_until(predicate: object, bound: float) -> float:
+    """Poll an async predicate until true; return the elapsed time; fail after ``bound`` s."""
+    start = time.monotonic()
+    while True:
+        if await predicate():  # type: ignore[operator]
+            return time.monotonic() - start
+        assert time.monotonic() - start < bound, f"not true within {bound}s"
+        await asyncio.sleep(0.05)
+
+
+async def test_ttl_expires_a_run_and_its_index_entries(redis_url: str, prefix: str) -> None:
+    async with RedisStorage.from_url(redis_url, prefix=prefix, ttl=0.5) as s:
+        await s.put("runs/short/a", b"1")
+        await s.put("runs/short/b", b"2")
+        await s.put("index/short", b"")
+
+        async def gone() -> bool:
+            try:
+                await s.get("runs/short/a")
+            except NotFound:
+                return True
+            return False
+
+        await _wait_until(gone, bound=15)
+        with pytest.raises(NotFound):
+            await s.get("runs/short/b")
+        assert [k async for k in s.list("runs/short/")] == []
+        assert [k async for k in s.list("runs/")] == []  # also cleans the scope's entry
+        assert await _wait_until(lambda: _no_key_left(s), bound=15) >= 0
+        # the listing that passed the expired scopes removed their entries
+        assert await s.client.zcard(f"{prefix}:top".encode()) == 0
+
+
+async def _no_key_left(s: RedisStorage) -> bool:
+    return [k async for k in s.list()] == []
+
+
+async def test_ttl_is_refreshed_by_every_write_to_the_run(redis_url: str, prefix: str) -> None:
+    async with RedisStorage.from_url(redis_url, prefix=prefix, ttl=30) as s:
+        await s.put("runs/r/a", b"1")
+        h, i, r = s._names("runs/r")
+        first = await s.client.pttl(h)
+        assert 25_000 < first <= 30_000
+        await s.client.pexpire(h, 5_000)  # as if 25 seconds had passed
+        await s.client.pexpire(i, 5_000)
+        await s.put("runs/r/b", b"2")  # another key of the run: the whole run is refreshed
+        for name in (h, i):
+            assert await s.client.pttl(name) > 25_000
+        assert await s.client.pttl(r) > 25_000
+        assert (await s.get("runs/r/a")).data == b"1"
