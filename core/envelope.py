@@ -1,0 +1,373 @@
+"""The envelope: the framing around every stored value.
+
+Framing only: it knows nothing of how the payload was serialized, so an
+integration that brings its own serializer can still use it (pass your own
+``codec_tag``). Layout (format version 1, integers little-endian)::
+
+    offset  size  field
+    0       4     magic b"\\x89CKP"
+    4       1     format version (1)
+    5       1     codec tag (1 = checkpointkit msgpack; see CODEC_*)
+    6       1     compression tag (0 = none, 1 = zstd)
+    7       1     flags (bit 0 = encrypted; other bits must be 0)
+    8       8     payload length: bytes stored after the header
+    16      4     CRC-32 of every other byte of the envelope (header and payload)
+    20      1     [encrypted only] key id length n (1..255)
+    21      n     [encrypted only] key id, UTF-8
+    21+n    12    [encrypted only] AES-GCM nonce
+    ...           payload: compressed (if so tagged), then encrypted (ciphertext + 16-byte tag)
+
+The first 20 bytes keep this shape in every format version, and the CRC covers
+the whole envelope whatever the version, so a bit flip is reported as
+corruption even in the version byte, and an intact envelope of a newer version
+is reported as such. When encrypted, the header (every byte before the payload
+except the CRC) is the AES-GCM associated data, so it cannot be altered either.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+
+import zstandard
+
+from .crypto import NONCE_SIZE, TAG_SIZE, Encryption
+from .errors import CheckpointCorrupted, ConfigurationError, DecodeError, DecryptionError
+
+__all__ = [
+    "CODEC_JSON",
+    "CODEC_MSGPACK",
+    "CODEC_PICKLE",
+    "COMPRESSION_NONE",
+    "COMPRESSION_ZSTD",
+    "FORMAT_VERSION",
+    "HEADER_SIZE",
+    "MAGIC",
+    "SUPPORTED_VERSIONS",
+    "BytesLike",
+    "EnvelopeHeader",
+    "open_envelope",
+    "open_view",
+    "read_header",
+    "seal",
+]
+
+MAGIC = b"\x89CKP"
+"""The first four bytes of every envelope (non-ASCII first byte, like PNG's)."""
+
+FORMAT_VERSION = 1
+"""The envelope format version that :func:`seal` writes."""
+
+SUPPORTED_VERSIONS = (1,)
+"""The envelope format versions that :func:`open_envelope` reads."""
+
+HEADER_SIZE = 20
+"""Bytes of the fixed header (an encrypted envelope adds 14 plus the key id)."""
+
+CODEC_MSGPACK = 1
+"""Codec tag of :class:`checkpointkit.codec.Codec`: msgpack with checkpointkit's extensions."""
+
+CODEC_PICKLE = 2
+"""Reserved codec tag for raw pickle. :class:`~checkpointkit.codec.Codec` never writes
+it and always refuses to decode it."""
+
+CODEC_JSON = 3
+"""Reserved codec tag for JSON payloads. Tags 128 to 255 are free for integrations."""
+
+COMPRESSION_NONE = 0
+COMPRESSION_ZSTD = 1
+
+_FLAG_ENCRYPTED = 0x01
+_KNOWN_FLAGS = _FLAG_ENCRYPTED
+
+_HEAD = struct.Struct("<4sBBBBQ")  # everything before the CRC
+_CRC = struct.Struct("<I")
+_FIELDS = struct.Struct("<BBBBQI")  # from offset 4: version .. crc
+_CRC_AT = 16
+_MAX_LEVEL = 22
+_MIN_LEVEL = -(1 << 17)
+
+_local = threading.local()
+
+BytesLike = bytes | bytearray | memoryview
+"""What :func:`seal` and :func:`open_envelope` accept as input."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvelopeHeader:
+    """What the header of an envelope says (see :func:`read_header`).
+
+    Attributes:
+        version: Envelope format version.
+        codec_tag: Which serializer wrote the payload.
+        compression: ``COMPRESSION_NONE`` or ``COMPRESSION_ZSTD``.
+        encrypted: Whether the payload is AES-GCM encrypted.
+        key_id: The encryption key id, or ``None`` if not encrypted.
+        payload_length: Bytes stored after the header.
+        header_length: Bytes of the header, including the key id and nonce.
+    """
+
+    version: int
+    codec_tag: int
+    compression: int
+    encrypted: bool
+    key_id: str | None
+    payload_length: int
+    header_length: int
+
+
+def _where(key: str | None) -> str:
+    return f"the envelope at key {key!r}" if key is not None else "the envelope"
+
+
+def check_compression(compress_threshold: int, compression_level: int) -> None:
+    """Validate compression settings.
+
+    Raises:
+        ConfigurationError: The threshold is negative or the level is not a zstd level.
+    """
+    if not isinstance(compress_threshold, int) or compress_threshold < 0:
+        raise ConfigurationError(
+            f"compress_threshold must be an int >= 0 (bytes), got {compress_threshold!r}"
+        )
+    if (
+        not isinstance(compression_level, int)
+        or isinstance(compression_level, bool)
+        or not _MIN_LEVEL <= compression_level <= _MAX_LEVEL
+        or compression_level == 0
+    ):
+        raise ConfigurationError(
+            f"compression_level must be a zstd level, 1 to 22 (or negative for faster), "
+            f"got {compression_level!r}"
+        )
+
+
+def _compressor(level: int) -> zstandard.ZstdCompressor:
+    cache: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
+    if cache is None:
+        cache = _local.compressors = {}
+    comp = cache.get(level)
+    if comp is None:
+        comp = cache[level] = zstandard.ZstdCompressor(level=level, write_content_size=True)
+    return comp
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    dec: zstandard.ZstdDecompressor | None = getattr(_local, "decompressor", None)
+    if dec is None:
+        dec = _local.decompressor = zstandard.ZstdDecompressor()
+    return dec
+
+
+def seal(
+    payload: BytesLike,
+    *,
+    codec_tag: int,
+    compress_threshold: int = 16 * 1024,
+    compression_level: int = 3,
+    encryption: Encryption | None = None,
+) -> bytes:
+    """Frame ``payload`` into an envelope: header, checksum, optional zstd and AES-GCM.
+
+    The payload is zstd-compressed when it is longer than ``compress_threshold``
+    bytes and compression makes it smaller; then encrypted with the active key
+    of ``encryption``, if given.
+
+    Args:
+        payload: The serialized value (any bytes-like object).
+        codec_tag: Which serializer produced ``payload``, 1 to 255 (see ``CODEC_*``;
+            128 to 255 are free for integrations).
+        compress_threshold: Compress only payloads longer than this many bytes.
+            ``sys.maxsize`` never compresses.
+        compression_level: zstd level (1 to 22; 3 is zstd's default).
+        encryption: Encrypt with its active key; ``None`` stores the payload in clear.
+
+    Returns:
+        The envelope bytes.
+
+    Raises:
+        ConfigurationError: ``codec_tag`` or a compression setting is out of range.
+    """
+    if not isinstance(codec_tag, int) or not 1 <= codec_tag <= 255:
+        raise ConfigurationError(f"codec_tag must be an int from 1 to 255, got {codec_tag!r}")
+    data: BytesLike = payload
+    size = memoryview(payload).nbytes
+    compression = COMPRESSION_NONE
+    if size > compress_threshold:
+        check_compression(compress_threshold, compression_level)
+        packed = _compressor(compression_level).compress(payload)
+        if len(packed) < size:
+            data, size, compression = packed, len(packed), COMPRESSION_ZSTD
+    if encryption is None:
+        head = _HEAD.pack(MAGIC, FORMAT_VERSION, codec_tag, compression, 0, size)
+        crc = zlib.crc32(data, zlib.crc32(head))
+        return b"".join((head, _CRC.pack(crc), data))
+    key_id = encryption.active_key_id_bytes
+    nonce = encryption.new_nonce()
+    head = _HEAD.pack(
+        MAGIC, FORMAT_VERSION, codec_tag, compression, _FLAG_ENCRYPTED, size + TAG_SIZE
+    )
+    extra = b"".join((bytes((len(key_id),)), key_id, nonce))
+    aad = head + extra
+    sealed = encryption.seal(nonce, data, aad)
+    crc = zlib.crc32(sealed, zlib.crc32(aad))
+    return b"".join((head, _CRC.pack(crc), extra, sealed))
+
+
+def read_header(data: BytesLike, *, key: str | None = None) -> EnvelopeHeader:
+    """Parse and check an envelope's header without decrypting or decompressing.
+
+    The checksum over the whole envelope is verified.
+
+    Args:
+        data: The envelope.
+        key: The storage key it came from, named in error messages.
+
+    Raises:
+        CheckpointCorrupted: Not an envelope, truncated, or a checksum or length mismatch.
+        DecodeError: An unknown format version or unknown flags.
+    """
+    return _parse(_view(data), key)[0]
+
+
+def _view(data: BytesLike) -> memoryview:
+    mv = memoryview(data)
+    return mv if mv.format == "B" and mv.ndim == 1 else mv.cast("B")
+
+
+def _parse(mv: memoryview, key: str | None) -> tuple[EnvelopeHeader, memoryview]:
+    n = len(mv)
+    if n < 4 or mv[:4] != MAGIC:
+        if 0 < n < 4 and MAGIC.startswith(mv):
+            raise CheckpointCorrupted(f"{_where(key)} is truncated: only {n} bytes")
+        raise CheckpointCorrupted(
+            f"{_where(key)} is not a checkpointkit envelope (bad magic bytes: "
+            f"{bytes(mv[:4])!r}, expected {MAGIC!r})"
+        )
+    if n < HEADER_SIZE:
+        raise CheckpointCorrupted(
+            f"{_where(key)} is truncated: {n} bytes, the header alone is {HEADER_SIZE}"
+        )
+    version, codec_tag, compression, flags, length, crc = _FIELDS.unpack_from(mv, 4)
+    if zlib.crc32(mv[HEADER_SIZE:], zlib.crc32(mv[:_CRC_AT])) != crc:
+        raise CheckpointCorrupted(_crc_message(mv, key, version, flags, length))
+    if version not in SUPPORTED_VERSIONS:
+        newer = " (written by a newer checkpointkit?)" if version > FORMAT_VERSION else ""
+        raise DecodeError(
+            f"{_where(key)} has envelope format version {version}{newer}; this checkpointkit "
+            f"reads versions {', '.join(map(str, SUPPORTED_VERSIONS))}"
+        )
+    if flags & ~_KNOWN_FLAGS:
+        raise DecodeError(f"{_where(key)} has unknown header flags {flags:#04x}")
+    pos = HEADER_SIZE
+    key_id: str | None = None
+    if flags & _FLAG_ENCRYPTED:
+        kid_len = mv[pos] if n > pos else 0
+        end = pos + 1 + kid_len + NONCE_SIZE
+        if kid_len == 0 or end > n:
+            raise CheckpointCorrupted(f"{_where(key)} has a malformed encryption header")
+        try:
+            key_id = bytes(mv[pos + 1 : pos + 1 + kid_len]).decode()
+        except UnicodeDecodeError:
+            raise CheckpointCorrupted(f"{_where(key)} has a malformed encryption key id") from None
+        pos = end
+    if n - pos != length:
+        raise CheckpointCorrupted(
+            f"{_where(key)} has a length mismatch: the header says {length} payload bytes, "
+            f"{n - pos} follow it"
+        )
+    header = EnvelopeHeader(
+        version=version,
+        codec_tag=codec_tag,
+        compression=compression,
+        encrypted=key_id is not None,
+        key_id=key_id,
+        payload_length=length,
+        header_length=pos,
+    )
+    return header, mv[pos:]
+
+
+def _crc_message(mv: memoryview, key: str | None, version: int, flags: int, length: int) -> str:
+    # Say "truncated" when the length field (if it can be trusted) explains the mismatch.
+    n = len(mv)
+    if version == FORMAT_VERSION and not flags & ~_KNOWN_FLAGS:
+        head = HEADER_SIZE
+        if flags & _FLAG_ENCRYPTED and n > HEADER_SIZE:
+            head += 1 + mv[HEADER_SIZE] + NONCE_SIZE
+        if n < head + length:
+            return (
+                f"{_where(key)} is truncated: {n} bytes, the header says "
+                f"{head + length} (checksum mismatch)"
+            )
+        if n > head + length:
+            return (
+                f"{_where(key)} has a length mismatch: {n} bytes, the header says "
+                f"{head + length} (checksum mismatch)"
+            )
+    return f"{_where(key)} is corrupted: checksum mismatch"
+
+
+def open_envelope(
+    data: BytesLike, *, key: str | None = None, encryption: Encryption | None = None
+) -> tuple[int, bytes]:
+    """Check, decrypt and decompress an envelope.
+
+    Args:
+        data: The envelope bytes.
+        key: The storage key it came from, named in error messages.
+        encryption: Keys to decrypt with; needed only for encrypted envelopes.
+
+    Returns:
+        ``(codec_tag, payload)``: the tag given to :func:`seal` and the payload
+        as it was before compression and encryption.
+
+    Raises:
+        CheckpointCorrupted: Not an envelope (bad magic), truncated, or a checksum
+            or length mismatch (a bit flip anywhere in the envelope).
+        DecodeError: Unknown format version, flags or compression tag, or a
+            payload that does not decompress.
+        DecryptionError: The envelope is encrypted but ``encryption`` is
+            ``None``, its key id is unknown, or the key is wrong; or the envelope
+            is not encrypted but ``encryption`` refuses plaintext.
+    """
+    tag, payload = open_view(data, key=key, encryption=encryption)
+    return tag, payload if isinstance(payload, bytes) else bytes(payload)
+
+
+def open_view(
+    data: BytesLike, *, key: str | None = None, encryption: Encryption | None = None
+) -> tuple[int, bytes | memoryview]:
+    """Like :func:`open_envelope`, but the payload may be a view into ``data`` (no copy)."""
+    mv = _view(data)
+    header, body = _parse(mv, key)
+    payload: bytes | memoryview = body
+    if header.compression not in (COMPRESSION_NONE, COMPRESSION_ZSTD):
+        raise DecodeError(
+            f"{_where(key)} has unknown compression tag {header.compression} "
+            "(known: 0 = none, 1 = zstd)"
+        )
+    if header.key_id is not None:
+        if encryption is None:
+            raise DecryptionError(
+                f"{_where(key)} is encrypted (key id {header.key_id!r}) but no Encryption "
+                "is configured to decrypt it"
+            )
+        aad = bytes(mv[:_CRC_AT]) + bytes(mv[HEADER_SIZE : header.header_length])
+        nonce = bytes(mv[header.header_length - NONCE_SIZE : header.header_length])
+        payload = encryption.open(header.key_id, nonce, body, aad, where=_where(key))
+    elif encryption is not None and not encryption.allow_plaintext:
+        raise DecryptionError(
+            f"{_where(key)} is not encrypted, and this Encryption refuses plaintext "
+            "(allow_plaintext=False)"
+        )
+    if header.compression == COMPRESSION_ZSTD:
+        try:
+            payload = _decompressor().decompress(payload)
+        except zstandard.ZstdError as exc:
+            raise DecodeError(
+                f"{_where(key)} has a payload that does not decompress: {exc}"
+            ) from exc
+    return header.codec_tag, payload
