@@ -1,8 +1,10 @@
 """The file adapter: one file per key under a root directory, atomic and durable.
 
 Layout (see ``docs/adapters/file.md``): each key segment is percent-encoded
-with ``urllib.parse.quote(segment, safe="")``, so an encoded name holds only
-letters, digits, ``_.-~`` and ``%XX``. The last segment names a file; every
+with ``urllib.parse.quote(segment, safe="")``, and upper-case ASCII letters are
+escaped too (``A`` is ``%41``), so an encoded name holds only lower-case
+letters, digits, ``_.-~`` and ``%XX``: no two names differ only by case, which
+keeps keys apart on case-insensitive file systems. The last segment names a file; every
 other segment names a directory ``<encoded>@``. Internal names hold ``#``,
 which no encoded name can hold: temporary files ``#<random>.tmp`` and the lock
 directory ``#locks``. So ``a/b`` is ``root/a@/b`` and ``a/b/c`` is
@@ -61,8 +63,9 @@ LOCK_STRIPES = 64
 LOCK_DIR = "#locks"
 
 _TEMP_RE = re.compile(r"#[0-9a-f]{16}\.tmp")
-_PLAIN_RE = re.compile(r"[A-Za-z0-9_.~-]+")
-_ENCODED_RE = re.compile(r"(?:[A-Za-z0-9_.~-]|%[0-9A-F]{2})+")
+_PLAIN_RE = re.compile(r"[a-z0-9_.~-]+")
+_ENCODED_RE = re.compile(r"(?:[a-z0-9_.~-]|%[0-9A-F]{2})+")
+_UPPER_RE = re.compile(r"%[0-9A-F]{2}|[A-Z]")
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -274,14 +277,14 @@ class FileStorage(StorageBase):
     # -- key mapping ---------------------------------------------------------------------
     def _map(self, key: str) -> _Mapped:
         segments = key.split("/")
-        dirnames = [quote(s, safe="") + "@" for s in segments[:-1]]
-        leaf = quote(segments[-1], safe="")
+        dirnames = [_encode(s) + "@" for s in segments[:-1]]
+        leaf = _encode(segments[-1])
         for segment, name in zip(segments, [*dirnames, leaf], strict=True):
             if len(name) > NAME_MAX:
                 raise InvalidKey(
                     f"invalid key {key!r}: its segment {segment[:40]!r}... maps to a "
                     f"{len(name)}-byte file name; the file adapter's limit is {NAME_MAX} "
-                    "(a character outside A-Z a-z 0-9 _.-~ takes 3 bytes per UTF-8 byte)"
+                    "(a character other than a-z 0-9 _.-~ takes 3 bytes per UTF-8 byte)"
                 )
         return _Mapped(self.root, dirnames, leaf)
 
@@ -310,6 +313,8 @@ class FileStorage(StorageBase):
 
     async def _aclose(self) -> None:
         pool, self._executor = self._executor, None
+        if pool is None and not any(fd is not None for fd in self._lock_fds):
+            return  # never used: no thread, no file descriptor
 
         def finish() -> None:
             if pool is not None:
@@ -543,7 +548,7 @@ class FileStorage(StorageBase):
         complete, partial = segments[:-1], segments[-1]
         dirpath = self.root
         for segment in complete:
-            name = quote(segment, safe="") + "@"
+            name = _encode(segment) + "@"
             if len(name) > NAME_MAX:
                 return ListPage([], None)  # no key can live there
             dirpath = f"{dirpath}/{name}"
@@ -673,6 +678,19 @@ def _classify(name: str) -> tuple[str, bool]:
     return _SKIP if segment is None else (segment, False)
 
 
+def _encode(segment: str) -> str:
+    """The file name of a key segment: percent-encoded, upper-case letters too."""
+    name = quote(segment, safe="")
+    if segment.lower() != segment:  # holds an upper-case letter
+        name = _UPPER_RE.sub(_escape_upper, name)
+    return name
+
+
+def _escape_upper(match: re.Match[str]) -> str:
+    text = match.group()
+    return text if len(text) == 3 else f"%{ord(text):02X}"
+
+
 def _decode(name: str) -> str | None:
     """The key segment that ``name`` encodes, or None for a foreign name."""
     if "%" not in name:
@@ -683,7 +701,7 @@ def _decode(name: str) -> str | None:
         segment = unquote(name, errors="strict")
     except UnicodeDecodeError:
         return None
-    if "/" in segment or quote(segment, safe="") != name:
+    if "/" in segment or _encode(segment) != name:
         return None  # not the canonical encoding of a segment
     try:
         validate_key(segment)

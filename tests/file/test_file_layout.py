@@ -38,6 +38,21 @@ async def test_layout_maps_segments_to_encoded_names(fs: FileStorage, tmp_path: 
     assert tree(root) == ["runs", "runs@", "runs@/a%20b@", "runs@/a%20b@/%C3%A9%231"]
 
 
+async def test_keys_differing_only_by_case_never_share_a_file(
+    fs: FileStorage, tmp_path: Path
+) -> None:
+    """Upper-case letters are escaped, so names never differ only by case (macOS, Windows)."""
+    keys = ["Run/a", "run/a", "RUN/A", "rUn/a", "x/É", "x/é", "x/%41", "x/A", "x/a"]
+    for k in keys:
+        await fs.put(k, k.encode())
+    names = tree(tmp_path / "root")
+    assert len({n.lower() for n in names}) == len(names), names
+    assert "%52un@" in names
+    for k in keys:
+        assert (await fs.get(k)).data == k.encode()
+    assert [k async for k in fs.list()] == sorted(keys)
+
+
 async def test_data_survives_a_new_instance(tmp_path: Path) -> None:
     async with FileStorage(tmp_path / "r") as s:
         v = await s.put("a/b", b"kept")
