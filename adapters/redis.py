@@ -50,6 +50,7 @@ from ..errors import (
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
 try:
+    import redis as _redis_package
     from redis import exceptions as rexc
     from redis.asyncio import Redis
     from redis.asyncio.cluster import RedisCluster
@@ -707,12 +708,15 @@ def _translate_errors(what: str, where: str, secret: str | None) -> Iterator[Non
         raise
 
 
+_REDIS_DIR = os.path.dirname(os.path.abspath(_redis_package.__file__ or "")) + os.sep
+
+
 def _raised_in_redis(exc: BaseException) -> bool:
     tb = exc.__traceback__
     last = None
     while tb is not None:
         last, tb = tb, tb.tb_next
-    return last is not None and f"{os.sep}redis{os.sep}" in last.tb_frame.f_code.co_filename
+    return last is not None and last.tb_frame.f_code.co_filename.startswith(_REDIS_DIR)
 
 
 def _scrub(text: str, secret: str | None) -> str:
