@@ -1,0 +1,1055 @@
+"""A LangGraph checkpointer on any checkpointkit storage: :class:`CheckpointkitSaver`.
+
+Every storage URL becomes a LangGraph checkpointer::
+
+    from langgraph.graph import StateGraph
+    from checkpointkit.integrations.langgraph import CheckpointkitSaver
+
+    async with CheckpointkitSaver.from_url("s3://bucket/graphs") as saver:
+        graph = builder.compile(checkpointer=saver)
+        await graph.ainvoke(inputs, {"configurable": {"thread_id": "t-1"}})
+
+Channel values go through LangGraph's own serializer (``saver.serde``, by
+default its ``JsonPlusSerializer``, with its msgpack allow-list); checkpointkit's
+envelope frames every stored record (checksum, optional zstd, optional AES-GCM).
+
+Key layout, under ``prefix`` (default ``langgraph``)::
+
+    {prefix}/c/{thread}/{ns}/{~id}                   one record per checkpoint, newest first
+    {prefix}/w/{thread}/{ns}/{id}/{task}/{idx}       one write-once record per pending write
+    {prefix}/b/{thread}/{ns}/{channel}/{version}     a large channel value, once per version
+
+``{~id}`` is the checkpoint id with every UTF-8 byte complemented (hex), so
+LangGraph's time-ordered ids list newest first: the latest checkpoint of a
+thread is the first key of one ``list(limit=1)``, however many there are.
+Thread ids, namespaces, channels, task ids and versions are percent-encoded
+into one key segment each.
+
+A checkpoint record holds the checkpoint (without its channel values), its
+metadata, its parent id, every channel value of at most ``inline_limit``
+serialized bytes, and a reference ``(version, type)`` for each larger one. A
+large value is written once, when its channel gets a new version, and is
+referenced by every later checkpoint until the channel changes: unchanged large
+state is neither re-serialized (within a process) nor re-written. Values are
+written before the record that references them, so a record never points at a
+value that is not stored.
+
+Cost per operation, in storage requests:
+
+- ``put``: 1 (plus 1 per channel value above ``inline_limit`` whose version is
+  new, written concurrently before the record).
+- ``put_writes``: 1 create-only put per write, concurrently. A regular write is
+  write-once, keyed by (checkpoint, task, index), so concurrent or repeated
+  ``put_writes`` never lose or duplicate one; the special writes (error,
+  interrupt, resume, scheduled) are overwritten, as in LangGraph's own savers.
+- ``get_tuple`` without a checkpoint id: 1 ``list(limit=1)``, then 1 get of the
+  record and 1 listing of its writes at once, then 1 get per pending write and
+  per large value (concurrently).
+- ``get_tuple`` with a checkpoint id: the same without the first listing.
+- ``list``: 1 paged listing, then per checkpoint yielded 1 get (+ the writes and
+  large values, as ``get_tuple``); records are fetched 16 at a time.
+- ``delete_thread``: 3 listings, 1 delete per key. ``copy_thread``: 3 listings,
+  1 get and 1 put per key. ``prune``: listings of the thread, 1 get per kept
+  checkpoint, 1 delete per removed key. ``delete_for_runs``: reads every
+  checkpoint record of the storage (run ids are not part of the keys).
+
+Sync methods: LangGraph's sync API (``graph.invoke``, ``graph.get_state``) calls
+``get_tuple``, ``put`` and so on. They run the async methods on the event loop
+the saver was last used from (when called from another thread, like
+LangGraph's own ``AsyncSqliteSaver``), or, for a saver used only synchronously,
+on a private event loop in a thread owned by the saver, stopped by ``close()``
+(or the ``with`` block). Calling a sync method on the thread that runs the
+saver's event loop raises :class:`asyncio.InvalidStateError` (it would
+deadlock): use the ``a``-prefixed method there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar, cast
+from urllib.parse import quote, unquote
+
+import msgspec
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ..crypto import Encryption
+from ..envelope import open_envelope, seal
+from ..errors import CheckpointCorrupted, DecodeError, NotFound, PreconditionFailed
+from ..keys import validate_prefix
+from ..registry import open_storage
+from ..storage import Storage
+
+__all__ = [
+    "CODEC_LANGGRAPH_BLOB",
+    "CODEC_LANGGRAPH_RECORD",
+    "CODEC_LANGGRAPH_WRITE",
+    "CheckpointkitSaver",
+]
+
+CODEC_LANGGRAPH_RECORD = 128
+"""Envelope codec tag of a checkpoint record (msgpack, LangGraph-serialized values inside)."""
+
+CODEC_LANGGRAPH_WRITE = 129
+"""Envelope codec tag of a pending-write record."""
+
+CODEC_LANGGRAPH_BLOB = 130
+"""Envelope codec tag of a large channel value: the bytes of ``serde.dumps_typed``."""
+
+T = TypeVar("T")
+
+_FORMAT = 1
+_CONCURRENCY = 16
+_LIST_BATCH = 16
+_CACHE_SIZE = 4096
+_COMPLEMENT = bytes(range(255, -1, -1))
+
+
+class _Record(msgspec.Struct, array_like=True, frozen=True):
+    format: int
+    checkpoint: tuple[str, bytes]
+    metadata: tuple[str, bytes]
+    parent: str | None
+    values: dict[str, tuple[str, bytes]]
+    blobs: dict[str, tuple[str, str]]  # channel -> (version, serde type)
+
+
+class _Write(msgspec.Struct, array_like=True, frozen=True):
+    task_id: str
+    channel: str
+    type: str
+    value: bytes
+    task_path: str
+    idx: int
+
+
+_record_encoder = msgspec.msgpack.Encoder()
+_record_decoder = msgspec.msgpack.Decoder(_Record)
+_write_decoder = msgspec.msgpack.Decoder(_Write)
+
+
+def _seg(text: str) -> str:
+    """One key segment for any string: ``_`` and the percent-encoded text (never empty)."""
+    return "_" + quote(text, safe="")
+
+
+def _unseg(segment: str) -> str:
+    return unquote(segment[1:])
+
+
+def _inverted(checkpoint_id: str) -> str:
+    """A key segment that sorts in the opposite order of ``checkpoint_id``.
+
+    Each UTF-8 byte is complemented and written in hex; ``~`` (above every hex
+    digit) ends it, so an id sorts after any longer id that it prefixes.
+    """
+    return checkpoint_id.encode().translate(_COMPLEMENT).hex() + "~"
+
+
+def _uninverted(segment: str) -> str:
+    return bytes.fromhex(segment[:-1]).translate(_COMPLEMENT).decode()
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread, for sync calls without a loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._main, name="checkpointkit-langgraph-loop", daemon=True
+        )
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def stop(self) -> None:
+        """Cancel what still runs on the loop, stop it, join the thread, close the loop."""
+        loop = self.loop
+        if loop.is_closed():
+            return
+
+        async def drain() -> None:
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not me]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await loop.shutdown_asyncgens()
+
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(drain(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            self._thread.join()
+        loop.close()
+
+
+class CheckpointkitSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer that stores checkpoints in a checkpointkit storage.
+
+    Use it with ``async with`` (or ``with`` for sync graphs); it closes what it
+    opened (a storage made by :meth:`from_url`), never a storage passed in.
+
+    Args:
+        storage: Where the bytes go: any checkpointkit storage (memory, file,
+            S3, Azure Blob, Redis, a plugin).
+        serde: LangGraph serializer for checkpoints, metadata, channel values
+            and writes; LangGraph's ``JsonPlusSerializer`` if None.
+        prefix: Key prefix of every key the saver writes (``a/b`` or ``""``),
+            so that several applications can share one storage.
+        inline_limit: Channel values whose serialized form is at most this many
+            bytes are stored inside each checkpoint record; larger ones are
+            stored once per channel version and referenced.
+        encryption: Encrypt every record with AES-GCM (see
+            :class:`checkpointkit.crypto.Encryption`); None stores them in clear.
+        compress_threshold: zstd-compress records longer than this many bytes.
+        compression_level: zstd level for those records.
+
+    Raises:
+        TypeError: ``storage`` is not a checkpointkit storage.
+        InvalidKey: ``prefix`` cannot start a storage key.
+        ValueError: ``inline_limit`` is negative.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        serde: SerializerProtocol | None = None,
+        prefix: str = "langgraph",
+        inline_limit: int = 128 * 1024,
+        encryption: Encryption | None = None,
+        compress_threshold: int = 16 * 1024,
+        compression_level: int = 3,
+    ) -> None:
+        super().__init__(serde=serde)
+        if not isinstance(storage, Storage):
+            raise TypeError(
+                f"storage must be a checkpointkit Storage, not {type(storage).__name__}; "
+                "use CheckpointkitSaver.from_url(url) for a URL"
+            )
+        prefix = _check_options(prefix, inline_limit)
+        self._p = f"{prefix}/" if prefix else ""
+        self.storage = storage
+        self.prefix = prefix
+        self.inline_limit = inline_limit
+        self.encryption = encryption
+        self._seal_options: dict[str, Any] = {
+            "compress_threshold": compress_threshold,
+            "compression_level": compression_level,
+            "encryption": encryption,
+        }
+        self._owns_storage = False
+        self._closed = False
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._private: _LoopThread | None = None
+        self._private_lock = threading.Lock()
+        # (thread, ns, channel, version) -> serde type, for values stored as blobs:
+        # lets put reference an unchanged large value without serializing it again.
+        self._blob_types: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        serde: SerializerProtocol | None = None,
+        prefix: str = "langgraph",
+        inline_limit: int = 128 * 1024,
+        encryption: Encryption | None = None,
+        compress_threshold: int = 16 * 1024,
+        compression_level: int = 3,
+    ) -> CheckpointkitSaver:
+        """Open the storage that ``url`` names and make a saver that owns (and closes) it.
+
+        Args:
+            url: A checkpointkit storage URL (``file:///var/graphs``,
+                ``s3://bucket/prefix``, ``az://container``, ``redis://host:6379/0``,
+                ``memory://``...).
+            storage_options: Passed to the adapter (credentials, say, which then
+                never appear in the URL).
+            serde: See :class:`CheckpointkitSaver`.
+            prefix: See :class:`CheckpointkitSaver`.
+            inline_limit: See :class:`CheckpointkitSaver`.
+            encryption: See :class:`CheckpointkitSaver`.
+            compress_threshold: See :class:`CheckpointkitSaver`.
+            compression_level: See :class:`CheckpointkitSaver`.
+
+        Raises:
+            ConfigurationError: An unknown scheme, bad URL parameters or a missing extra.
+        """
+        _check_options(prefix, inline_limit)  # before anything is opened
+        saver = cls(
+            open_storage(url, **(storage_options or {})),
+            serde=serde,
+            prefix=prefix,
+            inline_limit=inline_limit,
+            encryption=encryption,
+            compress_threshold=compress_threshold,
+            compression_level=compression_level,
+        )
+        saver._owns_storage = True
+        return saver
+
+    def __repr__(self) -> str:
+        return f"CheckpointkitSaver({self.storage!r}, prefix={self.prefix!r})"
+
+    # -- keys ----------------------------------------------------------------------------
+    def _checkpoint_prefix(self, thread_id: str, ns: str | None = None) -> str:
+        if ns is None:
+            return f"{self._p}c/{_seg(thread_id)}/"
+        return f"{self._p}c/{_seg(thread_id)}/{_seg(ns)}/"
+
+    def _checkpoint_key(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
+        return f"{self._checkpoint_prefix(thread_id, ns)}{_inverted(checkpoint_id)}"
+
+    def _writes_prefix(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
+        return f"{self._p}w/{_seg(thread_id)}/{_seg(ns)}/{_seg(checkpoint_id)}/"
+
+    def _write_key(
+        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int
+    ) -> str:
+        return f"{self._writes_prefix(thread_id, ns, checkpoint_id)}{_seg(task_id)}/{idx}"
+
+    def _blob_key(self, thread_id: str, ns: str, channel: str, version: str) -> str:
+        return f"{self._p}b/{_seg(thread_id)}/{_seg(ns)}/{_seg(channel)}/{_seg(version)}"
+
+    def _parse_checkpoint_key(self, key: str) -> tuple[str, str, str]:
+        """``(thread_id, checkpoint_ns, checkpoint_id)`` of a checkpoint record key."""
+        thread_seg, ns_seg, inv = key[len(self._p) + 2 :].split("/")
+        return _unseg(thread_seg), _unseg(ns_seg), _uninverted(inv)
+
+    # -- encoding ------------------------------------------------------------------------
+    def _seal(self, payload: bytes, tag: int) -> bytes:
+        return seal(payload, codec_tag=tag, **self._seal_options)
+
+    def _open(self, data: bytes, key: str, tag: int) -> bytes:
+        got, payload = open_envelope(data, key=key, encryption=self.encryption)
+        if got != tag:
+            raise DecodeError(
+                f"the envelope at key {key!r} has codec tag {got}, expected {tag} "
+                "(not written by the LangGraph integration)"
+            )
+        return payload
+
+    def _decode_record(self, data: bytes, key: str) -> _Record:
+        payload = self._open(data, key, CODEC_LANGGRAPH_RECORD)
+        try:
+            record = _record_decoder.decode(payload)
+        except msgspec.MsgspecError as exc:
+            raise DecodeError(f"the checkpoint record at key {key!r} is malformed: {exc}") from exc
+        if record.format != _FORMAT:
+            raise DecodeError(
+                f"the checkpoint record at key {key!r} has format {record.format}; "
+                f"this checkpointkit reads format {_FORMAT}"
+            )
+        return record
+
+    def _decode_write(self, data: bytes, key: str) -> _Write:
+        payload = self._open(data, key, CODEC_LANGGRAPH_WRITE)
+        try:
+            return _write_decoder.decode(payload)
+        except msgspec.MsgspecError as exc:
+            raise DecodeError(f"the pending write at key {key!r} is malformed: {exc}") from exc
+
+    def _remember_blob(self, ident: tuple[str, str, str, str], serde_type: str) -> None:
+        cache = self._blob_types
+        cache[ident] = serde_type
+        cache.move_to_end(ident)
+        if len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+
+    def _forget_thread(self, thread_id: str) -> None:
+        for ident in [i for i in self._blob_types if i[0] == thread_id]:
+            del self._blob_types[ident]
+
+    # -- event loops -----------------------------------------------------------------------
+    def _bind(self) -> None:
+        """Remember the running loop as the one sync calls from other threads go to."""
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+        loop = asyncio.get_running_loop()
+        home = self._home
+        if home is not loop and (home is None or home.is_closed() or not home.is_running()):
+            self._home = loop
+
+    def _sync(self, make: Callable[[], Coroutine[Any, Any, T]], name: str) -> T:
+        """Run ``make()`` on the saver's loop from a thread that does not run that loop."""
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        home = self._home
+        if home is not None and not home.is_closed() and home.is_running():
+            target = home
+        else:
+            target = self._private_loop()
+        if running is target:
+            raise asyncio.InvalidStateError(
+                f"CheckpointkitSaver.{name}() was called on the thread that runs the saver's "
+                f"event loop, where it would deadlock; use 'await saver.a{name}(...)' there "
+                "(graph.ainvoke / graph.aget_state use the async methods)"
+            )
+        return asyncio.run_coroutine_threadsafe(make(), target).result()
+
+    def _private_loop(self) -> asyncio.AbstractEventLoop:
+        with self._private_lock:
+            if self._private is None:
+                self._private = _LoopThread()
+            return self._private.loop
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the storage if the saver opened it, and stop its private loop; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        private = self._private
+        try:
+            if self._owns_storage:
+                if private is not None and asyncio.get_running_loop() is not private.loop:
+                    await asyncio.wrap_future(
+                        asyncio.run_coroutine_threadsafe(self.storage.aclose(), private.loop)
+                    )
+                else:
+                    await self.storage.aclose()
+        finally:
+            if private is not None:
+                await asyncio.to_thread(private.stop)
+
+    def close(self) -> None:
+        """Sync :meth:`aclose`, for a saver used from sync code; idempotent.
+
+        Raises:
+            asyncio.InvalidStateError: Called on the thread that runs the saver's
+                event loop while it has a storage to close (use ``await saver.aclose()``).
+        """
+        if self._closed:
+            return
+        private = self._private
+        if self._owns_storage:
+            if private is not None:
+                asyncio.run_coroutine_threadsafe(self.storage.aclose(), private.loop).result()
+            else:
+                self._sync(self.storage.aclose, "close")
+        self._closed = True
+        private = self._private
+        if private is not None:
+            private.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        self._bind()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- reading -----------------------------------------------------------------------------
+    async def _get_or_none(self, key: str) -> bytes | None:
+        try:
+            data, _ = await self.storage.get(key)
+        except NotFound:
+            return None
+        return data
+
+    async def _load_writes(
+        self, thread_id: str, ns: str, checkpoint_id: str
+    ) -> list[tuple[str, str, Any]]:
+        keys = [
+            key
+            async for key in self.storage.list(self._writes_prefix(thread_id, ns, checkpoint_id))
+        ]
+        if not keys:
+            return []
+        found = await _gather_limited([self._get_or_none(key) for key in keys])
+        writes: list[_Write] = []
+        for key, data in zip(keys, found, strict=True):
+            if data is not None:  # deleted meanwhile
+                writes.append(self._decode_write(data, key))
+        writes.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
+        return [(w.task_id, w.channel, self.serde.loads_typed((w.type, w.value))) for w in writes]
+
+    async def _load_values(self, thread_id: str, ns: str, record: _Record) -> dict[str, Any]:
+        values = {ch: self.serde.loads_typed(typed) for ch, typed in record.values.items()}
+        if not record.blobs:
+            return values
+        channels = list(record.blobs)
+        keys = [self._blob_key(thread_id, ns, ch, record.blobs[ch][0]) for ch in channels]
+        found = await _gather_limited([self._get_or_none(key) for key in keys])
+        for ch, key, data in zip(channels, keys, found, strict=True):
+            version, serde_type = record.blobs[ch]
+            if data is None:
+                raise CheckpointCorrupted(
+                    f"the value of channel {ch!r} (version {version}) of thread {thread_id!r} "
+                    f"is missing: key {key!r} not found"
+                )
+            values[ch] = self.serde.loads_typed(
+                (serde_type, self._open(data, key, CODEC_LANGGRAPH_BLOB))
+            )
+            self._remember_blob((thread_id, ns, ch, version), serde_type)
+        return values
+
+    def _config(self, thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    async def _tuple(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        record: _Record,
+        writes: list[tuple[str, str, Any]] | None = None,
+    ) -> CheckpointTuple:
+        if writes is None and record.blobs:
+            async with asyncio.TaskGroup() as tg:
+                writes_task = tg.create_task(self._load_writes(thread_id, ns, checkpoint_id))
+                values_task = tg.create_task(self._load_values(thread_id, ns, record))
+            writes, values = writes_task.result(), values_task.result()
+        else:
+            if writes is None:
+                writes = await self._load_writes(thread_id, ns, checkpoint_id)
+            values = await self._load_values(thread_id, ns, record)
+        checkpoint = cast(Checkpoint, self.serde.loads_typed(record.checkpoint))
+        checkpoint["channel_values"] = values
+        metadata = cast(CheckpointMetadata, self.serde.loads_typed(record.metadata))
+        return CheckpointTuple(
+            config=self._config(thread_id, ns, checkpoint_id),
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config=(self._config(thread_id, ns, record.parent) if record.parent else None),
+            pending_writes=writes,
+        )
+
+    async def _tuple_at(
+        self, thread_id: str, ns: str, checkpoint_id: str
+    ) -> CheckpointTuple | None:
+        key = self._checkpoint_key(thread_id, ns, checkpoint_id)
+        async with asyncio.TaskGroup() as tg:  # the record and its writes at once
+            record_task = tg.create_task(self._get_or_none(key))
+            writes_task = tg.create_task(self._load_writes(thread_id, ns, checkpoint_id))
+        data = record_task.result()
+        if data is None:
+            return None
+        record = self._decode_record(data, key)
+        return await self._tuple(thread_id, ns, checkpoint_id, record, writes_task.result())
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint that ``config`` names, or the thread's latest one; None if none.
+
+        Args:
+            config: ``{"configurable": {"thread_id": ..., "checkpoint_ns": ...,
+                "checkpoint_id": ...}}``; without ``checkpoint_id``, the newest
+                checkpoint of the thread and namespace.
+
+        Raises:
+            CheckpointCorrupted: A stored record fails its checksum, or a value it
+                references is missing.
+            DecodeError: A record cannot be decoded (or decrypted).
+            StorageError: The storage failed.
+        """
+        self._bind()
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "") or ""
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            return await self._tuple_at(thread_id, ns, checkpoint_id)
+        async for key in self.storage.list(self._checkpoint_prefix(thread_id, ns), limit=1):
+            return await self._tuple_at(thread_id, ns, self._parse_checkpoint_key(key)[2])
+        return None
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoints matching the criteria, newest first within each thread and namespace.
+
+        Args:
+            config: Restricts to a thread (``thread_id``), a namespace
+                (``checkpoint_ns``; all namespaces of the thread if absent) and a
+                checkpoint (``checkpoint_id``). None lists every thread.
+            filter: Metadata items that must all be equal.
+            before: Only checkpoints older than this one (by checkpoint id).
+            limit: At most this many.
+
+        Raises:
+            CheckpointCorrupted, DecodeError, StorageError: as :meth:`aget_tuple`.
+        """
+        self._bind()
+        if limit is not None and limit <= 0:
+            return
+        before_id = get_checkpoint_id(before) if before else None
+        start_after: str | None = None
+        only_id: str | None = None
+        if config is None:
+            prefix = f"{self._p}c/"
+        else:
+            conf = config["configurable"]
+            thread_id = str(conf["thread_id"])
+            ns = conf.get("checkpoint_ns")
+            only_id = get_checkpoint_id(config)
+            if ns is not None and only_id:
+                tup = await self._tuple_at(thread_id, ns, only_id)
+                if (
+                    tup is not None
+                    and (before_id is None or only_id < before_id)
+                    and (not filter or _matches(tup.metadata, filter))
+                ):
+                    yield tup
+                return
+            prefix = self._checkpoint_prefix(thread_id, ns)
+            if ns is not None and before_id:
+                start_after = self._checkpoint_key(thread_id, ns, before_id)
+        left = limit
+        batch: list[tuple[str, str, str, str]] = []
+        keys = self.storage.list(prefix, start_after=start_after)
+        done = False
+        while not done:
+            batch.clear()
+            want = _LIST_BATCH if left is None or filter else min(left, _LIST_BATCH)
+            while len(batch) < want:
+                try:
+                    key = await anext(keys)
+                except StopAsyncIteration:
+                    done = True
+                    break
+                thread_id, ns, checkpoint_id = self._parse_checkpoint_key(key)
+                if only_id is not None and checkpoint_id != only_id:
+                    continue
+                if before_id is not None and checkpoint_id >= before_id:
+                    continue
+                batch.append((key, thread_id, ns, checkpoint_id))
+            if not batch:
+                break
+            found = await _gather_limited([self._get_or_none(b[0]) for b in batch])
+            selected: list[tuple[str, str, str, str, _Record]] = []
+            for (key, thread_id, ns, checkpoint_id), data in zip(batch, found, strict=True):
+                if data is None:
+                    continue  # deleted meanwhile
+                record = self._decode_record(data, key)
+                if filter and not _matches(self.serde.loads_typed(record.metadata), filter):
+                    continue
+                selected.append((key, thread_id, ns, checkpoint_id, record))
+                if left is not None and len(selected) >= left:
+                    break
+            tuples = await _gather_limited([self._tuple(t, n, c, r) for _, t, n, c, r in selected])
+            for tup in tuples:
+                yield tup
+            if left is not None:
+                left -= len(tuples)
+                if left <= 0:
+                    return
+
+    # -- writing -----------------------------------------------------------------------------
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint: its large new channel values first, then its record.
+
+        Args:
+            config: The thread, namespace and the parent checkpoint id.
+            checkpoint: The checkpoint to store.
+            metadata: Its metadata (merged with the config's, as LangGraph does).
+            new_versions: Channels whose version is new in this checkpoint.
+
+        Returns:
+            The config of the stored checkpoint.
+
+        Raises:
+            StorageError: The storage failed (then the checkpoint may be absent,
+                never half-written).
+        """
+        self._bind()
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "") or ""
+        checkpoint_id = checkpoint["id"]
+        body: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = body.pop("channel_values", None) or {}
+        inline: dict[str, tuple[str, bytes]] = {}
+        blobs: dict[str, tuple[str, str]] = {}
+        uploads: list[tuple[str, bytes, bool]] = []  # key, data, overwrite
+        for channel, raw_version in checkpoint["channel_versions"].items():
+            version = str(raw_version)
+            ident = (thread_id, ns, channel, version)
+            is_new = channel in new_versions
+            if not is_new:
+                known = self._blob_types.get(ident)
+                if known is not None:
+                    blobs[channel] = (version, known)
+                    continue
+            if channel not in values:
+                continue  # an empty channel
+            serde_type, data = self.serde.dumps_typed(values[channel])
+            if len(data) <= self.inline_limit:
+                inline[channel] = (serde_type, data)
+                continue
+            blobs[channel] = (version, serde_type)
+            key = self._blob_key(thread_id, ns, channel, version)
+            # A new version is written; an unchanged one was written when it was new,
+            # unless it was never seen here: then write it once more, create-only.
+            uploads.append((key, self._seal(data, CODEC_LANGGRAPH_BLOB), is_new))
+            self._remember_blob(ident, serde_type)
+        record = _Record(
+            format=_FORMAT,
+            checkpoint=self.serde.dumps_typed(body),
+            metadata=self.serde.dumps_typed(get_checkpoint_metadata(config, metadata)),
+            parent=conf.get("checkpoint_id"),
+            values=inline,
+            blobs=blobs,
+        )
+        data = self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_RECORD)
+        if uploads:
+            await _gather_limited([self._upload(k, d, o) for k, d, o in uploads])
+        await self.storage.put(self._checkpoint_key(thread_id, ns, checkpoint_id), data)
+        return self._config(thread_id, ns, checkpoint_id)
+
+    async def _upload(self, key: str, data: bytes, overwrite: bool) -> None:
+        if overwrite:
+            await self.storage.put(key, data)
+            return
+        with contextlib.suppress(PreconditionFailed):
+            await self.storage.put(key, data, mode="create")
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes for a checkpoint, one write-once record each.
+
+        A regular write is stored create-only under (checkpoint, task, index): a
+        repeated call keeps the first, concurrent calls never lose one. Special
+        writes (error, interrupt, resume, scheduled) replace the stored one.
+
+        Args:
+            config: The checkpoint the writes belong to.
+            writes: ``(channel, value)`` pairs.
+            task_id: The task that made them.
+            task_path: The task's path (orders the writes of a super-step).
+
+        Raises:
+            StorageError: The storage failed.
+        """
+        self._bind()
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = conf.get("checkpoint_ns", "") or ""
+        checkpoint_id = str(conf["checkpoint_id"])
+        uploads: list[tuple[str, bytes, bool]] = []
+        for idx, (channel, value) in enumerate(writes):
+            special = WRITES_IDX_MAP.get(channel)
+            index = idx if special is None else special
+            serde_type, data = self.serde.dumps_typed(value)
+            payload = _record_encoder.encode(
+                _Write(task_id, channel, serde_type, data, task_path, index)
+            )
+            key = self._write_key(thread_id, ns, checkpoint_id, task_id, index)
+            uploads.append((key, self._seal(payload, CODEC_LANGGRAPH_WRITE), special is not None))
+        if len(uploads) == 1:
+            await self._upload(*uploads[0])
+        elif uploads:
+            await _gather_limited([self._upload(k, d, o) for k, d, o in uploads])
+
+    # -- deleting and copying -------------------------------------------------------------
+    async def _keys(self, prefix: str) -> list[str]:
+        return [key async for key in self.storage.list(prefix)]
+
+    async def _delete_keys(self, keys: Sequence[str]) -> None:
+        await _gather_limited([self.storage.delete(key) for key in keys])
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and value of a thread (all namespaces).
+
+        Raises:
+            StorageError: The storage failed (what was deleted stays deleted).
+        """
+        self._bind()
+        thread_id = str(thread_id)
+        self._forget_thread(thread_id)
+        for kind in ("c", "w", "b"):  # checkpoints first: readers stop seeing the thread
+            await self._delete_keys(await self._keys(f"{self._p}{kind}/{_seg(thread_id)}/"))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata names one of ``run_ids``.
+
+        Run ids are not part of the keys, so this reads every checkpoint record
+        in the storage under the saver's prefix. Channel values stay: later
+        checkpoints of other runs may reference them.
+
+        Raises:
+            CheckpointCorrupted, DecodeError, StorageError: as :meth:`aget_tuple`.
+        """
+        self._bind()
+        wanted = {str(r) for r in run_ids}
+        if not wanted:
+            return
+        keys = await self._keys(f"{self._p}c/")
+        for start in range(0, len(keys), _LIST_BATCH):
+            chunk = keys[start : start + _LIST_BATCH]
+            found = await _gather_limited([self._get_or_none(key) for key in chunk])
+            doomed: list[str] = []
+            for key, data in zip(chunk, found, strict=True):
+                if data is None:
+                    continue
+                metadata = self.serde.loads_typed(self._decode_record(data, key).metadata)
+                if str(metadata.get("run_id")) in wanted:
+                    doomed.append(key)
+            for key in doomed:
+                thread_id, ns, checkpoint_id = self._parse_checkpoint_key(key)
+                await self.storage.delete(key)
+                await self._delete_keys(
+                    await self._keys(self._writes_prefix(thread_id, ns, checkpoint_id))
+                )
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and value of a thread to another thread id.
+
+        Values and writes are copied before the checkpoints that use them, so
+        a reader of the target never sees a checkpoint without its data. Keys of
+        the target that exist are overwritten.
+
+        Raises:
+            StorageError: The storage failed.
+        """
+        self._bind()
+        source, target = _seg(str(source_thread_id)), _seg(str(target_thread_id))
+        for kind in ("b", "w", "c"):
+            prefix = f"{self._p}{kind}/{source}/"
+            keys = await self._keys(prefix)
+
+            async def copy(key: str, prefix: str = prefix, kind: str = kind) -> None:
+                data = await self._get_or_none(key)
+                if data is not None:
+                    await self.storage.put(f"{self._p}{kind}/{target}/{key[len(prefix) :]}", data)
+
+            await _gather_limited([copy(key) for key in keys])
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads: keep only the newest checkpoint per namespace, or delete all.
+
+        ``keep_latest`` keeps, in each namespace of each thread, the newest
+        checkpoint, its pending writes and the values it references; every
+        other checkpoint, write and value of the thread is deleted. Like any
+        pruning, it cuts the history that LangGraph's ``DeltaChannel`` (beta)
+        rebuilds its value from.
+
+        Args:
+            thread_ids: Threads to prune.
+            strategy: ``"keep_latest"`` or ``"delete"`` (as :meth:`adelete_thread`).
+
+        Raises:
+            ValueError: An unknown strategy.
+            CheckpointCorrupted, DecodeError, StorageError: as :meth:`aget_tuple`.
+        """
+        self._bind()
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        for raw in thread_ids:
+            thread_id = str(raw)
+            if strategy == "delete":
+                await self.adelete_thread(thread_id)
+                continue
+            self._forget_thread(thread_id)
+            keys = await self._keys(self._checkpoint_prefix(thread_id))
+            kept: dict[str, str] = {}  # ns -> key of its newest checkpoint (first listed)
+            doomed: list[str] = []
+            for key in keys:
+                _, ns, _ = self._parse_checkpoint_key(key)
+                if ns in kept:
+                    doomed.append(key)
+                else:
+                    kept[ns] = key
+            await self._delete_keys(doomed)
+            kept_writes = {
+                self._writes_prefix(thread_id, ns, self._parse_checkpoint_key(key)[2])
+                for ns, key in kept.items()
+            }
+            await self._delete_keys(
+                [
+                    key
+                    for key in await self._keys(f"{self._p}w/{_seg(thread_id)}/")
+                    if key[: key.rfind("/", 0, key.rfind("/")) + 1] not in kept_writes
+                ]
+            )
+            used: set[str] = set()
+            found = await _gather_limited([self._get_or_none(key) for key in kept.values()])
+            for (ns, key), data in zip(kept.items(), found, strict=True):
+                if data is None:
+                    continue
+                for channel, (version, _) in self._decode_record(data, key).blobs.items():
+                    used.add(self._blob_key(thread_id, ns, channel, version))
+            await self._delete_keys(
+                [k for k in await self._keys(f"{self._p}b/{_seg(thread_id)}/") if k not in used]
+            )
+
+    # -- versions ------------------------------------------------------------------------------
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The next channel version: a zero-padded counter and a random tie-breaker.
+
+        Same format as LangGraph's ``InMemorySaver`` and ``PostgresSaver``:
+        ordered as strings, and unique across concurrent writers.
+        """
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # -- the sync API ----------------------------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Sync :meth:`aget_tuple` (see the module docstring about threads)."""
+        return self._sync(lambda: self.aget_tuple(config), "get_tuple")
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Sync :meth:`alist` (see the module docstring about threads)."""
+
+        async def collect() -> list[CheckpointTuple]:
+            return [
+                tup async for tup in self.alist(config, filter=filter, before=before, limit=limit)
+            ]
+
+        return iter(self._sync(collect, "list"))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Sync :meth:`aput` (see the module docstring about threads)."""
+        return self._sync(lambda: self.aput(config, checkpoint, metadata, new_versions), "put")
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Sync :meth:`aput_writes` (see the module docstring about threads)."""
+        self._sync(lambda: self.aput_writes(config, writes, task_id, task_path), "put_writes")
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Sync :meth:`adelete_thread`."""
+        self._sync(lambda: self.adelete_thread(thread_id), "delete_thread")
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Sync :meth:`adelete_for_runs`."""
+        self._sync(lambda: self.adelete_for_runs(run_ids), "delete_for_runs")
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Sync :meth:`acopy_thread`."""
+        self._sync(lambda: self.acopy_thread(source_thread_id, target_thread_id), "copy_thread")
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Sync :meth:`aprune`."""
+        self._sync(lambda: self.aprune(thread_ids, strategy=strategy), "prune")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _matches(metadata: Any, filter: dict[str, Any]) -> bool:
+    return all(metadata.get(k) == v for k, v in filter.items())
+
+
+async def _gather_limited(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await ``coros`` at most 16 at a time, in a task group; results in order.
+
+    On a failure the others are cancelled and awaited, and the error raised
+    (the first one, not an exception group).
+    """
+    if len(coros) == 1:
+        return [await coros[0]]
+    limit = asyncio.Semaphore(_CONCURRENCY)
+
+    async def run(coro: Coroutine[Any, Any, T]) -> T:
+        async with limit:
+            return await coro
+
+    tasks: list[asyncio.Task[T]] = []
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for coro in coros:
+                tasks.append(tg.create_task(run(coro)))
+    except BaseExceptionGroup as group:
+        for coro in coros[len(tasks) :]:
+            coro.close()
+        raise group.exceptions[0] from None
+    return [t.result() for t in tasks]
+
+
+def _check_options(prefix: str, inline_limit: int) -> str:
+    """Validate the saver's options; return the prefix without outer slashes."""
+    if not isinstance(inline_limit, int) or isinstance(inline_limit, bool) or inline_limit < 0:
+        raise ValueError(f"inline_limit must be an int >= 0 (bytes), not {inline_limit!r}")
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    prefix = prefix.strip("/")
+    if prefix:
+        validate_prefix(prefix + "/")
+    return prefix
