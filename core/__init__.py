@@ -17,12 +17,14 @@ from .errors import (
     NotFound,
     PreconditionFailed,
     RunBusy,
+    StateClosed,
     StorageClosed,
     StorageError,
     StorageUnavailable,
 )
 from .keys import validate_key, validate_prefix
 from .registry import open_storage
+from .runner import RunResult, StepContext, StepState, Workflow, context, parallel, step
 from .storage import (
     CREATE,
     OVERWRITE,
@@ -33,15 +35,17 @@ from .storage import (
     Storage,
     StorageBase,
 )
+from .store import Checkpoint, CheckpointStore, InputRequest, Lease
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CREATE",
-    "OVERWRITE",
     "Capabilities",
+    "Checkpoint",
     "CheckpointCorrupted",
     "CheckpointSaveError",
+    "CheckpointStore",
     "CheckpointkitError",
     "ConfigurationError",
     "DecodeError",
@@ -49,19 +53,30 @@ __all__ = [
     "EncodeError",
     "GetResult",
     "IfMatch",
+    "InputRequest",
     "InvalidKey",
+    "Lease",
     "LeaseLost",
     "NondeterminismError",
     "NotFound",
+    "OVERWRITE",
     "PreconditionFailed",
     "PutMode",
     "RunBusy",
+    "RunResult",
+    "StateClosed",
+    "StepContext",
+    "StepState",
     "Storage",
     "StorageBase",
     "StorageClosed",
     "StorageError",
     "StorageUnavailable",
+    "Workflow",
+    "context",
     "open_storage",
+    "parallel",
+    "step",
     "validate_key",
     "validate_prefix",
 ]

@@ -16,6 +16,7 @@ The tree::
     │   └── DecryptionError           wrong or unknown encryption key, or tampered ciphertext
     ├── CheckpointSaveError           a checkpoint save failed and the run failed with it
     ├── NondeterminismError           a replayed workflow called its steps differently
+    ├── StateClosed                   a late call on the state of a step or run that has ended
     └── RunBusy                       another worker owns the run
         └── LeaseLost                 this worker's lease expired or was taken over (fenced)
 
@@ -38,6 +39,7 @@ __all__ = [
     "NotFound",
     "PreconditionFailed",
     "RunBusy",
+    "StateClosed",
     "StorageClosed",
     "StorageError",
     "StorageUnavailable",
@@ -106,6 +108,14 @@ class CheckpointSaveError(CheckpointkitError):
 
 class NondeterminismError(CheckpointkitError):
     """On replay, the workflow called a step with other arguments than the recorded run."""
+
+
+class StateClosed(CheckpointkitError, RuntimeError):
+    """The state belongs to a step or run that has ended; late changes are refused.
+
+    A dropped stream's cleanup, or a cancellation handler running after its run
+    ended, gets this error instead of silently changing a later run's state.
+    """
 
 
 class RunBusy(CheckpointkitError):

@@ -1,0 +1,862 @@
+"""The runner: workflows of checkpointed steps, with the lifecycle guarantees G1 to G9.
+
+A workflow is a plain async function that calls steps (functions decorated
+with :func:`step`) in sequence or in parallel (``asyncio.gather``,
+``asyncio.TaskGroup`` or :func:`parallel`). :class:`Workflow` runs it,
+saves one write-once record per completed step, and resumes it: completed
+steps return their stored results without executing again.
+
+The guarantees, each kept where it is marked ``# Gn`` below:
+
+- G1 snapshot at completion: a step's result and staged state are encoded to
+  bytes synchronously when the step completes; the save then runs as a task
+  that the runner tracks.
+- G2 deterministic replay: a step's identity is its name plus a per-name call
+  index, assigned at call time in program order, with an argument fingerprint
+  checked on replay (:class:`NondeterminismError`).
+- G3 sibling-failure preservation: when a step fails (or pauses), still-running
+  sibling steps are cancelled, but every completed step's save finishes.
+- G4 caller-cancel promptness: when the caller cancels, in-flight saves are
+  cancelled too and the run ends within ``cancel_timeout``, also if cancelled
+  again during teardown.
+- G5 hygiene: no never-awaited coroutine, no pending task, on every path.
+- G6 pause for input: :meth:`StepContext.request_input` pauses the run with a
+  checkpoint of the pending requests; resume with responses continues.
+- G7 run isolation: state is per run and staged per step; a late call on an
+  ended step's or run's state raises :class:`StateClosed`, never touching
+  another run.
+- G8 one owner per run: runs are driven under the store's lease.
+- G9 save failures are loud: a failed save fails the run with
+  :class:`CheckpointSaveError` unless ``on_save_error="warn"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import hashlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+
+from .codec import Codec
+from .errors import (
+    CheckpointSaveError,
+    EncodeError,
+    LeaseLost,
+    NondeterminismError,
+    NotFound,
+    PreconditionFailed,
+    StateClosed,
+)
+from .events import (
+    CheckpointSaved,
+    Event,
+    InputRequested,
+    RunCompleted,
+    RunFailed,
+    RunPaused,
+    RunStarted,
+    SaveFailed,
+    StepCompleted,
+    StepReplayed,
+    StepStarted,
+)
+from .store import Checkpoint, CheckpointStore, InputRequest, Lease, StepRecord
+from .storage import Storage
+
+__all__ = [
+    "RunResult",
+    "StepContext",
+    "StepFunction",
+    "StepState",
+    "Workflow",
+    "context",
+    "parallel",
+    "step",
+]
+
+log = logging.getLogger("checkpointkit.runner")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_current_run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
+    "checkpointkit_run", default=None
+)
+_current_step: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "checkpointkit_step", default=None
+)
+
+_MISSING: Any = object()
+
+
+class _PauseRequested(BaseException):
+    """Unwinds a step that asked for input. A BaseException, so ``except Exception`` keeps out."""
+
+
+# -- state ------------------------------------------------------------------------------
+class StepState:
+    """The state as one step sees it: the run's committed state plus this step's writes.
+
+    Writes are staged here and committed with the step's record when the step
+    completes (G7); a failed or cancelled step's writes are discarded. Once the
+    step has ended, every change raises :class:`StateClosed`.
+    """
+
+    __slots__ = ("_cleared", "_closed", "_deletes", "_run", "_step", "_writes")
+
+    def __init__(self, run: _Run, step: str) -> None:
+        self._run = run
+        self._step = step
+        self._writes: dict[str, Any] = {}
+        self._deletes: set[str] = set()
+        self._cleared = False
+        self._closed = False
+
+    def _check(self, action: str) -> None:
+        if self._closed:
+            raise StateClosed(
+                f"cannot {action}: step {self._step!r} of run {self._run.run_id!r} has ended; "
+                "its state is closed"
+            )
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key`` as this step sees it, or ``default``."""
+        if key in self._writes:
+            return self._writes[key]
+        if self._cleared or key in self._deletes:
+            return default
+        return self._run.committed.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key, _MISSING) is not _MISSING
+
+    def set(self, key: str, value: Any) -> None:
+        """Stage ``key = value``; committed when the step completes."""
+        self._check(f"set {key!r}")
+        if not isinstance(key, str):
+            raise TypeError(f"state keys are str, not {type(key).__name__}")
+        self._writes[key] = value
+        self._deletes.discard(key)
+
+    def delete(self, key: str) -> None:
+        """Stage the deletion of ``key``."""
+        self._check(f"delete {key!r}")
+        self._writes.pop(key, None)
+        self._deletes.add(key)
+
+    def clear(self) -> None:
+        """Stage the removal of every key."""
+        self._check("clear the state")
+        self._writes.clear()
+        self._deletes.clear()
+        self._cleared = True
+
+    def import_state(self, values: Mapping[str, Any]) -> None:
+        """Stage a replacement of the whole state by ``values``."""
+        self._check("import state")
+        self.clear()
+        for key, value in values.items():
+            self.set(key, value)
+
+    def export(self) -> dict[str, Any]:
+        """A dict of the state as this step sees it."""
+        base = {} if self._cleared else dict(self._run.committed)
+        for key in self._deletes:
+            base.pop(key, None)
+        base.update(self._writes)
+        return base
+
+    def _commit(self) -> None:
+        """Apply the staged writes to the run (runner only). Late calls do nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._run.apply(self._writes, self._deletes, self._cleared)
+
+    def _discard(self) -> None:
+        """Drop the staged writes (runner only). Late calls do nothing."""
+        self._closed = True
+        self._writes = {}
+        self._deletes = set()
+
+
+class StepContext:
+    """What a running step knows: its run, its identity, its state and input requests."""
+
+    __slots__ = ("_requests", "_run", "_state", "step")
+
+    def __init__(self, run: _Run, step: str) -> None:
+        self._run = run
+        self.step = step
+        self._state: StepState | None = None
+        self._requests = 0
+
+    @property
+    def run_id(self) -> str:
+        """The id of the run this step belongs to."""
+        return self._run.run_id
+
+    @property
+    def state(self) -> StepState:
+        """The run's state as this step sees it (writes staged until the step completes)."""
+        if self._state is None:
+            self._state = StepState(self._run, self.step)
+        return self._state
+
+    async def request_input(self, payload: Any = None) -> Any:
+        """Ask for input: pause the run, or return the response given on resume (G6).
+
+        The first time, the run saves a checkpoint holding the request and ends
+        as paused; ``Workflow.resume(run_id, responses={request_id: value})``
+        re-runs the step and this call returns ``value``.
+        """
+        request_id = f"{self.step}:{self._requests}"
+        self._requests += 1
+        run = self._run
+        if request_id in run.responses:
+            return run.responses[request_id]
+        request = InputRequest(request_id, self.step, payload)
+        run.pending.append(request)
+        run.emit(InputRequested(run.run_id, request))
+        raise _PauseRequested(request_id)
+
+
+def context() -> StepContext:
+    """The context of the step that is running now.
+
+    Raises:
+        RuntimeError: called outside a step.
+    """
+    ctx = _current_step.get()
+    if ctx is None:
+        raise RuntimeError("checkpointkit.context() was called outside a running step")
+    return ctx
+
+
+# -- steps ---------------------------------------------------------------------------------
+class StepFunction(Generic[P, R]):
+    """A checkpointed step; calling it inside a run returns an awaitable of its result."""
+
+    def __init__(self, fn: Callable[P, Awaitable[R]], name: str) -> None:
+        if "@" in name or ":" in name:
+            raise ValueError(f"step name {name!r} must not contain '@' or ':'")
+        self.fn = fn
+        self.name = name
+        functools.update_wrapper(self, fn)
+
+    def __repr__(self) -> str:
+        return f"<step {self.name}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        run = _current_run.get()
+        if run is None:  # outside a workflow: a plain call, nothing stored
+            return _plain(self.fn, args, kwargs)
+        # G2: the identity is assigned now, at call time, in program order.
+        index = run.counters.get(self.name, 0)
+        run.counters[self.name] = index + 1
+        return run.execute(self, f"{self.name}@{index}", args, kwargs)
+
+
+async def _plain(fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any) -> R:
+    return await fn(*args, **kwargs)
+
+
+@overload
+def step(fn: Callable[P, Awaitable[R]], /) -> StepFunction[P, R]: ...
+@overload
+def step(
+    *, name: str | None = None
+) -> Callable[[Callable[P, Awaitable[R]]], StepFunction[P, R]]: ...
+def step(
+    fn: Callable[P, Awaitable[R]] | None = None, /, *, name: str | None = None
+) -> StepFunction[P, R] | Callable[[Callable[P, Awaitable[R]]], StepFunction[P, R]]:
+    """Make an async function a checkpointed step: ``@step`` or ``@step(name="fetch")``.
+
+    The name (default: the function's qualified name) is part of the step's
+    identity in stored runs: keep it stable across deployments.
+    """
+
+    def wrap(f: Callable[P, Awaitable[R]]) -> StepFunction[P, R]:
+        if not asyncio.iscoroutinefunction(f):
+            raise TypeError(f"@step needs an async function, not {f!r}")
+        return StepFunction(f, name or f.__qualname__)
+
+    return wrap(fn) if fn is not None else wrap
+
+
+async def parallel(*awaitables: Awaitable[Any]) -> list[Any]:
+    """Run step calls concurrently; if one fails, cancel the rest and raise its error.
+
+    Behaves like ``asyncio.TaskGroup`` but raises the first error itself rather
+    than an exception group.
+    """
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# -- results ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended, when it did not raise.
+
+    Attributes:
+        run_id: the run.
+        status: ``"completed"``, or ``"paused"`` waiting for ``pending`` input.
+        output: the workflow function's return value when completed.
+        pending: the input requests to answer with ``Workflow.resume``.
+        executed: steps that executed in this call, in completion order.
+        replayed: steps whose stored result was returned without executing.
+        save_errors: saves that failed under ``on_save_error="warn"``.
+    """
+
+    run_id: str
+    status: Literal["completed", "paused"]
+    output: Any = None
+    pending: tuple[InputRequest, ...] = ()
+    executed: tuple[str, ...] = ()
+    replayed: tuple[str, ...] = ()
+    save_errors: tuple[BaseException, ...] = ()
+
+
+# -- one run -----------------------------------------------------------------------------
+class _Run:
+    """Everything of one run; nothing of it lives on the Workflow object (G7)."""
+
+    def __init__(
+        self,
+        wf: Workflow,
+        run_id: str,
+        lease: Lease,
+        records: dict[str, StepRecord],
+        responses: dict[str, Any],
+        sink: Callable[[Event], None] | None,
+    ) -> None:
+        self.wf = wf
+        self.store = wf.store
+        self.run_id = run_id
+        self.lease = lease
+        self.records = records
+        self.responses = responses
+        self.sink = sink
+        self.closed = False
+        self.committed: dict[str, Any] = {}
+        for record in sorted(records.values(), key=lambda r: r.seq):
+            self.apply(record.writes, set(record.deletes), record.cleared)
+        self.seq = max((r.seq for r in records.values()), default=0)
+        self.counters: dict[str, int] = {}
+        self.running: dict[str, asyncio.Task[Any]] = {}
+        self.saves: set[asyncio.Task[None]] = set()
+        self.pending: list[InputRequest] = []
+        self.executed: list[str] = []
+        self.replayed: list[str] = []
+        self.save_errors: list[BaseException] = []
+        self.fatal: BaseException | None = None
+        self.main: asyncio.Task[Any] | None = None
+
+    def emit(self, event: Event) -> None:
+        if self.sink is not None:
+            self.sink(event)
+
+    def apply(self, writes: Mapping[str, Any], deletes: Iterable[str], cleared: bool) -> None:
+        if self.closed:
+            raise StateClosed(f"run {self.run_id!r} has ended; its state is closed")
+        if cleared:
+            self.committed.clear()
+        for key in deletes:
+            self.committed.pop(key, None)
+        self.committed.update(writes)
+
+    # -- a step call -------------------------------------------------------------------
+    async def execute(
+        self, fn: StepFunction[Any, Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if self.closed:
+            raise StateClosed(f"run {self.run_id!r} has ended; step {key!r} cannot run in it")
+        fingerprint = self.wf._fingerprint(args, kwargs)
+        record = self.records.get(key)
+        if record is not None:  # G2: replay, never execute again
+            if record.fingerprint != fingerprint:
+                raise NondeterminismError(
+                    f"step {key!r} of run {self.run_id!r} was called with other arguments "
+                    "than in the recorded run; the workflow must call its steps "
+                    "deterministically (same order, same arguments)"
+                )
+            self.replayed.append(key)
+            self.emit(StepReplayed(self.run_id, key))
+            return record.result
+        task = asyncio.current_task()
+        assert task is not None
+        self.running[key] = task
+        ctx = StepContext(self, key)
+        token = _current_step.set(ctx)
+        self.emit(StepStarted(self.run_id, key))
+        try:
+            result = await fn.fn(*args, **kwargs)
+        except BaseException:
+            if ctx._state is not None:
+                ctx._state._discard()  # G7: a failed or cancelled step's writes are dropped
+            raise
+        finally:
+            _current_step.reset(token)
+            del self.running[key]
+        # G1: the snapshot is taken now, synchronously, before anything else can run.
+        state = ctx._state
+        self.seq += 1
+        record = StepRecord(
+            key,
+            result,
+            state._writes if state is not None else {},
+            tuple(state._deletes) if state is not None else (),
+            state._cleared if state is not None else False,
+            fingerprint,
+            self.seq,
+            self.lease.epoch,
+        )
+        try:
+            data = self.store.encode_step(record)
+        except BaseException:
+            if state is not None:
+                state._discard()
+            raise
+        if state is not None:
+            state._commit()
+        self.executed.append(key)
+        self._schedule_save(key, data)
+        self.emit(StepCompleted(self.run_id, key))
+        if len(self.saves) >= self.wf.max_inflight_saves:  # back-pressure on a slow storage
+            await asyncio.wait(self.saves, return_when=asyncio.FIRST_COMPLETED)
+        return result
+
+    def _schedule_save(self, key: str, data: bytes) -> None:
+        # G1/G5: the coroutine is created and handed to a task in one expression, so a
+        # cancellation can never leave a save coroutine that was never awaited.
+        task = asyncio.get_running_loop().create_task(self._save(key, data))
+        self.saves.add(task)
+        task.add_done_callback(self._save_done)
+
+    async def _save(self, key: str, data: bytes) -> None:
+        try:
+            await self.store.save_step(self.run_id, key, data, lease=self.lease)
+        except PreconditionFailed as exc:
+            raise LeaseLost(
+                f"step {key!r} of run {self.run_id!r} was recorded by another worker"
+            ) from exc
+        self.emit(CheckpointSaved(self.run_id, key))
+
+    def _save_done(self, task: asyncio.Task[None]) -> None:
+        self.saves.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            return
+        self.save_errors.append(exc)
+        if self.wf.on_save_error == "warn" and not isinstance(exc, LeaseLost):
+            log.warning("checkpoint save failed in run %r: %r", self.run_id, exc)
+            self.emit(SaveFailed(self.run_id, str(exc), exc))
+            return
+        # G9: loud by default: fail the run. Cancelling main is a framework cancellation;
+        # the other saves are left to finish (G3).
+        self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = exc
+            if self.main is not None and not self.main.done():
+                self.main.cancel()
+
+    async def _heartbeat(self) -> None:
+        interval = self.lease.ttl / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.lease = await self.store.renew(self.lease)
+            except Exception as exc:  # LeaseLost or the storage failing
+                self._fail(exc)
+                return
+
+    # -- the whole run -----------------------------------------------------------------
+    async def drive(self, fn: Callable[[Any], Awaitable[Any]], input: Any, resumed: bool) -> Any:
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.copy_context()
+        ctx.run(_current_run.set, self)
+        self.emit(RunStarted(self.run_id, resumed))
+        self.main = main = loop.create_task(_call(fn, input), context=ctx)
+        heartbeat = loop.create_task(self._heartbeat())
+        try:
+            try:
+                await asyncio.wait({main})
+            except asyncio.CancelledError:
+                # G4: the caller cancelled: cancel everything, saves included, and go.
+                await self._teardown([main, heartbeat, *self.running.values(), *self.saves])
+                raise
+            # G3: the workflow ended. Cancel steps still running (siblings of a
+            # failure, or orphans), but let every completed step's save finish.
+            await self._settle(list(self.running.values()), cancel=True)
+            await self._settle(list(self.saves), cancel=False)
+            heartbeat.cancel()
+            await self._settle([heartbeat], cancel=True)
+            return await self._conclude(main)
+        finally:
+            self.closed = True
+            if not heartbeat.done():
+                heartbeat.cancel()
+
+    async def _settle(self, tasks: list[asyncio.Task[Any]], *, cancel: bool) -> None:
+        """Wait for ``tasks`` (cancelling them first if asked); on caller cancel, tear down."""
+        if cancel:
+            for task in tasks:
+                task.cancel()
+        pending = {t for t in tasks if not t.done()}
+        while pending:
+            try:
+                _, pending = await asyncio.wait(pending)
+            except asyncio.CancelledError:
+                # G4: cancelled while settling: cancel the rest too, saves included.
+                await self._teardown([*pending, *self.running.values(), *self.saves])
+                raise
+            if not cancel:
+                pending |= {t for t in self.saves if not t.done()}
+
+    async def _teardown(self, tasks: Iterable[asyncio.Task[Any]]) -> None:
+        """Cancel ``tasks`` and wait for them, at most ``cancel_timeout`` (G4, G5).
+
+        A second cancellation during the wait cancels the tasks again and keeps
+        waiting within the same bound, so that no runner-owned task is left behind.
+        """
+        loop = asyncio.get_running_loop()
+        pending = {t for t in tasks if not t.done()}
+        for task in pending:
+            task.cancel()
+        deadline = loop.time() + self.wf.cancel_timeout
+        while pending:
+            left = deadline - loop.time()
+            if left <= 0:
+                log.warning(
+                    "run %r: %d task(s) ignored cancellation for %.1f s",
+                    self.run_id, len(pending), self.wf.cancel_timeout,
+                )
+                break
+            try:
+                _, pending = await asyncio.wait(pending, timeout=left)
+            except asyncio.CancelledError:
+                for task in pending:
+                    task.cancel()
+        await self._release()
+
+    async def _release(self) -> None:
+        """Give the lease back, best effort and bounded: else it expires after its ttl."""
+        try:
+            await asyncio.wait_for(self.store.release(self.lease), self.wf.cancel_timeout)
+        except TimeoutError:
+            log.warning("run %r: releasing its lease timed out", self.run_id)
+        except Exception as exc:
+            log.warning("run %r: could not release its lease: %r", self.run_id, exc)
+
+    async def _conclude(self, main: asyncio.Task[Any]) -> RunResult:
+        failure: BaseException | None
+        if main.cancelled():
+            failure = asyncio.CancelledError()
+            try:
+                main.result()
+            except asyncio.CancelledError as exc:
+                failure = exc
+        else:
+            failure = main.exception()
+        try:
+            if self.fatal is not None:  # G9 (or a lost lease): the run is not resumable otherwise
+                if isinstance(self.fatal, LeaseLost):
+                    raise self.fatal
+                raise CheckpointSaveError(
+                    f"run {self.run_id!r} failed: a checkpoint could not be saved: {self.fatal}"
+                ) from self.fatal
+            if failure is not None and self.pending and _only_pauses(failure):
+                return await self._pause()
+            if failure is not None:
+                await self._checkpoint("failed", error=f"{type(failure).__name__}: {failure}")
+                self.emit(RunFailed(self.run_id, failure))
+                raise failure
+            output = main.result()
+            await self._checkpoint("completed", output=output)
+            self.emit(RunCompleted(self.run_id, output))
+            return RunResult(
+                self.run_id,
+                "completed",
+                output=output,
+                executed=tuple(self.executed),
+                replayed=tuple(self.replayed),
+                save_errors=tuple(self.save_errors),
+            )
+        finally:
+            await self._release()
+
+    async def _pause(self) -> RunResult:
+        pending = tuple(self.pending)
+        await self._checkpoint("paused", pending=pending)  # G6
+        self.emit(RunPaused(self.run_id, pending))
+        return RunResult(
+            self.run_id,
+            "paused",
+            pending=pending,
+            executed=tuple(self.executed),
+            replayed=tuple(self.replayed),
+            save_errors=tuple(self.save_errors),
+        )
+
+    async def _checkpoint(
+        self,
+        status: str,
+        *,
+        pending: tuple[InputRequest, ...] = (),
+        output: Any = None,
+        error: str | None = None,
+    ) -> None:
+        try:
+            checkpoint, lease = await self.store.save_checkpoint(
+                self.run_id,
+                status=status,
+                state=self.committed,
+                pending=pending,
+                output=output,
+                error=error,
+                steps=self.seq,
+                lease=self.lease,
+            )
+        except EncodeError:
+            raise
+        except Exception as exc:
+            if status == "failed":  # the run fails anyway; keep its own error
+                log.warning("run %r: could not save the failure checkpoint: %r", self.run_id, exc)
+                return
+            if self.wf.on_save_error == "warn" and not isinstance(exc, LeaseLost):
+                self.save_errors.append(exc)
+                self.emit(SaveFailed(self.run_id, str(exc), exc))
+                return
+            raise CheckpointSaveError(
+                f"run {self.run_id!r}: the {status} checkpoint could not be saved: {exc}"
+            ) from exc
+        assert lease is not None
+        self.lease = lease
+        self.emit(CheckpointSaved(self.run_id, f"checkpoint {checkpoint.checkpoint_id}"))
+
+
+async def _call(fn: Callable[[Any], Awaitable[Any]], input: Any) -> Any:
+    return await fn(input)
+
+
+def _only_pauses(exc: BaseException) -> bool:
+    """True if ``exc`` is a pause, or a group of pauses and cancellations only."""
+    if isinstance(exc, _PauseRequested):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = exc.exceptions
+        return any(isinstance(e, _PauseRequested) for e in leaves) and all(
+            _only_pauses(e) or isinstance(e, asyncio.CancelledError) for e in leaves
+        )
+    return False
+
+
+# -- the workflow ----------------------------------------------------------------------------
+class Workflow:
+    """A workflow function bound to a checkpoint store.
+
+    Args:
+        fn: ``async def main(input) -> output`` calling steps.
+        storage: a :class:`Storage` or a :class:`CheckpointStore`.
+        codec: the codec for step results and state (default codec if None).
+        namespace: key prefix inside the storage.
+        on_save_error: ``"raise"`` (default; G9) fails the run with
+            :class:`CheckpointSaveError` when a save fails; ``"warn"`` keeps
+            running, emits a :class:`SaveFailed` event and lists the error in
+            :attr:`RunResult.save_errors` (the run may then not resume fully).
+        lease_ttl: seconds a run's lease lasts; renewed every third of it.
+        cancel_timeout: the bound, in seconds, on teardown after a caller's
+            cancellation (G4).
+        max_inflight_saves: saves running at once before a completed step
+            waits for one to finish.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[Any], Awaitable[Any]],
+        *,
+        storage: Storage | CheckpointStore,
+        codec: Codec | None = None,
+        namespace: str = "",
+        on_save_error: Literal["raise", "warn"] = "raise",
+        lease_ttl: float = 30.0,
+        cancel_timeout: float = 0.5,
+        max_inflight_saves: int = 256,
+    ) -> None:
+        if on_save_error not in ("raise", "warn"):
+            raise ValueError(f"on_save_error must be 'raise' or 'warn', not {on_save_error!r}")
+        if lease_ttl <= 0 or cancel_timeout <= 0 or max_inflight_saves < 1:
+            raise ValueError("lease_ttl and cancel_timeout must be positive, max_inflight_saves >= 1")
+        self.fn = fn
+        if isinstance(storage, CheckpointStore):
+            self.store = storage
+        else:
+            self.store = CheckpointStore(storage, codec=codec, namespace=namespace)
+        self.on_save_error = on_save_error
+        self.lease_ttl = lease_ttl
+        self.cancel_timeout = cancel_timeout
+        self.max_inflight_saves = max_inflight_saves
+
+    def __repr__(self) -> str:
+        return f"Workflow({getattr(self.fn, '__qualname__', self.fn)!r}, {self.store!r})"
+
+    def _fingerprint(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        if not args and not kwargs:
+            return ""
+        try:
+            payload = self.store.codec.encode_payload((args, kwargs), path="args")
+        except EncodeError:
+            # Arguments that cannot be encoded (clients, say) are fingerprinted by type.
+            names = [type(a).__qualname__ for a in args]
+            names += [f"{k}={type(v).__qualname__}" for k, v in sorted(kwargs.items())]
+            payload = repr(names).encode()
+        return hashlib.blake2b(payload, digest_size=8).hexdigest()
+
+    async def run(self, input: Any = None, *, run_id: str | None = None) -> RunResult:
+        """Start a new run and drive it to completion or pause.
+
+        Raises:
+            ValueError: a run with ``run_id`` exists already (use :meth:`resume`).
+            CheckpointSaveError: a save failed (G9).
+            RunBusy: another worker owns the run.
+            Exception: whatever the workflow or a step raised.
+        """
+        return await self._start(input, run_id, None)
+
+    async def resume(self, run_id: str, responses: Mapping[str, Any] | None = None) -> RunResult:
+        """Continue a stored run; completed steps are replayed, not executed (G2).
+
+        Args:
+            run_id: the run to continue.
+            responses: answers to pending input requests, by request id (G6).
+
+        Raises:
+            NotFound: no such run.
+            ValueError: a response names no pending request.
+            RunBusy: another worker owns the run (G8).
+        """
+        return await self._resume(run_id, responses, None)
+
+    def stream(
+        self,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        resume: bool = False,
+        responses: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[Event]:
+        """Run (or with ``resume=True``, resume) and yield typed events as they happen.
+
+        The stream ends after :class:`RunCompleted`, :class:`RunPaused` or
+        :class:`RunFailed`. Leaving the loop early cancels the run; its
+        cleanup can only ever touch its own run (G7).
+        """
+        if resume and run_id is None:
+            raise ValueError("stream(resume=True) needs the run_id to resume")
+        return self._stream(input, run_id, resume, responses)
+
+    async def _stream(
+        self,
+        input: Any,
+        run_id: str | None,
+        resume: bool,
+        responses: Mapping[str, Any] | None,
+    ) -> AsyncIterator[Event]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        if resume:
+            assert run_id is not None
+            coro = self._resume(run_id, responses, queue.put_nowait)
+        else:
+            coro = self._start(input, run_id, queue.put_nowait)
+        task = asyncio.get_running_loop().create_task(coro)
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        terminal = False
+        try:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    break
+                yield event
+                if isinstance(event, RunCompleted | RunPaused | RunFailed):
+                    terminal = True
+                    break
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                exc = task.exception()
+                assert exc is not None
+                if not terminal:  # failed before the run began (RunBusy, a bad run id...)
+                    yield RunFailed(run_id or "", exc)
+        finally:
+            if not task.done():
+                task.cancel()
+                try:
+                    await asyncio.wait({task}, timeout=self.cancel_timeout * 2)
+                except asyncio.CancelledError:
+                    task.cancel()
+                    raise
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: the stream reported it as RunFailed
+
+    async def _start(
+        self, input: Any, run_id: str | None, sink: Callable[[Event], None] | None
+    ) -> RunResult:
+        run_id = run_id if run_id is not None else uuid.uuid4().hex
+        if not await self.store.create_run(run_id, input):
+            raise ValueError(f"run {run_id!r} exists already; use resume() to continue it")
+        lease = await self.store.acquire(run_id, ttl=self.lease_ttl)  # G8
+        run = _Run(self, run_id, lease, {}, {}, sink)
+        return await run.drive(self.fn, input, resumed=False)
+
+    async def _resume(
+        self,
+        run_id: str,
+        responses: Mapping[str, Any] | None,
+        sink: Callable[[Event], None] | None,
+    ) -> RunResult:
+        if not await self.store.run_exists(run_id):
+            raise NotFound(f"run {run_id!r} not found")
+        latest: Checkpoint | None = await self.store.latest(run_id)
+        if latest is not None and latest.status == "completed" and not responses:
+            if sink is not None:
+                sink(RunCompleted(run_id, latest.output))
+            return RunResult(run_id, "completed", output=latest.output)
+        if responses:
+            known = {r.id for r in latest.pending} if latest is not None else set()
+            unknown = sorted(set(responses) - known)
+            if unknown:
+                raise ValueError(
+                    f"run {run_id!r} has no pending input request {unknown[0]!r}; "
+                    f"pending: {sorted(known) or 'none'}"
+                )
+        lease = await self.store.acquire(run_id, ttl=self.lease_ttl)  # G8
+        try:
+            for request_id, value in (responses or {}).items():
+                await self.store.save_response(run_id, request_id, value)
+            stored = await self.store.load_responses(run_id)
+            records = await self.store.load_steps(run_id)
+            input = await self.store.load_input(run_id)
+        except BaseException:
+            await asyncio.shield(self.store.release(lease))
+            raise
+        run = _Run(self, run_id, lease, records, stored, sink)
+        return await run.drive(self.fn, input, resumed=True)

@@ -1,0 +1,64 @@
+"""Fixtures for the runner's lifecycle tests: every test runs over each save style,
+on the memory adapter and on the file adapter, inside the hygiene checker (G5)."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.conformance.hygiene import hygiene
+from checkpointkit.conformance.styles import STYLES
+from checkpointkit.storage import Storage
+
+HAVE_FILE = importlib.util.find_spec("checkpointkit.adapters.file") is not None
+
+BACKENDS = [
+    "memory-inline",
+    "memory-task-spawning",
+    "memory-gather",
+    pytest.param("file-inline", marks=pytest.mark.skipif(not HAVE_FILE, reason="no file adapter")),
+]
+
+
+def _make(kind: str, tmp_path: Path) -> Storage:
+    backend, _, style = kind.partition("-")
+    inner: Storage
+    if backend == "file":
+        from checkpointkit.adapters.file import FileStorage
+
+        inner = FileStorage(tmp_path / "store")
+    else:
+        inner = MemoryStorage()
+    return STYLES[style](inner)
+
+
+@pytest.fixture(params=BACKENDS)
+def make_storage(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Storage]:
+    """A factory of the test's base storage (one dataset per test)."""
+    made: list[Storage] = []
+    kind: str = request.param
+
+    def factory() -> Storage:
+        if not made:
+            made.append(_make(kind, tmp_path))
+        return made[0]
+
+    return factory
+
+
+@pytest.fixture
+async def storage(make_storage: Callable[[], Storage]) -> AsyncIterator[Storage]:
+    s = make_storage()
+    yield s
+    await s.aclose()
+
+
+@pytest.fixture(autouse=True)
+async def _hygiene() -> AsyncIterator[None]:
+    """G5 around every runner test: no never-awaited coroutine, no pending task, ..."""
+    async with hygiene():
+        yield
