@@ -221,3 +221,15 @@ def test_from_url_parameters(tmp_path: Path) -> None:
         FileStorage.from_url("file://")
     with pytest.raises(ConfigurationError, match="colour"):
         FileStorage.from_url(f"file://{tmp_path}/p", colour="blue")
+
+
+async def test_key_too_long_for_the_path_limit_is_an_invalid_key(tmp_path: Path) -> None:
+    deep = tmp_path.joinpath(*(["d" * 200] * 10))  # a root path of about 2 KB
+    async with FileStorage(deep) as s:
+        key = "/".join(["é" * 40] * 12)  # 1,000 bytes; about 2.9 KB on disk
+        with pytest.raises(InvalidKey, match="too long for the file system"):
+            await s.put(key, b"x")
+        with pytest.raises(InvalidKey):
+            await s.get(key)
+        await s.put("short", b"fine")
+        assert [k async for k in s.list()] == ["short"]
