@@ -1,0 +1,918 @@
+"""The S3 adapter: ``s3://bucket/prefix`` on aioboto3, for AWS S3 and S3-compatible services.
+
+Each key is the object ``prefix/key`` of the bucket (one to one). Versions are
+ETags. Conditional writes are S3's own: create-only sends ``If-None-Match: *``,
+if-match sends ``If-Match: <etag>``, on ``PutObject`` and on
+``CompleteMultipartUpload``; the service decides atomically, and a failed
+condition (412, or 409 ``ConditionalRequestConflict`` for a concurrent
+conditional write) raises :class:`~checkpointkit.errors.PreconditionFailed`.
+``delete`` reads the ETag (``HeadObject``) and deletes with ``If-Match``, so it
+tells truthfully whether the key existed; ``delete(if_match=...)`` sends the
+caller's ETag.
+
+One client per storage, created on first use and closed by ``aclose()``. The
+storage retries transient failures itself (connection errors, timeouts, 5xx,
+throttling) with exponential backoff and jitter until its ``timeout``; the
+client's own retries are off, so that one policy holds and a conditional write
+retried after a lost reply can recognize its own success (each conditional
+write carries a random token in its metadata, checked on a 412 after a retry).
+
+See ``docs/adapters/s3.md`` for the URL, the options, the costs and the
+consistency notes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, ClassVar, NoReturn, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from ..errors import (
+    ConfigurationError,
+    InvalidKey,
+    NotFound,
+    PreconditionFailed,
+    StorageClosed,
+    StorageUnavailable,
+)
+from ..keys import validate_key
+from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+try:
+    import aioboto3
+    import aiohttp
+    from aiobotocore.config import AioConfig
+    from botocore import exceptions as bexc
+except ImportError as _exc:  # pragma: no cover - exercised without the extra
+    raise ConfigurationError(
+        f'the s3 adapter needs aioboto3 ({_exc}); install it with: pip install "checkpointkit[s3]"'
+    ) from _exc
+
+__all__ = ["S3Storage"]
+
+T = TypeVar("T")
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+MIN_PART_SIZE = 5 * MiB
+"""S3's smallest part (every part but the last)."""
+MAX_PARTS = 10_000
+MAX_NAME_BYTES = 1024
+"""S3's longest object name, in UTF-8 bytes."""
+MAX_SINGLE_PUT = 5 * GiB
+"""S3's largest single ``PutObject``."""
+
+_TOKEN_META = "checkpointkit-write"
+"""Metadata name of the random token that a conditional write carries."""
+
+_NOT_FOUND = frozenset(("NoSuchKey", "NotFound", "404"))
+_CONDITION = frozenset(("PreconditionFailed", "412", "ConditionalRequestConflict"))
+_CREDENTIALS = frozenset(
+    (
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidClientTokenId",
+        "InvalidToken",
+        "ExpiredToken",
+        "TokenRefreshRequired",
+        "AuthorizationHeaderMalformed",
+        "MissingSecurityHeader",
+        "UnrecognizedClientException",
+    )
+)
+_DENIED = frozenset(("AccessDenied", "AllAccessDisabled", "403", "Forbidden"))
+_TRANSIENT_CODES = frozenset(
+    (
+        "InternalError",
+        "ServiceUnavailable",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "BandwidthLimitExceeded",
+        "OperationAborted",
+        "500",
+        "502",
+        "503",
+        "504",
+    )
+)
+_TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    bexc.EndpointConnectionError,
+    bexc.ConnectionClosedError,
+    bexc.ReadTimeoutError,
+    bexc.ConnectTimeoutError,
+    bexc.ResponseStreamingError,
+    bexc.IncompleteReadError,
+    bexc.HTTPClientError,
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    ConnectionError,
+    TimeoutError,
+)
+
+_BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+_SECRET_PARAMS = frozenset(
+    ("access_key_id", "secret_access_key", "session_token", "aws_access_key_id",
+     "aws_secret_access_key", "aws_session_token", "password", "secret", "token")
+)  # fmt: skip
+
+_INT_PARAMS = ("multipart_threshold", "part_size", "max_concurrency", "retries", "page_size",
+               "max_pool_connections")  # fmt: skip
+_FLOAT_PARAMS = ("timeout", "connect_timeout", "read_timeout", "retry_backoff",
+                 "retry_backoff_max")  # fmt: skip
+_STR_PARAMS = ("endpoint_url", "region", "profile", "addressing_style")
+_BOOL_PARAMS = ("create",)
+_URL_PARAMS = frozenset((*_INT_PARAMS, *_FLOAT_PARAMS, *_STR_PARAMS, *_BOOL_PARAMS))
+_OPTIONS = frozenset(
+    (*_URL_PARAMS, "prefix", "access_key_id", "secret_access_key", "session_token", "endpoint")
+)
+
+
+class S3Storage(StorageBase):
+    """A storage on an S3 bucket (AWS or S3-compatible), through aioboto3.
+
+    Open it with :meth:`from_url` (``s3://bucket/prefix?region=eu-west-1``) or
+    construct it; use it with ``async with``. Credentials come from the
+    standard AWS chain (environment, shared files, profile, instance role)
+    unless given explicitly; they are never printed.
+
+    Args:
+        bucket: the bucket name.
+        prefix: a key prefix inside the bucket: every key is stored as
+            ``prefix/key``. Empty: keys are object names.
+        endpoint_url: an S3-compatible service (``http://127.0.0.1:9000``).
+        endpoint: ``(host, port)`` or ``"host:port"`` replacing the host and
+            port of ``endpoint_url`` (to put a proxy in between).
+        region: the bucket's region (default: from the AWS configuration).
+        access_key_id: explicit credentials (else the standard chain).
+        secret_access_key: explicit credentials; never printed.
+        session_token: explicit temporary credentials; never printed.
+        profile: a profile of the shared AWS configuration files.
+        create: create the bucket on first use if it does not exist.
+        multipart_threshold: values larger than this many bytes are sent as a
+            multipart upload (default 8 MiB).
+        part_size: multipart part size in bytes (at least 5 MiB; default 8 MiB;
+            grown when a value would need more than 10,000 parts).
+        max_concurrency: parts of one multipart upload sent at once (default 4).
+        timeout: the deadline, in seconds, of one request including its
+            retries; no retry starts after it (default 30). A request carrying
+            a body gets one more second per MiB.
+        connect_timeout: the deadline of one TCP connect (default
+            ``min(timeout, 5)``).
+        read_timeout: the longest silence while waiting for or reading a
+            reply (default ``timeout``).
+        retries: how many times a request is retried after a transient
+            failure (default 4).
+        retry_backoff: the first backoff in seconds (default 0.1), doubled on
+            each retry with full jitter, at most ``retry_backoff_max`` (2).
+        page_size: keys fetched per ``ListObjectsV2`` request (1 to 1000).
+        max_pool_connections: the client's connection pool size (default 20).
+        addressing_style: ``"auto"``, ``"path"`` or ``"virtual"``.
+
+    Raises:
+        ConfigurationError: a bad bucket name, prefix or option.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        conditional_put=True, conditional_delete=True, durable=True, shared=True, ttl=False
+    )
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        endpoint: tuple[str, int] | str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
+        profile: str | None = None,
+        create: bool = False,
+        multipart_threshold: int = 8 * MiB,
+        part_size: int = 8 * MiB,
+        max_concurrency: int = 4,
+        timeout: float = 30.0,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        retries: int = 4,
+        retry_backoff: float = 0.1,
+        retry_backoff_max: float = 2.0,
+        page_size: int = 1000,
+        max_pool_connections: int = 20,
+        addressing_style: str = "auto",
+    ) -> None:
+        self._closed = False
+        if not isinstance(bucket, str) or not _BUCKET.match(bucket):
+            raise ConfigurationError(
+                f"invalid S3 bucket name {bucket!r}: use 3 to 255 letters, digits, "
+                "'.', '-' or '_' (AWS: 3 to 63 lowercase letters, digits, '.' and '-')"
+            )
+        self.bucket = bucket
+        self.prefix = _check_prefix(prefix)
+        self._root = f"{self.prefix}/" if self.prefix else ""
+        if endpoint is not None:
+            endpoint_url = _replace_endpoint(endpoint_url, endpoint)
+        if endpoint_url is not None:
+            _check_endpoint_url(endpoint_url)
+        self.endpoint_url = endpoint_url
+        self.region = region
+        for name, value in (
+            ("access_key_id", access_key_id),
+            ("secret_access_key", secret_access_key),
+            ("session_token", session_token),
+            ("profile", profile),
+            ("region", region),
+        ):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigurationError(f"S3 option {name} must be a non-empty str or None")
+        if (access_key_id is None) != (secret_access_key is None):
+            raise ConfigurationError(
+                "S3 options access_key_id and secret_access_key go together: give both or neither"
+            )
+        self._credentials = (access_key_id, secret_access_key, session_token)
+        self._profile = profile
+        self._create = _bool("create", create)
+        self._threshold = _int("multipart_threshold", multipart_threshold, 1)
+        self._part_size = _int("part_size", part_size, MIN_PART_SIZE)
+        self._concurrency = _int("max_concurrency", max_concurrency, 1)
+        self._timeout = _float("timeout", timeout)
+        self._connect_timeout = (
+            min(self._timeout, 5.0)
+            if connect_timeout is None
+            else _float("connect_timeout", connect_timeout)
+        )
+        self._read_timeout = (
+            self._timeout if read_timeout is None else _float("read_timeout", read_timeout)
+        )
+        self._retries = _int("retries", retries, 0)
+        self._backoff = _float("retry_backoff", retry_backoff, zero=True)
+        self._backoff_max = _float("retry_backoff_max", retry_backoff_max, zero=True)
+        self._page_size = _int("page_size", page_size, 1)
+        if self._page_size > 1000:
+            raise ConfigurationError(f"S3 option page_size must be at most 1000, not {page_size}")
+        self._pool = _int("max_pool_connections", max_pool_connections, 1)
+        if addressing_style not in ("auto", "path", "virtual"):
+            raise ConfigurationError(
+                f"S3 option addressing_style must be auto, path or virtual, "
+                f"not {addressing_style!r}"
+            )
+        self._addressing = addressing_style
+        self._client: Any = None
+        self._client_cm: Any = None
+        self._open_lock = asyncio.Lock()
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> S3Storage:
+        """Open ``s3://bucket[/prefix][?param=value&...]``.
+
+        Parameters: ``endpoint_url``, ``region``, ``profile``, ``create``
+        (true/false), ``multipart_threshold``, ``part_size`` (bytes),
+        ``max_concurrency``, ``timeout``, ``connect_timeout``,
+        ``read_timeout``, ``retry_backoff``, ``retry_backoff_max`` (seconds),
+        ``retries``, ``page_size``, ``max_pool_connections``,
+        ``addressing_style``. Credentials never go in the URL: give them as
+        keyword ``options`` (``access_key_id``, ``secret_access_key``,
+        ``session_token``) or through the AWS credential chain. Keyword
+        ``options`` take the constructor's arguments and override the URL.
+
+        Raises:
+            ConfigurationError: not an s3 URL, credentials in the URL, an
+                unknown or malformed parameter or option.
+        """
+        if not isinstance(url, str):
+            raise ConfigurationError(f"an S3 URL must be a str, not {type(url).__name__}")
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown S3 option(s) {', '.join(unknown)}; known: {', '.join(sorted(_OPTIONS))}"
+            )
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ConfigurationError(f"bad S3 URL: {exc}") from None
+        if parts.scheme.lower() != "s3":
+            raise ConfigurationError(
+                f"not an S3 URL: {_redact_url(url)!r} (use s3://bucket/prefix)"
+            )
+        if "@" in parts.netloc:
+            raise ConfigurationError(
+                "credentials do not belong in an s3:// URL: pass access_key_id and "
+                "secret_access_key as options, or use the AWS credential chain"
+            )
+        if not parts.netloc:
+            raise ConfigurationError(
+                f"S3 URL {_redact_url(url)!r} names no bucket (s3://bucket/prefix)"
+            )
+        if parts.fragment:
+            raise ConfigurationError(f"S3 URL {_redact_url(url)!r} has a fragment ('#...')")
+        kwargs: dict[str, Any] = {"bucket": unquote(parts.netloc)}
+        prefix = unquote(parts.path).strip("/")
+        if prefix:
+            kwargs["prefix"] = prefix
+        seen: set[str] = set()
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            if name.lower() in _SECRET_PARAMS:
+                raise ConfigurationError(
+                    f"S3 URL parameter {name!r} would put a credential in the URL: pass it "
+                    "as a keyword option or use the AWS credential chain"
+                )
+            if name in seen:
+                raise ConfigurationError(f"S3 URL parameter {name!r} is given twice")
+            seen.add(name)
+            kwargs[name] = _parse_param(name, value)
+        kwargs.update(options)
+        return cls(**kwargs)
+
+    def __repr__(self) -> str:
+        where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
+        region = f", region={self.region!r}" if self.region else ""
+        return f"S3Storage(bucket={self.bucket!r}, prefix={self.prefix!r}{where}{region})"
+
+    @property
+    def client(self) -> Any:
+        """The underlying aiobotocore S3 client once opened, else None (do not close it)."""
+        return self._client
+
+    # -- the client --------------------------------------------------------------------
+    async def _open(self) -> Any:
+        client = self._client
+        if client is not None:
+            return client
+        async with self._open_lock:
+            self._check_open()
+            if self._client is None:
+                access_key, secret_key, token = self._credentials
+                try:
+                    session = aioboto3.Session(
+                        aws_access_key_id=access_key,
+                        aws_secret_access_key=secret_key,
+                        aws_session_token=token,
+                        profile_name=self._profile,
+                        region_name=self.region,
+                    )
+                except bexc.ProfileNotFound:
+                    raise ConfigurationError(
+                        f"AWS profile {self._profile!r} not found in the AWS configuration files"
+                    ) from None
+                config = AioConfig(
+                    connect_timeout=self._connect_timeout,
+                    read_timeout=self._read_timeout,
+                    retries={"total_max_attempts": 1},  # the storage retries (see the module doc)
+                    max_pool_connections=self._pool,
+                    s3={"addressing_style": self._addressing},
+                )
+                cm = session.client("s3", endpoint_url=self.endpoint_url, config=config)
+                with self._translate_errors("open", None):
+                    self._client = await cm.__aenter__()
+                self._client_cm = cm
+                if self._create:
+                    await self._ensure_bucket()
+        return self._client
+
+    async def _ensure_bucket(self) -> None:
+        """Create the bucket if it does not exist (``create=True``)."""
+        client = self._client
+        try:
+            await self._call("create bucket", None, lambda: client.head_bucket(Bucket=self.bucket))
+            return
+        except ConfigurationError as exc:
+            if not _is_missing_bucket(exc.__cause__):
+                raise
+        kwargs: dict[str, Any] = {"Bucket": self.bucket}
+        region = client.meta.region_name
+        if region and region != "us-east-1" and self.endpoint_url is None:
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        try:
+            await self._call("create bucket", None, lambda: client.create_bucket(**kwargs))
+        except StorageUnavailable as exc:
+            if _code(exc.__cause__) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise
+        except ConfigurationError as exc:
+            if _code(exc.__cause__) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise
+
+    async def _aclose(self) -> None:
+        try:
+            if self._background:
+                # unfinished multipart aborts: give them one request's time, then stop them
+                tasks = list(self._background)
+                _, pending = await asyncio.wait(tasks, timeout=self._connect_timeout)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            async with self._open_lock:
+                cm, self._client_cm, self._client = self._client_cm, None, None
+                if cm is not None:
+                    await cm.__aexit__(None, None, None)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- errors and retries ------------------------------------------------------------
+    @contextlib.contextmanager
+    def _translate_errors(
+        self, op: str, key: str | None, *, condition: str | None = None
+    ) -> Iterator[None]:
+        """Turn botocore and aiohttp errors into checkpointkit errors, the cause chained.
+
+        Args:
+            op: what was being done (``"get"``, ``"put"``...), for the message.
+            key: the storage key concerned, if any (named in the message).
+            condition: the put's or delete's condition, named when it fails.
+
+        Raises:
+            NotFound: no such key.
+            PreconditionFailed: 412, or 409 ``ConditionalRequestConflict``.
+            InvalidKey: the object name is too long or refused.
+            ConfigurationError: a missing bucket (with the ``create=True``
+                hint), rejected or missing credentials, access denied, a bad
+                region or bucket name.
+            StorageClosed: the storage was closed while the call ran.
+            StorageUnavailable: anything else (connection errors, timeouts, 5xx).
+        """
+        try:
+            yield
+        except (
+            NotFound,
+            PreconditionFailed,
+            InvalidKey,
+            ConfigurationError,
+            StorageClosed,
+            StorageUnavailable,
+        ):
+            raise
+        except Exception as exc:
+            self._raise_translated(exc, op, key, condition)
+
+    def _raise_translated(
+        self, exc: Exception, op: str, key: str | None, condition: str | None
+    ) -> NoReturn:
+        what = f"S3 {op} of key {key!r}" if key is not None else f"S3 {op}"
+        where = f"bucket {self.bucket!r}" + (
+            f" at {self.endpoint_url}" if self.endpoint_url else ""
+        )
+        if self._closed:
+            raise StorageClosed(f"{what} failed: the storage was closed") from exc
+        if isinstance(exc, bexc.ClientError):
+            code = _code(exc)
+            status = _status(exc)
+            if code in ("NoSuchBucket",):
+                raise ConfigurationError(
+                    f"S3 {where} does not exist: create it, or pass create=True "
+                    "(?create=true in the URL) to create it on first use"
+                ) from exc
+            if code in _CONDITION or status == 412:
+                cond = f" ({condition})" if condition else ""
+                raise PreconditionFailed(
+                    f"{what}: the condition failed{cond}"
+                    if key is None
+                    else f"key {key!r}: the condition failed{cond}"
+                ) from exc
+            if code in _NOT_FOUND or status == 404:
+                if key is None:
+                    raise ConfigurationError(
+                        f"S3 {where} does not exist: create it, or pass create=True "
+                        "(?create=true in the URL) to create it on first use"
+                    ) from exc
+                raise NotFound(f"key {key!r} not found") from exc
+            if code in _CREDENTIALS:
+                raise ConfigurationError(
+                    f"S3 rejected the credentials ({code}) for {where}: "
+                    "check the access key id, the secret and the session token"
+                ) from exc
+            if code in _DENIED or status == 403:
+                raise ConfigurationError(
+                    f"{what}: access denied ({code}) to {where}: check the credentials' permissions"
+                ) from exc
+            if code == "KeyTooLongError":
+                raise InvalidKey(
+                    f"invalid key {key!r}: with the prefix {self.prefix!r} it is too long for S3"
+                ) from exc
+            if code in ("PermanentRedirect", "IllegalLocationConstraintException", "301"):
+                raise ConfigurationError(
+                    f"S3 {where} is in another region than {self.region!r}: set region="
+                ) from exc
+            if code == "InvalidBucketName":
+                raise ConfigurationError(f"S3 refused the bucket name {self.bucket!r}") from exc
+            raise StorageUnavailable(f"{what} failed: {code} (HTTP {status}) on {where}") from exc
+        if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
+            raise ConfigurationError(
+                f"no usable AWS credentials for {where}: set them in the environment, "
+                "the shared credentials file or a profile, or pass access_key_id and "
+                "secret_access_key"
+            ) from exc
+        if isinstance(exc, bexc.ProfileNotFound):
+            raise ConfigurationError(f"AWS profile {self._profile!r} not found") from exc
+        if isinstance(exc, bexc.NoRegionError):
+            raise ConfigurationError(f"no AWS region for {where}: pass region=") from exc
+        if isinstance(exc, bexc.ParamValidationError):
+            raise ConfigurationError(f"{what}: the S3 client refused the request ({exc})") from exc
+        if isinstance(exc, TimeoutError | bexc.ReadTimeoutError | bexc.ConnectTimeoutError):
+            raise StorageUnavailable(f"{what} timed out on {where}") from exc
+        if isinstance(exc, bexc.EndpointConnectionError):
+            raise StorageUnavailable(f"{what} failed: cannot connect to {where}") from exc
+        if isinstance(exc, bexc.BotoCoreError | aiohttp.ClientError | OSError):
+            raise StorageUnavailable(f"{what} failed on {where}: {type(exc).__name__}") from exc
+        raise StorageUnavailable(f"{what} failed on {where}: {type(exc).__name__}") from exc
+
+    async def _call(
+        self,
+        op: str,
+        key: str | None,
+        request: Callable[[], Awaitable[T]],
+        *,
+        condition: str | None = None,
+        size: int = 0,
+    ) -> T:
+        """Run ``request`` with retries and backoff for transient failures, errors translated."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout + size / MiB
+        attempt = 0
+        while True:
+            try:
+                with self._translate_errors(op, key, condition=condition):
+                    async with asyncio.timeout_at(deadline):
+                        return await request()
+            except StorageUnavailable as exc:
+                cause = exc.__cause__
+                delay = min(self._backoff_max, self._backoff * 2**attempt) * random.random()
+                if (
+                    attempt >= self._retries
+                    or not _is_transient(cause)
+                    or loop.time() + delay >= deadline
+                ):
+                    if attempt:
+                        raise StorageUnavailable(f"{exc} (after {attempt + 1} attempts)") from cause
+                    raise
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    # -- the protocol ------------------------------------------------------------------
+    def _name(self, key: str) -> str:
+        name = self._root + key
+        if len(name.encode()) > MAX_NAME_BYTES:
+            raise InvalidKey(
+                f"invalid key {key!r}: with the prefix {self.prefix!r} it is too long for S3 "
+                f"(object names hold at most {MAX_NAME_BYTES} UTF-8 bytes)"
+            )
+        return name
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        name = self._name(key)
+        client = await self._open()
+        conditions: dict[str, Any] = {}
+        token = ""
+        condition = None
+        if mode == "create":
+            conditions["IfNoneMatch"] = "*"
+            condition = "create-only: the key exists"
+        elif isinstance(mode, IfMatch):
+            conditions["IfMatch"] = mode.version
+            condition = f"if-match {mode.version}: the key is missing or at another version"
+        if conditions:
+            token = secrets.token_hex(12)
+            conditions["Metadata"] = {_TOKEN_META: token}
+        multipart = len(data) > self._threshold and (
+            not isinstance(mode, IfMatch) or len(data) > MAX_SINGLE_PUT
+        )
+        attempts = 0
+
+        async def put_object() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return await client.put_object(Bucket=self.bucket, Key=name, Body=data, **conditions)
+
+        try:
+            if multipart:
+                return await self._multipart(client, key, name, data, conditions, condition)
+            resp = await self._call("put", key, put_object, condition=condition, size=len(data))
+        except NotFound:  # if-match on a missing key
+            raise PreconditionFailed(
+                f"key {key!r} does not exist (if-match {getattr(mode, 'version', '')})"
+            ) from None
+        except PreconditionFailed:
+            # a conditional write retried after a lost reply finds its own write: a success
+            if token and (multipart or attempts > 1):
+                version = await self._own_write(client, key, name, token)
+                if version is not None:
+                    return version
+            raise
+        return str(resp["ETag"])
+
+    async def _own_write(self, client: Any, key: str, name: str, token: str) -> str | None:
+        """The ETag of ``name`` if the stored object is the write that carried ``token``."""
+        try:
+            head = await self._call(
+                "head", key, lambda: client.head_object(Bucket=self.bucket, Key=name)
+            )
+        except NotFound:
+            return None
+        if head.get("Metadata", {}).get(_TOKEN_META) == token:
+            return str(head["ETag"])
+        return None
+
+    async def _multipart(
+        self,
+        client: Any,
+        key: str,
+        name: str,
+        data: bytes,
+        conditions: dict[str, Any],
+        condition: str | None,
+    ) -> str:
+        """Upload ``data`` in parts; complete with the conditions; abort on any failure."""
+        size = max(self._part_size, math.ceil(len(data) / MAX_PARTS))
+        meta = {"Metadata": conditions["Metadata"]} if "Metadata" in conditions else {}
+        created = await self._call(
+            "put (start multipart upload)",
+            key,
+            lambda: client.create_multipart_upload(Bucket=self.bucket, Key=name, **meta),
+        )
+        upload_id: str = created["UploadId"]
+        view = memoryview(data)
+        offsets = list(range(0, len(data), size))
+        etags: list[str] = [""] * len(offsets)
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def part(index: int, offset: int) -> None:
+            body = bytes(view[offset : offset + size])
+            async with gate:
+                resp = await self._call(
+                    f"put (part {index + 1} of {len(offsets)})",
+                    key,
+                    lambda: client.upload_part(
+                        Bucket=self.bucket,
+                        Key=name,
+                        UploadId=upload_id,
+                        PartNumber=index + 1,
+                        Body=body,
+                    ),
+                    size=len(body),
+                )
+            etags[index] = resp["ETag"]
+
+        complete = {k: v for k, v in conditions.items() if k in ("IfNoneMatch", "IfMatch")}
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index, offset in enumerate(offsets):
+                    group.create_task(part(index, offset))
+            resp = await self._call(
+                "put (complete multipart upload)",
+                key,
+                lambda: client.complete_multipart_upload(
+                    Bucket=self.bucket,
+                    Key=name,
+                    UploadId=upload_id,
+                    MultipartUpload={
+                        "Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]
+                    },
+                    **complete,
+                ),
+                condition=condition,
+            )
+        except BaseException as exc:
+            abort = self._abort(client, key, name, upload_id)
+            if isinstance(exc, asyncio.CancelledError):
+                self._spawn(abort)  # cancellation stays prompt; aclose() waits for it
+            else:
+                await abort
+            if isinstance(exc, BaseExceptionGroup):
+                # a part failed: raise its (already translated) error, not the group
+                first = exc.exceptions[0]
+                while isinstance(first, BaseExceptionGroup):
+                    first = first.exceptions[0]
+                raise first from None
+            raise
+        return str(resp["ETag"])
+
+    async def _abort(self, client: Any, key: str, name: str, upload_id: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._call(
+                "abort multipart upload",
+                key,
+                lambda: client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=name, UploadId=upload_id
+                ),
+            )
+
+    async def _get(self, key: str) -> GetResult:
+        name = self._name(key)
+        client = await self._open()
+
+        async def get_object() -> tuple[bytes, str]:
+            resp = await client.get_object(Bucket=self.bucket, Key=name)
+            body = resp["Body"]
+            try:
+                data = await body.read()  # at the end of the reply, aiohttp reuses the connection
+            except BaseException:
+                body.close()  # a half-read reply must never go back to the connection pool
+                raise
+            return data, str(resp["ETag"])
+
+        data, etag = await self._call("get", key, get_object)
+        return GetResult(data, etag)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        name = self._name(key)
+        client = await self._open()
+
+        def delete(etag: str) -> Callable[[], Awaitable[Any]]:
+            return lambda: client.delete_object(Bucket=self.bucket, Key=name, IfMatch=etag)
+
+        if if_match is not None:
+            condition = f"if-match delete {if_match}: the key is at another version"
+            try:
+                await self._call("delete", key, delete(if_match), condition=condition)
+            except NotFound:
+                return False
+            return True
+        for _ in range(16):
+            try:
+                head = await self._call(
+                    "delete", key, lambda: client.head_object(Bucket=self.bucket, Key=name)
+                )
+                await self._call("delete", key, delete(str(head["ETag"])))
+            except NotFound:
+                return False
+            except PreconditionFailed:
+                continue  # replaced between the two requests: read the new version
+            return True
+        raise StorageUnavailable(  # pragma: no cover - needs 16 racing overwrites
+            f"S3 delete of key {key!r}: the object kept changing under the delete"
+        )
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        client = await self._open()
+        root = self._root
+        args: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": root + prefix,
+            "MaxKeys": min(limit, self._page_size),
+        }
+        if cursor is not None:
+            args["ContinuationToken"] = cursor
+        elif start_after is not None:
+            args["StartAfter"] = root + start_after
+        resp = await self._call(
+            f"list of prefix {prefix!r}", None, lambda: client.list_objects_v2(**args)
+        )
+        cut = len(root)
+        keys = [obj["Key"][cut:] for obj in resp.get("Contents", ())]
+        more = resp.get("IsTruncated") and resp.get("NextContinuationToken")
+        return ListPage(keys, resp["NextContinuationToken"] if more else None)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _code(exc: BaseException | None) -> str:
+    if isinstance(exc, bexc.ClientError):
+        error = exc.response.get("Error", {})
+        return str(error.get("Code", "") or _status(exc))
+    return ""
+
+
+def _status(exc: bexc.ClientError) -> int:
+    meta = exc.response.get("ResponseMetadata", {})
+    return int(meta.get("HTTPStatusCode", 0) or 0)
+
+
+def _is_missing_bucket(exc: BaseException | None) -> bool:
+    return isinstance(exc, bexc.ClientError) and (
+        _code(exc) in ("NoSuchBucket", "404", "NotFound") or _status(exc) == 404
+    )
+
+
+def _is_transient(exc: BaseException | None) -> bool:
+    """Whether a retry may succeed: connection errors, timeouts, 5xx, throttling."""
+    if isinstance(exc, bexc.ClientError):
+        return _code(exc) in _TRANSIENT_CODES or _status(exc) >= 500 or _status(exc) == 429
+    return isinstance(exc, _TRANSIENT_ERRORS)
+
+
+def _check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str):
+        raise ConfigurationError(f"the S3 prefix must be a str, not {type(prefix).__name__}")
+    prefix = prefix.strip("/")
+    if prefix:
+        try:
+            validate_key(prefix)
+        except InvalidKey as exc:
+            raise ConfigurationError(f"invalid S3 prefix {prefix!r}: {exc}") from None
+    return prefix
+
+
+def _check_endpoint_url(url: str) -> None:
+    if not isinstance(url, str):
+        raise ConfigurationError(f"S3 endpoint_url must be a str, not {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ConfigurationError(f"bad S3 endpoint_url {_redact_url(url)!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"bad S3 endpoint_url {_redact_url(url)!r}: use http(s)://host[:port]"
+        )
+    if parts.username or parts.password:
+        raise ConfigurationError("credentials do not belong in the S3 endpoint_url")
+
+
+def _replace_endpoint(endpoint_url: str | None, endpoint: tuple[str, int] | str) -> str:
+    if isinstance(endpoint, str):
+        host, sep, port_text = endpoint.rpartition(":")
+        if not sep or not port_text.isdigit():
+            raise ConfigurationError(f"S3 option endpoint must be 'host:port', not {endpoint!r}")
+        hostport = (host, int(port_text))
+    else:
+        hostport = (str(endpoint[0]), int(endpoint[1]))
+    if endpoint_url is None:
+        return f"http://{hostport[0]}:{hostport[1]}"
+    parts = urlsplit(endpoint_url)
+    return urlunsplit(parts._replace(netloc=f"{hostport[0]}:{hostport[1]}"))
+
+
+def _redact_url(url: str) -> str:
+    head, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    tail = re.sub(r"(?i)((?:secret|key|token|password|sig)[^=&]*=)[^&]*", r"\1***", tail)
+    return f"{head}{sep}{netloc}{slash}{tail}"
+
+
+def _parse_param(name: str, value: str) -> Any:
+    if name not in _URL_PARAMS:
+        raise ConfigurationError(
+            f"unknown S3 URL parameter {name!r}; known: {', '.join(sorted(_URL_PARAMS))}"
+        )
+    if name in _INT_PARAMS:
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"S3 URL parameter {name}={value!r} must be an integer"
+            ) from None
+    if name in _FLOAT_PARAMS:
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"S3 URL parameter {name}={value!r} must be a number"
+            ) from None
+    if name in _BOOL_PARAMS:
+        low = value.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigurationError(f"S3 URL parameter {name}={value!r} must be true or false")
+    if not value:
+        raise ConfigurationError(f"S3 URL parameter {name} is empty")
+    return value
+
+
+def _int(name: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigurationError(f"S3 option {name} must be an int >= {minimum}, not {value!r}")
+    return value
+
+
+def _float(name: str, value: Any, *, zero: bool = False) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):
+        bound = ">= 0" if zero else "> 0"
+        raise ConfigurationError(f"S3 option {name} must be a number {bound}, not {value!r}")
+    return float(value)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"S3 option {name} must be True or False, not {value!r}")
+    return value

@@ -1,0 +1,151 @@
+"""A local S3 server for tests: moto's ``ThreadedMotoServer`` on 127.0.0.1.
+
+moto serves real HTTP on a free loopback port, from a thread of this process,
+so the S3 adapter talks to it exactly as it would to AWS. Its data is global
+to the process: isolate tests by bucket (:func:`create_bucket` with a unique
+name) or by prefix. It answers roughly 100 requests a second, so keep test
+volumes small.
+
+Usage::
+
+    with s3_server() as endpoint_url:
+        create_bucket(endpoint_url, "ckk-test")
+        async with S3Storage("ckk-test", **storage_options(endpoint_url)) as storage:
+            ...
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from . import free_port, unavailable
+
+__all__ = [
+    "ACCESS_KEY_ID",
+    "REGION",
+    "SECRET_ACCESS_KEY",
+    "create_bucket",
+    "moto_auth_server",
+    "s3_server",
+    "storage_options",
+    "unique_bucket_name",
+]
+
+ACCESS_KEY_ID = "checkpointkit-test"
+"""Any credentials work with moto (it does not check them unless told to)."""
+SECRET_ACCESS_KEY = "checkpointkit-test-secret"
+REGION = "us-east-1"
+
+
+@contextmanager
+def s3_server() -> Iterator[str]:
+    """Run moto's S3 server on 127.0.0.1 and a free port; yield its endpoint URL.
+
+    The server stops, and its listening socket is closed, when the block ends.
+    When moto (``moto[server]``) is not installed, the test is skipped (or
+    fails where backends are required): see
+    :func:`checkpointkit.conformance.servers.unavailable`.
+    """
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        unavailable(f"moto's server is not installed ({exc}); pip install 'moto[server]'")
+    # One log line per request otherwise; moto's own warnings stay visible.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+        inner = getattr(server, "_server", None)
+        if inner is not None:  # stop() shuts the loop down but leaves the socket open
+            inner.server_close()
+
+
+@contextmanager
+def moto_auth_server() -> Iterator[str]:
+    """Run a moto server that checks credentials, in a subprocess; yield its endpoint URL.
+
+    With ``INITIAL_NO_AUTH_ACTION_COUNT=0`` moto authenticates every request
+    against its (empty) IAM, so any access key is rejected with
+    ``InvalidAccessKeyId``: the server for wrong-credential tests. It runs in
+    its own process because moto reads that setting once per process.
+    """
+    try:
+        import moto.server  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        unavailable(f"moto's server is not installed ({exc}); pip install 'moto[server]'")
+    port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                unavailable(f"moto's server exited with status {proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    unavailable("moto's server did not start within 30 s")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def storage_options(endpoint_url: str) -> dict[str, Any]:
+    """Keyword arguments that point an ``S3Storage`` at the local server."""
+    return {
+        "endpoint_url": endpoint_url,
+        "region": REGION,
+        "access_key_id": ACCESS_KEY_ID,
+        "secret_access_key": SECRET_ACCESS_KEY,
+    }
+
+
+def unique_bucket_name(stem: str = "ckk") -> str:
+    """A fresh, valid bucket name (lowercase, at most 63 characters)."""
+    return f"{stem[:40].lower()}-{uuid.uuid4().hex[:16]}"
+
+
+def create_bucket(endpoint_url: str, bucket: str) -> None:
+    """Create ``bucket`` on the server at ``endpoint_url`` (synchronously, with boto3)."""
+    import boto3  # type: ignore[import-untyped]
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY_ID,
+        aws_secret_access_key=SECRET_ACCESS_KEY,
+    )
+    try:
+        client.create_bucket(Bucket=bucket)
+    finally:
+        client.close()

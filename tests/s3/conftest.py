@@ -1,0 +1,72 @@
+"""Fixtures of the S3 adapter's tests: moto's S3 server, started once per session.
+
+moto keeps one dataset per process and answers about 100 requests a second:
+tests share one bucket and isolate themselves by a fresh prefix, and keep
+their request counts small.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+from checkpointkit.adapters.s3 import S3Storage
+from checkpointkit.conformance.servers.s3 import (
+    create_bucket,
+    s3_server,
+    storage_options,
+    unique_bucket_name,
+)
+
+MiB = 1024 * 1024
+
+SMALL = {"multipart_threshold": 1 * MiB, "part_size": 5 * MiB, "page_size": 3}
+"""Test settings: multipart above 1 MiB (5 MiB parts, S3's minimum), 3 keys per list page."""
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` of a moto S3 server for the whole session."""
+    with s3_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_endpoint: str) -> str:
+    """A bucket shared by the session's tests (each test works under its own prefix)."""
+    name = unique_bucket_name("ckk-tests")
+    create_bucket(s3_endpoint, name)
+    return name
+
+
+@pytest.fixture
+def s3_prefix() -> str:
+    """A prefix no other test uses."""
+    return f"t-{secrets.token_hex(6)}"
+
+
+@pytest.fixture
+def make_s3(s3_endpoint: str, s3_bucket: str, s3_prefix: str) -> Callable[..., S3Storage]:
+    """Build a storage on the session's bucket and this test's prefix; keywords override."""
+
+    def make(**overrides: Any) -> S3Storage:
+        options: dict[str, Any] = {
+            **storage_options(s3_endpoint),
+            **SMALL,
+            "bucket": s3_bucket,
+            "prefix": s3_prefix,
+            "timeout": 20.0,
+        }
+        options.update(overrides)
+        return S3Storage(**options)
+
+    return make
+
+
+@pytest.fixture
+async def s3(make_s3: Callable[..., S3Storage]) -> AsyncIterator[S3Storage]:
+    """A fresh storage: the session's bucket, this test's prefix, small thresholds."""
+    async with make_s3() as storage:
+        yield storage
