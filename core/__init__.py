@@ -41,6 +41,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CREATE",
+    "OVERWRITE",
     "Capabilities",
     "Checkpoint",
     "CheckpointCorrupted",
@@ -59,7 +60,6 @@ __all__ = [
     "LeaseLost",
     "NondeterminismError",
     "NotFound",
-    "OVERWRITE",
     "PreconditionFailed",
     "PutMode",
     "RunBusy",

@@ -11,7 +11,7 @@ The tree::
     │   └── StorageUnavailable        the backend failed or did not answer; its error is chained
     ├── ConfigurationError            a bad storage URL, option or missing extra (also a ValueError)
     ├── CheckpointCorrupted           checksum or length mismatch in an envelope
-    ├── EncodeError                   a value cannot be encoded; the message names its path (TypeError)
+    ├── EncodeError                   a value cannot be encoded; the message names its path
     ├── DecodeError                   bytes that cannot be decoded (unknown version, pickle refused)
     │   └── DecryptionError           wrong or unknown encryption key, or tampered ciphertext
     ├── CheckpointSaveError           a checkpoint save failed and the run failed with it

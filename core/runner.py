@@ -65,8 +65,8 @@ from .events import (
     StepReplayed,
     StepStarted,
 )
-from .store import Checkpoint, CheckpointStore, InputRequest, Lease, StepRecord
 from .storage import Storage
+from .store import Checkpoint, CheckpointStore, InputRequest, Lease, StepRecord
 
 __all__ = [
     "RunResult",
@@ -492,7 +492,9 @@ class _Run:
                 return
 
     # -- the whole run -----------------------------------------------------------------
-    async def drive(self, fn: Callable[[Any], Awaitable[Any]], input: Any, resumed: bool) -> Any:
+    async def drive(
+        self, fn: Callable[[Any], Awaitable[Any]], input: Any, resumed: bool
+    ) -> RunResult:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(_current_run.set, self)
@@ -707,7 +709,9 @@ class Workflow:
         if on_save_error not in ("raise", "warn"):
             raise ValueError(f"on_save_error must be 'raise' or 'warn', not {on_save_error!r}")
         if lease_ttl <= 0 or cancel_timeout <= 0 or max_inflight_saves < 1:
-            raise ValueError("lease_ttl and cancel_timeout must be positive, max_inflight_saves >= 1")
+            raise ValueError(
+                "lease_ttl and cancel_timeout must be positive, max_inflight_saves at least 1"
+            )
         self.fn = fn
         if isinstance(storage, CheckpointStore):
             self.store = storage

@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote
 
 from .codec import Codec, default_codec
 from .errors import InvalidKey, LeaseLost, NotFound, PreconditionFailed, RunBusy
-from .storage import IfMatch, Storage
+from .storage import IfMatch, PutMode, Storage
 
 __all__ = [
     "Checkpoint",
@@ -356,7 +356,7 @@ class CheckpointStore:
         self, run_id: str, head: dict[str, Any], version: str | None
     ) -> str:
         data = self.codec.encode(head, path="head")
-        mode = "create" if version is None else IfMatch(version)
+        mode: PutMode = "create" if version is None else IfMatch(version)
         return await self.storage.put(self._head_key(run_id), data, mode=mode)
 
     async def acquire(self, run_id: str, *, owner: str | None = None, ttl: float = 30.0) -> Lease:

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-
 from checkpointkit import InvalidKey, LeaseLost, NotFound, RunBusy
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance.styles import StorageWrapper
@@ -61,7 +60,9 @@ async def test_latest_costs_the_same_requests_with_10_or_1000_checkpoints() -> N
         store = CheckpointStore(counting)
         lease = await store.acquire("r")
         for i in range(n):
-            _, lease = await store.save_checkpoint("r", status="paused", state={"i": i}, lease=lease)
+            _, lease = await store.save_checkpoint(
+                "r", status="paused", state={"i": i}, lease=lease
+            )
         counting.requests = 0
         latest = await store.latest("r")
         assert latest is not None and latest.state == {"i": n - 1}

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.conformance.styles import STYLES

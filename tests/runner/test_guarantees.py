@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-
 from checkpointkit import (
     CheckpointSaveError,
     NondeterminismError,
