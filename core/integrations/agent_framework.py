@@ -1,0 +1,450 @@
+"""agent-framework checkpoint storage on any checkpointkit storage.
+
+:class:`CheckpointkitCheckpointStorage` implements agent-framework's
+``CheckpointStorage`` protocol (``save``, ``load``, ``list_checkpoints``,
+``delete``, ``get_latest``, ``list_checkpoint_ids``), so every checkpointkit
+storage URL (file, S3, Azure Blob, Redis, memory, a plugin) can hold the
+checkpoints of agent-framework workflows::
+
+    from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
+
+    async with CheckpointkitCheckpointStorage.from_url("s3://bucket/workflows") as storage:
+        pipeline = my_pipeline.build()  # a @workflow definition
+        result = await pipeline.run("input", checkpoint_storage=storage)
+
+Checkpoint values keep agent-framework's own encoding rules: the checkpoint is
+encoded with ``encode_checkpoint_value`` (JSON-native values as they are, any
+other value pickled) and decoded with ``decode_checkpoint_value`` under its
+restricted unpickler, with the same allow-list as its ``FileCheckpointStorage``
+(built-in value types, agent-framework's and OpenAI's types, types registered
+with ``register_checkpoint_type``, and ``allowed_checkpoint_types``). As there,
+a checkpoint that would not decode under that allow-list is refused at save
+time. The encoded structure is stored as msgpack (JSON when it holds an integer
+too large for msgpack) inside checkpointkit's envelope (checksum, optional zstd,
+optional AES-GCM).
+
+Key layout, under ``prefix`` (default ``agent-framework``)::
+
+    {prefix}/cp/{checkpoint_id}                      the checkpoint
+    {prefix}/wf/{workflow_name}/{~time}-{id}         an empty marker, newest first
+
+``{~time}`` is the checkpoint's timestamp in microseconds, inverted and in hex,
+so the newest checkpoint of a workflow is the first key of a listing.
+
+Cost per operation, in storage requests:
+
+- ``save``: 2 puts (the checkpoint, create-only, then its marker). Saving an id
+  again costs 1 get more, and moves the marker if the timestamp or workflow
+  changed.
+- ``load``: 1 get.
+- ``get_latest``: 1 ``list(limit=1)`` and 1 get, however many checkpoints the
+  workflow has.
+- ``list_checkpoint_ids``: 1 paged listing (no reads).
+- ``list_checkpoints``: 1 paged listing and 1 get per checkpoint (16 at a time).
+- ``delete``: 1 get and 2 deletes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import quote, unquote
+
+import msgspec
+from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
+from agent_framework._workflows._checkpoint_encoding import (
+    decode_checkpoint_value,
+    encode_checkpoint_value,
+)
+
+from ..crypto import Encryption
+from ..envelope import open_envelope, seal
+from ..errors import CheckpointkitError, NotFound, PreconditionFailed
+from ..keys import validate_prefix
+from ..registry import open_storage
+from ..storage import Storage
+
+__all__ = [
+    "CODEC_AGENT_FRAMEWORK_JSON",
+    "CODEC_AGENT_FRAMEWORK_MSGPACK",
+    "CheckpointkitCheckpointStorage",
+]
+
+CODEC_AGENT_FRAMEWORK_MSGPACK = 140
+"""Envelope codec tag: agent-framework's encoded checkpoint structure, as msgpack."""
+
+CODEC_AGENT_FRAMEWORK_JSON = 141
+"""Envelope codec tag: the same structure as JSON (when an integer exceeds msgpack's range)."""
+
+log = logging.getLogger("checkpointkit.integrations.agent_framework")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TIME_OFFSET = 2**62  # microseconds, so that times before 1970 stay positive
+_TIME_MAX = 2**64 - 1
+_CONCURRENCY = 16
+_msgpack_encoder = msgspec.msgpack.Encoder()
+_msgpack_decoder = msgspec.msgpack.Decoder()
+
+
+class CheckpointkitCheckpointStorage:
+    """agent-framework's ``CheckpointStorage`` on a checkpointkit storage.
+
+    Use it with ``async with``: it closes the storage it opened
+    (:meth:`from_url`), never one passed in.
+
+    Args:
+        storage: Where the bytes go: any checkpointkit storage.
+        prefix: Key prefix of every key written (``a/b`` or ``""``), so that
+            several applications can share one storage.
+        allowed_checkpoint_types: Extra ``"module:qualname"`` types that the
+            restricted decoding may rebuild, as for agent-framework's
+            ``FileCheckpointStorage``.
+        encryption: Encrypt every checkpoint with AES-GCM (see
+            :class:`checkpointkit.crypto.Encryption`); None stores them in clear.
+        compress_threshold: zstd-compress checkpoints longer than this many bytes.
+        compression_level: zstd level for those.
+
+    Raises:
+        TypeError: ``storage`` is not a checkpointkit storage.
+        InvalidKey: ``prefix`` cannot start a storage key.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        prefix: str = "agent-framework",
+        allowed_checkpoint_types: Iterable[str] | None = None,
+        encryption: Encryption | None = None,
+        compress_threshold: int = 16 * 1024,
+        compression_level: int = 3,
+    ) -> None:
+        if not isinstance(storage, Storage):
+            raise TypeError(
+                f"storage must be a checkpointkit Storage, not {type(storage).__name__}; "
+                "use CheckpointkitCheckpointStorage.from_url(url) for a URL"
+            )
+        prefix = _check_prefix(prefix)
+        self.storage = storage
+        self.prefix = prefix
+        self._p = f"{prefix}/" if prefix else ""
+        self.encryption = encryption
+        self._allowed: frozenset[str] = frozenset(allowed_checkpoint_types or ())
+        self._seal_options: dict[str, Any] = {
+            "compress_threshold": compress_threshold,
+            "compression_level": compression_level,
+            "encryption": encryption,
+        }
+        self._owns_storage = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        prefix: str = "agent-framework",
+        allowed_checkpoint_types: Iterable[str] | None = None,
+        encryption: Encryption | None = None,
+        compress_threshold: int = 16 * 1024,
+        compression_level: int = 3,
+    ) -> CheckpointkitCheckpointStorage:
+        """Open the storage that ``url`` names; the result owns (and closes) it.
+
+        Args:
+            url: A checkpointkit storage URL (``file:///var/wf``,
+                ``s3://bucket/prefix``, ``az://container``, ``redis://host:6379/0``...).
+            storage_options: Passed to the adapter (credentials, say).
+            prefix: See :class:`CheckpointkitCheckpointStorage`.
+            allowed_checkpoint_types: See :class:`CheckpointkitCheckpointStorage`.
+            encryption: See :class:`CheckpointkitCheckpointStorage`.
+            compress_threshold: See :class:`CheckpointkitCheckpointStorage`.
+            compression_level: See :class:`CheckpointkitCheckpointStorage`.
+
+        Raises:
+            ConfigurationError: An unknown scheme, bad URL parameters or a missing extra.
+        """
+        _check_prefix(prefix)  # before anything is opened
+        storage = cls(
+            open_storage(url, **(storage_options or {})),
+            prefix=prefix,
+            allowed_checkpoint_types=allowed_checkpoint_types,
+            encryption=encryption,
+            compress_threshold=compress_threshold,
+            compression_level=compression_level,
+        )
+        storage._owns_storage = True
+        return storage
+
+    def __repr__(self) -> str:
+        return f"CheckpointkitCheckpointStorage({self.storage!r}, prefix={self.prefix!r})"
+
+    async def aclose(self) -> None:
+        """Close the storage if this object opened it; idempotent."""
+        if self._owns_storage:
+            await self.storage.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- keys ------------------------------------------------------------------------
+    def _checkpoint_key(self, checkpoint_id: str) -> str:
+        if not isinstance(checkpoint_id, str) or not checkpoint_id:
+            raise WorkflowCheckpointException(
+                f"Invalid checkpoint ID {checkpoint_id!r}: it must be a non-empty str"
+            )
+        return f"{self._p}cp/_{quote(checkpoint_id, safe='')}"
+
+    def _workflow_prefix(self, workflow_name: str) -> str:
+        if not isinstance(workflow_name, str):
+            raise TypeError(f"workflow_name must be a str, not {type(workflow_name).__name__}")
+        return f"{self._p}wf/_{quote(workflow_name, safe='')}/"
+
+    def _marker_key(self, workflow_name: str, timestamp: str, checkpoint_id: str) -> str:
+        inverted = _TIME_MAX - (_micros(timestamp, checkpoint_id) + _TIME_OFFSET)
+        return (
+            f"{self._workflow_prefix(workflow_name)}{inverted:016x}-{quote(checkpoint_id, safe='')}"
+        )
+
+    @staticmethod
+    def _marker_id(key: str) -> str:
+        return unquote(key[key.rfind("/") + 18 :])
+
+    # -- encoding --------------------------------------------------------------------
+    def _encode(self, checkpoint: WorkflowCheckpoint) -> bytes:
+        # Refuse, now, a checkpoint that could not be restored (as FileCheckpointStorage does).
+        try:
+            encoded = encode_checkpoint_value(checkpoint.to_dict())
+            decode_checkpoint_value(encoded, allowed_types=self._allowed)
+        except Exception as exc:
+            raise WorkflowCheckpointException(
+                f"Checkpoint {checkpoint.checkpoint_id} cannot be encoded or restored under "
+                f"this storage's allowed types; refusing to save. {exc}"
+            ) from exc
+        try:
+            payload, tag = _msgpack_encoder.encode(encoded), CODEC_AGENT_FRAMEWORK_MSGPACK
+        except (OverflowError, msgspec.EncodeError):
+            payload = json.dumps(encoded, ensure_ascii=False).encode()
+            tag = CODEC_AGENT_FRAMEWORK_JSON
+        return seal(payload, codec_tag=tag, **self._seal_options)
+
+    def _open(self, data: bytes, key: str) -> dict[str, Any]:
+        """The encoded structure (not yet unpickled) stored at ``key``."""
+        try:
+            tag, payload = open_envelope(data, key=key, encryption=self.encryption)
+            if tag == CODEC_AGENT_FRAMEWORK_MSGPACK:
+                encoded = _msgpack_decoder.decode(payload)
+            elif tag == CODEC_AGENT_FRAMEWORK_JSON:
+                encoded = json.loads(payload)
+            else:
+                raise WorkflowCheckpointException(
+                    f"The envelope at key {key!r} has codec tag {tag}, which is not an "
+                    "agent-framework checkpoint"
+                )
+        except (CheckpointkitError, ValueError, msgspec.DecodeError) as exc:
+            raise WorkflowCheckpointException(
+                f"The checkpoint at key {key!r} cannot be read: {exc}"
+            ) from exc
+        if not isinstance(encoded, dict):
+            raise WorkflowCheckpointException(f"The checkpoint at key {key!r} is not a mapping")
+        return encoded
+
+    def _decode(self, encoded: dict[str, Any], key: str) -> WorkflowCheckpoint:
+        try:
+            decoded = decode_checkpoint_value(encoded, allowed_types=self._allowed)
+        except WorkflowCheckpointException as exc:
+            raise WorkflowCheckpointException(
+                f"The checkpoint at key {key!r} cannot be decoded: {exc}"
+            ) from exc
+        return WorkflowCheckpoint.from_dict(decoded)
+
+    async def _read(self, key: str) -> dict[str, Any] | None:
+        try:
+            data, _ = await self.storage.get(key)
+        except NotFound:
+            return None
+        return self._open(data, key)
+
+    # -- the protocol ------------------------------------------------------------------
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        """Store a copy of ``checkpoint``; return its id.
+
+        The bytes are made before anything is written, so later changes to
+        ``checkpoint`` change nothing stored.
+
+        Raises:
+            WorkflowCheckpointException: The checkpoint cannot be encoded, would
+                not decode under the allowed types, or its timestamp is not ISO 8601.
+            StorageError: The storage failed.
+        """
+        checkpoint_id = checkpoint.checkpoint_id
+        key = self._checkpoint_key(checkpoint_id)
+        marker = self._marker_key(checkpoint.workflow_name, checkpoint.timestamp, checkpoint_id)
+        data = self._encode(checkpoint)
+        stale: str | None = None
+        try:
+            await self.storage.put(key, data, mode="create")
+        except PreconditionFailed:
+            # Saved before: replace it, and move its marker if it moved.
+            old = await self._read(key)
+            if old is not None:
+                old_marker = self._marker_of(old, checkpoint_id)
+                if old_marker != marker:
+                    stale = old_marker
+            await self.storage.put(key, data)
+        await self.storage.put(marker, b"")
+        if stale is not None:
+            await self.storage.delete(stale)
+        return checkpoint_id
+
+    def _marker_of(self, encoded: dict[str, Any], checkpoint_id: str) -> str | None:
+        name, timestamp = encoded.get("workflow_name"), encoded.get("timestamp")
+        if not isinstance(name, str) or not isinstance(timestamp, str):
+            return None
+        try:
+            return self._marker_key(name, timestamp, checkpoint_id)
+        except WorkflowCheckpointException:
+            return None
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        """Load a checkpoint by id (one get).
+
+        Raises:
+            WorkflowCheckpointException: No checkpoint has this id, or it cannot
+                be read or decoded (corrupted, or a type outside the allow-list).
+            StorageError: The storage failed.
+        """
+        key = self._checkpoint_key(checkpoint_id)
+        encoded = await self._read(key)
+        if encoded is None:
+            raise WorkflowCheckpointException(f"No checkpoint found with ID {checkpoint_id}")
+        return self._decode(encoded, key)
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        """Delete a checkpoint and its marker; return whether it existed.
+
+        Raises:
+            StorageError: The storage failed.
+        """
+        key = self._checkpoint_key(checkpoint_id)
+        try:
+            encoded = await self._read(key)
+        except WorkflowCheckpointException:
+            encoded = {}  # unreadable: delete it all the same
+        if encoded is None:
+            return False
+        marker = self._marker_of(encoded, checkpoint_id)
+        if marker is not None:
+            await self.storage.delete(marker)
+        return await self.storage.delete(key)
+
+    async def _valid(self, marker: str) -> tuple[dict[str, Any], str] | None:
+        """The checkpoint a marker names, if it still belongs there."""
+        checkpoint_key = self._checkpoint_key(self._marker_id(marker))
+        encoded = await self._read(checkpoint_key)
+        if encoded is None or self._marker_of(encoded, self._marker_id(marker)) != marker:
+            return None  # deleted, or saved again elsewhere: a stale marker
+        return encoded, checkpoint_key
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        """The checkpoint of ``workflow_name`` with the latest timestamp, or None.
+
+        One ``list(limit=1)`` and one get, however many checkpoints exist.
+
+        Raises:
+            WorkflowCheckpointException: The latest checkpoint cannot be read or
+                decoded (it is not skipped for an older one).
+            StorageError: The storage failed.
+        """
+        prefix = self._workflow_prefix(workflow_name)
+        after: str | None = None
+        page = 1
+        while True:
+            markers = [m async for m in self.storage.list(prefix, start_after=after, limit=page)]
+            for marker in markers:
+                found = await self._valid(marker)
+                if found is not None:
+                    return self._decode(*found)
+            if len(markers) < page:
+                return None
+            after, page = markers[-1], _CONCURRENCY
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        """Ids of the workflow's checkpoints, oldest first, from one listing (no reads).
+
+        Raises:
+            StorageError: The storage failed.
+        """
+        markers = [m async for m in self.storage.list(self._workflow_prefix(workflow_name))]
+        return [self._marker_id(m) for m in reversed(markers)]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        """The workflow's checkpoints, oldest first.
+
+        A checkpoint that cannot be read or decoded is logged and skipped, as
+        agent-framework's ``FileCheckpointStorage`` does.
+
+        Raises:
+            StorageError: The storage failed.
+        """
+        prefix = self._workflow_prefix(workflow_name)
+        markers = [m async for m in self.storage.list(prefix)]
+        limit = asyncio.Semaphore(_CONCURRENCY)
+
+        async def load(marker: str) -> WorkflowCheckpoint | None:
+            async with limit:
+                try:
+                    found = await self._valid(marker)
+                    return None if found is None else self._decode(*found)
+                except WorkflowCheckpointException as exc:
+                    log.warning("skipping checkpoint %s: %s", self._marker_id(marker), exc)
+                    return None
+
+        loaded = await _gather(load(m) for m in reversed(markers))
+        return [cp for cp in loaded if cp is not None]
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    prefix = prefix.strip("/")
+    if prefix:
+        validate_prefix(prefix + "/")
+    return prefix
+
+
+def _micros(timestamp: str, checkpoint_id: str) -> int:
+    """Microseconds since 1970 of an ISO 8601 timestamp (naive means UTC)."""
+    try:
+        moment = datetime.fromisoformat(timestamp)
+    except (TypeError, ValueError):
+        raise WorkflowCheckpointException(
+            f"Checkpoint {checkpoint_id} has timestamp {timestamp!r}, which is not ISO 8601"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+async def _gather(coros: Iterable[Any]) -> Sequence[Any]:
+    tasks: list[asyncio.Task[Any]] = []
+    async with asyncio.TaskGroup() as tg:
+        for coro in coros:
+            tasks.append(tg.create_task(coro))
+    return [t.result() for t in tasks]
