@@ -44,10 +44,10 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import msgspec
-
 from checkpointkit.codec import Codec
 from checkpointkit.crypto import Encryption
 
@@ -140,8 +140,8 @@ def run(shapes: list[str], budget: float) -> list[dict[str, Any]]:
             results = {}
             for name, (encode, decode) in contenders().items():
                 data = encode(state)
-                t_enc = _time(lambda e=encode: e(state), budget)
-                t_dec = _time(lambda d=decode, b=data: d(b), budget)
+                t_enc = _time(partial(encode, state), budget)
+                t_dec = _time(partial(decode, data), budget)
                 results[name] = {"encode_s": t_enc, "decode_s": t_dec, "bytes": len(data)}
             base = results["msgspec"]["encode_s"] + results["msgspec"]["decode_s"]
             peer = results["pickle"]["encode_s"] + results["pickle"]["decode_s"]

@@ -82,6 +82,17 @@ EXT_TIME_TZ = 19  # [naive ISO text, fold, tz]
 # any other tzinfo class, reduced to its offset) or [2, key] (zoneinfo.ZoneInfo).
 
 _NoneType = type(None)
+# Built-in types, besides containers, that always encode (datetime and time have their own checks).
+_LEAF_TYPES: tuple[type[Any], ...] = (
+    bytearray,
+    _dt.datetime,
+    _dt.date,
+    _dt.time,
+    _dt.timedelta,
+    UUID,
+    Decimal,
+    complex,
+)
 _SIMPLE: frozenset[type] = frozenset({str, int, float, bool, _NoneType, bytes})
 _SIMPLE_NO_INT: frozenset[type] = _SIMPLE - {int}
 _UTC = _dt.UTC
@@ -700,7 +711,7 @@ class Codec:
                         "offset; use datetime.timezone or zoneinfo.ZoneInfo"
                     )
                 continue
-            elif t in self._handlers:
+            elif t in _LEAF_TYPES:
                 continue  # the other built-in leaf types always encode
             elif t in self._by_type:
                 entry = self._by_type[t]
@@ -748,7 +759,7 @@ class Codec:
                 f"register it with codec.register({t.__name__}) (or decorate the class with "
                 "@codec.register)"
             )
-        for base in (*_SIMPLE, list, dict, tuple, set, frozenset, *self._builtin_leaf_types()):
+        for base in (*_SIMPLE, list, dict, tuple, set, frozenset, *_LEAF_TYPES):
             if isinstance(v, base):
                 return (
                     f"cannot encode {p}: {qual} is a subclass of {_qualname(base)}; only exact "
@@ -773,19 +784,6 @@ class Codec:
                 f"this class with Codec(pickle_allow=[{qual!r}])"
             )
         return f"cannot encode {p}: unsupported type {qual}{hint}"
-
-    @staticmethod
-    def _builtin_leaf_types() -> tuple[type[Any], ...]:
-        return (
-            bytearray,
-            _dt.datetime,
-            _dt.date,
-            _dt.time,
-            _dt.timedelta,
-            UUID,
-            Decimal,
-            complex,
-        )
 
     # ------------------------------------------------------------------ decoding
 
@@ -888,9 +886,12 @@ class Codec:
             try:
                 if all(f in init for f in fields):
                     return entry.cls(**fields)
+                unknown = [f for f in fields if f not in entry.fields]
+                if unknown:
+                    raise TypeError(f"stored fields {unknown} are not fields of the class")
                 obj = entry.cls(**{f: x for f, x in fields.items() if f in init})
                 for f, x in fields.items():
-                    if f not in init:
+                    if f not in init:  # a field with init=False
                         object.__setattr__(obj, f, x)
                 return obj
             except Exception as exc:

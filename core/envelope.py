@@ -239,6 +239,8 @@ def _view(data: BytesLike) -> memoryview:
 
 def _parse(mv: memoryview, key: str | None) -> tuple[EnvelopeHeader, memoryview]:
     n = len(mv)
+    if n == 0:
+        raise CheckpointCorrupted(f"{_where(key)} is empty (0 bytes), not a checkpointkit envelope")
     if n < 4 or mv[:4] != MAGIC:
         if 0 < n < 4 and MAGIC.startswith(mv):
             raise CheckpointCorrupted(f"{_where(key)} is truncated: only {n} bytes")
