@@ -3,6 +3,8 @@
 This module only re-exports; every name lives in a module of its own.
 """
 
+from .codec import Codec, default_codec
+from .crypto import Encryption
 from .errors import (
     CheckpointCorrupted,
     CheckpointkitError,
@@ -48,10 +50,12 @@ __all__ = [
     "CheckpointSaveError",
     "CheckpointStore",
     "CheckpointkitError",
+    "Codec",
     "ConfigurationError",
     "DecodeError",
     "DecryptionError",
     "EncodeError",
+    "Encryption",
     "GetResult",
     "IfMatch",
     "InputRequest",
@@ -74,6 +78,7 @@ __all__ = [
     "StorageUnavailable",
     "Workflow",
     "context",
+    "default_codec",
     "open_storage",
     "parallel",
     "step",
