@@ -35,6 +35,8 @@ import hashlib
 import heapq
 import os
 import secrets
+import socket
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
@@ -54,6 +56,7 @@ try:
     from redis import exceptions as rexc
     from redis.asyncio import Redis
     from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.connection import Connection, SSLConnection
     from redis.asyncio.retry import Retry
     from redis.backoff import ExponentialWithJitterBackoff
 except ImportError as _exc:  # pragma: no cover - exercised without the extra
@@ -183,6 +186,56 @@ _OPTIONS = frozenset(
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
 _NAME_CACHE_SIZE = 4096
+
+
+def _abort(writer: asyncio.StreamWriter | None) -> None:
+    """Close a connection at once, discarding unsent bytes (a reset, not a graceful close)."""
+    if writer is None:
+        return
+    transport = writer.transport
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:  # linger 0: the kernel drops its send queue and resets the connection
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:  # pragma: no cover - already closed
+            pass
+    transport.abort()
+
+
+class _AbortingConnection(Connection):
+    """A connection that, when dropped on an error or a cancellation, resets instead of flushing.
+
+    redis-py drops a connection with ``disconnect(nowait=True)`` when a
+    command fails or is cancelled mid-way. Its graceful close would still
+    send the rest of a cancelled request, so a cancelled put could land after
+    ``CancelledError``; a reset discards it (a partial command never runs).
+    """
+
+    async def disconnect(self, nowait: bool = False, *args: Any, **kwargs: Any) -> None:
+        if nowait:
+            _abort(self._writer)
+        await super().disconnect(nowait, *args, **kwargs)
+
+
+class _AbortingSSLConnection(SSLConnection):
+    """:class:`_AbortingConnection` for TLS."""
+
+    async def disconnect(self, nowait: bool = False, *args: Any, **kwargs: Any) -> None:
+        if nowait:
+            _abort(self._writer)
+        await super().disconnect(nowait, *args, **kwargs)
+
+
+def _use_aborting_connections(client: Redis | RedisCluster, ssl: bool) -> None:
+    kind: type[Connection] = _AbortingSSLConnection if ssl else _AbortingConnection
+    if isinstance(client, Redis):
+        client.connection_pool.connection_class = kind
+        return
+    # RedisCluster has no option for it: its nodes take the class from these kwargs
+    client.connection_kwargs["connection_class"] = kind
+    client.nodes_manager.connection_kwargs["connection_class"] = kind
+    for node in client.nodes_manager.startup_nodes.values():
+        node.connection_class = kind
 
 
 class RedisStorage(StorageBase):
@@ -355,6 +408,7 @@ class RedisStorage(StorageBase):
                 raise ConfigurationError("redis option address_remap needs cluster=True")
             self._client = Redis(host=host, port=port, db=db, max_connections=max_connections,
                                  **common)  # fmt: skip
+        _use_aborting_connections(self._client, ssl)
 
     # -- construction ------------------------------------------------------------------
     @classmethod
