@@ -66,6 +66,29 @@ with warnings.catch_warnings():  # functional workflows are experimental in agen
         ok = await ctx.request_info({"value": b["value"]}, bool, request_id="approve")
         return await finish(b, ok)
 
+    FAIL = [True]
+
+    @step
+    async def one(x: int) -> int:
+        CALLS.append("one")
+        return x + 1
+
+    @step
+    async def two(x: int) -> int:
+        CALLS.append("two")
+        return x * 10
+
+    @step
+    async def three(x: int) -> int:
+        CALLS.append("three")
+        if FAIL[0]:
+            raise RuntimeError("power cut")
+        return x + 5
+
+    @workflow(name="crashy")
+    async def crashy(x: int) -> int:
+        return await three(await two(await one(x)))
+
 
 async def test_workflow_paused_for_input_resumes_from_latest_in_a_new_process(
     location: Location,
@@ -97,6 +120,28 @@ async def test_workflow_paused_for_input_resumes_from_latest_in_a_new_process(
     assert CALLS == ["fetch", "enrich", "finish"]  # completed steps were not run again
     assert [c.checkpoint_id for c in checkpoints][: len(ids)] == ids
     assert all(c.workflow_name == "pipeline" for c in checkpoints)
+
+
+async def test_workflow_stopped_by_a_failure_resumes_without_repeating_steps(
+    location: Location,
+) -> None:
+    CALLS.clear()
+    FAIL[0] = True
+    async with hygiene():
+        async with CheckpointkitCheckpointStorage(location.open()) as storage:
+            with pytest.raises(RuntimeError, match="power cut"):
+                await crashy.build().run(1, checkpoint_storage=storage)
+            await storage.storage.aclose()
+        FAIL[0] = False
+        async with CheckpointkitCheckpointStorage(location.open()) as storage:
+            latest = await storage.get_latest(workflow_name="crashy")
+            assert latest is not None
+            result = await crashy.build().run(
+                checkpoint_id=latest.checkpoint_id, checkpoint_storage=storage
+            )
+            await storage.storage.aclose()
+    assert result.get_outputs() == [25]
+    assert CALLS == ["one", "two", "three", "three"]
 
 
 def _checkpoint(
