@@ -69,7 +69,7 @@ def _row(table: Table, t0: float, event: Event, attempt: int) -> None:
     elif isinstance(event, StepStarted):
         table.add_row(at, str(attempt), event.step, "[yellow]executing[/]")
     elif isinstance(event, StepCompleted):
-        table.add_row(at, str(attempt), event.step, "[green]completed, saved[/]")
+        table.add_row(at, str(attempt), event.step, "[green]completed[/]")
     elif isinstance(event, StepReplayed):
         table.add_row(at, str(attempt), event.step, "[cyan]replayed from checkpoint[/]")
     elif isinstance(event, RunFailed):

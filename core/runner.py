@@ -805,6 +805,8 @@ class Workflow:
                 if isinstance(event, RunCompleted | RunPaused | RunFailed):
                     terminal = True
                     break
+            # The run is ending on its own: let it finish (it releases its lease).
+            await asyncio.wait({task})
             if task.done() and not task.cancelled() and task.exception() is not None:
                 exc = task.exception()
                 assert exc is not None

@@ -607,3 +607,24 @@ async def test_stream_reports_failure_as_event(storage: Storage) -> None:
 
     events = [e async for e in Workflow(main, storage=storage).stream(run_id="r1")]
     assert isinstance(events[-1], RunFailed) and isinstance(events[-1].error, Boom)
+
+
+async def test_stream_releases_the_lease_so_resume_can_follow_at_once(storage: Storage) -> None:
+    fail = True
+
+    @step(name="flaky")
+    async def flaky() -> int:
+        if fail:
+            raise Boom("first attempt")
+        return 1
+
+    async def main(_: Any) -> int:
+        return await flaky()
+
+    wf = Workflow(main, storage=storage)
+    events = [e async for e in wf.stream(run_id="r1")]
+    assert isinstance(events[-1], RunFailed)
+    fail = False
+    resumed = [e async for e in wf.stream(run_id="r1", resume=True)]  # no RunBusy
+    assert isinstance(resumed[-1], RunCompleted)
+    assert resumed[-1].output == 1
