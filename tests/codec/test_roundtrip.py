@@ -28,6 +28,9 @@ def assert_exact(got: Any, want: Any, path: str = "value") -> None:
         assert (math.isnan(got) and math.isnan(want)) or (
             got == want and math.copysign(1, got) == math.copysign(1, want)
         ), f"{path}: {got!r} != {want!r}"
+    elif isinstance(want, complex):
+        assert_exact(got.real, want.real, f"{path}.real")
+        assert_exact(got.imag, want.imag, f"{path}.imag")
     elif isinstance(want, Decimal):
         assert str(got) == str(want), f"{path}: {got!r} != {want!r}"
     elif isinstance(want, list | tuple):
