@@ -113,6 +113,14 @@ def test_incompressible_payload_is_stored_uncompressed(codec: Codec) -> None:
     assert codec.decode(data) == value
 
 
+def test_large_random_payload_skips_compression_and_large_text_does_not() -> None:
+    random_data = seal(os.urandom(1 << 20), codec_tag=200)
+    assert read_header(random_data).compression == COMPRESSION_NONE
+    text = ("some text " * 60_000).encode() + os.urandom(200_000)
+    assert read_header(seal(text, codec_tag=200)).compression == COMPRESSION_ZSTD
+    assert open_envelope(seal(text, codec_tag=200))[1] == text
+
+
 def test_threshold_zero_compresses_small_payloads_and_maxsize_never() -> None:
     value = "a" * 200
     assert read_header(Codec(compress_threshold=0).encode(value)).compression == COMPRESSION_ZSTD
