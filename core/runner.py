@@ -361,7 +361,7 @@ class _Run:
         self.seq = max((r.seq for r in records.values()), default=0)
         self.counters: dict[str, int] = {}
         self.running: dict[str, asyncio.Task[Any]] = {}
-        self.saves: set[asyncio.Task[None]] = set()
+        self.saves: dict[asyncio.Task[None], None] = {}  # in start order
         self.pending: list[InputRequest] = []
         self.executed: list[str] = []
         self.replayed: list[str] = []
@@ -440,14 +440,14 @@ class _Run:
         self._schedule_save(key, data)
         self.emit(StepCompleted(self.run_id, key))
         if len(self.saves) >= self.wf.max_inflight_saves:  # back-pressure on a slow storage
-            await asyncio.wait(self.saves, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({next(iter(self.saves))})  # the oldest; never cancels it
         return result
 
     def _schedule_save(self, key: str, data: bytes) -> None:
         # G1/G5: the coroutine is created and handed to a task in one expression, so a
         # cancellation can never leave a save coroutine that was never awaited.
         task = asyncio.get_running_loop().create_task(self._save(key, data))
-        self.saves.add(task)
+        self.saves[task] = None
         task.add_done_callback(self._save_done)
 
     async def _save(self, key: str, data: bytes) -> None:
@@ -460,7 +460,7 @@ class _Run:
         self.emit(CheckpointSaved(self.run_id, key))
 
     def _save_done(self, task: asyncio.Task[None]) -> None:
-        self.saves.discard(task)
+        self.saves.pop(task, None)
         if task.cancelled():
             return
         exc = task.exception()

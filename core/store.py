@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import time
 import uuid
@@ -44,6 +45,7 @@ __all__ = [
 
 _MAX_SEQ = 2**64 - 1
 _MAX_RUN_ID = 200
+_BAD_RUN_CHARS = re.compile(r"[\x00-\x1f\x7f/\\]")
 
 
 def validate_run_id(run_id: str) -> str:
@@ -57,7 +59,7 @@ def validate_run_id(run_id: str) -> str:
         raise InvalidKey(f"invalid run id {run_id!r}: it must be a non-empty str")
     if len(run_id) > _MAX_RUN_ID:
         raise InvalidKey(f"invalid run id {run_id[:40]!r}...: longer than {_MAX_RUN_ID} characters")
-    if run_id in (".", "..") or any(c == "/" or c == "\\" or ord(c) < 32 for c in run_id):
+    if run_id in (".", "..") or _BAD_RUN_CHARS.search(run_id):
         raise InvalidKey(
             f"invalid run id {run_id!r}: it must not be '.' or '..' "
             "nor hold '/', a backslash or a control character"
