@@ -95,9 +95,14 @@ def open_storage(url: str, **options: Any) -> Storage:
     except ConfigurationError:
         raise
     except ImportError as exc:
+        extra = {"az": "azure", "rediss": "redis"}.get(scheme, scheme)
+        hint = (
+            f'install it with: pip install "checkpointkit[{extra}]"'
+            if scheme in _BUILTIN
+            else f"the plugin {target!r} or one of its dependencies is not installed"
+        )
         raise ConfigurationError(
-            f"the {scheme!r} adapter could not be imported ({exc}); "
-            f'install it with: pip install "checkpointkit[{scheme}]"'
+            f"the {scheme!r} adapter could not be imported ({exc}); {hint}"
         ) from exc
     except Exception as exc:
         log.warning("storage plugin for %r (%s) failed to load", scheme, target, exc_info=True)
@@ -108,8 +113,10 @@ def open_storage(url: str, **options: Any) -> Storage:
 def _redact(url: str) -> str:
     """Drop a password from ``scheme://user:password@host``."""
     head, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
+    netloc, slash, tail = rest.partition("/")
+    if not sep or "@" not in netloc:
         return url
-    userinfo, _, host = rest.partition("@")
+    userinfo, _, host = netloc.rpartition("@")  # the last '@': one in the password is not the end
     user = userinfo.split(":", 1)[0]
-    return f"{head}://{user}:***@{host}" if ":" in userinfo else f"{head}://{user}@{host}"
+    auth = f"{user}:***" if ":" in userinfo else user
+    return f"{head}://{auth}@{host}{slash}{tail}"
