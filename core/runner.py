@@ -194,13 +194,14 @@ class StepState:
 class StepContext:
     """What a running step knows: its run, its identity, its state and input requests."""
 
-    __slots__ = ("_requests", "_run", "_state", "step")
+    __slots__ = ("_counters", "_requests", "_run", "_state", "step")
 
     def __init__(self, run: _Run, step: str) -> None:
         self._run = run
         self.step = step
         self._state: StepState | None = None
         self._requests = 0
+        self._counters: dict[str, int] | None = None  # call indexes of nested steps
 
     @property
     def run_id(self) -> str:
@@ -262,10 +263,19 @@ class StepFunction(Generic[P, R]):
         run = _current_run.get()
         if run is None:  # outside a workflow: a plain call, nothing stored
             return _plain(self.fn, args, kwargs)
-        # G2: the identity is assigned now, at call time, in program order.
-        index = run.counters.get(self.name, 0)
-        run.counters[self.name] = index + 1
-        return run.execute(self, f"{self.name}@{index}", args, kwargs)
+        # G2: the identity is assigned now, at call time, in program order. A step
+        # called inside another step is numbered within its parent, so replaying the
+        # parent (which skips its body) cannot shift the numbers of later calls.
+        parent = _current_step.get()
+        if parent is not None and parent._run is run:
+            if parent._counters is None:
+                parent._counters = {}
+            counters, prefix = parent._counters, f"{parent.step}/"
+        else:
+            counters, prefix = run.counters, ""
+        index = counters.get(self.name, 0)
+        counters[self.name] = index + 1
+        return run.execute(self, f"{prefix}{self.name}@{index}", args, kwargs)
 
 
 async def _plain(fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any) -> R:

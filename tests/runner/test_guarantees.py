@@ -628,3 +628,40 @@ async def test_stream_releases_the_lease_so_resume_can_follow_at_once(storage: S
     resumed = [e async for e in wf.stream(run_id="r1", resume=True)]  # no RunBusy
     assert isinstance(resumed[-1], RunCompleted)
     assert resumed[-1].output == 1
+
+
+async def test_g2_nested_steps_keep_their_identity_when_the_parent_replays(
+    storage: Storage,
+) -> None:
+    calls: list[str] = []
+    fail = True
+
+    @step(name="inner")
+    async def inner(x: int) -> int:
+        calls.append(f"inner({x})")
+        return x * 100
+
+    @step(name="outer")
+    async def outer() -> int:
+        return await inner(1)
+
+    @step(name="last")
+    async def last() -> None:
+        if fail:
+            raise Boom
+
+    async def main(_: Any) -> list[int]:
+        first = await outer()  # calls inner(1) inside
+        second = await inner(2)  # a top-level call of the same step
+        await last()
+        return [first, second]
+
+    wf = Workflow(main, storage=storage)
+    with pytest.raises(Boom):
+        await wf.run(run_id="r1")
+    fail = False
+    calls.clear()
+    result = await wf.resume("r1")  # outer replays without running its body
+    assert result.output == [100, 200]
+    assert calls == []
+    assert set(result.replayed) == {"outer@0", "inner@0"}
