@@ -16,7 +16,8 @@ envelope frames every stored record (checksum, optional zstd, optional AES-GCM).
 Key layout, under ``prefix`` (default ``langgraph``)::
 
     {prefix}/c/{thread}/{ns}/{~id}                   one record per checkpoint, newest first
-    {prefix}/w/{thread}/{ns}/{id}/{task}/{idx}       one write-once record per pending write
+    {prefix}/w/{thread}/{ns}/{id}/{task}/r{n}        a task's regular writes of one call (n writes)
+    {prefix}/w/{thread}/{ns}/{id}/{task}/s{k}        a special write (error, interrupt, resume...)
     {prefix}/b/{thread}/{ns}/{channel}/{version}     a large channel value, once per version
 
 ``{~id}`` is the checkpoint id with every UTF-8 byte complemented (hex), so
@@ -38,13 +39,15 @@ Cost per operation, in storage requests:
 
 - ``put``: 1 (plus 1 per channel value above ``inline_limit`` whose version is
   new, written concurrently before the record).
-- ``put_writes``: 1 create-only put per write, concurrently. A regular write is
-  write-once, keyed by (checkpoint, task, index), so concurrent or repeated
-  ``put_writes`` never lose or duplicate one; the special writes (error,
-  interrupt, resume, scheduled) are overwritten, as in LangGraph's own savers.
+- ``put_writes``: 1 create-only put for the call's regular writes (plus 1 put
+  per special write: error, interrupt, resume, scheduled, which replace the
+  previous one as in LangGraph's own savers). Records are write-once, named by
+  (checkpoint, task, call length): a repeated call stores nothing new,
+  concurrent calls never lose a write, and a write (task, index) seen in two
+  calls keeps its first value.
 - ``get_tuple`` without a checkpoint id: 1 ``list(limit=1)``, then 1 get of the
-  record and 1 listing of its writes at once, then 1 get per pending write and
-  per large value (concurrently).
+  record and 1 listing of its writes at once, then 1 get per task that wrote
+  (and per special write) and per large value, concurrently.
 - ``get_tuple`` with a checkpoint id: the same without the first listing.
 - ``list``: 1 paged listing, then per checkpoint yielded 1 get (+ the writes and
   large values, as ``get_tuple``); records are fetched 16 at a time.
@@ -130,18 +133,18 @@ class _Record(msgspec.Struct, array_like=True, frozen=True):
     blobs: dict[str, tuple[str, str]]  # channel -> (version, serde type)
 
 
-class _Write(msgspec.Struct, array_like=True, frozen=True):
+class _Writes(msgspec.Struct, array_like=True, frozen=True):
+    """The writes of one ``put_writes`` call (its regular ones), or one special write."""
+
+    format: int
     task_id: str
-    channel: str
-    type: str
-    value: bytes
     task_path: str
-    idx: int
+    items: list[tuple[int, str, str, bytes]]  # idx, channel, serde type, value
 
 
 _record_encoder = msgspec.msgpack.Encoder()
 _record_decoder = msgspec.msgpack.Decoder(_Record)
-_write_decoder = msgspec.msgpack.Decoder(_Write)
+_writes_decoder = msgspec.msgpack.Decoder(_Writes)
 
 
 def _seg(text: str) -> str:
@@ -325,10 +328,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
     def _writes_prefix(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
         return f"{self._p}w/{_seg(thread_id)}/{_seg(ns)}/{_seg(checkpoint_id)}/"
 
-    def _write_key(
-        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int
+    def _writes_key(
+        self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, name: str
     ) -> str:
-        return f"{self._writes_prefix(thread_id, ns, checkpoint_id)}{_seg(task_id)}/{idx}"
+        return f"{self._writes_prefix(thread_id, ns, checkpoint_id)}{_seg(task_id)}/{name}"
 
     def _blob_key(self, thread_id: str, ns: str, channel: str, version: str) -> str:
         return f"{self._p}b/{_seg(thread_id)}/{_seg(ns)}/{_seg(channel)}/{_seg(version)}"
@@ -364,12 +367,18 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             )
         return record
 
-    def _decode_write(self, data: bytes, key: str) -> _Write:
+    def _decode_writes(self, data: bytes, key: str) -> _Writes:
         payload = self._open(data, key, CODEC_LANGGRAPH_WRITE)
         try:
-            return _write_decoder.decode(payload)
+            writes = _writes_decoder.decode(payload)
         except msgspec.MsgspecError as exc:
-            raise DecodeError(f"the pending write at key {key!r} is malformed: {exc}") from exc
+            raise DecodeError(f"the pending writes at key {key!r} are malformed: {exc}") from exc
+        if writes.format != _FORMAT:
+            raise DecodeError(
+                f"the pending writes at key {key!r} have format {writes.format}; "
+                f"this checkpointkit reads format {_FORMAT}"
+            )
+        return writes
 
     def _remember_blob(self, ident: tuple[str, str, str, str], serde_type: str) -> None:
         cache = self._blob_types
@@ -499,12 +508,26 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         if not keys:
             return []
         found = await _gather_limited([self._get_or_none(key) for key in keys])
-        writes: list[_Write] = []
+        batches: list[tuple[int, _Writes]] = []
         for key, data in zip(keys, found, strict=True):
             if data is not None:  # deleted meanwhile
-                writes.append(self._decode_write(data, key))
-        writes.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
-        return [(w.task_id, w.channel, self.serde.loads_typed((w.type, w.value))) for w in writes]
+                name = key[key.rfind("/") + 1 :]
+                size = int(name[1:]) if name.startswith("r") else 0
+                batches.append((size, self._decode_writes(data, key)))
+        # A write is identified by (task, idx); when two calls hold it (a task's
+        # writes saved again with more of them), the shorter, earlier call's wins.
+        batches.sort(key=lambda b: b[0])
+        chosen: dict[tuple[str, int], tuple[str, str, str, bytes]] = {}
+        for _, batch in batches:
+            for idx, channel, serde_type, value in batch.items:
+                chosen.setdefault(
+                    (batch.task_id, idx), (batch.task_path, channel, serde_type, value)
+                )
+        ordered = sorted(chosen.items(), key=lambda kv: (kv[1][0], kv[0][0], kv[0][1]))
+        return [
+            (task_id, channel, self.serde.loads_typed((serde_type, value)))
+            for (task_id, _), (_, channel, serde_type, value) in ordered
+        ]
 
     async def _load_values(self, thread_id: str, ns: str, record: _Record) -> dict[str, Any]:
         values = {ch: self.serde.loads_typed(typed) for ch, typed in record.values.items()}
@@ -769,11 +792,16 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes for a checkpoint, one write-once record each.
+        """Store a task's pending writes for a checkpoint, write-once.
 
-        A regular write is stored create-only under (checkpoint, task, index): a
-        repeated call keeps the first, concurrent calls never lose one. Special
-        writes (error, interrupt, resume, scheduled) replace the stored one.
+        The regular writes of one call go into one create-only record named by
+        the task and the call's length, so a repeated call keeps the first, and
+        concurrent calls never lose a write. Each special write (error,
+        interrupt, resume, scheduled) gets its own record and replaces the
+        previous one, as in LangGraph's own savers. A write is identified by
+        (task, index): when a later, longer call repeats it (LangGraph re-saves
+        the writes of its null task with the new ones appended), the first
+        stored value counts.
 
         Args:
             config: The checkpoint the writes belong to.
@@ -785,24 +813,32 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             StorageError: The storage failed.
         """
         self._bind()
+        if not writes:
+            return
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
         checkpoint_id = str(conf["checkpoint_id"])
+        regular: list[tuple[int, str, str, bytes]] = []
         uploads: list[tuple[str, bytes, bool]] = []
         for idx, (channel, value) in enumerate(writes):
-            special = WRITES_IDX_MAP.get(channel)
-            index = idx if special is None else special
             serde_type, data = self.serde.dumps_typed(value)
-            payload = _record_encoder.encode(
-                _Write(task_id, channel, serde_type, data, task_path, index)
+            special = WRITES_IDX_MAP.get(channel)
+            if special is None:
+                regular.append((idx, channel, serde_type, data))
+                continue
+            record = _Writes(_FORMAT, task_id, task_path, [(special, channel, serde_type, data)])
+            key = self._writes_key(thread_id, ns, checkpoint_id, task_id, f"s{-special}")
+            uploads.append(
+                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE), True)
             )
-            key = self._write_key(thread_id, ns, checkpoint_id, task_id, index)
-            uploads.append((key, self._seal(payload, CODEC_LANGGRAPH_WRITE), special is not None))
-        if len(uploads) == 1:
-            await self._upload(*uploads[0])
-        elif uploads:
-            await _gather_limited([self._upload(k, d, o) for k, d, o in uploads])
+        if regular:
+            record = _Writes(_FORMAT, task_id, task_path, regular)
+            key = self._writes_key(thread_id, ns, checkpoint_id, task_id, f"r{len(writes)}")
+            uploads.append(
+                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE), False)
+            )
+        await _gather_limited([self._upload(k, d, o) for k, d, o in uploads])
 
     # -- deleting and copying -------------------------------------------------------------
     async def _keys(self, prefix: str) -> list[str]:

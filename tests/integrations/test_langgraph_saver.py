@@ -308,6 +308,20 @@ async def test_regular_writes_are_write_once_and_special_writes_replace() -> Non
     assert sorted(tup.pending_writes or []) == [("task", INTERRUPT, "new"), ("task", "ch", "first")]
 
 
+async def test_a_call_that_repeats_writes_with_more_appended_keeps_all_once() -> None:
+    # LangGraph saves its null task's writes again, with the new ones appended.
+    storage = Counting(MemoryStorage())
+    async with CheckpointkitSaver(storage) as saver:
+        config = (await _put_chain(saver, "t", 1))[0]
+        storage.reset()
+        await saver.aput_writes(config, [("a", "first"), ("b", 1)], "task")
+        assert storage.counts["put"] == 1  # one record per call
+        await saver.aput_writes(config, [("a", "changed"), ("b", 1), ("c", 2)], "task")
+        tup = await saver.aget_tuple(config)
+    assert tup is not None
+    assert tup.pending_writes == [("task", "a", "first"), ("task", "b", 1), ("task", "c", 2)]
+
+
 async def test_pending_writes_come_back_in_task_path_order() -> None:
     async with MemoryStorage() as storage, CheckpointkitSaver(storage) as saver:
         config = (await _put_chain(saver, "t", 1))[0]
