@@ -839,11 +839,11 @@ class Codec:
         except _ExtError as exc:
             message = str(exc)
             cause = exc.__cause__
-        except (msgspec.DecodeError, ValueError, TypeError, struct.error) as exc:
-            message = f"malformed payload: {exc}"
-            cause = exc
         except RecursionError as exc:
             message = "the payload nests deeper than Python's recursion limit"
+            cause = exc
+        except Exception as exc:  # msgspec.DecodeError, or a malformed extension value
+            message = f"malformed payload: {type(exc).__name__}: {exc}"
             cause = exc
         where = f"the envelope at key {key!r}" if key is not None else "the payload"
         raise DecodeError(f"cannot decode {where}: {message}") from cause

@@ -269,3 +269,28 @@ def test_unknown_extension_type_is_a_decode_error() -> None:
     payload = msgspec.msgpack.encode([msgspec.msgpack.Ext(99, b"")])
     with pytest.raises(DecodeError, match="unknown extension type 99"):
         Codec().decode(craft(payload), key=KEY)
+
+
+@pytest.mark.parametrize(
+    ("code", "data"),
+    [
+        (5, b""),  # big int with no bytes is 0: fine, so use a bad one below
+        (6, b"not a date"),
+        (9, b"\x00"),
+        (10, b"123"),
+        (12, b"\x93\x01\x02\x03"),
+        (13, b"\x91\x01"),
+        (18, b"\x93\xa1x\x00\x91\x07"),
+        (15, b"\x92\xa4nope\x01"),
+    ],
+)
+def test_malformed_extension_values_are_decode_errors(code: int, data: bytes) -> None:
+    import msgspec
+
+    payload = msgspec.msgpack.encode({"v": msgspec.msgpack.Ext(code, data)})
+    if code == 5:
+        assert Codec().decode(craft(payload)) == {"v": 0}
+        return
+    with pytest.raises(DecodeError) as info:
+        Codec().decode(craft(payload), key=KEY)
+    assert KEY in str(info.value)
