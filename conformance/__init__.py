@@ -1,4 +1,119 @@
 """The conformance suite: prove that a storage backend stays correct.
 
-(Being built: see the conformance issue.)
+Four ways in, one set of tests:
+
+1. subclass the test classes (like fsspec's abstract tests)::
+
+       class MyFixtures(StorageFixtures):
+           @pytest.fixture
+           def storage_factory(self):
+               return my_factory
+
+       class TestMyStore(MyFixtures, StorageConformance):
+           pass
+
+2. the pytest plugin: ``pytest --checkpointkit-storage SPEC``;
+3. the Python API: ``report = await checkpointkit.conformance.run(factory)``;
+4. the command line: ``checkpointkit conformance SPEC``.
+
+The test classes need pytest and pytest-asyncio
+(``pip install "checkpointkit[conformance]"``); they are imported on first use,
+so that importing this package stays cheap.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import Progress, run
+    from .bad_input import BadInputTests
+    from .cancellation import CancellationTests
+    from .capabilities import CapabilityTests
+    from .checks import ConformanceFailure
+    from .concurrency import ConcurrencyTests
+    from .faults import Fault, FaultyStorage
+    from .fixtures import GROUPS, StorageFixtures
+    from .hygiene import HygieneError, HygieneReport, hygiene
+    from .hygiene_rules import HygieneTests
+    from .lifecycle import LifecycleTests
+    from .proxy import StallProxy
+    from .report import GroupSummary, Report, TestResult
+    from .semantics import SemanticsTests
+    from .suite import StorageConformance
+    from .target import PrefixedStorage, Target, new_location, resolve_target
+    from .timing import TimedStorage
+
+__all__ = [
+    "GROUPS",
+    "BadInputTests",
+    "CancellationTests",
+    "CapabilityTests",
+    "ConcurrencyTests",
+    "ConformanceFailure",
+    "Fault",
+    "FaultyStorage",
+    "GroupSummary",
+    "HygieneError",
+    "HygieneReport",
+    "HygieneTests",
+    "LifecycleTests",
+    "PrefixedStorage",
+    "Progress",
+    "Report",
+    "SemanticsTests",
+    "StallProxy",
+    "StorageConformance",
+    "StorageFixtures",
+    "Target",
+    "TestResult",
+    "TimedStorage",
+    "hygiene",
+    "new_location",
+    "resolve_target",
+    "run",
+]
+
+_WHERE = {
+    "GROUPS": "fixtures",
+    "BadInputTests": "bad_input",
+    "CancellationTests": "cancellation",
+    "CapabilityTests": "capabilities",
+    "ConcurrencyTests": "concurrency",
+    "ConformanceFailure": "checks",
+    "Fault": "faults",
+    "FaultyStorage": "faults",
+    "GroupSummary": "report",
+    "HygieneError": "hygiene",
+    "HygieneReport": "hygiene",
+    "HygieneTests": "hygiene_rules",
+    "LifecycleTests": "lifecycle",
+    "PrefixedStorage": "target",
+    "Progress": "api",
+    "Report": "report",
+    "SemanticsTests": "semantics",
+    "StallProxy": "proxy",
+    "StorageConformance": "suite",
+    "StorageFixtures": "fixtures",
+    "Target": "target",
+    "TestResult": "report",
+    "TimedStorage": "timing",
+    "hygiene": "hygiene",
+    "new_location": "target",
+    "resolve_target": "target",
+    "run": "api",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'checkpointkit.conformance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

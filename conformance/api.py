@@ -1,0 +1,281 @@
+"""The Python API: ``report = await checkpointkit.conformance.run(factory_or_url)``.
+
+:func:`run` runs pytest in-process, in a worker thread (pytest drives its own
+event loops), on the suite's shipped test classes, with a plugin that feeds
+the target in and collects the results into a :class:`Report`. The tests are
+the very ones that subclasses and the pytest plugin run: there is one
+definition of each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..storage import Capabilities
+from .checks import ConformanceFailure
+from .fixtures import GROUPS, group_of
+from .hygiene import HygieneError
+from .report import Report, TestResult, merge_reasons
+from .target import Factory, Target, resolve_target
+from .timing import recorder
+
+__all__ = ["Progress", "run"]
+
+_RUN_LOCK = threading.Lock()  # runs share the latency recorder and pytest's global state
+
+_INI = """\
+[pytest]
+asyncio_mode = strict
+asyncio_default_fixture_loop_scope = function
+python_classes = Test*
+"""
+
+
+class Progress(Protocol):
+    """What :func:`run` reports while it runs (called from pytest's worker thread)."""
+
+    def collected(self, total: int) -> None:
+        """The number of tests that will run."""
+
+    def finished(self, result: TestResult) -> None:
+        """One test finished."""
+
+
+async def run(
+    target: Target | Factory | str,
+    groups: Iterable[str] | None = None,
+    pattern: str | None = None,
+    *,
+    scale: float | None = None,
+    capabilities: Capabilities | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """Run the conformance suite against ``target`` and return the report.
+
+    Args:
+        target: a :class:`Target`, a factory of fresh storages, or a SPEC
+            string (a storage URL, ``module:factory``, ``file`` or ``memory``).
+        groups: run only these groups (default: all): ``semantics``,
+            ``concurrency``, ``bad-input``, ``cancellation``, ``lifecycle``,
+            ``hygiene``, ``capabilities``.
+        pattern: run only tests matching this pytest ``-k`` expression.
+        scale: multiply the request counts of the heavier tests.
+        capabilities: override what the adapter declares.
+        progress: told the number of tests, then each result as it comes.
+
+    Raises:
+        ConfigurationError: the target cannot be resolved, or an unknown group.
+        ImportError: pytest or pytest-asyncio is not installed
+            (``pip install "checkpointkit[conformance]"``).
+    """
+    from .plugin import selected_groups
+
+    overrides: dict[str, Any] = {}
+    if scale is not None:
+        overrides["scale"] = scale
+    if capabilities is not None:
+        overrides["capabilities"] = capabilities
+    resolved = resolve_target(target, **overrides)
+    selected = selected_groups(tuple(groups) if groups is not None else None) or GROUPS
+    owns_cleanup = isinstance(target, str)
+    start = time.perf_counter()
+    report = Report(target=resolved.name, groups_run=selected)
+    try:
+        try:
+            async with resolved.open() as storage:
+                declared = resolved.capabilities or getattr(storage, "capabilities", None)
+                if isinstance(declared, Capabilities):
+                    report.capabilities = {
+                        k: getattr(declared, k)
+                        for k in (
+                            "conditional_put",
+                            "conditional_delete",
+                            "durable",
+                            "shared",
+                            "ttl",
+                        )
+                    }
+        except Exception as exc:
+            report.errors.append(
+                f"the target {resolved.name!r} could not be opened: {type(exc).__name__}: {exc}"
+            )
+            return report
+        collector = _Collector(resolved, selected, progress)
+        await asyncio.to_thread(_run_pytest, collector, pattern)
+        report.results = collector.results
+        report.errors.extend(collector.errors)
+        report.latency = collector.latency
+        return report
+    finally:
+        report.duration = time.perf_counter() - start
+        if owns_cleanup and resolved.cleanup is not None:
+            resolved.cleanup()
+
+
+def _run_pytest(collector: _Collector, pattern: str | None) -> None:
+    import pytest
+
+    from .plugin import suite_path
+
+    with _RUN_LOCK, tempfile.TemporaryDirectory(prefix="checkpointkit-conformance-run-") as tmp:
+        ini = Path(tmp) / "pytest.ini"
+        ini.write_text(_INI)
+        args = [
+            suite_path(),
+            "-c",
+            str(ini),
+            "--rootdir",
+            tmp,
+            "--import-mode=importlib",
+            "--capture=no",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:terminal",
+            "-p",
+            "no:faulthandler",
+            "-p",
+            "no:timeout",  # pytest-timeout's signals work only in the main thread
+            "-p",
+            "no:randomly",
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
+        ]
+        if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+            args += ["-p", "pytest_asyncio.plugin"]
+        if pattern:
+            args += ["-k", pattern]
+        recorder.clear()
+        try:
+            code = pytest.main(args, plugins=[collector])
+        finally:
+            collector.latency = recorder.summary()
+        if code not in (0, 1, 5) and not collector.errors:  # 5: no tests selected
+            collector.errors.append(f"pytest ended with exit code {int(code)} ({code!r})")
+
+
+class _Collector:
+    """The pytest plugin of :func:`run`: feeds the target in, collects results."""
+
+    def __init__(self, target: Target, groups: tuple[str, ...], progress: Progress | None) -> None:
+        self.target = target
+        self.groups = groups
+        self.progress = progress
+        self.results: list[TestResult] = []
+        self.errors: list[str] = []
+        self.latency: dict[str, Any] = {}
+        self._phases: dict[str, list[Any]] = {}
+        self._reasons: dict[str, dict[str, str]] = {}
+        self._group: dict[str, str] = {}
+        self._name: dict[str, str] = {}
+
+    def pytest_configure(self, config: Any) -> None:
+        from .plugin import TARGET_KEY
+
+        config.stash[TARGET_KEY] = self.target
+
+    def pytest_collection_modifyitems(self, config: Any, items: list[Any]) -> None:
+        keep, drop = [], []
+        for item in items:
+            group = group_of(getattr(item, "function", None)) or "other"
+            if group in self.groups:
+                keep.append(item)
+                self._group[item.nodeid] = group
+                self._name[item.nodeid] = item.name
+            else:
+                drop.append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        if self.progress is not None:
+            self.progress.collected(len(session.items))
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.errors.append(
+                f"collecting {report.nodeid or 'the suite'} failed: {report.longreprtext}"
+            )
+
+    def pytest_internalerror(self, excrepr: Any, excinfo: Any) -> None:
+        self.errors.append(f"internal error: {excinfo.exconly()}")
+
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> None:
+        # Called with the exception itself: remember a readable reason per phase.
+        if call.excinfo is not None:
+            self._reasons.setdefault(item.nodeid, {})[call.when] = _reason(call.excinfo)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        self._phases.setdefault(report.nodeid, []).append(report)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        reports = self._phases.pop(nodeid, [])
+        reasons = self._reasons.pop(nodeid, {})
+        duration = sum(getattr(r, "duration", 0.0) for r in reports)
+        outcome = "passed"
+        texts: list[str] = []
+        for r in reports:
+            if r.failed:
+                outcome = "failed"
+                texts.append(reasons.get(r.when) or _first_lines(r.longreprtext))
+        if outcome == "passed" and any(r.skipped for r in reports):
+            outcome = "skipped"
+            skip = next(r for r in reports if r.skipped)
+            texts.append(_skip_reason(skip))
+        result = TestResult(
+            name=self._name.get(nodeid, nodeid.rsplit("::", 1)[-1]),
+            group=self._group.get(nodeid, "other"),
+            outcome=outcome,  # type: ignore[arg-type]
+            reason=merge_reasons(texts),
+            duration=duration,
+            nodeid=nodeid,
+        )
+        self.results.append(result)
+        if self.progress is not None:
+            self.progress.finished(result)
+
+
+def _reason(excinfo: Any) -> str:
+    """One readable paragraph for an exception that ended a test phase."""
+    exc = excinfo.value
+    if isinstance(exc, ConformanceFailure):
+        return str(exc)
+    if isinstance(exc, HygieneError):
+        findings = str(exc).split("\n- ")[1:]
+        return "hygiene: the test left something behind: " + "; ".join(findings)
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if getattr(excinfo, "typename", "") in ("Skipped", "XFailed"):
+        return str(exc)
+    where = _where(excinfo.tb)
+    return f"unexpected {text}{where}"
+
+
+def _where(tb: Any) -> str:
+    frames = traceback.extract_tb(tb)
+    for frame in reversed(frames):
+        if "/_pytest/" in frame.filename or "/pluggy/" in frame.filename:
+            continue
+        return f" (raised at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
+    return ""
+
+
+def _skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        text = str(longrepr[2])
+        return text.removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _first_lines(text: str, n: int = 12) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines[-n:])

@@ -1,0 +1,200 @@
+"""Group ``capabilities``: every declared capability is verified; an undeclared one
+is skipped with the reason.
+
+``durable`` and ``shared`` need a second storage at the same location, so the
+factory must accept the ``location`` keyword; ``ttl`` needs a factory that
+accepts ``ttl`` (see :mod:`checkpointkit.conformance.target`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import ClassVar
+
+import pytest
+
+from ..errors import PreconditionFailed
+from ..storage import Capabilities, IfMatch, Storage
+from .checks import (
+    expect,
+    expect_keys,
+    expect_missing,
+    expect_raises,
+    expect_value,
+    fail,
+    get_or_none,
+)
+from .fixtures import StorageFixtures, raw_storage
+from .target import Target, new_location
+
+__all__ = ["CapabilityTests"]
+
+TTL_SECONDS = 1.0
+"""The expiry asked of a ``ttl`` storage; the key must be gone within 5 s after it."""
+
+
+def _undeclared(flag: bool, capability: str) -> None:
+    if not flag:
+        pytest.skip(f"the adapter does not declare {capability}")
+
+
+def _reopenable(target: Target, capability: str) -> None:
+    if not target.reopens:
+        pytest.skip(
+            f"{capability} is declared, but the factory takes no 'location' keyword, "
+            "so the suite cannot open a second storage on the same data"
+        )
+
+
+class CapabilityTests(StorageFixtures):
+    """Checks each capability that the adapter claims."""
+
+    conformance_group: ClassVar[str | None] = "capabilities"
+
+    async def test_capabilities_are_declared(self, storage: Storage) -> None:
+        raw = raw_storage(storage)
+        declared = getattr(type(raw), "capabilities", None)
+        expect(
+            isinstance(declared, Capabilities),
+            "an adapter must declare its capabilities",
+            expected=f"{type(raw).__name__}.capabilities to be a Capabilities instance",
+            observed=f"it is {declared!r}",
+        )
+
+    async def test_declared_conditional_put_is_enforced(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        _undeclared(supports_conditional_put, "conditional_put")
+        v1 = await storage.put("cap/put", b"one", mode="create")
+        await expect_raises(
+            PreconditionFailed,
+            storage.put("cap/put", b"two", mode="create"),
+            promise="conditional_put: create-only must refuse an existing key",
+            call="put('cap/put', b'two', mode='create')",
+            key="cap/put",
+        )
+        v2 = await storage.put("cap/put", b"two", mode=IfMatch(v1))
+        await expect_raises(
+            PreconditionFailed,
+            storage.put("cap/put", b"three", mode=IfMatch(v1)),
+            promise="conditional_put: if-match must refuse a stale version",
+            call=f"put('cap/put', b'three', mode=IfMatch({v1!r}))",
+            key="cap/put",
+        )
+        await expect_value(
+            storage,
+            "cap/put",
+            b"two",
+            version=v2,
+            promise="conditional_put: refused puts must change nothing",
+        )
+
+    async def test_declared_conditional_delete_is_enforced(
+        self, storage: Storage, supports_conditional_delete: bool
+    ) -> None:
+        _undeclared(supports_conditional_delete, "conditional_delete")
+        v1 = await storage.put("cap/del", b"one")
+        await storage.put("cap/del", b"two")
+        await expect_raises(
+            PreconditionFailed,
+            storage.delete("cap/del", if_match=v1),
+            promise="conditional_delete: a stale version must be refused",
+            call=f"delete('cap/del', if_match={v1!r})",
+            key="cap/del",
+        )
+        await expect_value(
+            storage,
+            "cap/del",
+            b"two",
+            promise="conditional_delete: a refused delete must keep the value",
+        )
+
+    async def test_declared_durable_data_survives_reopening(
+        self, target: Target, supports_durable: bool
+    ) -> None:
+        _undeclared(supports_durable, "durable")
+        _reopenable(target, "durable")
+        location = new_location()
+        async with target.open(location=location) as first:
+            version = await first.put("cap/durable", b"kept")
+            await first.put("cap/other", b"also kept")
+            await first.aclose()
+            async with target.open(location=location) as second:
+                await expect_value(
+                    second,
+                    "cap/durable",
+                    b"kept",
+                    version=version,
+                    promise="durable: data must be readable from a storage reopened "
+                    "on the same location",
+                )
+                await expect_keys(
+                    second,
+                    ["cap/durable", "cap/other"],
+                    prefix="cap/",
+                    promise="durable: a reopened storage must list the stored keys",
+                )
+
+    async def test_declared_shared_data_is_visible_to_a_second_client(
+        self, target: Target, supports_shared: bool, supports_conditional_put: bool
+    ) -> None:
+        _undeclared(supports_shared, "shared")
+        _reopenable(target, "shared")
+        location = new_location()
+        async with target.open(location=location) as a, target.open(location=location) as b:
+            version = await a.put("cap/shared", b"from a")
+            await expect_value(
+                b,
+                "cap/shared",
+                b"from a",
+                version=version,
+                promise="shared: a second client must see the first client's write",
+            )
+            await b.delete("cap/shared")
+            await expect_missing(
+                a,
+                "cap/shared",
+                promise="shared: the first client must see the second client's delete",
+            )
+            if supports_conditional_put:
+
+                async def create(s: Storage, who: bytes) -> bool:
+                    try:
+                        await s.put("cap/race", who, mode="create")
+                        return True
+                    except PreconditionFailed:
+                        return False
+
+                wins = await asyncio.gather(
+                    create(a, b"a"), create(b, b"b"), create(a, b"a2"), create(b, b"b2")
+                )
+                expect(
+                    sum(wins) == 1,
+                    "shared: a create-only race between two clients must have one winner",
+                    key="cap/race",
+                    expected="1 winner",
+                    observed=f"{sum(wins)} winners",
+                )
+
+    async def test_declared_ttl_expires_keys(self, target: Target, supports_ttl: bool) -> None:
+        _undeclared(supports_ttl, "ttl")
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            await storage.put("cap/ttl", b"short-lived")
+            written = time.monotonic()
+            await expect_value(
+                storage, "cap/ttl", b"short-lived", promise="ttl: a fresh key must be readable"
+            )
+            deadline = written + TTL_SECONDS + 5
+            while time.monotonic() < deadline:
+                if await get_or_none(storage, "cap/ttl") is None:
+                    return
+                await asyncio.sleep(0.1)
+            fail(
+                "ttl: a key must expire",
+                key="cap/ttl",
+                expected=f"it to be gone within {TTL_SECONDS + 5:g} s (ttl {TTL_SECONDS:g} s)",
+                observed="it was still there",
+            )

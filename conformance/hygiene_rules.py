@@ -1,0 +1,121 @@
+"""Group ``hygiene``: the hygiene checker works, and the storage leaves nothing behind.
+
+Hygiene is checked around every test of the suite (an autouse fixture). This
+group proves the checker itself, one rule per test, with a deliberately leaky
+action, and then checks a storage's whole life (open, every operation, a
+cancelled call, close) explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import threading
+from typing import ClassVar
+
+from ..storage import Storage
+from .checks import fail
+from .fixtures import StorageFixtures
+from .hygiene import HygieneReport, hygiene
+from .target import Target
+
+__all__ = ["HygieneTests"]
+
+
+def _expect_finding(report: HygieneReport, needle: str, rule: str) -> None:
+    if not any(needle in finding for finding in report.findings):
+        fail(
+            f"the hygiene checker must catch {rule}",
+            expected=f"a finding mentioning {needle!r}",
+            observed=f"it found {report.findings or 'nothing'}",
+        )
+
+
+class _Unraisable:
+    def __del__(self) -> None:
+        raise RuntimeError("raised in __del__ on purpose")
+
+
+class HygieneTests(StorageFixtures):
+    """The checker catches each kind of leak; the storage leaks none."""
+
+    conformance_group: ClassVar[str | None] = "hygiene"
+
+    async def test_hygiene_catches_never_awaited_coroutine(self, storage: Storage) -> None:
+        async with hygiene(check=False) as report:
+            storage.get("never")  # type: ignore[unused-coroutine]  # dropped on purpose
+            gc.collect()
+        _expect_finding(report, "never awaited", "a coroutine that is never awaited")
+
+    async def test_hygiene_catches_task_left_pending(self, storage: Storage) -> None:
+        blocker = asyncio.Event()
+        async with hygiene(check=False) as report:
+            task = asyncio.ensure_future(blocker.wait())
+        _expect_finding(report, "pending task", "a task left pending")
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def test_hygiene_catches_task_destroyed_while_pending(self, storage: Storage) -> None:
+        async def wait_forever() -> None:
+            await asyncio.get_running_loop().create_future()
+
+        async with hygiene(check=False) as report:
+            task = asyncio.ensure_future(wait_forever())
+            await asyncio.sleep(0)
+            del task
+            gc.collect()
+        _expect_finding(report, "destroyed but it is pending", "a task destroyed while pending")
+
+    async def test_hygiene_catches_unraisable_exception(self, storage: Storage) -> None:
+        async with hygiene(check=False) as report:
+            _Unraisable()
+            gc.collect()
+        _expect_finding(report, "unraisable exception", "an unraisable exception")
+
+    async def test_hygiene_catches_resource_warning(self, storage: Storage) -> None:
+        async with hygiene(check=False) as report:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            del sock  # never closed, on purpose
+            gc.collect()
+        _expect_finding(report, "ResourceWarning", "an unclosed socket (ResourceWarning)")
+
+    async def test_hygiene_catches_thread_left_running(self, storage: Storage) -> None:
+        stop = threading.Event()
+        async with hygiene(check=False) as report:
+            thread = threading.Thread(target=stop.wait, name="ckc-leaky-thread")
+            thread.start()
+        stop.set()
+        await asyncio.to_thread(thread.join, 5)
+        _expect_finding(report, "ckc-leaky-thread", "a thread left running")
+
+    async def test_storage_leaves_nothing_behind_after_close(self, target: Target) -> None:
+        async with hygiene(check=False) as report:
+            await _exercise(target)
+        if report.findings:
+            fail(
+                "a storage must leave nothing behind once aclose() returns",
+                expected="no unclosed session, socket or file, no never-awaited coroutine, "
+                "no pending task, no thread",
+                observed="the hygiene check found: " + "; ".join(report.findings),
+                detail="the storage was opened from the factory, used for put, get, list, "
+                "delete and a cancelled put, then closed",
+            )
+
+
+async def _exercise(target: Target) -> None:
+    """One storage's whole life, in a frame of its own so nothing outlives it."""
+    async with target.open() as storage:
+        await storage.put("h/a", b"a")
+        await storage.put("h/b", b"b")
+        await storage.get("h/a")
+        _ = [key async for key in storage.list("h/")]
+        await storage.delete("h/b")
+        task = asyncio.ensure_future(storage.put("h/c", b"c" * 65536))
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*(storage.put(f"h/{i}", b"x") for i in range(5)))
+    await storage.aclose()
+    del storage
+    gc.collect()

@@ -1,0 +1,240 @@
+"""A loopback TCP proxy that can stop forwarding mid-request or mid-response.
+
+Network adapters are tested for cancellation by putting :class:`StallProxy`
+between the client and the real server: the suite tells the proxy to stop
+forwarding, starts an operation, waits until the proxy is provably holding the
+operation's bytes (:attr:`StallProxy.stalled`), cancels the operation, and then
+checks the promises (``CancelledError`` promptly, whole-or-absent, no late
+landing, the next call gets its own answer).
+
+Semantics of a stall, per direction (``"request"``: client to server,
+``"response"``: server to client):
+
+- bytes read while stalled are held, not forwarded; with ``partial=True`` the
+  first chunk is split and its first half forwarded, so the server has
+  received part of a request (or the client part of a reply);
+- :meth:`StallProxy.resume` forwards the held bytes of connections that are
+  still open and forwards normally again;
+- held bytes of a connection whose sender closed it are dropped, never
+  delivered later (the proxy models a backend that stopped answering, not a
+  slow one).
+
+The protocol for a target: its factory accepts ``endpoint=(host, port)`` and
+the :class:`~checkpointkit.conformance.target.Target` names its real server in
+``upstream``; see :mod:`checkpointkit.conformance.target`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import TracebackType
+from typing import Any, Literal, Self
+
+__all__ = ["Direction", "StallProxy"]
+
+Direction = Literal["request", "response", "both"]
+
+
+class _Conn:
+    __slots__ = ("client", "handler", "upstream")
+
+    def __init__(self, client: asyncio.StreamWriter) -> None:
+        self.client = client
+        self.upstream: asyncio.StreamWriter | None = None
+        self.handler: asyncio.Task[None] | None = asyncio.current_task()
+
+
+class StallProxy:
+    """Forwards TCP connections from ``127.0.0.1:<free port>`` to ``upstream``.
+
+    Use it with ``async with``; it closes every connection on exit.
+
+    Args:
+        upstream: the real server's ``(host, port)``; must be a loopback address.
+
+    Attributes:
+        stalled: set once bytes are being held by a stall (the operation that
+            sent them is provably stuck); cleared by :meth:`stall`.
+        connections: connections accepted so far.
+        held_bytes: bytes held (not forwarded) by stalls so far.
+        dropped_bytes: held bytes discarded because their sender closed.
+    """
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        host = upstream[0]
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"StallProxy forwards to loopback addresses only, not {host!r}")
+        self.upstream = upstream
+        self.stalled = asyncio.Event()
+        self.connections = 0
+        self.held_bytes = 0
+        self.dropped_bytes = 0
+        self._open = {"request": asyncio.Event(), "response": asyncio.Event()}
+        for gate in self._open.values():
+            gate.set()
+        self._split = {"request": False, "response": False}
+        self._conns: set[_Conn] = set()
+        self._server: asyncio.Server | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``(host, port)`` where the proxy listens; pass it as the factory's ``endpoint``."""
+        if self._server is None:
+            raise RuntimeError("the proxy is not started; use 'async with StallProxy(...)'")
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return host, port
+
+    async def __aenter__(self) -> Self:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop listening and close every connection; idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        self.resume()
+        await self.drop(abort=False)
+        if server is not None:
+            await server.wait_closed()
+
+    # -- control -------------------------------------------------------------------------
+    def stall(self, direction: Direction = "response", *, partial: bool = True) -> None:
+        """Stop forwarding ``direction`` from now on (held until :meth:`resume`).
+
+        Args:
+            direction: ``"request"``, ``"response"`` or ``"both"``.
+            partial: forward the first half of the next chunk before holding, so
+                the stall falls in the middle of a request or reply.
+        """
+        self.stalled.clear()
+        for d in ("request", "response") if direction == "both" else (direction,):
+            self._open[d].clear()
+            self._split[d] = partial
+
+    def resume(self) -> None:
+        """Forward held bytes of still-open connections, and everything from now on."""
+        for gate in self._open.values():
+            gate.set()
+
+    async def drop(self, *, abort: bool = True) -> None:
+        """Close every current connection (``abort``: with a reset) and wait for them."""
+        conns = list(self._conns)
+        for conn in conns:
+            for writer in (conn.client, conn.upstream):
+                if writer is None:
+                    continue
+                if abort:
+                    writer.transport.abort()
+                else:
+                    writer.close()
+        handlers = [
+            c.handler
+            for c in conns
+            if c.handler is not None and c.handler is not asyncio.current_task()
+        ]
+        if handlers:
+            await asyncio.wait(handlers, timeout=5)
+            for h in handlers:
+                if not h.done():
+                    h.cancel()
+            await asyncio.gather(*handlers, return_exceptions=True)
+
+    # -- forwarding ------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = _Conn(writer)
+        self._conns.add(conn)
+        self.connections += 1
+        try:
+            try:
+                up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+            except OSError:
+                return
+            conn.upstream = up_writer
+            pumps = [
+                asyncio.ensure_future(self._pump(reader, up_writer, "request")),
+                asyncio.ensure_future(self._pump(up_reader, writer, "response")),
+            ]
+            try:
+                await asyncio.gather(*pumps)
+            finally:
+                for p in pumps:
+                    p.cancel()
+                await asyncio.gather(*pumps, return_exceptions=True)
+        finally:
+            self._conns.discard(conn)
+            for w in (writer, conn.upstream):
+                if w is not None:
+                    w.close()
+                    with contextlib.suppress(Exception):
+                        await w.wait_closed()
+
+    async def _pump(
+        self,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        direction: Literal["request", "response"],
+    ) -> None:
+        gate = self._open[direction]
+        held: list[bytes] = []
+        read: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                if held and gate.is_set():
+                    for chunk in held:
+                        dst.write(chunk)
+                    held.clear()
+                    await dst.drain()
+                if read is None:
+                    read = asyncio.ensure_future(src.read(65536))
+                if not gate.is_set():
+                    waiter: asyncio.Future[Any] = asyncio.ensure_future(gate.wait())
+                    both: set[asyncio.Future[Any]] = {read, waiter}
+                    try:
+                        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        waiter.cancel()
+                        await asyncio.gather(waiter, return_exceptions=True)
+                    if not read.done():
+                        continue  # resumed: flush what is held, then read on
+                try:
+                    chunk = await read
+                except (ConnectionError, OSError):
+                    chunk = b""
+                read = None
+                if not chunk:  # the sender closed: held bytes are never delivered
+                    if held:
+                        self.dropped_bytes += sum(map(len, held))
+                        held.clear()
+                    break
+                if gate.is_set():
+                    dst.write(chunk)
+                    await dst.drain()
+                    continue
+                if self._split[direction] and len(chunk) > 1:
+                    self._split[direction] = False
+                    half = len(chunk) // 2
+                    dst.write(chunk[:half])
+                    await dst.drain()
+                    chunk = chunk[half:]
+                held.append(chunk)
+                self.held_bytes += len(chunk)
+                self.stalled.set()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            if read is not None:
+                read.cancel()
+                await asyncio.gather(read, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                if dst.can_write_eof() and not dst.is_closing():
+                    dst.write_eof()

@@ -1,0 +1,279 @@
+"""The conformance report: per test, per group, a level, and operation latency.
+
+Conformance levels (:attr:`Report.level`):
+
+``full``
+    Every group of the suite ran and no test failed. Tests skipped because
+    the adapter does not declare a capability (or the target does not offer
+    what a test needs, such as an endpoint for the stall proxy) do not lower
+    the level; the report lists them with their reasons.
+``basic``
+    The ``semantics`` and ``bad-input`` groups ran without a failure, but
+    another group failed or was not run: the storage stores and refuses
+    correctly, and is not proven safe under concurrency, cancellation or the
+    runner's lifecycle.
+``none``
+    A ``semantics`` or ``bad-input`` test failed, or those groups were not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from .timing import OpLatency
+
+__all__ = ["LEVELS", "GroupSummary", "Level", "Outcome", "Report", "TestResult"]
+
+Outcome = Literal["passed", "failed", "skipped"]
+Level = Literal["full", "basic", "none"]
+LEVELS: tuple[Level, ...] = ("full", "basic", "none")
+
+ALL_GROUPS = (
+    "semantics",
+    "concurrency",
+    "bad-input",
+    "cancellation",
+    "lifecycle",
+    "hygiene",
+    "capabilities",
+)
+BASIC_GROUPS = ("semantics", "bad-input")
+
+
+@dataclass
+class TestResult:
+    """One test of the suite.
+
+    Attributes:
+        name: the test's name with its parameters (``test_x[nul]``).
+        group: its group.
+        outcome: ``"passed"``, ``"failed"`` or ``"skipped"``.
+        reason: for a failure, one paragraph (the promise, the key, the
+            expected and the observed); for a skip, why.
+        duration: seconds, setup and teardown included.
+        nodeid: the pytest node id.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    name: str
+    group: str
+    outcome: Outcome
+    reason: str = ""
+    duration: float = 0.0
+    nodeid: str = ""
+
+
+@dataclass
+class GroupSummary:
+    """Totals of one group."""
+
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every test of the group that ran or was skipped."""
+        return self.passed + self.failed + self.skipped
+
+
+@dataclass
+class Report:
+    """What a conformance run found.
+
+    Attributes:
+        target: the name of the storage under test.
+        results: every test, in the order they ran.
+        groups_run: the groups that were selected.
+        latency: per storage operation (``put``, ``get``, ``delete``, ``list``):
+            count, p50, p99 and max, in milliseconds, over every call the
+            suite made.
+        duration: seconds for the whole run.
+        capabilities: what the adapter declared (None if it was never opened).
+        errors: problems outside any test (a target that cannot be loaded,
+            a collection error); any error makes the run fail.
+    """
+
+    target: str
+    results: list[TestResult] = field(default_factory=list)
+    groups_run: tuple[str, ...] = ALL_GROUPS
+    latency: dict[str, OpLatency] = field(default_factory=dict)
+    duration: float = 0.0
+    capabilities: dict[str, bool] | None = None
+    errors: list[str] = field(default_factory=list)
+
+    # -- verdicts -------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        """True when every test that was not skipped passed, and tests ran."""
+        return not self.errors and bool(self.results) and not self.failures
+
+    @property
+    def failures(self) -> list[TestResult]:
+        """The failed tests."""
+        return [r for r in self.results if r.outcome == "failed"]
+
+    @property
+    def skipped(self) -> list[TestResult]:
+        """The skipped tests."""
+        return [r for r in self.results if r.outcome == "skipped"]
+
+    def groups(self) -> dict[str, GroupSummary]:
+        """Totals per group, in the suite's order (groups that ran only)."""
+        out: dict[str, GroupSummary] = {}
+        order = {g: i for i, g in enumerate(ALL_GROUPS)}
+        for r in sorted(self.results, key=lambda r: order.get(r.group, len(order))):
+            summary = out.setdefault(r.group, GroupSummary())
+            setattr(summary, r.outcome, getattr(summary, r.outcome) + 1)
+        return out
+
+    @property
+    def level(self) -> Level:
+        """``full``, ``basic`` or ``none``; see the module documentation."""
+        groups = self.groups()
+        if self.errors:
+            return "none"
+
+        def clean(group: str) -> bool:
+            s = groups.get(group)
+            return s is not None and s.failed == 0 and s.passed > 0
+
+        if not all(clean(g) for g in BASIC_GROUPS):
+            return "none"
+        ran_all = all(g in groups for g in ALL_GROUPS)
+        if ran_all and not self.failures:
+            return "full"
+        return "basic"
+
+    def result(self, name: str) -> TestResult:
+        """The result of the test named ``name`` (parameters included).
+
+        Raises:
+            KeyError: no such test in the report.
+        """
+        for r in self.results:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def failed_names(self) -> set[str]:
+        """Names of the failed tests, with parameters."""
+        return {r.name for r in self.failures}
+
+    # -- output ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Everything in the report as JSON-compatible data."""
+        return {
+            "target": self.target,
+            "ok": self.ok,
+            "level": self.level,
+            "duration_s": round(self.duration, 3),
+            "capabilities": self.capabilities,
+            "groups_run": list(self.groups_run),
+            "groups": {g: {**asdict(s), "total": s.total} for g, s in self.groups().items()},
+            "latency_ms": {op: dict(v) for op, v in self.latency.items()},
+            "errors": list(self.errors),
+            "tests": [{**asdict(r), "duration": round(r.duration, 4)} for r in self.results],
+        }
+
+    def write_json(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`to_dict` as JSON to ``path``."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
+            f.write("\n")
+
+    def to_junit_xml(self) -> str:
+        """The report as JUnit XML: one ``testsuite`` per group."""
+        root = ET.Element(
+            "testsuites",
+            name=f"checkpointkit conformance: {self.target}",
+            tests=str(len(self.results)),
+            failures=str(len(self.failures)),
+            errors=str(len(self.errors)),
+            skipped=str(len(self.skipped)),
+            time=f"{self.duration:.3f}",
+        )
+        by_group: dict[str, list[TestResult]] = {}
+        for r in self.results:
+            by_group.setdefault(r.group, []).append(r)
+        for group, summary in self.groups().items():
+            results = by_group.get(group, [])
+            suite = ET.SubElement(
+                root,
+                "testsuite",
+                name=group,
+                tests=str(summary.total),
+                failures=str(summary.failed),
+                errors="0",
+                skipped=str(summary.skipped),
+                time=f"{sum(r.duration for r in results):.3f}",
+            )
+            for r in results:
+                case = ET.SubElement(
+                    suite,
+                    "testcase",
+                    classname=f"checkpointkit.conformance.{group}",
+                    name=r.name,
+                    time=f"{r.duration:.4f}",
+                )
+                if r.outcome == "failed":
+                    node = ET.SubElement(case, "failure", message=_first_line(r.reason))
+                    node.text = r.reason
+                elif r.outcome == "skipped":
+                    ET.SubElement(case, "skipped", message=r.reason)
+        if self.errors:
+            suite = ET.SubElement(
+                root,
+                "testsuite",
+                name="session",
+                tests="1",
+                failures="0",
+                errors=str(len(self.errors)),
+                skipped="0",
+            )
+            case = ET.SubElement(
+                suite, "testcase", classname="checkpointkit.conformance", name="session"
+            )
+            for error in self.errors:
+                node = ET.SubElement(case, "error", message=_first_line(error))
+                node.text = error
+        ET.indent(root)
+        return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+    def write_junit_xml(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`to_junit_xml` to ``path``."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_junit_xml())
+
+    def summary(self) -> str:
+        """A plain-text summary: level, per-group totals, failures with their reasons."""
+        lines = [
+            f"conformance of {self.target}: level {self.level} "
+            f"({'ok' if self.ok else 'FAILED'}, {self.duration:.1f} s)"
+        ]
+        for group, s in self.groups().items():
+            lines.append(
+                f"  {group:<13} {s.passed:>3} passed  {s.failed:>3} failed  {s.skipped:>3} skipped"
+            )
+        for error in self.errors:
+            lines.append(f"  error: {error}")
+        for r in self.failures:
+            lines.append(f"  FAILED {r.group}::{r.name}: {r.reason}")
+        return "\n".join(lines)
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def merge_reasons(reasons: Iterable[str]) -> str:
+    """Join the failure reasons of a test's phases into one paragraph."""
+    parts = [r.strip() for r in reasons if r and r.strip()]
+    return " Also: ".join(parts)

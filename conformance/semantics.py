@@ -1,0 +1,513 @@
+"""Group ``semantics``: what each operation does, one promise per test."""
+
+from __future__ import annotations
+
+import random
+from typing import ClassVar
+
+import pytest
+
+from ..errors import NotFound, PreconditionFailed, StorageClosed
+from ..storage import IfMatch, Storage
+from .checks import (
+    collect,
+    describe,
+    expect,
+    expect_keys,
+    expect_missing,
+    expect_raises,
+    expect_value,
+    fail,
+)
+from .fixtures import StorageFixtures, set_small_pages
+
+__all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "UNICODE_KEYS", "SemanticsTests"]
+
+UNICODE_KEYS = [
+    "caf\u00e9",  # NFC é
+    "cafe\u0301",  # NFD é: another key, must stay distinct
+    "\u65e5\u672c\u8a9e/\u30ad\u30fc",
+    "\u0440\u0443\u0441/\u043a\u043b\u044e\u0447",
+    "emoji/\U0001f642\U0001f680",
+    "mixed/\u00df\u1e9e/\u03a3\u03c3\u03c2",
+]
+"""Valid keys beyond ASCII: NFC and NFD forms, CJK, Cyrillic, emoji, case-folding traps."""
+
+ODD_KEYS = [
+    "with space",
+    "trailing space ",
+    "per%cent",
+    "%2F-looks-encoded",
+    "%20",
+    "plus+sign",
+    "a+b",
+    "a b",
+    "co:lon",
+    "equals=sign",
+    "tilde~x",
+    "semi;colon",
+    "q?mark",
+    "hash#tag",
+    "amp&ersand",
+    "at@sign",
+    "star*",
+    "brackets[1]",
+    "quote'and\"",
+    "dollar$",
+    "comma,",
+    "Case",
+    "case",
+    ".hidden",
+    "...",
+    "dir.d/file",
+    "emoji-\U0001f642",
+    "deep/a/b/c/d/e/f/g",
+]
+"""Odd but valid keys: URL-special characters, case twins, dots, deep paths."""
+
+LONG_SEGMENT_KEYS = [
+    "x" * 200,
+    "X" * 200,
+    "\u00e9" * 100,  # 200 bytes of 2-byte characters
+    "deep/" + "y" * 200 + "/leaf",
+]
+"""Keys with a 200-byte segment (the key rules limit only the whole key, to 1024 bytes)."""
+
+
+class SemanticsTests(StorageFixtures):
+    """Round trips, versions, conditional writes, deletes, listing, close."""
+
+    conformance_group: ClassVar[str | None] = "semantics"
+
+    # -- round trips ------------------------------------------------------------------
+    async def test_empty_value_round_trips(self, storage: Storage) -> None:
+        version = await storage.put("empty", b"")
+        await expect_value(
+            storage, "empty", b"", version=version, promise="an empty value must round-trip"
+        )
+
+    async def test_small_value_round_trips(self, storage: Storage) -> None:
+        data = bytes(range(256))
+        version = await storage.put("small", data)
+        await expect_value(
+            storage, "small", data, version=version, promise="a small value must round-trip"
+        )
+
+    async def test_16_mib_value_round_trips(self, storage: Storage) -> None:
+        data = random.Random(16).randbytes(16 * 1024 * 1024)
+        version = await storage.put("big", data)
+        await expect_value(
+            storage, "big", data, version=version, promise="a 16 MiB value must round-trip"
+        )
+
+    async def test_bytes_like_data_is_stored_as_bytes(self, storage: Storage) -> None:
+        await storage.put("ba", bytearray(b"from bytearray"))  # type: ignore[arg-type]
+        await storage.put("mv", memoryview(b"from memoryview"))  # type: ignore[arg-type]
+        promise = "bytes-like data must be accepted and read back as bytes"
+        await expect_value(storage, "ba", b"from bytearray", promise=promise)
+        await expect_value(storage, "mv", b"from memoryview", promise=promise)
+
+    async def test_put_returns_the_version_that_get_reports(self, storage: Storage) -> None:
+        version = await storage.put("v", b"one")
+        expect(
+            isinstance(version, str) and bool(version),
+            "put must return the new version",
+            key="v",
+            expected="a non-empty str",
+            observed=f"put returned {version!r}",
+        )
+        await expect_value(
+            storage,
+            "v",
+            b"one",
+            version=version,
+            promise="get must report the version put returned",
+        )
+
+    async def test_overwrite_replaces_value_and_changes_version(self, storage: Storage) -> None:
+        v1 = await storage.put("k", b"old")
+        v2 = await storage.put("k", b"new")
+        expect(
+            v1 != v2,
+            "an overwrite must change the version",
+            key="k",
+            expected="a new version",
+            observed=f"both puts returned {v1!r}",
+        )
+        await expect_value(
+            storage, "k", b"new", version=v2, promise="an overwrite must replace the value"
+        )
+
+    # -- conditional puts ---------------------------------------------------------------
+    async def test_create_only_writes_a_missing_key(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        _need(supports_conditional_put, "conditional_put")
+        version = await storage.put("c", b"first", mode="create")
+        await expect_value(
+            storage,
+            "c",
+            b"first",
+            version=version,
+            promise="a create-only put must write a missing key",
+        )
+
+    async def test_create_only_rejects_existing_key(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        _need(supports_conditional_put, "conditional_put")
+        version = await storage.put("c", b"old")
+        await expect_raises(
+            PreconditionFailed,
+            storage.put("c", b"new", mode="create"),
+            promise="a create-only put must refuse an existing key",
+            call="put('c', b'new', mode='create')",
+            key="c",
+        )
+        await expect_value(
+            storage,
+            "c",
+            b"old",
+            version=version,
+            promise="a refused create-only put must change nothing",
+        )
+
+    async def test_if_match_put_succeeds_on_current_version(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        _need(supports_conditional_put, "conditional_put")
+        v1 = await storage.put("m", b"one")
+        try:
+            v2 = await storage.put("m", b"two", mode=IfMatch(v1))
+        except PreconditionFailed as exc:
+            fail(
+                "an if-match put must succeed on the current version",
+                key="m",
+                expected=f"put(..., mode=IfMatch({v1!r})) to write",
+                observed=f"it raised {describe(exc)}",
+            )
+        expect(
+            v2 != v1,
+            "an if-match put must change the version",
+            key="m",
+            expected="a new version",
+            observed=f"it returned the old one {v1!r}",
+        )
+        await expect_value(
+            storage, "m", b"two", version=v2, promise="an if-match put must write the value"
+        )
+
+    async def test_if_match_put_rejects_stale_version(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        _need(supports_conditional_put, "conditional_put")
+        v1 = await storage.put("m", b"one")
+        v2 = await storage.put("m", b"two")
+        await expect_raises(
+            PreconditionFailed,
+            storage.put("m", b"three", mode=IfMatch(v1)),
+            promise="an if-match put must refuse a stale version",
+            call=f"put('m', b'three', mode=IfMatch({v1!r})) after an overwrite",
+            key="m",
+        )
+        await expect_value(
+            storage, "m", b"two", version=v2, promise="a refused if-match put must change nothing"
+        )
+
+    async def test_if_match_put_rejects_missing_key(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        _need(supports_conditional_put, "conditional_put")
+        version = await storage.put("other", b"x")
+        await expect_raises(
+            PreconditionFailed,
+            storage.put("absent", b"x", mode=IfMatch(version)),
+            promise="an if-match put must refuse a missing key",
+            call=f"put('absent', b'x', mode=IfMatch({version!r}))",
+            key="absent",
+        )
+        await expect_missing(
+            storage, "absent", promise="a refused if-match put must not create the key"
+        )
+
+    async def test_version_changes_after_delete_and_recreate(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        _need(supports_conditional_put, "conditional_put")
+        v1 = await storage.put("r", b"same")
+        await storage.delete("r")
+        v2 = await storage.put("r", b"same")
+        expect(
+            v1 != v2,
+            "a re-created key must get a new version (else a stale if-match would succeed)",
+            key="r",
+            expected="a version other than the deleted value's",
+            observed=f"both are {v1!r}",
+        )
+        await expect_raises(
+            PreconditionFailed,
+            storage.put("r", b"late", mode=IfMatch(v1)),
+            promise="an if-match put must refuse the version of a deleted value",
+            call=f"put('r', b'late', mode=IfMatch({v1!r}))",
+            key="r",
+        )
+
+    # -- get and delete -------------------------------------------------------------------
+    async def test_get_missing_key_raises_not_found(self, storage: Storage) -> None:
+        await expect_raises(
+            NotFound,
+            storage.get("nothing/here"),
+            promise="get of a missing key must raise NotFound",
+            call="get('nothing/here')",
+            key="nothing/here",
+        )
+
+    async def test_delete_missing_key_returns_false(self, storage: Storage) -> None:
+        existed = await storage.delete("nothing")
+        expect(
+            existed is False,
+            "delete of a missing key must return False",
+            key="nothing",
+            expected="False",
+            observed=f"it returned {existed!r}",
+        )
+
+    async def test_delete_removes_key_and_returns_true(self, storage: Storage) -> None:
+        await storage.put("d", b"x")
+        await storage.put("keep", b"y")
+        existed = await storage.delete("d")
+        expect(
+            existed is True,
+            "delete of an existing key must return True",
+            key="d",
+            expected="True",
+            observed=f"it returned {existed!r}",
+        )
+        await expect_missing(storage, "d", promise="a deleted key must be gone")
+        await expect_value(storage, "keep", b"y", promise="delete must not touch other keys")
+        await expect_keys(storage, ["keep"], promise="a deleted key must not be listed")
+
+    async def test_delete_if_match_rejects_stale_version(
+        self, storage: Storage, supports_conditional_delete: bool
+    ) -> None:
+        _need(supports_conditional_delete, "conditional_delete")
+        v1 = await storage.put("d", b"one")
+        v2 = await storage.put("d", b"two")
+        await expect_raises(
+            PreconditionFailed,
+            storage.delete("d", if_match=v1),
+            promise="an if-match delete must refuse a stale version",
+            call=f"delete('d', if_match={v1!r})",
+            key="d",
+        )
+        await expect_value(
+            storage, "d", b"two", version=v2, promise="a refused delete must keep the value"
+        )
+
+    async def test_delete_if_match_current_version_deletes(
+        self, storage: Storage, supports_conditional_delete: bool
+    ) -> None:
+        _need(supports_conditional_delete, "conditional_delete")
+        v1 = await storage.put("d", b"one")
+        existed = await storage.delete("d", if_match=v1)
+        expect(
+            existed is True,
+            "an if-match delete on the current version must delete",
+            key="d",
+            expected="True",
+            observed=f"it returned {existed!r}",
+        )
+        await expect_missing(storage, "d", promise="an if-match delete must remove the key")
+        gone = await storage.delete("d", if_match=v1)
+        expect(
+            gone is False,
+            "an if-match delete of a missing key must return False",
+            key="d",
+            expected="False",
+            observed=f"it returned {gone!r}",
+        )
+
+    # -- listing -----------------------------------------------------------------------------
+    async def test_list_of_empty_storage_is_empty(self, storage: Storage) -> None:
+        await expect_keys(storage, [], promise="a fresh storage must list nothing")
+
+    async def test_list_returns_keys_in_ascending_order(self, storage: Storage) -> None:
+        keys = ["b", "a", "a/b", "a/a", "a.b", "a0", "B", "c/d/e", "ab", "_", "~"]
+        shuffled = keys[:]
+        random.Random(7).shuffle(shuffled)
+        for key in shuffled:
+            await storage.put(key, key.encode())
+        await expect_keys(storage, sorted(keys), promise="list must return keys in ascending order")
+
+    async def test_list_pages_across_many_keys(self, storage: Storage) -> None:
+        small = set_small_pages(storage, 4)
+        keys = [f"p/{i:03d}" for i in range(23)]
+        for key in reversed(keys):
+            await storage.put(key, b"x")
+        pages = " (pages of 4 keys)" if small else ""
+        await expect_keys(storage, keys, promise=f"list must page through every key{pages}")
+        await expect_keys(
+            storage, keys[:9], limit=9, promise=f"a limited listing must stop across pages{pages}"
+        )
+        await expect_keys(
+            storage,
+            keys[5:],
+            start_after=keys[4],
+            promise=f"start_after must hold across pages{pages}",
+        )
+
+    async def test_list_start_after_skips_keys_up_to_it(self, storage: Storage) -> None:
+        keys = ["a", "b", "c", "d"]
+        for key in keys:
+            await storage.put(key, b"x")
+        await expect_keys(
+            storage,
+            ["c", "d"],
+            start_after="b",
+            promise="start_after must skip keys up to and including it",
+        )
+        await expect_keys(
+            storage, ["c", "d"], start_after="bb", promise="start_after need not be an existing key"
+        )
+        await expect_keys(
+            storage, [], start_after="d", promise="start_after at the last key must list nothing"
+        )
+
+    async def test_list_limit_caps_the_number_of_keys(self, storage: Storage) -> None:
+        keys = [f"l{i}" for i in range(5)]
+        for key in keys:
+            await storage.put(key, b"x")
+        await expect_keys(storage, [], limit=0, promise="limit=0 must list nothing")
+        await expect_keys(storage, keys[:3], limit=3, promise="limit must cap the listing")
+        await expect_keys(
+            storage, keys, limit=50, promise="a limit above the count must list everything"
+        )
+
+    async def test_list_start_after_and_limit_page_through_everything(
+        self, storage: Storage
+    ) -> None:
+        keys = [f"k/{i:02d}" for i in range(11)]
+        for key in keys:
+            await storage.put(key, b"x")
+        seen: list[str] = []
+        after: str | None = None
+        for _ in range(20):
+            page = await collect(storage.list("k/", start_after=after, limit=3), bound=10)
+            if not page:
+                break
+            seen.extend(page)
+            after = page[-1]
+        expect(
+            seen == keys,
+            "paging with start_after and limit must visit every key once, in order",
+            expected=f"{len(keys)} keys",
+            observed=f"it visited {seen}",
+        )
+
+    async def test_list_prefix_isolates_keys(self, storage: Storage) -> None:
+        keys = ["a", "a.b", "a/b", "a/c/d", "a0", "ab", "b/a", "A/b"]
+        for key in keys:
+            await storage.put(key, b"x")
+        await expect_keys(
+            storage,
+            ["a/b", "a/c/d"],
+            prefix="a/",
+            promise="list must return only keys under the prefix",
+        )
+        await expect_keys(
+            storage,
+            ["a", "a.b", "a/b", "a/c/d", "a0", "ab"],
+            prefix="a",
+            promise="a partial-segment prefix must match by string prefix",
+        )
+        await expect_keys(
+            storage, ["a/c/d"], prefix="a/c", promise="a nested prefix must isolate its keys"
+        )
+        await expect_keys(
+            storage, [], prefix="zz", promise="a prefix with no keys must list nothing"
+        )
+        await expect_keys(
+            storage,
+            ["a/c/d"],
+            prefix="a/",
+            start_after="a/b",
+            promise="start_after must combine with the prefix",
+        )
+
+    async def test_listing_reflects_puts_and_deletes(self, storage: Storage) -> None:
+        await storage.put("x/1", b"1")
+        await storage.put("x/2", b"2")
+        await expect_keys(storage, ["x/1", "x/2"], promise="a listing must show written keys")
+        await storage.delete("x/1")
+        await expect_keys(storage, ["x/2"], promise="a listing must not show deleted keys")
+
+    # -- keys ------------------------------------------------------------------------------------
+    async def test_unicode_keys_round_trip_and_stay_distinct(self, storage: Storage) -> None:
+        await _round_trip_all(storage, UNICODE_KEYS, "unicode keys")
+
+    async def test_odd_but_valid_keys_round_trip_and_list_exactly(self, storage: Storage) -> None:
+        await _round_trip_all(storage, ODD_KEYS, "odd but valid keys")
+
+    async def test_200_byte_segment_keys_round_trip(self, storage: Storage) -> None:
+        await _round_trip_all(storage, LONG_SEGMENT_KEYS, "keys with a 200-byte segment")
+
+    # -- close -------------------------------------------------------------------------------------
+    async def test_operations_after_close_raise_storage_closed(self, storage: Storage) -> None:
+        await storage.put("k", b"x")
+        await storage.aclose()
+        promise = "an operation after aclose() must raise StorageClosed"
+        await expect_raises(
+            StorageClosed, storage.put("k", b"y"), promise=promise, call="put('k', b'y')", key="k"
+        )
+        await expect_raises(
+            StorageClosed, storage.get("k"), promise=promise, call="get('k')", key="k"
+        )
+        await expect_raises(
+            StorageClosed, storage.delete("k"), promise=promise, call="delete('k')", key="k"
+        )
+        try:
+            await collect(storage.list(""))
+        except StorageClosed:
+            pass
+        else:
+            fail(promise, expected="list('') to raise StorageClosed", observed="it listed keys")
+
+    async def test_close_is_idempotent(self, storage: Storage) -> None:
+        await storage.aclose()
+        try:
+            await storage.aclose()
+            await storage.aclose()
+        except Exception as exc:
+            fail(
+                "aclose() must be idempotent",
+                expected="a second aclose() to do nothing",
+                observed=f"it raised {describe(exc)}",
+            )
+
+
+def _need(flag: bool, capability: str) -> None:
+    if not flag:
+        pytest.skip(f"the adapter does not declare the {capability} capability")
+
+
+async def _round_trip_all(storage: Storage, keys: list[str], what: str) -> None:
+    versions = {}
+    for i, key in enumerate(keys):
+        try:
+            versions[key] = await storage.put(key, f"{i}:{key}".encode())
+        except Exception as exc:
+            fail(
+                f"{what} are valid (portable between adapters) and must be accepted",
+                key=key,
+                expected="put to store it",
+                observed=f"it raised {describe(exc)}",
+            )
+    for i, key in enumerate(keys):
+        await expect_value(
+            storage,
+            key,
+            f"{i}:{key}".encode(),
+            version=versions[key],
+            promise=f"{what} must round-trip and map one-to-one to backend names",
+        )
+    await expect_keys(storage, sorted(keys), promise=f"{what} must be listed exactly as written")

@@ -1,0 +1,382 @@
+"""The target of the conformance suite: a factory of fresh, isolated storages.
+
+A factory is any of:
+
+- an async generator function yielding one storage (cleanup after the yield);
+- a function returning an async context manager that yields a storage
+  (``contextlib.asynccontextmanager``);
+- a callable returning a :class:`~checkpointkit.storage.Storage` (an adapter
+  class itself, say) or an awaitable of one; the suite closes it with ``async with``.
+
+Each call must give a storage that sees no key of any other call, unless it is
+asked for the same ``location``. Two optional keywords make more tests possible;
+the suite passes them only when the factory's signature accepts them:
+
+``location: str``
+    Open the storage at this location (a root, prefix or namespace derived
+    from the string). Two storages opened with the same location see the same
+    data: the suite uses it to check ``durable`` (data visible after reopening)
+    and ``shared`` (two clients at once). Cleanup may happen when a storage of
+    that location closes its context.
+``endpoint: tuple[str, int]``
+    Connect to the backend through this ``(host, port)`` instead of the real
+    one. Together with :attr:`Target.upstream` (the real server's address)
+    this lets the suite put a stalling TCP proxy
+    (:class:`~checkpointkit.conformance.proxy.StallProxy`) between the client
+    and the server.
+``ttl: float``
+    Expire every key written through this storage after ``ttl`` seconds (only
+    used when the adapter declares the ``ttl`` capability).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import secrets
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar, cast
+from urllib.parse import urlsplit
+
+from ..errors import ConfigurationError
+from ..registry import open_storage
+from ..storage import Capabilities, GetResult, PutMode, Storage
+
+__all__ = ["Factory", "PrefixedStorage", "Target", "new_location", "resolve_target"]
+
+Factory = Callable[..., Any]
+"""A callable giving a fresh storage; see the module documentation for the forms accepted."""
+
+
+def new_location() -> str:
+    """A fresh, random location name (``ckc-`` and 16 hex digits)."""
+    return f"ckc-{secrets.token_hex(8)}"
+
+
+def _accepts(factory: Factory, name: str) -> bool:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or an odd callable: assume not
+        return False
+    for param in sig.parameters.values():
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            return True
+        if param.name == name and param.kind in (
+            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            return True
+    return False
+
+
+@dataclass
+class Target:
+    """What the suite runs against: a storage factory and what it supports.
+
+    Attributes:
+        factory: gives a fresh, isolated storage on every call (see the module
+            documentation for the accepted forms and keywords).
+        name: shown in reports.
+        capabilities: overrides the capabilities that the storage declares
+            (None: read them from the opened storage's ``capabilities``).
+        scale: multiplies request counts in the heavier tests (concurrency,
+            cancellation sweeps); lower it for slow backends (0.2 for a local
+            moto server), raise it for a stress run.
+        upstream: the real server's ``(host, port)``, for network adapters
+            whose factory accepts ``endpoint``: the suite then runs the
+            stalling-proxy tests.
+        cleanup: called once when the suite is done with the target.
+    """
+
+    factory: Factory
+    name: str = ""
+    capabilities: Capabilities | None = None
+    scale: float = 1.0
+    upstream: tuple[str, int] | None = None
+    cleanup: Callable[[], None] | None = None
+    _kw: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not callable(self.factory):
+            raise ConfigurationError(
+                f"a conformance target needs a callable factory, got {self.factory!r}"
+            )
+        if not self.name:
+            self.name = getattr(self.factory, "__qualname__", None) or repr(self.factory)
+        if not (self.scale > 0):
+            raise ConfigurationError(f"scale must be positive, not {self.scale!r}")
+        for kw in ("location", "endpoint", "ttl"):
+            self._kw[kw] = _accepts(self.factory, kw)
+
+    @classmethod
+    def of(cls, obj: Target | Factory, **overrides: Any) -> Target:
+        """Make a target from a :class:`Target` or a bare factory.
+
+        Args:
+            obj: a target, or a factory.
+            **overrides: fields to set on the result (``scale=0.2``, ...).
+
+        Raises:
+            ConfigurationError: ``obj`` is not callable.
+        """
+        if isinstance(obj, Target):
+            return replace(obj, **overrides) if overrides else obj
+        return cls(factory=obj, **overrides)
+
+    @property
+    def reopens(self) -> bool:
+        """The factory accepts ``location``: the suite can reopen a storage's data."""
+        return self._kw["location"]
+
+    @property
+    def proxyable(self) -> bool:
+        """The factory accepts ``endpoint`` and the real server's address is known."""
+        return self._kw["endpoint"] and self.upstream is not None
+
+    @property
+    def expires(self) -> bool:
+        """The factory accepts ``ttl``."""
+        return self._kw["ttl"]
+
+    def count(self, n: int, *, minimum: int = 2) -> int:
+        """``n`` scaled by :attr:`scale`, at least ``minimum``."""
+        return max(minimum, round(n * self.scale))
+
+    @asynccontextmanager
+    async def open(
+        self,
+        *,
+        location: str | None = None,
+        endpoint: tuple[str, int] | None = None,
+        ttl: float | None = None,
+    ) -> AsyncIterator[Storage]:
+        """Open one storage from the factory; close it (and clean up) on exit.
+
+        Args:
+            location: open at this location (requires :attr:`reopens`).
+            endpoint: connect through this address (requires :attr:`proxyable`).
+            ttl: expire keys after this many seconds (requires :attr:`expires`).
+
+        Raises:
+            ConfigurationError: a keyword that the factory does not accept.
+            TypeError: the factory gave something that is not a storage.
+        """
+        kwargs: dict[str, Any] = {}
+        for name, value in (("location", location), ("endpoint", endpoint), ("ttl", ttl)):
+            if value is None:
+                continue
+            if not self._kw[name]:
+                raise ConfigurationError(f"the factory of {self.name!r} takes no {name!r} keyword")
+            kwargs[name] = value
+        factory = self.factory
+        if inspect.isasyncgenfunction(factory):
+            cm: Any = asynccontextmanager(factory)(**kwargs)
+        else:
+            cm = factory(**kwargs)
+            if inspect.isawaitable(cm):
+                cm = await cm
+        if not hasattr(cm, "__aenter__"):
+            raise TypeError(
+                f"the factory of {self.name!r} returned {cm!r}, which is neither a storage "
+                "nor an async context manager yielding one"
+            )
+        async with cast(AbstractAsyncContextManager[Any], cm) as storage:
+            for op in ("put", "get", "delete", "list", "aclose"):
+                if not callable(getattr(storage, op, None)):
+                    raise TypeError(
+                        f"the factory of {self.name!r} gave {storage!r}, which has no {op}() method"
+                    )
+            yield storage
+
+
+# -- targets from a SPEC string ------------------------------------------------------------
+
+_MODULE_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_ADDRESS = re.compile(r"(?P<host>127\.0\.0\.1|localhost|\[::1\]):(?P<port>\d{1,5})")
+
+
+def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
+    """Turn what the user named into a :class:`Target`.
+
+    Args:
+        spec: a target or factory (returned as is), or a string: ``memory``
+            (a fresh in-memory storage per test), ``file`` (a fresh temporary
+            directory per test), a storage URL (``redis://127.0.0.1:6379/0``;
+            each test works under its own random key prefix, deleted after),
+            or ``module:attribute`` naming a factory or a :class:`Target`.
+        **overrides: :class:`Target` fields to set (``scale``, ``capabilities``...).
+
+    Raises:
+        ConfigurationError: the string is none of these, or names nothing importable.
+    """
+    if isinstance(spec, Target) or callable(spec):
+        return Target.of(spec, **overrides)
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigurationError(
+            f"a conformance target must be a factory or a non-empty SPEC string, not {spec!r}"
+        )
+    spec = spec.strip()
+    if spec == "memory":
+        from ..adapters.memory import MemoryStorage
+
+        return Target.of(Target(MemoryStorage, name="memory"), **overrides)
+    if spec == "file":
+        return Target.of(_temp_file_target(), **overrides)
+    if "://" in spec:
+        return Target.of(_url_target(spec), **overrides)
+    if _MODULE_SPEC.match(spec):
+        module_name, _, attr = spec.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"cannot import {module_name!r} (from {spec!r}): {exc}"
+            ) from exc
+        for part in attr.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}") from None
+        if isinstance(obj, Target):
+            return Target.of(obj, **overrides)
+        if not callable(obj):
+            raise ConfigurationError(f"{spec!r} is {obj!r}, neither a factory nor a Target")
+        return Target.of(obj, **{"name": spec, **overrides})
+    raise ConfigurationError(
+        f"cannot tell what {spec!r} names: give a storage URL (scheme://...), "
+        "'module:factory', 'file' or 'memory'"
+    )
+
+
+def _temp_file_target() -> Target:
+    base = Path(tempfile.mkdtemp(prefix="checkpointkit-conformance-"))
+
+    @asynccontextmanager
+    async def file_storage(*, location: str | None = None) -> AsyncIterator[Storage]:
+        root = base / (location or new_location())
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            async with open_storage(root.as_uri()) as storage:
+                yield storage
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    return Target(
+        file_storage,
+        name="file (temporary directory)",
+        cleanup=lambda: shutil.rmtree(base, ignore_errors=True),
+    )
+
+
+def _url_target(url: str) -> Target:
+    # The upstream address, if the URL names a loopback host:port (netloc or a query parameter).
+    match = _ADDRESS.search(url)
+    upstream = None
+    if match:
+        host = match["host"].strip("[]")
+        upstream = ("127.0.0.1" if host == "localhost" else host, int(match["port"]))
+    scheme = urlsplit(url).scheme
+
+    @asynccontextmanager
+    async def url_storage(
+        *, location: str | None = None, endpoint: tuple[str, int] | None = None
+    ) -> AsyncIterator[Storage]:
+        where = url
+        if endpoint is not None and match is not None:
+            where = url[: match.start()] + f"{endpoint[0]}:{endpoint[1]}" + url[match.end() :]
+        prefix = f"{location or new_location()}/"
+        inner = open_storage(where)
+        try:
+            async with PrefixedStorage(inner, prefix) as storage:
+                yield storage
+        finally:
+            await _delete_prefix(url, prefix)
+
+    return Target(url_storage, name=_redact(url), upstream=upstream if scheme != "file" else None)
+
+
+async def _delete_prefix(url: str, prefix: str) -> None:
+    async with open_storage(url) as storage:
+        keys = [key async for key in storage.list(prefix)]
+        for key in keys:
+            await storage.delete(key)
+
+
+def _redact(url: str) -> str:
+    head, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else netloc
+    query = re.sub(r"(?i)((?:password|secret|key|token|sig)[^=&]*=)[^&]*", r"\1***", tail)
+    return f"{head}{sep}{netloc}{slash}{query}"
+
+
+class PrefixedStorage:
+    """Puts every key of ``inner`` under ``prefix``: an isolated view for one test.
+
+    Used for targets given as a URL, so that each test sees a fresh keyspace on
+    a shared backend. It validates nothing itself (the adapter must) and
+    passes listed keys that are outside its prefix through unchanged, so that
+    an adapter's listing leak stays visible.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, inner: Storage, prefix: str) -> None:
+        self.inner = inner
+        self.prefix = prefix
+        self.__dict__["capabilities"] = inner.capabilities
+
+    def __repr__(self) -> str:
+        return f"PrefixedStorage({self.inner!r}, {self.prefix!r})"
+
+    def _k(self, key: Any) -> Any:
+        return self.prefix + key if isinstance(key, str) else key
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        return await self.inner.put(self._k(key), data, mode=mode)
+
+    async def get(self, key: str) -> GetResult:
+        return await self.inner.get(self._k(key))
+
+    async def delete(self, key: str, *, if_match: str | None = None) -> bool:
+        return await self.inner.delete(self._k(key), if_match=if_match)
+
+    def list(
+        self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[str]:
+        after = self._k(start_after) if start_after is not None else None
+        return _Stripped(
+            self.inner.list(self._k(prefix), start_after=after, limit=limit), self.prefix
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> PrefixedStorage:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _Stripped:
+    """Listed keys with the test's prefix removed (keys outside it pass unchanged)."""
+
+    def __init__(self, keys: AsyncIterator[str], prefix: str) -> None:
+        self._keys = keys
+        self._prefix = prefix
+
+    def __aiter__(self) -> _Stripped:
+        return self
+
+    async def __anext__(self) -> str:
+        key = await self._keys.__anext__()
+        return key[len(self._prefix) :] if key.startswith(self._prefix) else key
