@@ -70,6 +70,9 @@ MAX_NAME_BYTES = 1024
 MAX_SINGLE_PUT = 5 * GiB
 """S3's largest single ``PutObject``."""
 
+EXPECT_CONTINUE_ABOVE = 1 * MiB
+"""Bodies up to this size are sent without waiting for ``100 Continue``."""
+
 _TOKEN_META = "checkpointkit-write"
 """Metadata name of the random token that a conditional write carries."""
 
@@ -305,7 +308,8 @@ class S3Storage(StorageBase):
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
             raise ConfigurationError(
-                f"unknown S3 option(s) {', '.join(unknown)}; known: {', '.join(sorted(_OPTIONS))}"
+                f"unknown S3 option(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(_OPTIONS))}"
             )
         try:
             parts = urlsplit(url)
@@ -315,7 +319,7 @@ class S3Storage(StorageBase):
             raise ConfigurationError(
                 f"not an S3 URL: {_redact_url(url)!r} (use s3://bucket/prefix)"
             )
-        if "@" in parts.netloc:
+        if "@" in parts.netloc or ":" in parts.netloc:  # user:secret@ (no bucket holds either)
             raise ConfigurationError(
                 "credentials do not belong in an s3:// URL: pass access_key_id and "
                 "secret_access_key as options, or use the AWS credential chain"
@@ -386,6 +390,7 @@ class S3Storage(StorageBase):
                 with self._translate_errors("open", None):
                     self._client = await cm.__aenter__()
                 self._client_cm = cm
+                self._client.meta.events.register("before-send.s3", _expect_only_large_bodies)
                 if self._create:
                     await self._ensure_bucket()
         return self._client
@@ -593,34 +598,36 @@ class S3Storage(StorageBase):
         elif isinstance(mode, IfMatch):
             conditions["IfMatch"] = mode.version
             condition = f"if-match {mode.version}: the key is missing or at another version"
-        if conditions:
-            token = secrets.token_hex(12)
-            conditions["Metadata"] = {_TOKEN_META: token}
         multipart = len(data) > self._threshold and (
             not isinstance(mode, IfMatch) or len(data) > MAX_SINGLE_PUT
         )
-        attempts = 0
+        if conditions or multipart:
+            token = secrets.token_hex(12)
+            conditions["Metadata"] = {_TOKEN_META: token}
 
         async def put_object() -> Any:
-            nonlocal attempts
-            attempts += 1
             return await client.put_object(Bucket=self.bucket, Key=name, Body=data, **conditions)
 
         try:
             if multipart:
                 return await self._multipart(client, key, name, data, conditions, condition)
             resp = await self._call("put", key, put_object, condition=condition, size=len(data))
-        except NotFound:  # if-match on a missing key
-            raise PreconditionFailed(
-                f"key {key!r} does not exist (if-match {getattr(mode, 'version', '')})"
-            ) from None
-        except PreconditionFailed:
-            # a conditional write retried after a lost reply finds its own write: a success
-            if token and (multipart or attempts > 1):
-                version = await self._own_write(client, key, name, token)
-                if version is not None:
-                    return version
-            raise
+        except (PreconditionFailed, NotFound) as exc:
+            # A write resent after a lost reply (by this storage's retries, or by aiohttp,
+            # which resends a PUT once on a dropped connection) meets its own write: that
+            # is a success. One HEAD per failure tells them apart.
+            version = await self._own_write(client, key, name, token) if token else None
+            if version is not None:
+                return version
+            if isinstance(exc, PreconditionFailed):
+                raise
+            if isinstance(mode, IfMatch):  # S3 answers 404 to if-match on a missing key
+                raise PreconditionFailed(
+                    f"key {key!r} does not exist (if-match {mode.version})"
+                ) from None
+            raise StorageUnavailable(  # NoSuchUpload: the multipart upload vanished
+                f"S3 put of key {key!r} failed: the multipart upload was lost"
+            ) from exc
         return str(resp["ETag"])
 
     async def _own_write(self, client: Any, key: str, name: str, token: str) -> str | None:
@@ -789,6 +796,23 @@ class S3Storage(StorageBase):
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _expect_only_large_bodies(request: Any, **_: Any) -> None:
+    """Send small bodies at once, without ``Expect: 100-continue`` (one round trip less).
+
+    botocore asks for the server's go-ahead before every ``PutObject`` and
+    ``UploadPart`` body; that saves bandwidth when a large upload is refused,
+    and costs a round trip for a small one.
+    """
+    headers = request.headers
+    if "Expect" in headers:
+        try:
+            length = int(headers.get("Content-Length", -1))
+        except (TypeError, ValueError):
+            return
+        if 0 <= length <= EXPECT_CONTINUE_ABOVE:
+            del headers["Expect"]
 
 
 def _code(exc: BaseException | None) -> str:

@@ -6,6 +6,13 @@ to the process: isolate tests by bucket (:func:`create_bucket` with a unique
 name) or by prefix. It answers roughly 100 requests a second, so keep test
 volumes small.
 
+moto stores whatever part of a body arrives when a client drops the connection
+mid-request, and does not check the body's checksum; AWS discards such a
+request. The server here wraps moto in a small WSGI layer that answers
+``400 IncompleteBody`` to a body shorter than its ``Content-Length`` and
+``400 BadDigest`` to one that fails its ``Content-MD5`` or
+``x-amz-checksum-crc32``, so that an upload is whole-or-absent as on AWS.
+
 Usage::
 
     with s3_server() as endpoint_url:
@@ -16,6 +23,9 @@ Usage::
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import logging
 import os
 import socket
@@ -23,6 +33,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -46,22 +57,104 @@ SECRET_ACCESS_KEY = "checkpointkit-test-secret"
 REGION = "us-east-1"
 
 
+_INCOMPLETE = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>IncompleteBody</Code>'
+    b"<Message>You did not provide the number of bytes specified by the Content-Length "
+    b"HTTP header</Message></Error>"
+)
+_BAD_DIGEST = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest</Code>'
+    b"<Message>The checksum you specified did not match what we received</Message></Error>"
+)
+
+
+def _digest_ok(environ: dict[str, Any], body: bytes) -> bool:
+    md5 = environ.get("HTTP_CONTENT_MD5")
+    if md5 and base64.b64encode(hashlib.md5(body).digest()).decode() != md5:
+        return False
+    crc = environ.get("HTTP_X_AMZ_CHECKSUM_CRC32")
+    return not crc or base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode() == crc
+
+
+def _refuse(start_response: Any, body: bytes) -> list[bytes]:
+    start_response(
+        "400 Bad Request",
+        [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
+
+
+class _WholeBodies:
+    """WSGI middleware: refuse a body shorter than its Content-Length or failing its checksum."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        text = environ.get("CONTENT_LENGTH") or ""
+        if text.isdigit() and int(text) > 0 and not environ.get("wsgi.input_terminated"):
+            length = int(text)
+            stream = environ["wsgi.input"]
+            chunks: list[bytes] = []
+            got = 0
+            while got < length:
+                chunk = stream.read(min(length - got, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            if got < length:
+                start_response(
+                    "400 Bad Request",
+                    [
+                        ("Content-Type", "application/xml"),
+                        ("Content-Length", str(len(_INCOMPLETE))),
+                    ],
+                )
+                return [_INCOMPLETE]
+            environ["wsgi.input"] = io.BytesIO(b"".join(chunks))
+        return self.app(environ, start_response)
+
+
+def _moto_server() -> Any:
+    """A ``ThreadedMotoServer`` on 127.0.0.1:0 whose app refuses truncated bodies."""
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from moto.server import ThreadedMotoServer
+    from werkzeug.serving import make_server
+
+    class WholeBodyMotoServer(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = _WholeBodies(DomainDispatcherApplication(create_backend_app))
+            self._server = make_server(
+                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return WholeBodyMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+
+
 @contextmanager
 def s3_server() -> Iterator[str]:
     """Run moto's S3 server on 127.0.0.1 and a free port; yield its endpoint URL.
 
     The server stops, and its listening socket is closed, when the block ends.
+    Requests whose body is shorter than their ``Content-Length`` (a client
+    that dropped the connection mid-upload) are refused, as AWS does.
     When moto (``moto[server]``) is not installed, the test is skipped (or
     fails where backends are required): see
     :func:`checkpointkit.conformance.servers.unavailable`.
     """
     try:
-        from moto.server import ThreadedMotoServer
+        server = _moto_server()
     except ImportError as exc:  # pragma: no cover - depends on the environment
         unavailable(f"moto's server is not installed ({exc}); pip install 'moto[server]'")
     # One log line per request otherwise; moto's own warnings stay visible.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
         host, port = server.get_host_and_port()
