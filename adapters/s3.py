@@ -535,7 +535,10 @@ class S3Storage(StorageBase):
         if isinstance(exc, bexc.NoRegionError):
             raise ConfigurationError(f"no AWS region for {where}: pass region=") from exc
         if isinstance(exc, bexc.ParamValidationError):
-            raise ConfigurationError(f"{what}: the S3 client refused the request ({exc})") from exc
+            detail = " ".join(str(exc).split())
+            raise ConfigurationError(
+                f"{what}: the S3 client refused the request ({detail})"
+            ) from exc
         if isinstance(exc, TimeoutError | bexc.ReadTimeoutError | bexc.ConnectTimeoutError):
             raise StorageUnavailable(f"{what} timed out on {where}") from exc
         if isinstance(exc, bexc.EndpointConnectionError):
