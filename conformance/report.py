@@ -151,6 +151,28 @@ class Report:
             return "full"
         return "basic"
 
+    @property
+    def level_reason(self) -> str:
+        """Why the level is what it is, in a few words."""
+        groups = self.groups()
+        if self.errors:
+            return "the suite could not run"
+        for g in BASIC_GROUPS:
+            s = groups.get(g)
+            if s is None:
+                return f"{g} was not run"
+            if s.failed:
+                return f"{s.failed} {g} test(s) failed"
+            if not s.passed:
+                return f"no {g} test passed"
+        failed = [g for g, s in groups.items() if s.failed]
+        if failed:
+            return "failures in " + ", ".join(failed)
+        missing = [g for g in ALL_GROUPS if g not in groups]
+        if missing:
+            return "not run: " + ", ".join(missing)
+        return "every group passed"
+
     def result(self, name: str) -> TestResult:
         """The result of the test named ``name`` (parameters included).
 
@@ -173,6 +195,7 @@ class Report:
             "target": self.target,
             "ok": self.ok,
             "level": self.level,
+            "level_reason": self.level_reason,
             "duration_s": round(self.duration, 3),
             "capabilities": self.capabilities,
             "groups_run": list(self.groups_run),
@@ -254,8 +277,8 @@ class Report:
     def summary(self) -> str:
         """A plain-text summary: level, per-group totals, failures with their reasons."""
         lines = [
-            f"conformance of {self.target}: level {self.level} "
-            f"({'ok' if self.ok else 'FAILED'}, {self.duration:.1f} s)"
+            f"conformance of {self.target}: level {self.level} ({self.level_reason}); "
+            f"{'ok' if self.ok else 'FAILED'} in {self.duration:.1f} s"
         ]
         for group, s in self.groups().items():
             lines.append(
