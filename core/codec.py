@@ -64,9 +64,9 @@ EXT_SET = 2
 EXT_FROZENSET = 3
 EXT_BYTEARRAY = 4
 EXT_BIGINT = 5  # int outside [-2**63, 2**64): little-endian two's complement
-EXT_DATETIME = 6  # ISO 8601 text: naive, or with a fixed unnamed UTC offset
-EXT_DATE = 7  # ISO 8601 text
-EXT_TIME = 8  # ISO 8601 text: naive, or with a fixed unnamed UTC offset
+EXT_DATETIME = 6  # ISO 8601 text as a msgpack str: naive, or with a fixed unnamed offset
+EXT_DATE = 7  # ISO 8601 text as a msgpack str
+EXT_TIME = 8  # ISO 8601 text as a msgpack str: naive, or with a fixed unnamed offset
 EXT_TIMEDELTA = 9  # struct "<iiI": days, seconds, microseconds
 EXT_UUID = 10  # the 16 bytes
 EXT_DECIMAL = 11  # str(d)
@@ -635,17 +635,19 @@ class Codec:
                     return v  # msgspec's timestamp extension decodes to exactly this
             elif tz is None:
                 if not v.fold:
-                    return Ext(EXT_DATETIME, v.isoformat().encode())
+                    return Ext(EXT_DATETIME, encode(v))  # msgspec writes naive ones as ISO text
             elif type(tz) is _dt.timezone and not v.fold and len(tz.__getinitargs__()) == 1:  # type: ignore[attr-defined]
-                return Ext(EXT_DATETIME, v.isoformat().encode())
+                return Ext(EXT_DATETIME, encode(v.isoformat()))
             return _datetime_general(v, EXT_DATETIME_TZ)
 
         def conv_time(v: _dt.time) -> Any:
             tz = v.tzinfo
-            if not v.fold and (
-                tz is None or (type(tz) is _dt.timezone and len(tz.__getinitargs__()) == 1)  # type: ignore[attr-defined]
-            ):
-                return Ext(EXT_TIME, v.isoformat().encode())
+            if v.fold:
+                pass
+            elif tz is None:
+                return Ext(EXT_TIME, encode(v))
+            elif type(tz) is _dt.timezone and len(tz.__getinitargs__()) == 1:  # type: ignore[attr-defined]
+                return Ext(EXT_TIME, encode(v.isoformat()))
             return _datetime_general(v, EXT_TIME_TZ)
 
         def _datetime_general(v: _dt.datetime | _dt.time, code: int) -> Ext:
@@ -665,7 +667,7 @@ class Codec:
                 frozenset: lambda v: Ext(EXT_FROZENSET, encode(items(v))),
                 bytearray: lambda v: Ext(EXT_BYTEARRAY, v),
                 _dt.datetime: conv_datetime,
-                _dt.date: lambda v: Ext(EXT_DATE, v.isoformat().encode()),
+                _dt.date: lambda v: Ext(EXT_DATE, encode(v)),
                 _dt.time: conv_time,
                 _dt.timedelta: lambda v: Ext(
                     EXT_TIMEDELTA, _TIMEDELTA.pack(v.days, v.seconds, v.microseconds)
@@ -961,9 +963,9 @@ class Codec:
                 EXT_FROZENSET: lambda b: frozenset(decode(b)),
                 EXT_BYTEARRAY: bytearray,
                 EXT_BIGINT: lambda b: int.from_bytes(b, "little", signed=True),
-                EXT_DATETIME: lambda b: fromiso_dt(str(b, "ascii")),
-                EXT_DATE: lambda b: fromiso_date(str(b, "ascii")),
-                EXT_TIME: lambda b: fromiso_time(str(b, "ascii")),
+                EXT_DATETIME: lambda b: fromiso_dt(decode(b)),
+                EXT_DATE: lambda b: fromiso_date(decode(b)),
+                EXT_TIME: lambda b: fromiso_time(decode(b)),
                 EXT_TIMEDELTA: lambda b: _dt.timedelta(*_TIMEDELTA.unpack(b)),
                 EXT_UUID: _uuid_from_bytes,
                 EXT_DECIMAL: lambda b: Decimal(str(b, "ascii")),
