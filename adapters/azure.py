@@ -1,0 +1,904 @@
+"""The Azure Blob adapter: ``az://container/prefix`` on ``azure.storage.blob.aio``.
+
+Each key is the block blob ``prefix/key`` of the container (one to one).
+Versions are ETags, which change on every write. Conditional writes are the
+service's own: create-only sends ``If-None-Match: *``, if-match sends
+``If-Match: <etag>``, on ``Put Blob`` and on ``Put Block List``; a failed
+condition (409 ``BlobAlreadyExists``, 412 ``ConditionNotMet``) raises
+:class:`~checkpointkit.errors.PreconditionFailed`. Values above
+``block_threshold`` are staged as blocks (``Put Block``) and committed with the
+condition in one ``Put Block List``, so a reader never sees a part.
+
+One client per storage, opened on first use and closed by ``aclose()``. The
+storage retries transient failures itself (connection errors, timeouts, 5xx,
+throttling) with exponential backoff and jitter until its ``timeout``; the
+SDK's own retries are off, so that one policy holds and a conditional write
+retried after a lost reply can recognize its own success (each conditional
+write carries a random token in its metadata, checked when a retried write
+meets a failed condition).
+
+See ``docs/adapters/azure.md`` for the URL, the options, the costs and the
+consistency notes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import math
+import os
+import random
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, ClassVar, NoReturn, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from ..errors import (
+    ConfigurationError,
+    InvalidKey,
+    NotFound,
+    PreconditionFailed,
+    StorageClosed,
+    StorageUnavailable,
+)
+from ..keys import validate_key
+from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+try:
+    import aiohttp
+    from azure.core import MatchConditions
+    from azure.core import exceptions as aexc
+    from azure.storage.blob import BlobBlock
+    from azure.storage.blob.aio import ContainerClient
+except ImportError as _exc:  # pragma: no cover - exercised without the extra
+    raise ConfigurationError(
+        f"the azure adapter needs azure-storage-blob and aiohttp ({_exc}); install them with: "
+        'pip install "checkpointkit[azure]"'
+    ) from _exc
+
+__all__ = ["AzureBlobStorage"]
+
+T = TypeVar("T")
+
+KiB = 1024
+MiB = 1024 * KiB
+
+MAX_BLOCKS = 50_000
+MAX_BLOCK_SIZE = 4000 * MiB
+MAX_PAGE = 5000
+
+ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
+ENV_ACCOUNT_KEY = "AZURE_STORAGE_KEY"
+ENV_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
+
+_TOKEN_META = "checkpointkit_write"
+"""Metadata name of the random token that a conditional write carries (a C# identifier)."""
+
+_CONDITION_CODES = frozenset(("ConditionNotMet", "BlobAlreadyExists", "TargetConditionNotMet"))
+_CREDENTIAL_CODES = frozenset(
+    (
+        "AuthenticationFailed",
+        "InvalidAuthenticationInfo",
+        "NoAuthenticationInformation",
+        "AuthorizationFailure",
+    )
+)
+_DENIED_CODES = frozenset(
+    (
+        "AuthorizationPermissionMismatch",
+        "AuthorizationResourceTypeMismatch",
+        "AuthorizationServiceMismatch",
+        "AuthorizationProtocolMismatch",
+        "AuthorizationSourceIPMismatch",
+        "InsufficientAccountPermissions",
+        "AccountIsDisabled",
+    )
+)
+_KEY_CODES = frozenset(("InvalidResourceName", "OutOfRangeInput", "InvalidUri"))
+_TRANSIENT_CODES = frozenset(
+    ("ServerBusy", "InternalError", "OperationTimedOut", "ServiceUnavailable")
+)
+_TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    aexc.ServiceRequestError,
+    aexc.ServiceResponseError,
+    aexc.IncompleteReadError,
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    ConnectionError,
+    TimeoutError,
+)
+
+_CONTAINER = re.compile(r"^(?:\$root|[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62})$")
+_NOT_XML = re.compile("[\ufffe\uffff]")
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+_SECRET_PARAMS = frozenset(
+    ("credential", "connection_string", "account_key", "sas_token", "key", "secret",
+     "password", "token", "sig")
+)  # fmt: skip
+_INT_PARAMS = ("block_threshold", "block_size", "max_concurrency", "retries", "page_size")
+_FLOAT_PARAMS = ("timeout", "connect_timeout", "read_timeout", "retry_backoff",
+                 "retry_backoff_max")  # fmt: skip
+_STR_PARAMS = ("account_url",)
+_BOOL_PARAMS = ("create",)
+_URL_PARAMS = frozenset((*_INT_PARAMS, *_FLOAT_PARAMS, *_STR_PARAMS, *_BOOL_PARAMS))
+_OPTIONS = frozenset((*_URL_PARAMS, "prefix", "connection_string", "credential", "endpoint"))
+
+
+class AzureBlobStorage(StorageBase):
+    """A storage on an Azure Blob Storage container, through ``azure.storage.blob.aio``.
+
+    Open it with :meth:`from_url` (``az://container/prefix?account_url=...``)
+    or construct it; use it with ``async with``. Give exactly one way in: a
+    connection string (option or ``AZURE_STORAGE_CONNECTION_STRING``), or an
+    account URL with a credential (an account key, a SAS token, an
+    ``AzureNamedKeyCredential``, ``AzureSasCredential`` or token credential;
+    or ``AZURE_STORAGE_KEY`` / ``AZURE_STORAGE_SAS_TOKEN``), or an account URL
+    that carries a SAS. Credentials are never printed.
+
+    Args:
+        container: the container name.
+        prefix: a name prefix inside the container: every key is stored as
+            ``prefix/key``. Empty: keys are blob names.
+        connection_string: an Azure Storage connection string.
+        account_url: ``https://<account>.blob.core.windows.net`` (or an
+            emulator's ``http://127.0.0.1:10000/devstoreaccount1``).
+        credential: the credential for ``account_url``. A token credential
+            (``azure.identity.aio``) is used, not closed, by the storage.
+        endpoint: ``(host, port)`` or ``"host:port"`` replacing the host and
+            port of the account URL (to put a proxy in between).
+        create: create the container on first use if it does not exist.
+        block_threshold: values larger than this many bytes are staged as
+            blocks and committed as a block list (default 8 MiB).
+        block_size: the size of one staged block (default 8 MiB; grown when a
+            value would need more than 50,000 blocks).
+        max_concurrency: blocks of one value staged at once (default 4).
+        timeout: the deadline, in seconds, of one request including its
+            retries; no retry starts after it (default 30). A request carrying
+            a body gets one more second per MiB.
+        connect_timeout: the deadline of one TCP connect (default
+            ``min(timeout, 5)``).
+        read_timeout: the longest silence while waiting for or reading a
+            reply (default ``timeout``).
+        retries: how many times a request is retried after a transient
+            failure (default 4).
+        retry_backoff: the first backoff in seconds (default 0.1), doubled on
+            each retry with full jitter, at most ``retry_backoff_max`` (2).
+        page_size: names fetched per ``List Blobs`` request (1 to 5000).
+
+    Raises:
+        ConfigurationError: a bad container name, prefix, option, connection
+            string, or not exactly one way in.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        conditional_put=True, conditional_delete=True, durable=True, shared=True, ttl=False
+    )
+
+    def __init__(
+        self,
+        container: str,
+        prefix: str = "",
+        *,
+        connection_string: str | None = None,
+        account_url: str | None = None,
+        credential: Any = None,
+        endpoint: tuple[str, int] | str | None = None,
+        create: bool = False,
+        block_threshold: int = 8 * MiB,
+        block_size: int = 8 * MiB,
+        max_concurrency: int = 4,
+        timeout: float = 30.0,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        retries: int = 4,
+        retry_backoff: float = 0.1,
+        retry_backoff_max: float = 2.0,
+        page_size: int = MAX_PAGE,
+    ) -> None:
+        self._closed = False
+        if not isinstance(container, str) or not _CONTAINER.match(container):
+            raise ConfigurationError(
+                f"invalid Azure container name {container!r}: use 3 to 63 lowercase letters, "
+                "digits and single hyphens, starting and ending with a letter or digit"
+            )
+        self.container = container
+        self.prefix = _check_prefix(prefix)
+        self._root = f"{self.prefix}/" if self.prefix else ""
+        self._create = _bool("create", create)
+        self._threshold = _int("block_threshold", block_threshold, 1)
+        self._block_size = _int("block_size", block_size, 1)
+        if self._block_size > MAX_BLOCK_SIZE:
+            raise ConfigurationError(f"Azure option block_size must be at most {MAX_BLOCK_SIZE}")
+        self._concurrency = _int("max_concurrency", max_concurrency, 1)
+        self._timeout = _float("timeout", timeout)
+        self._connect_timeout = (
+            min(self._timeout, 5.0)
+            if connect_timeout is None
+            else _float("connect_timeout", connect_timeout)
+        )
+        self._read_timeout = (
+            self._timeout if read_timeout is None else _float("read_timeout", read_timeout)
+        )
+        self._retries = _int("retries", retries, 0)
+        self._backoff = _float("retry_backoff", retry_backoff, zero=True)
+        self._backoff_max = _float("retry_backoff_max", retry_backoff_max, zero=True)
+        self._page_size = _int("page_size", page_size, 1)
+        if self._page_size > MAX_PAGE:
+            raise ConfigurationError(
+                f"Azure option page_size must be at most {MAX_PAGE}, not {page_size}"
+            )
+        self._client = self._make_client(connection_string, account_url, credential, endpoint)
+        self.account_url = _strip_query(self._client.primary_endpoint).rsplit("/", 1)[0]
+        self._opened = False
+        self._open_lock = asyncio.Lock()
+
+    def _make_client(
+        self,
+        connection_string: str | None,
+        account_url: str | None,
+        credential: Any,
+        endpoint: tuple[str, int] | str | None,
+    ) -> ContainerClient:
+        options: dict[str, Any] = {
+            "retry_total": 0,  # the storage retries (see the module documentation)
+            "connection_timeout": self._connect_timeout,
+            "read_timeout": self._read_timeout,
+            "max_single_put_size": max(self._threshold, 1),
+            "max_single_get_size": 64 * MiB,
+            "max_chunk_get_size": 8 * MiB,
+        }
+        if connection_string is None and account_url is None:
+            connection_string = os.environ.get(ENV_CONNECTION_STRING) or None
+            if connection_string is None:
+                raise ConfigurationError(
+                    "Azure Blob storage needs a connection string (option connection_string or "
+                    f"${ENV_CONNECTION_STRING}) or an account_url (URL parameter or option)"
+                )
+        if connection_string is not None and account_url is not None:
+            raise ConfigurationError(
+                "give either an Azure connection string or an account_url, not both"
+            )
+        if connection_string is not None:
+            if credential is not None:
+                raise ConfigurationError(
+                    "an Azure connection string carries its credential: do not pass credential"
+                )
+            if not isinstance(connection_string, str) or not connection_string.strip():
+                raise ConfigurationError("the Azure connection string must be a non-empty str")
+            try:
+                client = ContainerClient.from_connection_string(
+                    connection_string, self.container, **options
+                )
+            except (ValueError, TypeError, KeyError) as exc:
+                raise ConfigurationError(
+                    f"bad Azure connection string ({type(exc).__name__}); expected "
+                    "'DefaultEndpointsProtocol=...;AccountName=...;AccountKey=...' or a "
+                    "BlobEndpoint with a SharedAccessSignature"
+                ) from None
+            if endpoint is None:
+                return client
+            account_url = _strip_query(client.url).rsplit("/", 1)[0]
+            credential = client.credential
+            query = urlsplit(client.url).query  # a SAS from the connection string
+            if query:
+                account_url = f"{account_url}?{query}"
+        assert account_url is not None
+        _check_account_url(account_url)
+        if endpoint is not None:
+            account_url = _replace_endpoint(account_url, endpoint)
+        if credential is None:
+            credential = os.environ.get(ENV_ACCOUNT_KEY) or os.environ.get(ENV_SAS_TOKEN) or None
+        try:
+            return ContainerClient(account_url, self.container, credential=credential, **options)
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(
+                f"the Azure client refused the account URL or credential ({type(exc).__name__})"
+            ) from None
+
+    # -- construction ------------------------------------------------------------------
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AzureBlobStorage:
+        """Open ``az://container[/prefix][?param=value&...]`` (``azure://`` too).
+
+        Parameters: ``account_url``, ``create`` (true/false),
+        ``block_threshold``, ``block_size`` (bytes), ``max_concurrency``,
+        ``timeout``, ``connect_timeout``, ``read_timeout``, ``retry_backoff``,
+        ``retry_backoff_max`` (seconds), ``retries``, ``page_size``. Without
+        ``account_url``, the connection string comes from the option or
+        ``AZURE_STORAGE_CONNECTION_STRING``. Credentials never go in the URL:
+        give them as keyword ``options`` (``connection_string``,
+        ``credential``) or through the environment. Keyword ``options`` take
+        the constructor's arguments and override the URL.
+
+        Raises:
+            ConfigurationError: not an az URL, a credential in the URL, an
+                unknown or malformed parameter or option.
+        """
+        if not isinstance(url, str):
+            raise ConfigurationError(f"an Azure URL must be a str, not {type(url).__name__}")
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown Azure option(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(_OPTIONS))}"
+            )
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ConfigurationError(f"bad Azure URL: {exc}") from None
+        if parts.scheme.lower() not in ("az", "azure"):
+            raise ConfigurationError(
+                f"not an Azure Blob URL: {_redact_url(url)!r} (use az://container/prefix)"
+            )
+        if "@" in parts.netloc or ":" in parts.netloc:  # user:secret@ (no bucket holds either)
+            raise ConfigurationError(
+                "credentials do not belong in an az:// URL: pass connection_string or "
+                "credential as options, or use the environment"
+            )
+        if not parts.netloc:
+            raise ConfigurationError(
+                f"Azure URL {_redact_url(url)!r} names no container (az://container/prefix)"
+            )
+        if parts.fragment:
+            raise ConfigurationError(f"Azure URL {_redact_url(url)!r} has a fragment ('#...')")
+        kwargs: dict[str, Any] = {"container": unquote(parts.netloc)}
+        prefix = unquote(parts.path).strip("/")
+        if prefix:
+            kwargs["prefix"] = prefix
+        seen: set[str] = set()
+        for name, value in parse_qsl(parts.query, keep_blank_values=True):
+            if name.lower() in _SECRET_PARAMS:
+                raise ConfigurationError(
+                    f"Azure URL parameter {name!r} would put a credential in the URL: pass it "
+                    "as a keyword option or through the environment"
+                )
+            if name in seen:
+                raise ConfigurationError(f"Azure URL parameter {name!r} is given twice")
+            seen.add(name)
+            kwargs[name] = _parse_param(name, value)
+        kwargs.update(options)
+        return cls(**kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"AzureBlobStorage(container={self.container!r}, prefix={self.prefix!r}, "
+            f"account_url={self.account_url!r})"
+        )
+
+    @property
+    def client(self) -> ContainerClient:
+        """The underlying ``ContainerClient`` (for diagnostics; do not close it)."""
+        return self._client
+
+    # -- the client --------------------------------------------------------------------
+    async def _open(self) -> ContainerClient:
+        if self._opened:
+            return self._client
+        async with self._open_lock:
+            self._check_open()
+            if not self._opened:
+                with self._translate_errors("open", None):
+                    await self._client.__aenter__()
+                self._opened = True
+                if self._create:
+                    await self._ensure_container()
+        return self._client
+
+    async def _ensure_container(self) -> None:
+        client = self._client
+        try:
+            await self._call("create container", None, lambda: client.create_container())
+        except (StorageUnavailable, ConfigurationError, PreconditionFailed) as exc:
+            cause = exc.__cause__
+            if isinstance(cause, aexc.ResourceExistsError) or _code(cause) in (
+                "ContainerAlreadyExists",
+                *_DENIED_CODES,  # a SAS for the container only: it may well exist; go on
+            ):
+                return
+            raise
+
+    async def _aclose(self) -> None:
+        async with self._open_lock:
+            await self._client.close()
+
+    # -- errors and retries ------------------------------------------------------------
+    @contextlib.contextmanager
+    def _translate_errors(
+        self, op: str, key: str | None, *, condition: str | None = None
+    ) -> Iterator[None]:
+        """Turn Azure SDK and aiohttp errors into checkpointkit errors, the cause chained.
+
+        Args:
+            op: what was being done (``"get"``, ``"put"``...), for the message.
+            key: the storage key concerned, if any (named in the message).
+            condition: the put's or delete's condition, named when it fails.
+
+        Raises:
+            NotFound: no such blob.
+            PreconditionFailed: 409 ``BlobAlreadyExists``, 412 ``ConditionNotMet``.
+            InvalidKey: the service refused the blob name.
+            ConfigurationError: a missing container (with the ``create=True``
+                hint), rejected credentials, an authorization failure.
+            StorageClosed: the storage was closed while the call ran.
+            StorageUnavailable: anything else (connection errors, timeouts, 5xx).
+        """
+        try:
+            yield
+        except (
+            NotFound,
+            PreconditionFailed,
+            InvalidKey,
+            ConfigurationError,
+            StorageClosed,
+            StorageUnavailable,
+        ):
+            raise
+        except Exception as exc:
+            self._raise_translated(exc, op, key, condition)
+
+    def _raise_translated(
+        self, exc: Exception, op: str, key: str | None, condition: str | None
+    ) -> NoReturn:
+        what = f"Azure {op} of key {key!r}" if key is not None else f"Azure {op}"
+        where = f"container {self.container!r} at {self.account_url}"
+        if self._closed:
+            raise StorageClosed(f"{what} failed: the storage was closed") from exc
+        if isinstance(exc, aexc.HttpResponseError):
+            code = _code(exc)
+            status = exc.status_code or 0
+            if code == "ContainerNotFound":
+                raise ConfigurationError(
+                    f"Azure {where} does not exist: create it, or pass create=True "
+                    "(?create=true in the URL) to create it on first use"
+                ) from exc
+            if code in _CONDITION_CODES or status == 412 or (status == 409 and condition):
+                cond = f" ({condition})" if condition else ""
+                raise PreconditionFailed(
+                    f"key {key!r}: the condition failed{cond}"
+                    if key is not None
+                    else f"{what}: the condition failed{cond}"
+                ) from exc
+            if code == "BlobNotFound" or status == 404:
+                if key is None:
+                    raise ConfigurationError(
+                        f"Azure {where} does not exist: create it, or pass create=True "
+                        "(?create=true in the URL) to create it on first use"
+                    ) from exc
+                raise NotFound(f"key {key!r} not found") from exc
+            if code in _CREDENTIAL_CODES or isinstance(exc, aexc.ClientAuthenticationError):
+                raise ConfigurationError(
+                    f"Azure rejected the credentials ({code or status}) for {where}: "
+                    "check the account key, SAS token or connection string"
+                ) from exc
+            if code in _DENIED_CODES or status == 403:
+                raise ConfigurationError(
+                    f"{what}: access denied ({code or status}) to {where}: "
+                    "check the credential's permissions"
+                ) from exc
+            if code in _KEY_CODES and key is not None:
+                raise InvalidKey(
+                    f"invalid key {key!r}: Azure refused the blob name with the prefix "
+                    f"{self.prefix!r} ({code})"
+                ) from exc
+            if code == "InvalidResourceName":
+                raise ConfigurationError(f"Azure refused the container name {self.container!r}")
+            raise StorageUnavailable(f"{what} failed: {code or 'error'} (HTTP {status})") from exc
+        if isinstance(exc, aexc.ServiceRequestError):
+            raise StorageUnavailable(f"{what} failed: cannot connect to {where}") from exc
+        if isinstance(exc, aexc.ServiceResponseError | TimeoutError):
+            raise StorageUnavailable(f"{what} failed: no (whole) reply from {where}") from exc
+        if isinstance(
+            exc, aexc.ClientAuthenticationError
+        ):  # pragma: no cover - an HttpResponseError
+            raise ConfigurationError(f"Azure authentication failed for {where}") from exc
+        if isinstance(exc, aexc.AzureError | aiohttp.ClientError | OSError):
+            raise StorageUnavailable(f"{what} failed on {where}: {type(exc).__name__}") from exc
+        raise StorageUnavailable(f"{what} failed on {where}: {type(exc).__name__}") from exc
+
+    async def _call(
+        self,
+        op: str,
+        key: str | None,
+        request: Callable[[], Awaitable[T]],
+        *,
+        condition: str | None = None,
+        size: int = 0,
+    ) -> T:
+        """Run ``request`` with retries and backoff for transient failures, errors translated."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout + size / MiB
+        attempt = 0
+        while True:
+            try:
+                with self._translate_errors(op, key, condition=condition):
+                    async with asyncio.timeout_at(deadline):
+                        return await request()
+            except StorageUnavailable as exc:
+                cause = exc.__cause__
+                delay = min(self._backoff_max, self._backoff * 2**attempt) * random.random()
+                if (
+                    attempt >= self._retries
+                    or not _is_transient(cause)
+                    or loop.time() + delay >= deadline
+                ):
+                    if attempt:
+                        raise StorageUnavailable(f"{exc} (after {attempt + 1} attempts)") from cause
+                    raise
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    # -- the protocol ------------------------------------------------------------------
+    def _name(self, key: str) -> str:
+        if _NOT_XML.search(key):
+            raise InvalidKey(
+                f"invalid key {key!r}: Azure Blob names cannot hold U+FFFE or U+FFFF "
+                "(listings are XML)"
+            )
+        return self._root + key
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        name = self._name(key)
+        client = await self._open()
+        blob = client.get_blob_client(name)
+        conditions: dict[str, Any] = {}
+        condition = None
+        token = ""
+        if mode == "create":
+            conditions["match_condition"] = MatchConditions.IfMissing
+            condition = "create-only: the key exists"
+        elif isinstance(mode, IfMatch):
+            conditions["etag"] = mode.version
+            conditions["match_condition"] = MatchConditions.IfNotModified
+            condition = f"if-match {mode.version}: the key is missing or at another version"
+        metadata = None
+        if conditions:
+            token = secrets.token_hex(12)
+            metadata = {_TOKEN_META: token}
+
+        async def upload() -> Any:
+            return await blob.upload_blob(
+                data,
+                length=len(data),
+                overwrite=True,
+                metadata=metadata,
+                max_concurrency=1,
+                **conditions,
+            )
+
+        try:
+            if len(data) > self._threshold:
+                return await self._put_blocks(blob, key, data, conditions, metadata, condition)
+            resp = await self._call("put", key, upload, condition=condition, size=len(data))
+        except NotFound:  # if-match on a missing blob (some services answer 404)
+            raise PreconditionFailed(
+                f"key {key!r} does not exist (if-match {getattr(mode, 'version', '')})"
+            ) from None
+        except PreconditionFailed:
+            # A conditional write resent after a lost reply (by this storage's retries, or
+            # by aiohttp, which resends a PUT once on a dropped connection) meets its own
+            # write: that is a success. One more request per failed condition tells them apart.
+            version = await self._own_write(blob, key, token)
+            if version is not None:
+                return version
+            raise
+        return str(resp["etag"])
+
+    async def _own_write(self, blob: Any, key: str, token: str) -> str | None:
+        """The ETag of the blob if the stored one is the write that carried ``token``."""
+        try:
+            props = await self._call("get properties", key, lambda: blob.get_blob_properties())
+        except NotFound:
+            return None
+        if (props.metadata or {}).get(_TOKEN_META) == token:
+            return str(props.etag)
+        return None
+
+    async def _put_blocks(
+        self,
+        blob: Any,
+        key: str,
+        data: bytes,
+        conditions: dict[str, Any],
+        metadata: dict[str, str] | None,
+        condition: str | None,
+    ) -> str:
+        """Stage ``data`` as blocks, then commit them with the conditions in one request."""
+        size = max(self._block_size, math.ceil(len(data) / MAX_BLOCKS))
+        for _round in range(3):
+            ids = await self._stage_blocks(blob, key, data, size)
+            blocks = [BlobBlock(block_id=i) for i in ids]
+            try:
+                resp = await self._call(
+                    "put (commit block list)",
+                    key,
+                    lambda blocks=blocks: blob.commit_block_list(  # type: ignore[misc]
+                        blocks, metadata=metadata, **conditions
+                    ),
+                    condition=condition,
+                )
+            except StorageUnavailable as exc:
+                # another writer committed this blob meanwhile, discarding our staged blocks
+                if _code(exc.__cause__) != "InvalidBlockList":
+                    raise
+                if metadata is not None:
+                    version = await self._own_write(blob, key, metadata[_TOKEN_META])
+                    if version is not None:
+                        return version
+                    if conditions:
+                        await self._check_condition(blob, key, conditions, condition)
+                continue
+            except PreconditionFailed:
+                if metadata is not None:
+                    version = await self._own_write(blob, key, metadata[_TOKEN_META])
+                    if version is not None:
+                        return version
+                raise
+            return str(resp["etag"])
+        raise StorageUnavailable(
+            f"Azure put of key {key!r}: other writers kept replacing the blob during the upload"
+        )
+
+    async def _stage_blocks(self, blob: Any, key: str, data: bytes, size: int) -> list[str]:
+        """Stage ``data`` as blocks of ``size`` bytes (a few at once); return their ids."""
+        view = memoryview(data)
+        offsets = range(0, len(data), size)
+        # fresh ids per upload: concurrent writers of one blob never share a block
+        stem = secrets.token_hex(8)
+        ids = [base64.b64encode(f"{stem}-{i:06d}".encode()).decode() for i in range(len(offsets))]
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def stage(index: int, offset: int) -> None:
+            body = bytes(view[offset : offset + size])
+            async with gate:
+                await self._call(
+                    f"put (block {index + 1} of {len(offsets)})",
+                    key,
+                    lambda: blob.stage_block(ids[index], body, length=len(body)),
+                    size=len(body),
+                )
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index, offset in enumerate(offsets):
+                    group.create_task(stage(index, offset))
+        except BaseExceptionGroup as exc:
+            # a block failed: raise its (already translated) error, not the group
+            first = exc.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
+        return ids
+
+    async def _check_condition(
+        self, blob: Any, key: str, conditions: dict[str, Any], condition: str | None
+    ) -> None:
+        """Raise PreconditionFailed if the put's condition no longer holds."""
+        try:
+            props = await self._call("get properties", key, lambda: blob.get_blob_properties())
+            etag: str | None = str(props.etag)
+        except NotFound:
+            etag = None
+        if conditions.get("match_condition") == MatchConditions.IfMissing:
+            holds = etag is None
+        else:
+            holds = etag is not None and etag == conditions.get("etag")
+        if not holds:
+            raise PreconditionFailed(f"key {key!r}: the condition failed ({condition})")
+
+    async def _get(self, key: str) -> GetResult:
+        name = self._name(key)
+        client = await self._open()
+        blob = client.get_blob_client(name)
+
+        async def download() -> tuple[bytes, str]:
+            downloader = await blob.download_blob(max_concurrency=1)
+            data = await downloader.readall()
+            return data, str(downloader.properties.etag)
+
+        for _ in range(3):
+            try:
+                data, etag = await self._call("get", key, download)
+            except PreconditionFailed:
+                continue  # a large blob changed between two ranged reads: read it again
+            return GetResult(data, etag)
+        raise StorageUnavailable(  # pragma: no cover - needs a blob rewritten 3 times mid-read
+            f"Azure get of key {key!r}: the blob kept changing while being read"
+        )
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        name = self._name(key)
+        client = await self._open()
+        blob = client.get_blob_client(name)
+        if if_match is None:
+            try:
+                await self._call(
+                    "delete", key, lambda: blob.delete_blob(delete_snapshots="include")
+                )
+            except NotFound:
+                return False
+            return True
+        condition = f"if-match delete {if_match}: the key is at another version"
+        try:
+            await self._call(
+                "delete",
+                key,
+                lambda: blob.delete_blob(
+                    delete_snapshots="include",
+                    etag=if_match,
+                    match_condition=MatchConditions.IfNotModified,
+                ),
+                condition=condition,
+            )
+        except NotFound:
+            return False
+        except PreconditionFailed:
+            # the service answers 412 for a missing blob too: tell the two apart
+            try:
+                await self._call("delete", key, lambda: blob.get_blob_properties())
+            except NotFound:
+                return False
+            raise
+        return True
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        if _NOT_XML.search(prefix):
+            return ListPage([], None)  # no stored name can hold these characters
+        client = await self._open()
+        root = self._root
+        cut = len(root)
+        per_page = min(max(limit, 1), self._page_size)
+        token: str | None = cursor
+        while True:
+            keys: list[str] = []
+
+            async def page(token: str | None = token) -> tuple[list[str], str | None]:
+                pages: Any = client.list_blobs(
+                    name_starts_with=root + prefix, results_per_page=per_page
+                ).by_page(continuation_token=token)
+                names = [b.name async for b in await pages.__anext__()]
+                return names, pages.continuation_token
+
+            names, token = await self._call(f"list of prefix {prefix!r}", None, page)
+            for name in names:
+                k = name[cut:]
+                # Azure has no start-after: names up to it are read and skipped here
+                if start_after is None or k > start_after:
+                    keys.append(k)
+            if keys or not token:
+                return ListPage(keys, token or None)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _code(exc: BaseException | None) -> str:
+    if isinstance(exc, aexc.HttpResponseError):
+        code = getattr(exc, "error_code", None)
+        response: Any = exc.response
+        if code is None and response is not None:
+            code = response.headers.get("x-ms-error-code")
+        return str(getattr(code, "value", code) or "")
+    return ""
+
+
+def _is_transient(exc: BaseException | None) -> bool:
+    """Whether a retry may succeed: connection errors, timeouts, 5xx, throttling."""
+    if isinstance(exc, aexc.HttpResponseError) and not isinstance(exc, aexc.IncompleteReadError):
+        status = exc.status_code or 0
+        return _code(exc) in _TRANSIENT_CODES or status >= 500 or status in (408, 429)
+    return isinstance(exc, _TRANSIENT_ERRORS)
+
+
+def _check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str):
+        raise ConfigurationError(f"the Azure prefix must be a str, not {type(prefix).__name__}")
+    prefix = prefix.strip("/")
+    if prefix:
+        try:
+            validate_key(prefix)
+        except InvalidKey as exc:
+            raise ConfigurationError(f"invalid Azure prefix {prefix!r}: {exc}") from None
+        if _NOT_XML.search(prefix):
+            raise ConfigurationError(f"invalid Azure prefix {prefix!r}: it holds U+FFFE or U+FFFF")
+    return prefix
+
+
+def _strip_query(url: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(query="", fragment="")).rstrip("/")
+
+
+def _check_account_url(url: Any) -> None:
+    if not isinstance(url, str):
+        raise ConfigurationError(f"Azure account_url must be a str, not {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - validates the port
+    except ValueError as exc:
+        raise ConfigurationError(f"bad Azure account_url {_redact_url(url)!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"bad Azure account_url {_redact_url(url)!r}: use https://<account>.blob.core.windows.net"
+        )
+    if parts.username or parts.password:
+        raise ConfigurationError("credentials do not belong in the Azure account_url")
+
+
+def _replace_endpoint(url: str, endpoint: tuple[str, int] | str) -> str:
+    if isinstance(endpoint, str):
+        host, sep, port_text = endpoint.rpartition(":")
+        if not sep or not port_text.isdigit():
+            raise ConfigurationError(f"Azure option endpoint must be 'host:port', not {endpoint!r}")
+        hostport = (host, int(port_text))
+    else:
+        hostport = (str(endpoint[0]), int(endpoint[1]))
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{hostport[0]}:{hostport[1]}"))
+
+
+def _redact_url(url: str) -> str:
+    head, sep, rest = url.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    tail = re.sub(r"(?i)((?:secret|key|token|password|sig|credential)[^=&]*=)[^&]*", r"\1***", tail)
+    return f"{head}{sep}{netloc}{slash}{tail}"
+
+
+def _parse_param(name: str, value: str) -> Any:
+    if name not in _URL_PARAMS:
+        raise ConfigurationError(
+            f"unknown Azure URL parameter {name!r}; known: {', '.join(sorted(_URL_PARAMS))}"
+        )
+    if name in _INT_PARAMS:
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"Azure URL parameter {name}={value!r} must be an integer"
+            ) from None
+    if name in _FLOAT_PARAMS:
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigurationError(
+                f"Azure URL parameter {name}={value!r} must be a number"
+            ) from None
+    if name in _BOOL_PARAMS:
+        low = value.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigurationError(f"Azure URL parameter {name}={value!r} must be true or false")
+    if not value:
+        raise ConfigurationError(f"Azure URL parameter {name} is empty")
+    if name == "account_url" and urlsplit(value).query:
+        raise ConfigurationError(
+            "the account_url URL parameter must not carry a SAS: pass it as the credential option"
+        )
+    return value
+
+
+def _int(name: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigurationError(f"Azure option {name} must be an int >= {minimum}, not {value!r}")
+    return value
+
+
+def _float(name: str, value: Any, *, zero: bool = False) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):
+        bound = ">= 0" if zero else "> 0"
+        raise ConfigurationError(f"Azure option {name} must be a number {bound}, not {value!r}")
+    return float(value)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"Azure option {name} must be True or False, not {value!r}")
+    return value
