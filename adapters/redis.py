@@ -6,7 +6,10 @@ shorter key, every segment but the last (``index/<run>`` is in scope
 ``index``). All Redis names of one scope share one hash tag, so they live in
 one hash slot and one Lua script can touch them all on Redis Cluster::
 
-    {ns:S}:h        hash: "v:<key>" -> version, "d:<key>" -> data, for every key of S
+    {ns:S}:h        hash, for every key K of S: "v:K" -> version, and either
+                    "d:K" -> data (up to inline_max) or "x:K" -> name of its data key
+    {ns:S}:x:<ver>  string: the data of a bigger value, named after its version
+    {ns:S}:e        set: the names of the scope's data keys (to apply the TTL)
     {ns:S}:i        sorted set, all scores 0: the keys of S, for ZRANGEBYLEX
     {ns:S}:r        hash: "live" -> registration token of S, "dead:<token>" -> 1
     ns:top          sorted set, all scores 0: "S/" NUL token, for every registered scope
@@ -37,9 +40,9 @@ import os
 import secrets
 import socket
 import struct
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..errors import (
@@ -73,21 +76,49 @@ __all__ = ["RedisStorage"]
 DEAD_TOKEN_MS = 24 * 3600 * 1000
 """How long a retired registration token is remembered (see the module docstring)."""
 
+INLINE_MAX = 128 * 1024
+"""Values up to this size are passed through the put script and stored in the scope's
+hash; bigger ones are staged in a key of their own with a plain SET (no copy through Lua)."""
+
+STAGED_MS = 60_000
+"""A staged value that no script adopted (the writer died) expires after this long."""
+
+
+class _Names(NamedTuple):
+    """The Redis names of one scope (one hash slot)."""
+
+    h: bytes  # hash: v:<key> version, d:<key> inline data, x:<key> name of external data
+    i: bytes  # sorted set: the scope's keys
+    r: bytes  # hash: registration token (live, dead:<token>)
+    e: bytes  # set: the names of the scope's external data keys (for the TTL)
+    x: bytes  # prefix of external data keys: x + version
+
+
 _PUT = """
 local key = ARGV[1]
-local vf = 'v:' .. key
+local vf, df, xf = 'v:' .. key, 'd:' .. key, 'x:' .. key
+local ext = ARGV[9] == '1'
+local ttl = tonumber(ARGV[6])
 local cur = redis.call('HGET', KEYS[1], vf)
 if cur == ARGV[5] then
+  if ext then
+    if ttl > 0 then redis.call('PEXPIRE', KEYS[5], ttl) else redis.call('PERSIST', KEYS[5]) end
+  end
   return {1, redis.call('HGET', KEYS[3], 'live') or ''}
 end
 local mode = ARGV[3]
 if mode == 'c' then
-  if cur then return {0, cur} end
+  if cur then
+    if ext then redis.call('DEL', KEYS[5]) end
+    return {0, cur}
+  end
 elseif mode == 'm' then
-  if not cur then return {0, ''} end
-  if cur ~= ARGV[4] then return {0, cur} end
+  if (not cur) or cur ~= ARGV[4] then
+    if ext then redis.call('DEL', KEYS[5]) end
+    return {0, cur or ''}
+  end
 end
-local ttl = tonumber(ARGV[6])
+if ext and redis.call('EXISTS', KEYS[5]) == 0 then return {4, ''} end
 local live = redis.call('HGET', KEYS[3], 'live')
 if not live then
   local token = ARGV[7]
@@ -97,19 +128,40 @@ if not live then
   if ttl == 0 then redis.call('PERSIST', KEYS[3]) end
   live = token
 end
-redis.call('HSET', KEYS[1], vf, ARGV[5], 'd:' .. key, ARGV[2])
+local old = redis.call('HGET', KEYS[1], xf)
+if old then
+  redis.call('DEL', old)
+  redis.call('SREM', KEYS[4], old)
+end
+if ext then
+  redis.call('HSET', KEYS[1], vf, ARGV[5], xf, KEYS[5])
+  redis.call('HDEL', KEYS[1], df)
+  redis.call('SADD', KEYS[4], KEYS[5])
+  redis.call('PERSIST', KEYS[5])
+else
+  redis.call('HSET', KEYS[1], vf, ARGV[5], df, ARGV[2])
+  if old then redis.call('HDEL', KEYS[1], xf) end
+end
 if not cur then redis.call('ZADD', KEYS[2], 0, key) end
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
   redis.call('PEXPIRE', KEYS[3], ttl + tonumber(ARGV[8]))
+  if redis.call('PEXPIRE', KEYS[4], ttl) == 1 then
+    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+      redis.call('PEXPIRE', name, ttl)
+    end
+  end
 end
 return {1, live}
 """
-"""KEYS: h, i, r. ARGV: key, data, mode (o|c|m), expected version, new version,
-ttl ms (0: none), registration token ('' if none yet), dead-token ms.
+"""KEYS: h, i, r, e, x (the external data key of this write). ARGV: key, data
+('' when external), mode (o|c|m), expected version, new version, ttl ms (0: none),
+registration token ('' if none yet), dead-token ms, external ('1': the data was
+staged in x by a SET sent just before, in the same pipeline).
 Returns {1, live token} written, {0, current} precondition failed,
-{2} scope not registered, {3} registration token retired: draw another."""
+{2} scope not registered, {3} registration token retired: draw another,
+{4} the staged data is gone (expired): stage it again."""
 
 _DELETE = """
 local key = ARGV[1]
@@ -117,7 +169,12 @@ local vf = 'v:' .. key
 local cur = redis.call('HGET', KEYS[1], vf)
 if not cur then return {0, ''} end
 if ARGV[2] ~= '' and cur ~= ARGV[2] then return {-1, cur} end
-redis.call('HDEL', KEYS[1], vf, 'd:' .. key)
+local old = redis.call('HGET', KEYS[1], 'x:' .. key)
+if old then
+  redis.call('DEL', old)
+  redis.call('SREM', KEYS[4], old)
+end
+redis.call('HDEL', KEYS[1], vf, 'd:' .. key, 'x:' .. key)
 redis.call('ZREM', KEYS[2], key)
 if redis.call('EXISTS', KEYS[2]) == 0 then
   local live = redis.call('HGET', KEYS[3], 'live')
@@ -134,10 +191,15 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
   redis.call('PEXPIRE', KEYS[3], ttl + tonumber(ARGV[4]))
+  if redis.call('PEXPIRE', KEYS[4], ttl) == 1 then
+    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+      redis.call('PEXPIRE', name, ttl)
+    end
+  end
 end
 return {1, ''}
 """
-"""KEYS: h, i, r. ARGV: key, if-match version ('' if none), ttl ms, dead-token ms.
+"""KEYS: h, i, r, e. ARGV: key, if-match version ('' if none), ttl ms, dead-token ms.
 Returns {0} missing, {-1, current} version mismatch, {1, retired token or ''}."""
 
 _RETIRE = """
@@ -159,6 +221,7 @@ _URL_PARAMS = (
     "client_name",
     "cluster",
     "connect_timeout",
+    "inline_max",
     "max_connections",
     "prefix",
     "retries",
@@ -273,6 +336,9 @@ class RedisStorage(StorageBase):
         scope_depth: how many leading key segments form a scope, i.e. share
             a hash slot (default 2: ``runs/<run>``). Use 3 when every key has a
             one-segment namespace before ``runs/``.
+        inline_max: values up to this many bytes are stored inline in the
+            scope's hash; bigger ones in a key of their own, written with a
+            plain ``SET`` in the same round trip (default 128 KiB).
         max_connections: the client's connection pool size.
         client_name: ``CLIENT SETNAME`` for the connections.
         address_remap: for a cluster, a function mapping a node's announced
@@ -313,6 +379,7 @@ class RedisStorage(StorageBase):
         connect_timeout: float | None = None,
         retries: int = 3,
         scope_depth: int = 2,
+        inline_max: int = INLINE_MAX,
         max_connections: int | None = None,
         client_name: str | None = None,
         address_remap: Callable[[tuple[str, int]], tuple[str, int]] | None = None,
@@ -337,8 +404,24 @@ class RedisStorage(StorageBase):
                 f"redis option scope_depth must be an int >= 1, not {scope_depth!r}"
             )
         self._depth = scope_depth
-        self._names_cache: dict[str, tuple[bytes, bytes, bytes]] = {}
+        if not isinstance(inline_max, int) or isinstance(inline_max, bool) or inline_max < 0:
+            raise ConfigurationError(
+                f"redis option inline_max must be an int >= 0, not {inline_max!r}"
+            )
+        self._inline_max = inline_max
+        self._names_cache: dict[str, _Names] = {}
         self._sha: dict[str, str] = {}
+        if max_connections is not None and (
+            not isinstance(max_connections, int)
+            or isinstance(max_connections, bool)
+            or max_connections < 1
+        ):
+            raise ConfigurationError(
+                f"redis option max_connections must be an int >= 1, not {max_connections!r}"
+            )
+        # one connection per node per operation: operations beyond the pool's size wait
+        # here instead of failing with "Too many connections"
+        self._slots = asyncio.Semaphore(max_connections or _pool_size(client))
         if client is not None:
             if not isinstance(client, Redis | RedisCluster):
                 raise ConfigurationError(
@@ -380,7 +463,9 @@ class RedisStorage(StorageBase):
         common: dict[str, Any] = {
             "username": username,
             "password": password,
-            "socket_timeout": self._timeout,
+            # no per-command socket timeout: the deadline of each operation (asyncio.timeout)
+            # bounds it, and redis-py would run every send in a task of its own (wait_for)
+            "socket_timeout": None,
             "socket_connect_timeout": self._connect_timeout,
             "retry": retry,
             "decode_responses": False,
@@ -406,8 +491,8 @@ class RedisStorage(StorageBase):
         else:
             if address_remap is not None:
                 raise ConfigurationError("redis option address_remap needs cluster=True")
-            self._client = Redis(host=host, port=port, db=db, max_connections=max_connections,
-                                 **common)  # fmt: skip
+            self._client = Redis(host=host, port=port, db=db,
+                                 max_connections=max_connections or 100, **common)  # fmt: skip
         _use_aborting_connections(self._client, ssl)
 
     # -- construction ------------------------------------------------------------------
@@ -417,7 +502,7 @@ class RedisStorage(StorageBase):
 
         ``rediss://`` connects with TLS. Parameters: ``prefix``, ``ttl``
         (seconds), ``timeout``, ``connect_timeout`` (seconds), ``retries``,
-        ``cluster`` (true/false), ``scope_depth``, ``max_connections``,
+        ``cluster`` (true/false), ``scope_depth``, ``inline_max``, ``max_connections``,
         ``client_name``, ``ssl_ca_certs``, ``ssl_cert_reqs``,
         ``ssl_check_hostname``. Keyword ``options`` take the constructor's
         arguments and override the URL; ``endpoint="host:port"`` replaces the
@@ -488,21 +573,23 @@ class RedisStorage(StorageBase):
             end = nxt
         return key[:end] if end >= 0 else ""
 
-    def _names(self, scope: str) -> tuple[bytes, bytes, bytes]:
-        """The Redis names (data hash, index, registration) of ``scope``, one hash slot."""
+    def _names(self, scope: str) -> _Names:
+        """The Redis names of ``scope``, all in one hash slot."""
         names = self._names_cache.get(scope)
         if names is None:
             if "{" in scope or "}" in scope:
                 digest = hashlib.blake2b(scope.encode(), digest_size=10).hexdigest()
                 base = f"{{{self._ns}:#{digest}}}:"
-                names = (
-                    f"{base}h:{scope}".encode(),
-                    f"{base}i:{scope}".encode(),
-                    f"{base}r:{scope}".encode(),
-                )
+                suffix = f":{scope}"
             else:
-                base = f"{{{self._ns}:{scope}}}:"
-                names = (f"{base}h".encode(), f"{base}i".encode(), f"{base}r".encode())
+                base, suffix = f"{{{self._ns}:{scope}}}:", ""
+            names = _Names(
+                f"{base}h{suffix}".encode(),
+                f"{base}i{suffix}".encode(),
+                f"{base}r{suffix}".encode(),
+                f"{base}e{suffix}".encode(),
+                f"{base}x:".encode(),
+            )
             if len(self._names_cache) >= _NAME_CACHE_SIZE:
                 self._names_cache.clear()
             self._names_cache[scope] = names
@@ -548,17 +635,33 @@ class RedisStorage(StorageBase):
         else:
             assert isinstance(mode, IfMatch)
             code, expected = "m", mode.version
+        external = len(data) > self._inline_max
+        keys = (*names[:4], names.x + version.encode())
         token = ""
-        with _translate_errors(f"put {key!r}", self._where, self._secret):
-            async with asyncio.timeout(self._timeout):
+        stage = external
+        with _translate_errors("put", key, self._where, self._secret):
+            async with asyncio.timeout(self._timeout), self._slots:
                 if self.cluster:
                     await self._cluster_ready()
                 for _ in range(8):
-                    res = await self._script(
-                        _PUT,
-                        names,
-                        (key, data, code, expected, version, self._ttl_ms, token, DEAD_TOKEN_MS),
+                    args = (
+                        key,
+                        b"" if external else data,
+                        code,
+                        expected,
+                        version,
+                        self._ttl_ms,
+                        token,
+                        DEAD_TOKEN_MS,
+                        "1" if external else "0",
                     )
+                    if stage:
+                        # a big value goes into its own key with a plain SET (no copy
+                        # through Lua), in the same round trip as the script that adopts it
+                        res = await self._staged_script(keys, args, data)
+                        stage = False
+                    else:
+                        res = await self._script(_PUT, keys, args)
                     status = res[0]
                     if status == 1:
                         if token and res[1].decode() != token:
@@ -567,6 +670,9 @@ class RedisStorage(StorageBase):
                         return version
                     if status == 0:
                         raise _precondition(key, mode, res[1])
+                    if status == 4:  # the staged value expired before the script ran
+                        stage = True
+                        continue
                     # 2: the scope is not registered; 3: our token was retired meanwhile
                     token = secrets.token_hex(8)
                     await self._client.zadd(self._top, {self._member(scope, token): 0})
@@ -574,27 +680,58 @@ class RedisStorage(StorageBase):
             f"put {key!r}: could not register scope {scope!r} on {self._where}"
         )
 
+    async def _staged_script(self, keys: Sequence[bytes], args: Sequence[Any], data: bytes) -> Any:
+        """``SET x data PX`` then the put script, pipelined: one round trip."""
+        sha = self._sha.get(_PUT) or self._sha.setdefault(
+            _PUT, hashlib.sha1(_PUT.encode()).hexdigest()
+        )
+        for attempt in (1, 2):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.set(keys[4], data, px=STAGED_MS)
+            # (the method, not the command, is refused on a cluster pipeline; both keys
+            # share one slot, so the pipeline sends them together to one node)
+            pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+            try:
+                return (await pipe.execute())[1]
+            except rexc.NoScriptError:
+                if attempt == 2:
+                    raise
+                await self._client.script_load(_PUT)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def _get(self, key: str) -> GetResult:
-        h = self._names(self._scope(key))[0]
-        with _translate_errors(f"get {key!r}", self._where, self._secret):
-            async with asyncio.timeout(self._timeout):
+        h = self._names(self._scope(key)).h
+        fields = [f"v:{key}".encode(), f"d:{key}".encode(), f"x:{key}".encode()]
+        with _translate_errors("get", key, self._where, self._secret):
+            async with asyncio.timeout(self._timeout), self._slots:
                 if self.cluster:
                     await self._cluster_ready()
-                got = await self._client.hmget(h, [f"v:{key}".encode(), f"d:{key}".encode()])
-        version, data = cast("list[bytes | None]", got)
-        if version is None or data is None:
-            raise NotFound(f"key {key!r} not found")
-        return GetResult(data, version.decode())
+                for _ in range(16):
+                    got = await self._client.hmget(h, fields)
+                    version, data, external = cast("list[bytes | None]", got)
+                    if version is None:
+                        raise NotFound(f"key {key!r} not found")
+                    if data is not None:
+                        return GetResult(data, version.decode())
+                    if external is not None:
+                        # the key is named after the version: what it holds belongs to it
+                        data = cast("bytes | None", await self._client.get(external))
+                        if data is not None:
+                            return GetResult(data, version.decode())
+                    # overwritten or deleted between the two reads: read again
+        raise StorageUnavailable(
+            f"get {key!r} on {self._where}: the value's data is missing (evicted by maxmemory?)"
+        )
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
         scope = self._scope(key)
         names = self._names(scope)
-        with _translate_errors(f"delete {key!r}", self._where, self._secret):
-            async with asyncio.timeout(self._timeout):
+        with _translate_errors("delete", key, self._where, self._secret):
+            async with asyncio.timeout(self._timeout), self._slots:
                 if self.cluster:
                     await self._cluster_ready()
                 res = await self._script(
-                    _DELETE, names, (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS)
+                    _DELETE, names[:4], (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS)
                 )
                 if res[0] == -1:
                     raise PreconditionFailed(
@@ -618,12 +755,12 @@ class RedisStorage(StorageBase):
         lo = b"(" + after.encode() if after is not None else b"[" + pb
         hi = b"(" + pb + b"\xff"  # UTF-8 never holds 0xff: above every key of the prefix
         complete = prefix.count("/")
-        with _translate_errors(f"list {prefix!r}", self._where, self._secret):
-            async with asyncio.timeout(self._timeout):
+        with _translate_errors("list", prefix, self._where, self._secret):
+            async with asyncio.timeout(self._timeout), self._slots:
                 if self.cluster:
                     await self._cluster_ready()
                 if complete >= self._depth:
-                    index = self._names(self._scope(prefix + "x"))[1]
+                    index = self._names(self._scope(prefix + "x")).i
                     raw = await self._client.zrangebylex(index, lo, hi, 0, limit)
                     keys = [k.decode() for k in cast("list[bytes]", raw)]
                     return ListPage(keys, keys[-1] if len(keys) == limit else None)
@@ -654,7 +791,7 @@ class RedisStorage(StorageBase):
         top = b"(" + boundary.encode() if boundary is not None else hi
         pipe = self._client.pipeline(transaction=False)
         for scope in scopes:
-            pipe.zrangebylex(self._names(scope)[1], lo, top, 0, limit)
+            pipe.zrangebylex(self._names(scope).i, lo, top, 0, limit)
         results: list[list[bytes]] = await pipe.execute()
         # a scope that returned ``limit`` keys may hold more: the page ends at its last key
         bound: bytes | None = None
@@ -686,7 +823,7 @@ class RedisStorage(StorageBase):
         for scope, tokens in empty:
             names = self._names(scope)
             for token in tokens:
-                res = await self._script(_RETIRE, names[1:], (token, DEAD_TOKEN_MS))
+                res = await self._script(_RETIRE, (names.i, names.r), (token, DEAD_TOKEN_MS))
                 if res[0] == 1:
                     stale.append(self._member(scope, token))
                     if res[1]:
@@ -696,7 +833,7 @@ class RedisStorage(StorageBase):
 
     async def _aclose(self) -> None:
         if self._owns_client:
-            with _translate_errors("close", self._where, self._secret):
+            with _translate_errors("close", self._ns, self._where, self._secret):
                 await self._client.aclose()
 
 
@@ -730,36 +867,58 @@ _UNAVAILABLE: tuple[tuple[type[BaseException], str], ...] = (
 """Every foreign error :func:`_translate_errors` maps to StorageUnavailable, most specific first."""
 
 
-@contextmanager
-def _translate_errors(what: str, where: str, secret: str | None) -> Iterator[None]:
+class _translate_errors:  # lower case: used like a function, ``with _translate_errors(...)``
     """Turn redis-py's errors into checkpointkit's, chained with ``from``.
 
     Checkpointkit's own errors and cancellation pass through. ``MOVED`` or
     ``ASK`` from a standalone client becomes :class:`ConfigurationError`
     (the server is a cluster node); everything in :data:`_UNAVAILABLE`
     becomes :class:`StorageUnavailable`. The password never reaches a message.
+    (A class, not a generator: it wraps every operation, so it must be cheap.)
+
+    Args:
+        op: the operation (``"put"``), for the message.
+        subject: the key or prefix, for the message.
+        where: the redacted server address.
+        secret: the password, scrubbed from the server's messages.
     """
-    try:
-        yield
-    except CheckpointkitError:
-        raise
-    except rexc.AskError as exc:  # MOVED is an AskError too
-        raise ConfigurationError(
-            f"{what}: {where} is a Redis Cluster node; open it with ?cluster=true"
-        ) from exc
-    except AttributeError as exc:
-        if not _raised_in_redis(exc):
-            raise
-        # redis-py's cluster client can close a connection that a command is using
-        raise StorageUnavailable(
-            f"{what} on {where}: the connection was closed under the command: {exc}"
-        ) from exc
-    except Exception as exc:
+
+    __slots__ = ("op", "secret", "subject", "where")
+
+    def __init__(self, op: str, subject: str, where: str, secret: str | None) -> None:
+        self.op = op
+        self.subject = subject
+        self.where = where
+        self.secret = secret
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, CheckpointkitError):
+            return
+        what = f"{self.op} {self.subject!r}"
+        where = self.where
+        if isinstance(exc, rexc.AskError):  # MOVED is an AskError too
+            raise ConfigurationError(
+                f"{what}: {where} is a Redis Cluster node; open it with ?cluster=true"
+            ) from exc
+        if isinstance(exc, AttributeError):
+            if _raised_in_redis(exc):
+                # redis-py's cluster client can close a connection that a command is using
+                raise StorageUnavailable(
+                    f"{what} on {where}: the connection was closed under the command: {exc}"
+                ) from exc
+            return
         for kind, reason in _UNAVAILABLE:
             if isinstance(exc, kind):
-                detail = _scrub(str(exc) or type(exc).__name__, secret)
+                detail = _scrub(str(exc) or type(exc).__name__, self.secret)
                 raise StorageUnavailable(f"{what} on {where}: {reason}: {detail}") from exc
-        raise
 
 
 _REDIS_DIR = os.path.dirname(os.path.abspath(_redis_package.__file__ or "")) + os.sep
@@ -791,6 +950,14 @@ def _precondition(key: str, mode: PutMode, current: bytes) -> PreconditionFailed
 
 
 # -- options -----------------------------------------------------------------------------
+def _pool_size(client: Redis | RedisCluster | None) -> int:
+    if isinstance(client, Redis):
+        return int(getattr(client.connection_pool, "max_connections", 100))
+    if isinstance(client, RedisCluster):
+        return int(client.connection_kwargs.get("max_connections", 100))
+    return 100
+
+
 def _check_prefix(prefix: object) -> None:
     if (
         not isinstance(prefix, str)
@@ -833,7 +1000,7 @@ def _parse_param(shown: str, name: str, value: str) -> Any:
             raise ValueError
         if name in ("ttl", "timeout", "connect_timeout"):
             return float(value)
-        if name in ("retries", "scope_depth", "max_connections"):
+        if name in ("retries", "scope_depth", "max_connections", "inline_max"):
             return int(value)
     except ValueError:
         raise ConfigurationError(

@@ -382,7 +382,8 @@ async def _no_key_left(s: RedisStorage) -> bool:
 async def test_ttl_is_refreshed_by_every_write_to_the_run(redis_url: str, prefix: str) -> None:
     async with RedisStorage.from_url(redis_url, prefix=prefix, ttl=30) as s:
         await s.put("runs/r/a", b"1")
-        h, i, r = s._names("runs/r")
+        names = s._names("runs/r")
+        h, i, r = names.h, names.i, names.r
         first = await s.client.pttl(h)
         assert 25_000 < first <= 30_000
         await s.client.pexpire(h, 5_000)  # as if 25 seconds had passed
@@ -392,3 +393,90 @@ async def test_ttl_is_refreshed_by_every_write_to_the_run(redis_url: str, prefix
             assert await s.client.pttl(name) > 25_000
         assert await s.client.pttl(r) > 25_000
         assert (await s.get("runs/r/a")).data == b"1"
+
+
+async def test_ttl_also_expires_big_values_with_their_run(redis_url: str, prefix: str) -> None:
+    async with RedisStorage.from_url(redis_url, prefix=prefix, ttl=30, inline_max=16) as s:
+        await s.put("runs/r/big", b"B" * 100)  # stored in a key of its own
+        names = s._names("runs/r")
+        (external,) = await s.client.smembers(names.e)
+        await s.client.pexpire(external, 5_000)
+        await s.put("runs/r/small", b"s")  # any write of the run refreshes every key of it
+        assert await s.client.pttl(external) > 25_000
+        assert await s.client.pttl(names.e) > 25_000
+
+
+async def _external_keys(s: RedisStorage, scope: str) -> set[bytes]:
+    names = s._names(scope)
+    members = set(await s.client.smembers(names.e))
+    for name in members:
+        assert await s.client.exists(name), "a registered data key is missing"
+    return members
+
+
+@pytest.mark.parametrize("inline_max", [0, 10])
+async def test_big_values_live_in_keys_of_their_own_and_never_leak(
+    redis_url: str, prefix: str, inline_max: int
+) -> None:
+    async with RedisStorage.from_url(redis_url, prefix=prefix, inline_max=inline_max) as s:
+        big, small = b"B" * 64, b"s" * (inline_max or 1)
+        v1 = await s.put("runs/r/k", big)
+        assert (await s.get("runs/r/k")) == (big, v1)
+        assert len(await _external_keys(s, "runs/r")) == 1
+        with pytest.raises(PreconditionFailed):
+            await s.put("runs/r/k", big, mode="create")  # the staged copy is dropped
+        with pytest.raises(PreconditionFailed):
+            await s.put("runs/r/k", big, mode=IfMatch("other"))
+        v2 = await s.put("runs/r/k", big + b"2", mode=IfMatch(v1))  # the old data key goes
+        assert (await s.get("runs/r/k")) == (big + b"2", v2)
+        assert len(await _external_keys(s, "runs/r")) == 1
+        v3 = await s.put("runs/r/k", small)
+        assert (await s.get("runs/r/k")) == (small, v3)
+        assert len(await _external_keys(s, "runs/r")) == (1 if inline_max == 0 else 0)
+        await s.put("runs/r/k", big)
+        assert await s.delete("runs/r/k")
+        assert await _external_keys(s, "runs/r") == set()
+        stray = [k async for k in s.client.scan_iter(match=f"*{prefix}*x:*")]
+        assert stray == []
+
+
+async def test_a_reader_racing_overwrites_of_a_big_value_sees_matching_version_and_data(
+    storage: RedisStorage,
+) -> None:
+    storage._inline_max = 0
+    written: dict[str, bytes] = {}
+    stop = asyncio.Event()
+
+    async def writer() -> None:
+        for i in range(40):
+            data = f"value {i} ".encode() * 50
+            written[await storage.put("runs/w/k", data)] = data
+        stop.set()
+
+    async def reader() -> int:
+        reads = 0
+        while not stop.is_set():
+            got = await storage.get("runs/w/k")
+            assert written.get(got.version, got.data) == got.data
+            reads += 1
+        return reads
+
+    written[await storage.put("runs/w/k", b"first")] = b"first"
+    _, reads = await asyncio.gather(writer(), reader())
+    assert reads > 0
+    got = await storage.get("runs/w/k")
+    assert written[got.version] == got.data
+
+
+async def test_the_put_script_refuses_to_adopt_a_staged_value_that_expired(
+    storage: RedisStorage,
+) -> None:
+    from checkpointkit.adapters.redis import _PUT, DEAD_TOKEN_MS
+
+    await storage.put("runs/s/other", b"registers the scope")
+    names = storage._names("runs/s")
+    keys = (*names[:4], names.x + b"gone")
+    args = ("runs/s/k", b"", "o", "", "gone", 0, "", DEAD_TOKEN_MS, "1")
+    assert (await storage._script(_PUT, keys, args))[0] == 4
+    with pytest.raises(NotFound):
+        await storage.get("runs/s/k")
