@@ -164,8 +164,11 @@ def _is_plain(root: Any) -> bool:
     Ints are not range-checked here: msgspec raises OverflowError for big ones.
     Gives up (False) on deep or huge graphs, which includes reference cycles.
     """
-    level: list[Any] = [root]
-    total = 0
+    t = type(root)
+    if t is not dict and t is not list:
+        return t in _SIMPLE or (t is _dt.datetime and root.tzinfo is _UTC and not root.fold)
+    level: list[Any] = gc.get_referents(root)
+    total = 1
     for _ in range(_PLAIN_MAX_DEPTH):
         found = set(map(type, level))
         if not found <= _PLAIN_TYPES:
