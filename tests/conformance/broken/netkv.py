@@ -1,0 +1,263 @@
+"""A tiny key-value server over TCP and two adapters for it: one correct, one broken.
+
+The server runs in a thread of its own with its own event loop, like a
+separate server process, on 127.0.0.1 and a free port. Frames are a 4-byte
+big-endian length and a msgpack map; a request is applied only once its whole
+frame has arrived, so a cut-off request never happens (as on a real server).
+
+:class:`NetKVStorage` keeps one connection and, when a call is cancelled in
+the middle of its exchange, drops that connection (its reply, if any, will
+never be read). :class:`NetKVStaleReply` keeps the connection instead: the
+next call reads the reply meant for the cancelled one. The suite must catch
+that through the stall proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, ClassVar
+
+import msgspec
+from checkpointkit.conformance import Target, new_location
+from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder().decode
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> dict[str, Any]:
+    (size,) = struct.unpack(">I", await reader.readexactly(4))
+    body: dict[str, Any] = _decode(await reader.readexactly(size))
+    return body
+
+
+def _frame(body: dict[str, Any]) -> bytes:
+    data = _encode(body)
+    return struct.pack(">I", len(data)) + data
+
+
+class NetKVServer:
+    """The server: namespaces of ``key -> (data, version)``; ``with NetKVServer() as s``."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, tuple[bytes, str]]] = {}
+        self.counter = 0
+        self.address: tuple[str, int] = ("127.0.0.1", 0)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, name="netkv-server", daemon=True)
+
+    def __enter__(self) -> NetKVServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the netkv server did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def _main(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.address = server.sockets[0].getsockname()[:2]
+        self._ready.set()
+        async with server:
+            await self._stop.wait()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    request = await _read_frame(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return  # a cut-off request is never applied
+                await asyncio.sleep(0.001)  # the server's own latency
+                writer.write(_frame(self._apply(request)))
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    def _apply(self, r: dict[str, Any]) -> dict[str, Any]:
+        ns = self.data.setdefault(r["ns"], {})
+        op, key = r["op"], r.get("key")
+        current = ns.get(key) if key is not None else None
+        if op == "put":
+            mode = r["mode"]
+            if mode == "create" and current is not None:
+                return {"error": "precondition", "message": f"key {key!r} exists"}
+            if mode not in ("create", "overwrite") and (current is None or current[1] != mode):
+                return {"error": "precondition", "message": f"key {key!r} is not at version {mode}"}
+            self.counter += 1
+            ns[key] = (r["data"], str(self.counter))
+            return {"value": str(self.counter)}
+        if op == "get":
+            if current is None:
+                return {"error": "notfound", "message": f"key {key!r} not found"}
+            return {"value": [current[0], current[1]]}
+        if op == "delete":
+            if current is None:
+                return {"value": False}
+            if r.get("if_match") is not None and current[1] != r["if_match"]:
+                return {"error": "precondition", "message": f"key {key!r} is not at version"}
+            del ns[key]
+            return {"value": True}
+        if op == "list":
+            keys = sorted(k for k in ns if k.startswith(r["prefix"]))
+            after = r.get("after")
+            if after is not None:
+                keys = [k for k in keys if k > after]
+            page = keys[: r["limit"]]
+            return {"value": [page, len(keys) > len(page)]}
+        if op == "drop":
+            self.data.pop(r["ns"], None)
+            return {"value": True}
+        return {"error": "unknown", "message": f"unknown op {op!r}"}
+
+
+class NetKVStorage(StorageBase):
+    """A correct client: one connection, dropped when a call is cancelled mid-exchange."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(durable=False, shared=True)
+    grace: ClassVar[float] = 0.5
+    """Seconds a cancelled call waits for the answer of a request already sent."""
+
+    def __init__(self, host: str, port: int, namespace: str) -> None:
+        self.host, self.port, self.ns = host, port, namespace
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._lock = asyncio.Lock()
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._conn is None:
+            try:
+                self._conn = await asyncio.open_connection(self.host, self.port)
+            except OSError as exc:
+                raise StorageUnavailable(f"cannot connect to {self.host}:{self.port}") from exc
+        return self._conn
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn[1].close()
+            with contextlib.suppress(Exception):
+                await conn[1].wait_closed()
+
+    async def _call(self, op: str, **fields: Any) -> Any:
+        frame = _frame({"op": op, "ns": self.ns, **fields})
+        async with self._lock:
+            reader, writer = await self._connection()
+            exchange = asyncio.ensure_future(self._exchange(reader, writer, frame))
+            try:
+                reply = await asyncio.shield(exchange)
+            except asyncio.CancelledError:
+                await self._settle_cancelled(exchange)
+                raise
+            except (OSError, asyncio.IncompleteReadError) as exc:
+                await self._drop()
+                raise StorageUnavailable(f"netkv {op} failed: {exc!r}") from exc
+        error = reply.get("error")
+        if error == "notfound":
+            raise NotFound(reply["message"])
+        if error == "precondition":
+            raise PreconditionFailed(reply["message"])
+        if error is not None:
+            raise StorageUnavailable(reply["message"])
+        return reply["value"]
+
+    @staticmethod
+    async def _exchange(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, frame: bytes
+    ) -> dict[str, Any]:
+        writer.write(frame)
+        await writer.drain()
+        return await _read_frame(reader)
+
+    async def _settle_cancelled(self, exchange: asyncio.Future[dict[str, Any]]) -> None:
+        """The caller cancelled: the request may already be on its way.
+
+        Give its answer a bounded grace, so that a write the server applies
+        anyway is whole before CancelledError is raised; if no answer comes,
+        drop the connection so that the late answer is never read by another call.
+        """
+        try:
+            await asyncio.wait({exchange}, timeout=self.grace)
+        finally:
+            if not exchange.done():
+                exchange.cancel()
+                await asyncio.gather(exchange, return_exceptions=True)
+                await self._drop()
+            elif exchange.cancelled() or exchange.exception() is not None:
+                await self._drop()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        m = mode.version if isinstance(mode, IfMatch) else mode
+        version: str = await self._call("put", key=key, data=data, mode=m)
+        return version
+
+    async def _get(self, key: str) -> GetResult:
+        data, version = await self._call("get", key=key)
+        return GetResult(data, version)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        existed: bool = await self._call("delete", key=key, if_match=if_match)
+        return existed
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after = cursor if cursor is not None else start_after
+        keys, more = await self._call("list", prefix=prefix, after=after, limit=limit)
+        return ListPage(keys, keys[-1] if more and keys else None)
+
+    async def drop_namespace(self) -> None:
+        """Delete every key of this storage's namespace (cleanup)."""
+        await self._call("drop")
+
+    async def _aclose(self) -> None:
+        await self._drop()
+
+
+class NetKVStaleReply(NetKVStorage):
+    """Bug: a call cancelled mid-exchange stops reading but keeps the connection; the
+    next call reads the reply meant for the cancelled one."""
+
+    async def _settle_cancelled(self, exchange: asyncio.Future[dict[str, Any]]) -> None:
+        exchange.cancel()
+        await asyncio.gather(exchange, return_exceptions=True)
+
+
+@contextmanager
+def netkv_target(
+    client: type[NetKVStorage] = NetKVStorage, *, name: str = "netkv"
+) -> Iterator[Target]:
+    """A running server and a target whose factory accepts ``location`` and ``endpoint``."""
+    with NetKVServer() as server:
+
+        @asynccontextmanager
+        async def factory(
+            *, location: str | None = None, endpoint: tuple[str, int] | None = None
+        ) -> AsyncIterator[NetKVStorage]:
+            host, port = endpoint or server.address
+            ns = location or new_location()
+            async with client(host, port, ns) as storage:
+                yield storage
+            async with NetKVStorage(*server.address, ns) as cleaner:
+                await cleaner.drop_namespace()
+
+        yield Target(factory, name=name, upstream=server.address)

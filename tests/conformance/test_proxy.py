@@ -1,0 +1,141 @@
+"""The loopback stall proxy: forwards, holds mid-request and mid-response, never delivers
+bytes of a closed sender later."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+from checkpointkit.conformance import StallProxy
+
+
+class Sink:
+    """A TCP server that records what it receives and answers ``ack:<n>`` per chunk."""
+
+    def __init__(self) -> None:
+        self.received = bytearray()
+        self.arrived = asyncio.Event()
+        self.closed = asyncio.Event()
+        self.server: asyncio.Server | None = None
+        self.handlers: list[asyncio.Task[None]] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.handlers.append(task)
+        try:
+            while chunk := await reader.read(65536):
+                self.received += chunk
+                self.arrived.set()
+                writer.write(b"ack:%d;" % len(self.received))
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            self.closed.set()
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self.server is not None
+        host, port = self.server.sockets[0].getsockname()[:2]
+        return host, port
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[Sink]:
+    s = Sink()
+    s.server = await asyncio.start_server(s.handle, "127.0.0.1", 0)
+    async with s.server:
+        yield s
+        s.server.close()
+        await asyncio.gather(*s.handlers, return_exceptions=True)
+
+
+async def _bounded(aw: object, seconds: float = 5) -> object:
+    async with asyncio.timeout(seconds):
+        return await aw  # type: ignore[misc]
+
+
+async def test_proxy_forwards_both_ways(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(b"hello")
+        await writer.drain()
+        assert await _bounded(reader.readuntil(b";")) == b"ack:5;"
+        assert bytes(sink.received) == b"hello"
+        assert proxy.connections == 1
+        writer.close()
+        await writer.wait_closed()
+
+
+async def test_request_stall_holds_the_second_half_until_resume(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("request", partial=True)
+        writer.write(b"0123456789")
+        await writer.drain()
+        await _bounded(proxy.stalled.wait())
+        await _bounded(sink.arrived.wait())
+        assert bytes(sink.received) == b"01234"  # mid-request: half arrived
+        assert proxy.held_bytes == 5
+        proxy.resume()
+        assert await _bounded(reader.readuntil(b";")) == b"ack:5;"
+        assert await _bounded(reader.readuntil(b";")) == b"ack:10;"
+        assert bytes(sink.received) == b"0123456789"
+        writer.close()
+        await writer.wait_closed()
+
+
+async def test_response_stall_holds_the_reply(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("response", partial=False)
+        writer.write(b"abc")
+        await writer.drain()
+        await _bounded(proxy.stalled.wait())
+        assert bytes(sink.received) == b"abc"  # the server got the request
+        read = asyncio.ensure_future(reader.readuntil(b";"))
+        done, _ = await asyncio.wait({read}, timeout=0.05)
+        assert not done  # the reply is held
+        proxy.resume()
+        assert await _bounded(read) == b"ack:3;"
+        writer.close()
+        await writer.wait_closed()
+
+
+async def test_held_bytes_of_a_closed_sender_are_never_delivered(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        _, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("request", partial=True)
+        writer.write(b"ABCDEFGH")
+        await writer.drain()
+        await _bounded(proxy.stalled.wait())
+        writer.close()  # the client gives up (a cancelled call dropping its connection)
+        await writer.wait_closed()
+        await _bounded(sink.closed.wait())
+        proxy.resume()
+        assert bytes(sink.received) == b"ABCD"
+        assert proxy.dropped_bytes == 4
+
+
+async def test_drop_resets_every_connection(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(b"x")
+        await writer.drain()
+        await _bounded(reader.readuntil(b";"))
+        await proxy.drop()
+        assert await _bounded(reader.read()) == b""
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def test_proxy_refuses_a_non_loopback_upstream() -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        StallProxy(("192.0.2.1", 80))
