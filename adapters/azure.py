@@ -446,6 +446,8 @@ class AzureBlobStorage(StorageBase):
         where = f"container {self.container!r} at {self.account_url}"
         if self._closed:
             raise StorageClosed(f"{what} failed: the storage was closed") from exc
+        if isinstance(exc, aexc.IncompleteReadError):  # an HttpResponseError, but transient
+            raise StorageUnavailable(f"{what} failed on {where}: {type(exc).__name__}") from exc
         if isinstance(exc, aexc.HttpResponseError):
             code = _code(exc)
             status = exc.status_code or 0
@@ -454,7 +456,11 @@ class AzureBlobStorage(StorageBase):
                     f"Azure {where} does not exist: create it, or pass create=True "
                     "(?create=true in the URL) to create it on first use"
                 ) from exc
-            if code in _CONDITION_CODES or status == 412 or (status == 409 and condition):
+            if (
+                code in _CONDITION_CODES
+                or status == 412
+                or (status == 409 and condition and not code)
+            ):
                 cond = f" ({condition})" if condition else ""
                 raise PreconditionFailed(
                     f"key {key!r}: the condition failed{cond}"
