@@ -8,9 +8,12 @@ with the same value: ``tuple``, ``set``, ``frozenset``, ``bytearray``, ints beyo
 ``timedelta``, ``UUID``, ``Decimal``, ``complex``, dicts with keys that are not
 plain, and registered dataclasses, pydantic models and enums.
 
-Encoding walks the value once in Python to find those types (a dict from exact
-type to handler; plain containers are checked with C-level type scans and are
-neither copied nor rebuilt), then msgspec encodes the result. Decoding is
+Encoding first proves, with C-level scans one tree level at a time, that a value
+is plain (only the types above plus UTC datetimes, which msgspec round-trips by
+itself); a plain value goes to msgspec untouched. Otherwise one Python walk finds
+the other types (a dict from exact type to handler; plain containers are checked
+with C-level type scans and are neither copied nor rebuilt), then msgspec
+encodes the result. Decoding is
 msgspec alone, with an ``ext_hook`` for the extension types: plain containers
 are never walked in Python.
 
