@@ -31,12 +31,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from checkpointkit import CheckpointStore, Workflow, step
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.memory import MemoryStorage
+from rich.console import Console
+from rich.table import Table
 
 console = Console(width=150)
 RESULTS = Path(__file__).parent / "results"
@@ -89,7 +88,8 @@ def per_step_file(n: int, repeat: int) -> tuple[float, int]:
         with tempfile.TemporaryDirectory(dir=".") as root:
             async with FileStorage(root) as storage:
                 await Workflow(chain(n), storage=storage).run()
-            sizes.append(sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file()))
+            files = [p for p in Path(root).rglob("*") if p.is_file()]  # noqa: ASYNC240
+            sizes.append(sum(p.stat().st_size for p in files))
 
     return median_time(go, repeat) / n, sizes[-1]
 
