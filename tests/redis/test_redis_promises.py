@@ -16,7 +16,7 @@ from checkpointkit import (
     StorageClosed,
 )
 from checkpointkit.adapters.memory import MemoryStorage
-from checkpointkit.adapters.redis import RedisStorage
+from checkpointkit.adapters.redis import GRACE_MS, RedisStorage
 from checkpointkit.registry import open_storage
 
 MiB = 1024 * 1024
@@ -383,7 +383,7 @@ async def test_ttl_is_refreshed_by_every_write_to_the_run(redis_url: str, prefix
     async with RedisStorage.from_url(redis_url, prefix=prefix, ttl=30) as s:
         await s.put("runs/r/a", b"1")
         names = s._names("runs/r")
-        h, i, r = names.h, names.i, names.r
+        h, i = names.h, names.i
         first = await s.client.pttl(h)
         assert 25_000 < first <= 30_000
         await s.client.pexpire(h, 5_000)  # as if 25 seconds had passed
@@ -391,7 +391,6 @@ async def test_ttl_is_refreshed_by_every_write_to_the_run(redis_url: str, prefix
         await s.put("runs/r/b", b"2")  # another key of the run: the whole run is refreshed
         for name in (h, i):
             assert await s.client.pttl(name) > 25_000
-        assert await s.client.pttl(r) > 25_000
         assert (await s.get("runs/r/a")).data == b"1"
 
 
@@ -436,8 +435,9 @@ async def test_big_values_live_in_keys_of_their_own_and_never_leak(
         await s.put("runs/r/k", big)
         assert await s.delete("runs/r/k")
         assert await _external_keys(s, "runs/r") == set()
-        stray = [k async for k in s.client.scan_iter(match=f"*{prefix}*x:*")]
-        assert stray == []
+        # what is left of replaced values expires after a grace period (for racing reads)
+        async for name in s.client.scan_iter(match=f"*{prefix}*x:*"):
+            assert 0 < await s.client.pttl(name) <= GRACE_MS
 
 
 async def test_a_reader_racing_overwrites_of_a_big_value_sees_matching_version_and_data(
@@ -453,17 +453,19 @@ async def test_a_reader_racing_overwrites_of_a_big_value_sees_matching_version_a
             written[await storage.put("runs/w/k", data)] = data
         stop.set()
 
+    seen: list[tuple[str, bytes]] = []
+
     async def reader() -> int:
-        reads = 0
         while not stop.is_set():
             got = await storage.get("runs/w/k")
-            assert written.get(got.version, got.data) == got.data
-            reads += 1
-        return reads
+            seen.append((got.version, got.data))
+        return len(seen)
 
     written[await storage.put("runs/w/k", b"first")] = b"first"
     _, reads = await asyncio.gather(writer(), reader())
     assert reads > 0
+    for version, data in seen:  # every read returned the data of the version it named
+        assert written[version] == data
     got = await storage.get("runs/w/k")
     assert written[got.version] == got.data
 
