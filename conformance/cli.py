@@ -157,7 +157,8 @@ def print_report(report: Report, console: Console) -> None:
         console.print(f"[red bold]error:[/] {escape(error)}")
     if report.failures:
         console.print("\n[bold red]Failures[/]")
-        for r in report.failures:
+        order = {g: i for i, g in enumerate(report.groups())}
+        for r in sorted(report.failures, key=lambda r: order.get(r.group, len(order))):
             console.print(f"[red]✗ {escape(r.group)}::{escape(r.name)}[/]")
             console.print(f"  {escape(r.reason)}", highlight=False)
     skips: dict[str, list[str]] = {}
