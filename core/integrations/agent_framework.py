@@ -33,9 +33,10 @@ so the newest checkpoint of a workflow is the first key of a listing.
 
 Cost per operation, in storage requests:
 
-- ``save``: 2 puts (the checkpoint, create-only, then its marker). Saving an id
-  again costs 1 get more, and moves the marker if the timestamp or workflow
-  changed.
+- ``save``: 2 puts at once (the checkpoint, create-only, and its marker).
+  Saving an id again costs 1 get and 1 put more, and moves the marker if the
+  timestamp or workflow changed. A marker whose checkpoint is missing (a save
+  that failed half-way) is skipped by readers.
 - ``load``: 1 get.
 - ``get_latest``: 1 ``list(limit=1)`` and 1 get, however many checkpoints the
   workflow has.
@@ -107,7 +108,9 @@ class CheckpointkitCheckpointStorage:
         encryption: Encrypt every checkpoint with AES-GCM (see
             :class:`checkpointkit.crypto.Encryption`); None stores them in clear.
         compress_threshold: zstd-compress checkpoints longer than this many bytes.
-        compression_level: zstd level for those.
+        compression_level: zstd level for those (1, the fastest positive level, by
+            default: compression must not cost more than the bytes it saves).
+            ``compress_threshold=sys.maxsize`` turns compression off.
 
     Raises:
         TypeError: ``storage`` is not a checkpointkit storage.
@@ -122,7 +125,7 @@ class CheckpointkitCheckpointStorage:
         allowed_checkpoint_types: Iterable[str] | None = None,
         encryption: Encryption | None = None,
         compress_threshold: int = 16 * 1024,
-        compression_level: int = 3,
+        compression_level: int = 1,
     ) -> None:
         if not isinstance(storage, Storage):
             raise TypeError(
@@ -152,7 +155,7 @@ class CheckpointkitCheckpointStorage:
         allowed_checkpoint_types: Iterable[str] | None = None,
         encryption: Encryption | None = None,
         compress_threshold: int = 16 * 1024,
-        compression_level: int = 3,
+        compression_level: int = 1,
     ) -> CheckpointkitCheckpointStorage:
         """Open the storage that ``url`` names; the result owns (and closes) it.
 
@@ -294,18 +297,26 @@ class CheckpointkitCheckpointStorage:
         key = self._checkpoint_key(checkpoint_id)
         marker = self._marker_key(checkpoint.workflow_name, checkpoint.timestamp, checkpoint_id)
         data = self._encode(checkpoint)
-        stale: str | None = None
-        try:
-            await self.storage.put(key, data, mode="create")
-        except PreconditionFailed:
-            # Saved before: replace it, and move its marker if it moved.
-            old = await self._read(key)
-            if old is not None:
-                old_marker = self._marker_of(old, checkpoint_id)
-                if old_marker != marker:
-                    stale = old_marker
+
+        async def write_checkpoint() -> str | None:
+            """Write it; return the marker of an earlier save of this id if it moved."""
+            try:
+                await self.storage.put(key, data, mode="create")
+            except PreconditionFailed:
+                pass
+            else:
+                return None
+            try:
+                old = await self._read(key)
+            except WorkflowCheckpointException:
+                old = None  # unreadable: replaced below all the same
             await self.storage.put(key, data)
-        await self.storage.put(marker, b"")
+            old_marker = None if old is None else self._marker_of(old, checkpoint_id)
+            return old_marker if old_marker != marker else None
+
+        # Both at once: a marker whose checkpoint is missing (a failed save) is
+        # skipped by readers, so the order does not matter.
+        stale, _ = await _gather((write_checkpoint(), self.storage.put(marker, b"")))
         if stale is not None:
             await self.storage.delete(stale)
         return checkpoint_id
@@ -443,8 +454,12 @@ def _micros(timestamp: str, checkpoint_id: str) -> int:
 
 
 async def _gather(coros: Iterable[Any]) -> Sequence[Any]:
+    """Await all in a task group; on a failure, cancel the rest and raise the first error."""
     tasks: list[asyncio.Task[Any]] = []
-    async with asyncio.TaskGroup() as tg:
-        for coro in coros:
-            tasks.append(tg.create_task(coro))
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for coro in coros:
+                tasks.append(tg.create_task(coro))
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
     return [t.result() for t in tasks]

@@ -224,7 +224,9 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         encryption: Encrypt every record with AES-GCM (see
             :class:`checkpointkit.crypto.Encryption`); None stores them in clear.
         compress_threshold: zstd-compress records longer than this many bytes.
-        compression_level: zstd level for those records.
+        compression_level: zstd level for those records (1, the fastest positive
+            level, by default: compression must not cost more than the bytes it
+            saves). ``compress_threshold=sys.maxsize`` turns compression off.
 
     Raises:
         TypeError: ``storage`` is not a checkpointkit storage.
@@ -241,7 +243,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         inline_limit: int = 128 * 1024,
         encryption: Encryption | None = None,
         compress_threshold: int = 16 * 1024,
-        compression_level: int = 3,
+        compression_level: int = 1,
     ) -> None:
         super().__init__(serde=serde)
         if not isinstance(storage, Storage):
@@ -280,7 +282,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         inline_limit: int = 128 * 1024,
         encryption: Encryption | None = None,
         compress_threshold: int = 16 * 1024,
-        compression_level: int = 3,
+        compression_level: int = 1,
     ) -> CheckpointkitSaver:
         """Open the storage that ``url`` names and make a saver that owns (and closes) it.
 

@@ -1,0 +1,369 @@
+"""The integrations side by side with each library's own durable saver, in one run.
+
+Run: ``.venv/bin/python benchmarks/bench_integrations.py [--runs 5] [--quick] [--dir PATH]``
+
+Needs the peers, installed in the benchmark environment only (the ``test``
+extra): ``langgraph-checkpoint-sqlite`` and ``agent-framework-core``.
+
+LangGraph (state sizes 1 KiB, 64 KiB, 1 MiB: one channel whose value changes at
+every checkpoint, plus a small counter channel):
+
+- ``put``: ``aput`` of the next checkpoint of a thread, sequentially;
+- ``latest``: ``aget_tuple`` without a checkpoint id, on a thread of 50 checkpoints;
+- ``graph step``: a real ``StateGraph`` of 10 sequential nodes run with
+  ``ainvoke`` (each step is ``put_writes`` plus ``put``), per step.
+
+for ``CheckpointkitSaver`` on checkpointkit's file storage (fsync on, the
+default) and, when a ``valkey-server`` can be started, on Redis, against
+LangGraph's own ``AsyncSqliteSaver`` on a file in the same directory (WAL; its
+commit syncs the log).
+
+agent-framework (same state sizes):
+
+- ``save`` and ``load`` of one checkpoint;
+- ``get_latest`` with 10, 1,000 and 5,000 checkpoints of the workflow;
+
+for ``CheckpointkitCheckpointStorage`` on checkpointkit's file storage (fsync
+on) against agent-framework's own ``FileCheckpointStorage`` (which does not
+fsync) in the same directory.
+
+Figures are medians of ``--runs`` runs; the ratio column is the peer's time
+divided by checkpointkit's (above 1 means checkpointkit is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from checkpointkit.adapters.file import FileStorage
+from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
+from checkpointkit.integrations.langgraph import CheckpointkitSaver
+
+SIZES = {"1 KiB": 1 << 10, "64 KiB": 64 << 10, "1 MiB": 1 << 20}
+WORDS = [
+    "".join(
+        random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=random.Random(i).randint(2, 9))
+    )
+    for i in range(5000)
+]
+
+
+def state_of(size: int, seed: int) -> dict[str, Any]:
+    """A chat-like state of about ``size`` bytes: messages of random words."""
+    rng = random.Random(seed)
+    messages: list[dict[str, str]] = []
+    total = 0
+    while total < size:
+        text = " ".join(rng.choices(WORDS, k=min(60, max(4, (size - total) // 6))))
+        messages.append({"role": rng.choice(["user", "assistant"]), "content": text})
+        total += len(text) + 30
+    return {"messages": messages}
+
+
+async def timed(n: int, op: Callable[[int], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        await op(i)
+    return (time.perf_counter() - start) / n
+
+
+def fmt(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 0.01:
+        return f"{seconds * 1e3:8.1f} ms"
+    return f"{seconds * 1e6:8.0f} µs"
+
+
+def ratio(peer: float | None, ours: float | None) -> str:
+    if not peer or not ours:
+        return ""
+    return f"{peer / ours:6.1f}x"
+
+
+# -- LangGraph ----------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def langgraph_savers(base: str, redis_url: str | None) -> AsyncIterator[dict[str, Any]]:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    savers: dict[str, Any] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        savers["ckk file"] = await stack.enter_async_context(
+            CheckpointkitSaver.from_url(f"file://{base}/lg-ckk")
+        )
+        savers["ckk nosync"] = await stack.enter_async_context(
+            CheckpointkitSaver.from_url(f"file://{base}/lg-ckk-nosync?fsync=false")
+        )
+        if redis_url is not None:
+            savers["ckk redis"] = await stack.enter_async_context(
+                CheckpointkitSaver.from_url(redis_url, storage_options={"prefix": "bench"})
+            )
+        sqlite = await stack.enter_async_context(
+            AsyncSqliteSaver.from_conn_string(f"{base}/lg-sqlite.db")
+        )
+        await sqlite.setup()
+        savers["sqlite"] = sqlite
+        yield savers
+
+
+async def put_chain(saver: Any, thread: str, size: int, n: int) -> tuple[float, Any]:
+    """Seconds per ``aput`` over ``n`` checkpoints of one thread; the last config."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    values = [state_of(size, seed) for seed in range(min(n, 8))]
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    version: Any = None
+    start = time.perf_counter()
+    for i in range(n):
+        version = saver.get_next_version(version, None)
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"state": values[i % len(values)], "step": i}
+        checkpoint["channel_versions"] = {"state": version, "step": version}
+        config = await saver.aput(
+            config, checkpoint, {"source": "loop", "step": i}, {"state": version, "step": version}
+        )
+    return (time.perf_counter() - start) / n, config
+
+
+def ten_step_graph() -> Any:
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+        payload: str
+
+    builder = StateGraph(S)
+    names = [f"n{i}" for i in range(10)]
+    for name in names:
+        builder.add_node(name, lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, names[0])
+    for a, b in itertools.pairwise(names):
+        builder.add_edge(a, b)
+    builder.add_edge(names[-1], END)
+    return builder
+
+
+async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | None) -> None:
+    counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 12}
+    if quick:
+        counts = {k: max(4, v // 4) for k, v in counts.items()}
+    rows: list[tuple[str, dict[str, float]]] = []
+    async with langgraph_savers(base, redis_url) as savers:
+        for label, size in SIZES.items():
+            puts: dict[str, list[float]] = {name: [] for name in savers}
+            latest: dict[str, list[float]] = {name: [] for name in savers}
+            for run in range(runs):
+                for name, saver in savers.items():
+                    thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
+                    per_put, _ = await put_chain(saver, thread, size, counts[label])
+                    puts[name].append(per_put)
+            for name, saver in savers.items():
+                thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
+                await put_chain(saver, thread, size, 50)
+                config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+                for _ in range(runs):
+                    latest[name].append(
+                        await timed(counts[label], lambda _i, s=saver, c=config: s.aget_tuple(c))
+                    )
+            rows.append((f"put, {label}", {k: statistics.median(v) for k, v in puts.items()}))
+            rows.append((f"latest, {label}", {k: statistics.median(v) for k, v in latest.items()}))
+        steps: dict[str, list[float]] = {name: [] for name in savers}
+        builder = ten_step_graph()
+        for _ in range(runs):
+            for name, saver in savers.items():
+                graph = builder.compile(checkpointer=saver)
+                config = {"configurable": {"thread_id": f"graph-{uuid.uuid4().hex[:8]}"}}
+                start = time.perf_counter()
+                await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
+                steps[name].append((time.perf_counter() - start) / 10)
+        rows.append(("graph step, 10 nodes", {k: statistics.median(v) for k, v in steps.items()}))
+
+    names = [n for n in ("ckk file", "ckk nosync", "ckk redis") if any(n in r for _, r in rows)]
+    print("\nLangGraph: CheckpointkitSaver vs LangGraph's AsyncSqliteSaver (same disk)")
+    header = f"{'operation':<24}" + "".join(f"{n:>12}" for n in names) + f"{'sqlite':>12}"
+    header += "".join(f"{'sqlite/' + n.split()[1]:>14}" for n in names)
+    print(header)
+    for op, figures in rows:
+        line = f"{op:<24}" + "".join(f"{fmt(figures.get(n)):>12}" for n in names)
+        line += f"{fmt(figures.get('sqlite')):>12}"
+        line += "".join(f"{ratio(figures.get('sqlite'), figures.get(n)):>14}" for n in names)
+        print(line)
+    print(
+        "ckk file: checkpointkit's file storage (fsync of file and directory); ckk nosync: "
+        "fsync off;\nsqlite: WAL journal, synchronous=FULL (one log sync per commit)"
+    )
+
+
+# -- agent-framework ------------------------------------------------------------------------
+
+
+def af_checkpoint(name: str, size: int, seed: int, at: datetime) -> Any:
+    from agent_framework import WorkflowCheckpoint
+
+    cp = WorkflowCheckpoint(
+        workflow_name=name, graph_signature_hash="bench", state=state_of(size, seed)
+    )
+    cp.timestamp = at.isoformat()
+    return cp
+
+
+async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
+    from agent_framework import FileCheckpointStorage
+
+    logging_quiet()
+    counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 10}
+    if quick:
+        counts = {k: max(4, v // 4) for k, v in counts.items()}
+    theirs = FileCheckpointStorage(f"{base}/af-theirs")
+    rows: list[tuple[str, dict[str, float]]] = []
+    clock = iter(datetime(2025, 1, 1, tzinfo=UTC) + timedelta(milliseconds=i) for i in range(10**7))
+    async with contextlib.AsyncExitStack() as stack:
+        stores: dict[str, Any] = {
+            "ckk file": await stack.enter_async_context(
+                CheckpointkitCheckpointStorage.from_url(f"file://{base}/af-ckk")
+            ),
+            "ckk nosync": await stack.enter_async_context(
+                CheckpointkitCheckpointStorage.from_url(f"file://{base}/af-nosync?fsync=false")
+            ),
+            "theirs": theirs,
+        }
+        for label, size in SIZES.items():
+            n = counts[label]
+            saves: dict[str, list[float]] = {k: [] for k in stores}
+            loads: dict[str, list[float]] = {k: [] for k in stores}
+            for _ in range(runs):
+                for key, store in stores.items():
+                    batch = [af_checkpoint(f"save-{label}", size, i, next(clock)) for i in range(n)]
+                    saves[key].append(await timed(n, lambda i, b=batch, s=store: s.save(b[i])))
+                    loads[key].append(
+                        await timed(n, lambda i, b=batch, s=store: s.load(b[i].checkpoint_id))
+                    )
+            rows.append((f"save, {label}", {k: statistics.median(v) for k, v in saves.items()}))
+            rows.append((f"load, {label}", {k: statistics.median(v) for k, v in loads.items()}))
+        # get_latest as the workflow grows; small checkpoints, as a run's steps would be.
+        name = "latest"
+        have = 0
+        ours = stores["ckk file"]
+        fill = FileStorage(f"{base}/af-ckk", fsync=False)  # fast filling, same files
+        async with CheckpointkitCheckpointStorage(fill) as filler:
+            for total in (10, 1000, 5000):
+                while have < total:
+                    batch = [af_checkpoint(name, 512, have + i, next(clock)) for i in range(50)]
+                    batch = batch[: total - have]
+                    await asyncio.gather(*(filler.save(cp) for cp in batch))
+                    for cp in batch:
+                        await theirs.save(cp)
+                    have += len(batch)
+                m = max(3, min(200, 20_000 // total))
+                m_theirs = max(1, min(20, 2000 // total))
+                o = statistics.median(
+                    [
+                        await timed(m, lambda _i: ours.get_latest(workflow_name=name))
+                        for _ in range(runs)
+                    ]
+                )
+                t = statistics.median(
+                    [
+                        await timed(m_theirs, lambda _i: theirs.get_latest(workflow_name=name))
+                        for _ in range(max(1, runs if total < 5000 else 2))
+                    ]
+                )
+                latest_o = await ours.get_latest(workflow_name=name)
+                latest_t = await theirs.get_latest(workflow_name=name)
+                assert latest_o is not None and latest_t is not None
+                assert latest_o.checkpoint_id == latest_t.checkpoint_id
+                rows.append((f"get_latest, {total:,} checkpoints", {"ckk file": o, "theirs": t}))
+    names = ["ckk file", "ckk nosync"]
+    print("\nagent-framework: CheckpointkitCheckpointStorage vs its own FileCheckpointStorage")
+    print(
+        f"{'operation':<30}"
+        + "".join(f"{n:>12}" for n in names)
+        + f"{'theirs':>12}"
+        + "".join(f"{'theirs/' + n.split()[1]:>14}" for n in names)
+    )
+    for op, figures in rows:
+        print(
+            f"{op:<30}"
+            + "".join(f"{fmt(figures.get(n)):>12}" for n in names)
+            + f"{fmt(figures.get('theirs')):>12}"
+            + "".join(f"{ratio(figures.get('theirs'), figures.get(n)):>14}" for n in names)
+        )
+    print(
+        "ckk file: checkpointkit's file storage (fsync of file and directory); ckk nosync: "
+        "fsync off;\ntheirs: agent-framework's FileCheckpointStorage (JSON file, os.replace, "
+        "no fsync)"
+    )
+
+
+def logging_quiet() -> None:
+    import logging
+
+    logging.getLogger("agent_framework").setLevel(logging.WARNING)
+
+
+@contextlib.contextmanager
+def redis_server(enabled: bool) -> Iterator[str | None]:
+    if not enabled:
+        yield None
+        return
+    try:
+        from checkpointkit.conformance.servers.redis import find_valkey_server, valkey_standalone
+    except ImportError:
+        yield None
+        return
+    if find_valkey_server() is None:
+        print("(no valkey-server found: Redis column left out)")
+        yield None
+        return
+    with valkey_standalone() as url:
+        yield url
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="fewer operations per run")
+    parser.add_argument("--no-redis", action="store_true", help="leave the Redis column out")
+    parser.add_argument("--only", choices=["langgraph", "agent-framework"])
+    here = os.path.dirname(os.path.abspath(__file__))  # noqa: ASYNC240 - before any I/O
+    parser.add_argument(
+        "--dir",
+        default=here,
+        help="where to make a scratch directory (default: beside this script, on the "
+        "repository's disk; removed at the end)",
+    )
+    args = parser.parse_args()
+    base = tempfile.mkdtemp(prefix=".bench-integrations-", dir=args.dir)
+    print(f"medians of {args.runs} runs; scratch directory {base}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # agent-framework's experimental-feature notes
+            if args.only in (None, "langgraph"):
+                with redis_server(not args.no_redis) as redis_url:
+                    await bench_langgraph(base, args.runs, args.quick, redis_url)
+            if args.only in (None, "agent-framework"):
+                await bench_agent_framework(base, args.runs, args.quick)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
