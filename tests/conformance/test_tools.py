@@ -1,0 +1,167 @@
+"""The suite's tools: the fault wrapper, targets and SPEC strings, the prefix view, timing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from checkpointkit import ConfigurationError, NotFound, StorageUnavailable
+from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.conformance import FaultyStorage, PrefixedStorage, Target, resolve_target
+from checkpointkit.conformance.target import _redact
+from checkpointkit.conformance.timing import LatencyRecorder, TimedStorage
+
+
+async def _bounded(aw: object) -> object:
+    async with asyncio.timeout(5):
+        return await aw  # type: ignore[misc]
+
+
+async def test_stall_before_holds_the_call_and_cancel_leaves_nothing_done() -> None:
+    async with MemoryStorage() as inner:
+        faulty = FaultyStorage(inner)
+        stall = faulty.stall("put", when="before")
+        task = asyncio.ensure_future(faulty.put("k", b"v"))
+        await _bounded(stall.entered.wait())
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert stall.cancelled == ["k"]
+        with pytest.raises(NotFound):
+            await inner.get("k")
+        await faulty.put("k", b"later")  # times=1: the next call passes
+        assert (await inner.get("k")).data == b"later"
+
+
+async def test_stall_after_holds_the_answer_of_a_call_that_happened() -> None:
+    async with MemoryStorage() as inner:
+        faulty = FaultyStorage(inner)
+        stall = faulty.stall("put", when="after")
+        task = asyncio.ensure_future(faulty.put("k", b"v"))
+        await _bounded(stall.entered.wait())
+        assert (await inner.get("k")).data == b"v"
+        stall.release()
+        assert isinstance(await _bounded(task), str)
+
+
+async def test_fail_raises_storage_unavailable_by_default_and_matches_keys() -> None:
+    async with MemoryStorage() as inner:
+        faulty = FaultyStorage(inner)
+        fault = faulty.fail("put", key=lambda key: key.startswith("bad/"), times=None)
+        await faulty.put("good", b"x")
+        for _ in range(2):
+            with pytest.raises(StorageUnavailable, match="fault injected"):
+                await faulty.put("bad/1", b"x")
+        assert fault.hits == ["bad/1", "bad/1"]
+        after = faulty.fail("get", when="after", error=TimeoutError("lost reply"))
+        with pytest.raises(TimeoutError):
+            await faulty.get("good")
+        assert after.hits == ["good"]
+        faulty.clear()
+        assert (await faulty.get("good")).data == b"x"
+
+
+async def test_faulty_listing_can_stall_and_aclose_releases_stalls() -> None:
+    inner = MemoryStorage()
+    faulty = FaultyStorage(inner)
+    await faulty.put("a", b"1")
+    stall = faulty.stall("list", when="before")
+    listing = asyncio.ensure_future(_collect(faulty))
+    await _bounded(stall.entered.wait())
+    stall.release()
+    assert await _bounded(listing) == ["a"]
+    assert faulty.capabilities == inner.capabilities
+    await faulty.aclose()
+
+
+async def _collect(storage: FaultyStorage) -> list[str]:
+    return [key async for key in storage.list()]
+
+
+async def test_prefixed_storage_isolates_and_passes_leaks_through() -> None:
+    async with MemoryStorage() as inner:
+        view = PrefixedStorage(inner, "t1/")
+        await view.put("a", b"1")
+        await inner.put("t2/b", b"2")
+        assert [k async for k in view.list()] == ["a"]
+        assert await inner.get("t1/a") == await view.get("a")
+        assert [k async for k in view.list("", start_after="a")] == []
+
+
+def test_target_detects_the_keywords_its_factory_accepts() -> None:
+    @asynccontextmanager
+    async def full(
+        *, location: str | None = None, endpoint: object = None, ttl: float | None = None
+    ) -> AsyncIterator[MemoryStorage]:
+        yield MemoryStorage()
+
+    t = Target(full, upstream=("127.0.0.1", 1))
+    assert t.reopens and t.proxyable and t.expires
+    plain = Target(MemoryStorage)
+    assert not plain.reopens and not plain.proxyable and not plain.expires
+    assert plain.name == "MemoryStorage"
+    assert Target(full).proxyable is False  # no upstream
+    assert plain.count(100) == 100 and Target(MemoryStorage, scale=0.2).count(20) == 4
+    with pytest.raises(ConfigurationError, match="scale"):
+        Target(MemoryStorage, scale=0)
+    with pytest.raises(ConfigurationError, match="callable"):
+        Target("memory")  # type: ignore[arg-type]
+
+
+async def test_target_refuses_a_keyword_its_factory_lacks_and_a_non_storage() -> None:
+    with pytest.raises(ConfigurationError, match="no 'location' keyword"):
+        async with Target(MemoryStorage).open(location="x"):
+            pass
+    with pytest.raises(TypeError, match="neither a storage"):
+        async with Target(lambda: 42).open():
+            pass
+
+
+def test_resolve_target_understands_every_spec_form(tmp_path: Path) -> None:
+    assert resolve_target("memory").name == "memory"
+    file_target = resolve_target("file")
+    assert file_target.reopens and file_target.cleanup is not None
+    file_target.cleanup()
+    url = resolve_target("redis://user:secret@127.0.0.1:6390/0?password=hunter2")
+    assert url.upstream == ("127.0.0.1", 6390) and url.reopens and url.proxyable
+    assert "secret" not in url.name and "hunter2" not in url.name
+    assert resolve_target("checkpointkit.adapters.memory:MemoryStorage").factory is MemoryStorage
+    assert resolve_target(f"file://{tmp_path}").upstream is None
+    with pytest.raises(ConfigurationError, match="no attribute"):
+        resolve_target("checkpointkit.adapters.memory:Nothing")
+    with pytest.raises(ConfigurationError, match="cannot tell"):
+        resolve_target("C:/not a spec")
+
+
+def test_redact_hides_passwords_and_secrets() -> None:
+    assert _redact("redis://u:pw@h:1/0") == "redis://u:***@h:1/0"
+    assert "abc" not in _redact("s3://b/p?secret_key=abc&region=x")
+
+
+async def test_timed_storage_records_completed_operations_only() -> None:
+    rec = LatencyRecorder()
+    async with TimedStorage(MemoryStorage(), into=rec) as timed:
+        await timed.put("a", b"1")
+        await timed.get("a")
+        with pytest.raises(NotFound):
+            await timed.get("missing")
+        assert [k async for k in timed.list()] == ["a"]
+        await timed.delete("a")
+    summary = rec.summary()
+    assert {op: v["count"] for op, v in summary.items()} == {
+        "delete": 1,
+        "get": 1,
+        "list": 1,
+        "put": 1,
+    }
+
+
+def test_latency_percentiles_are_nearest_rank() -> None:
+    rec = LatencyRecorder()
+    for ms in range(1, 101):
+        rec.record("put", ms / 1000)
+    put = rec.summary()["put"]
+    assert (put["p50_ms"], put["p99_ms"], put["max_ms"]) == (50.0, 99.0, 100.0)
