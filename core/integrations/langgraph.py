@@ -205,6 +205,19 @@ class _LoopThread:
         loop.close()
 
 
+class _Runtime:
+    """The mutable state of a saver, shared with its copies (``with_allowlist``)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.home: asyncio.AbstractEventLoop | None = None
+        self.private: _LoopThread | None = None
+        self.lock = threading.Lock()
+        # (thread, ns, channel, version) -> serde type, for values stored apart:
+        # lets put reference an unchanged large value without serializing it again.
+        self.blob_types: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+
+
 class CheckpointkitSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer that stores checkpoints in a checkpointkit storage.
 
@@ -263,13 +276,8 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             "encryption": encryption,
         }
         self._owns_storage = False
-        self._closed = False
-        self._home: asyncio.AbstractEventLoop | None = None
-        self._private: _LoopThread | None = None
-        self._private_lock = threading.Lock()
-        # (thread, ns, channel, version) -> serde type, for values stored as blobs:
-        # lets put reference an unchanged large value without serializing it again.
-        self._blob_types: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+        # Shared by the shallow copies that LangGraph makes (``with_allowlist``).
+        self._rt = _Runtime()
 
     @classmethod
     def from_url(
@@ -383,35 +391,35 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         return writes
 
     def _remember_blob(self, ident: tuple[str, str, str, str], serde_type: str) -> None:
-        cache = self._blob_types
+        cache = self._rt.blob_types
         cache[ident] = serde_type
         cache.move_to_end(ident)
         if len(cache) > _CACHE_SIZE:
             cache.popitem(last=False)
 
     def _forget_thread(self, thread_id: str) -> None:
-        for ident in [i for i in self._blob_types if i[0] == thread_id]:
-            del self._blob_types[ident]
+        for ident in [i for i in self._rt.blob_types if i[0] == thread_id]:
+            del self._rt.blob_types[ident]
 
     # -- event loops -----------------------------------------------------------------------
     def _bind(self) -> None:
         """Remember the running loop as the one sync calls from other threads go to."""
-        if self._closed:
+        if self._rt.closed:
             raise RuntimeError(f"{self!r} is closed")
         loop = asyncio.get_running_loop()
-        home = self._home
+        home = self._rt.home
         if home is not loop and (home is None or home.is_closed() or not home.is_running()):
-            self._home = loop
+            self._rt.home = loop
 
     def _sync(self, make: Callable[[], Coroutine[Any, Any, T]], name: str) -> T:
         """Run ``make()`` on the saver's loop from a thread that does not run that loop."""
-        if self._closed:
+        if self._rt.closed:
             raise RuntimeError(f"{self!r} is closed")
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        home = self._home
+        home = self._rt.home
         if home is not None and not home.is_closed() and home.is_running():
             target = home
         else:
@@ -425,18 +433,18 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         return asyncio.run_coroutine_threadsafe(make(), target).result()
 
     def _private_loop(self) -> asyncio.AbstractEventLoop:
-        with self._private_lock:
-            if self._private is None:
-                self._private = _LoopThread()
-            return self._private.loop
+        with self._rt.lock:
+            if self._rt.private is None:
+                self._rt.private = _LoopThread()
+            return self._rt.private.loop
 
     # -- lifecycle -------------------------------------------------------------------------
     async def aclose(self) -> None:
         """Close the storage if the saver opened it, and stop its private loop; idempotent."""
-        if self._closed:
+        if self._rt.closed:
             return
-        self._closed = True
-        private = self._private
+        self._rt.closed = True
+        private = self._rt.private
         try:
             if self._owns_storage:
                 if private is not None and asyncio.get_running_loop() is not private.loop:
@@ -456,16 +464,16 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             asyncio.InvalidStateError: Called on the thread that runs the saver's
                 event loop while it has a storage to close (use ``await saver.aclose()``).
         """
-        if self._closed:
+        if self._rt.closed:
             return
-        private = self._private
+        private = self._rt.private
         if self._owns_storage:
             if private is not None:
                 asyncio.run_coroutine_threadsafe(self.storage.aclose(), private.loop).result()
             else:
                 self._sync(self.storage.aclose, "close")
-        self._closed = True
-        private = self._private
+        self._rt.closed = True
+        private = self._rt.private
         if private is not None:
             private.stop()
 
@@ -750,7 +758,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             ident = (thread_id, ns, channel, version)
             is_new = channel in new_versions
             if not is_new:
-                known = self._blob_types.get(ident)
+                known = self._rt.blob_types.get(ident)
                 if known is not None:
                     blobs[channel] = (version, known)
                     continue

@@ -17,6 +17,7 @@ from checkpointkit.conformance.styles import StorageWrapper
 from checkpointkit.crypto import Encryption
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import INTERRUPT
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
@@ -138,14 +139,19 @@ async def test_saver_leaves_a_storage_passed_in_open() -> None:
 def test_sync_graph_runs_on_the_savers_private_loop(tmp_path: Any) -> None:
     calls: list[str] = []
     config: Any = {"configurable": {"thread_id": "sync"}}
-    with CheckpointkitSaver.from_url(f"file://{tmp_path}/store") as saver:
-        graph = build_graph(calls).compile(checkpointer=saver)
+    # LangGraph may use a copy of the saver (with_allowlist, for a serializer with
+    # an allow-list); the copy shares the saver's loop, which the original closes.
+    serde = JsonPlusSerializer(allowed_msgpack_modules=[("collections", "OrderedDict")])
+    with CheckpointkitSaver.from_url(f"file://{tmp_path}/store", serde=serde) as saver:
+        copy = saver.with_allowlist([("decimal", "Decimal")])
+        assert copy is not saver
+        graph = build_graph(calls).compile(checkpointer=copy)
         graph.invoke({"topic": "sync", "log": []}, config)
         final = graph.invoke(Command(resume="ok"), config)
         assert graph.get_state(config).values["verdict"] == "ok"
         assert len(list(saver.list(config))) >= 5
     assert final["log"][-1] == "published"
-    assert saver._private is not None and saver._private.loop.is_closed()
+    assert saver._rt.private is not None and saver._rt.private.loop.is_closed()
 
 
 async def test_sync_call_on_the_event_loop_thread_raises_instead_of_deadlocking() -> None:
@@ -161,7 +167,7 @@ async def test_sync_calls_from_another_thread_run_on_the_savers_loop() -> None:
         found = await asyncio.to_thread(saver.get_tuple, stored)
         assert found is not None
         assert found.config == stored
-        assert saver._private is None  # no second loop was needed
+        assert saver._rt.private is None  # no second loop was needed
 
 
 # -- keys and costs ------------------------------------------------------------------------
