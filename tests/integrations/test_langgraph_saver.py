@@ -109,6 +109,44 @@ async def test_graph_interrupted_for_input_resumes_in_a_new_saver(location: Loca
     assert len(blobs) == 1
 
 
+async def test_subgraph_interrupt_resumes_through_its_own_namespace(
+    local_location: Location,
+) -> None:
+    class Inner(TypedDict, total=False):
+        verdict: str
+
+    def ask(state: Inner) -> Inner:
+        return {"verdict": interrupt("inner question")}
+
+    inner = StateGraph(Inner)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    outer = StateGraph(State)
+    outer.add_node("prepare", lambda s: {"log": ["prepared"]})
+    outer.add_node("inner", inner.compile())
+    outer.add_edge(START, "prepare")
+    outer.add_edge("prepare", "inner")
+    outer.add_edge("inner", END)
+    config: Any = {"configurable": {"thread_id": "sub"}}
+    async with hygiene():
+        async with CheckpointkitSaver(local_location.open()) as saver:
+            graph = outer.compile(checkpointer=saver)
+            first = await graph.ainvoke({"log": []}, config)
+            namespaces = {
+                t.config["configurable"]["checkpoint_ns"]
+                async for t in saver.alist({"configurable": {"thread_id": "sub"}})
+            }
+            await saver.storage.aclose()
+        async with CheckpointkitSaver(local_location.open()) as saver:
+            graph = outer.compile(checkpointer=saver)
+            final = await graph.ainvoke(Command(resume="from below"), config)
+            await saver.storage.aclose()
+    assert first["__interrupt__"][0].value == "inner question"
+    assert "" in namespaces and any(ns.startswith("inner:") for ns in namespaces)
+    assert final["verdict"] == "from below" and final["log"] == ["prepared"]
+
+
 async def test_saver_from_url_closes_the_storage_it_opened(local_location: Location) -> None:
     async with CheckpointkitSaver.from_url(
         local_location.url, storage_options=local_location.options
