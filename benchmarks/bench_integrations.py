@@ -258,11 +258,15 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
                     )
             rows.append((f"save, {label}", {k: statistics.median(v) for k, v in saves.items()}))
             rows.append((f"load, {label}", {k: statistics.median(v) for k, v in loads.items()}))
-        # get_latest as the workflow grows; small checkpoints, as a run's steps would be.
+        # get_latest as the workflow grows (small checkpoints, as a run's steps would
+        # be), each storage in a directory of its own holding only this workflow.
         name = "latest"
         have = 0
-        ours = stores["ckk file"]
-        fill = FileStorage(f"{base}/af-ckk", fsync=False)  # fast filling, same files
+        theirs = FileCheckpointStorage(f"{base}/af-theirs-latest")
+        ours = await stack.enter_async_context(
+            CheckpointkitCheckpointStorage.from_url(f"file://{base}/af-ckk-latest")
+        )
+        fill = FileStorage(f"{base}/af-ckk-latest", fsync=False)  # fast filling, same files
         async with CheckpointkitCheckpointStorage(fill) as filler:
             for total in (10, 1000, 5000):
                 while have < total:
