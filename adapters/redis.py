@@ -239,6 +239,7 @@ _OPTIONS = frozenset(
     (
         *_URL_PARAMS,
         "address_remap",
+        "hash_tag",
         "close_client",
         "db",
         "endpoint",
@@ -342,6 +343,10 @@ class RedisStorage(StorageBase):
         inline_max: values up to this many bytes are stored inline in the
             scope's hash; bigger ones in a key of their own, written with a
             plain ``SET`` in the same round trip (default 128 KiB).
+        hash_tag: put every name of this storage in the hash slot of this tag
+            (one node of a cluster). Listing and TTL work as usual, but the
+            data is no longer spread over the cluster: meant for tests that
+            must pin a storage to one node, such as the stall-proxy tests.
         max_connections: the client's connection pool size.
         client_name: ``CLIENT SETNAME`` for the connections.
         address_remap: for a cluster, a function mapping a node's announced
@@ -383,6 +388,7 @@ class RedisStorage(StorageBase):
         retries: int = 3,
         scope_depth: int = 2,
         inline_max: int = INLINE_MAX,
+        hash_tag: str | None = None,
         max_connections: int | None = None,
         client_name: str | None = None,
         address_remap: Callable[[tuple[str, int]], tuple[str, int]] | None = None,
@@ -391,7 +397,18 @@ class RedisStorage(StorageBase):
         self._closed = False
         _check_prefix(prefix)
         self._ns = prefix
-        self._top = f"{prefix}:top".encode()
+        if hash_tag is not None and (
+            not isinstance(hash_tag, str)
+            or not hash_tag
+            or "{" in hash_tag
+            or "}" in hash_tag
+            or not hash_tag.isprintable()
+        ):
+            raise ConfigurationError(
+                f"redis option hash_tag must be a non-empty str without braces, not {hash_tag!r}"
+            )
+        self._tag = hash_tag
+        self._top = (f"{{{hash_tag}}}:" if hash_tag else "").encode() + f"{prefix}:top".encode()
         self._ttl_ms = _ttl_ms(ttl)
         self.ttl = ttl
         self._timeout = _positive("timeout", timeout)
@@ -580,7 +597,9 @@ class RedisStorage(StorageBase):
         """The Redis names of ``scope``, all in one hash slot."""
         names = self._names_cache.get(scope)
         if names is None:
-            if "{" in scope or "}" in scope:
+            if self._tag is not None:
+                base, suffix = f"{{{self._tag}}}:{self._ns}:", f":{scope}"
+            elif "{" in scope or "}" in scope:
                 digest = hashlib.blake2b(scope.encode(), digest_size=10).hexdigest()
                 base = f"{{{self._ns}:#{digest}}}:"
                 suffix = f":{scope}"

@@ -1,0 +1,42 @@
+"""The Redis adapter against the whole conformance suite: standalone and 3-node cluster.
+
+Both targets run on the session's valkey servers. The stall-proxy tests run
+too: the standalone target proxies its one server; the cluster target pins
+each storage to one node (``hash_tag``) and proxies that node.
+"""
+
+from __future__ import annotations
+
+import pytest
+from checkpointkit.conformance import StorageConformance, StorageFixtures, Target
+from checkpointkit.conformance.servers.redis import redis_target
+
+
+@pytest.fixture(scope="session")
+def redis_standalone_target(redis_standalone_url: str) -> Target:
+    return redis_target(redis_standalone_url, name="redis standalone")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_target(redis_cluster_url: str) -> Target:
+    return redis_target(redis_cluster_url, name="redis cluster")
+
+
+class RedisStandaloneFixtures(StorageFixtures):
+    @pytest.fixture
+    def storage_factory(self, redis_standalone_target: Target) -> Target:
+        return redis_standalone_target
+
+
+class RedisClusterFixtures(StorageFixtures):
+    @pytest.fixture
+    def storage_factory(self, redis_cluster_target: Target) -> Target:
+        return redis_cluster_target
+
+
+class TestRedisStandaloneConformance(RedisStandaloneFixtures, StorageConformance):
+    pass
+
+
+class TestRedisClusterConformance(RedisClusterFixtures, StorageConformance):
+    pass
