@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import math
 import os
 import random
@@ -68,6 +69,8 @@ MiB = 1024 * KiB
 MAX_BLOCKS = 50_000
 MAX_BLOCK_SIZE = 4000 * MiB
 MAX_PAGE = 5000
+STREAM_ABOVE = 1 * MiB
+"""Request bodies larger than this are sent from a stream (see ``_body``)."""
 
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
 ENV_ACCOUNT_KEY = "AZURE_STORAGE_KEY"
@@ -151,7 +154,9 @@ class AzureBlobStorage(StorageBase):
             port of the account URL (to put a proxy in between).
         create: create the container on first use if it does not exist.
         block_threshold: values larger than this many bytes are staged as
-            blocks and committed as a block list (default 8 MiB).
+            blocks and committed as a block list (default and most: 1 MiB;
+            the SDK sends a single ``Put Blob`` as one buffer, which aiohttp
+            warns against above 1 MiB, while blocks are streamed).
         block_size: the size of one staged block (default 8 MiB; grown when a
             value would need more than 50,000 blocks).
         max_concurrency: blocks of one value staged at once (default 4).
@@ -187,7 +192,7 @@ class AzureBlobStorage(StorageBase):
         credential: Any = None,
         endpoint: tuple[str, int] | str | None = None,
         create: bool = False,
-        block_threshold: int = 8 * MiB,
+        block_threshold: int = 1 * MiB,
         block_size: int = 8 * MiB,
         max_concurrency: int = 4,
         timeout: float = 30.0,
@@ -209,6 +214,11 @@ class AzureBlobStorage(StorageBase):
         self._root = f"{self.prefix}/" if self.prefix else ""
         self._create = _bool("create", create)
         self._threshold = _int("block_threshold", block_threshold, 1)
+        if self._threshold > STREAM_ABOVE:
+            raise ConfigurationError(
+                f"Azure option block_threshold must be at most {STREAM_ABOVE} (1 MiB), not "
+                f"{block_threshold}: the SDK sends a single Put Blob as one buffer"
+            )
         self._block_size = _int("block_size", block_size, 1)
         if self._block_size > MAX_BLOCK_SIZE:
             raise ConfigurationError(f"Azure option block_size must be at most {MAX_BLOCK_SIZE}")
@@ -566,7 +576,7 @@ class AzureBlobStorage(StorageBase):
 
         async def upload() -> Any:
             return await blob.upload_blob(
-                data,
+                _body(data),
                 length=len(data),
                 overwrite=True,
                 metadata=metadata,
@@ -662,7 +672,7 @@ class AzureBlobStorage(StorageBase):
                 await self._call(
                     f"put (block {index + 1} of {len(offsets)})",
                     key,
-                    lambda: blob.stage_block(ids[index], body, length=len(body)),
+                    lambda: blob.stage_block(ids[index], _body(body), length=len(body)),
                     size=len(body),
                 )
 
@@ -780,6 +790,15 @@ class AzureBlobStorage(StorageBase):
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _body(data: bytes) -> bytes | io.BytesIO:
+    """A request body: large ones as a stream, which aiohttp sends in chunks.
+
+    aiohttp writes a ``bytes`` body in one go (and warns above 1 MiB that this can
+    hold up the event loop); a fresh stream per attempt, so that a retry starts at 0.
+    """
+    return io.BytesIO(data) if len(data) > STREAM_ABOVE else data
 
 
 def _code(exc: BaseException | None) -> str:

@@ -1,8 +1,11 @@
 """The S3 adapter: ``s3://bucket/prefix`` on aioboto3, for AWS S3 and S3-compatible services.
 
 Each key is the object ``prefix/key`` of the bucket (one to one). Versions are
-ETags. Conditional writes are S3's own: create-only sends ``If-None-Match: *``,
-if-match sends ``If-Match: <etag>``, on ``PutObject`` and on
+ETags; each object holds a 16-byte header (``ckv1`` and 12 random bytes) before the
+value, so that every write gets a new ETag, also one of the same bytes.
+
+Conditional writes are S3's own: create-only sends ``If-None-Match: *``, if-match
+sends ``If-Match: <etag>``, on ``PutObject`` and on
 ``CompleteMultipartUpload``; the service decides atomically, and a failed
 condition (412, or 409 ``ConditionalRequestConflict`` for a concurrent
 conditional write) raises :class:`~checkpointkit.errors.PreconditionFailed`.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import random
 import re
 import secrets
@@ -69,6 +73,12 @@ MAX_NAME_BYTES = 1024
 """S3's longest object name, in UTF-8 bytes."""
 MAX_SINGLE_PUT = 5 * GiB
 """S3's largest single ``PutObject``."""
+
+HEADER_MAGIC = b"ckv1"
+HEADER_SIZE = 16
+"""Each stored object is ``ckv1``, 12 random bytes, then the value: S3's ETag of a single
+``PutObject`` is the MD5 of the content, so without the random bytes writing the same value
+twice (or after a delete) would give the same version, and a stale if-match would succeed."""
 
 EXPECT_CONTINUE_ABOVE = 1 * MiB
 """Bodies up to this size are sent without waiting for ``100 Continue``."""
@@ -592,6 +602,8 @@ class S3Storage(StorageBase):
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         name = self._name(key)
         client = await self._open()
+        # a fresh header makes every write's ETag new, also for the same bytes (see the doc)
+        data = HEADER_MAGIC + os.urandom(HEADER_SIZE - len(HEADER_MAGIC)) + data
         conditions: dict[str, Any] = {}
         token = ""
         condition = None
@@ -741,6 +753,8 @@ class S3Storage(StorageBase):
             except BaseException:
                 body.close()  # a half-read reply must never go back to the connection pool
                 raise
+            if data[: len(HEADER_MAGIC)] == HEADER_MAGIC and len(data) >= HEADER_SIZE:
+                data = data[HEADER_SIZE:]
             return data, str(resp["ETag"])
 
         data, etag = await self._call("get", key, get_object)

@@ -109,6 +109,7 @@ async def test_silent_endpoint_times_out_within_the_timeout(silent_port: int) ->
         ("az://ckk?create=maybe", "create"),
         ("az://ckk?timeout=-1", "timeout"),
         ("az://ckk?page_size=6000", "page_size"),
+        ("az://ckk?block_threshold=2097152", "block_threshold"),
         ("az://ckk?account_url=ftp://host", "account_url"),
         ("az://ckk?account_url=http://h/a?sig=x", "SAS"),
         ("az://ckk?retries=1&retries=2", "'retries'"),

@@ -193,6 +193,18 @@ async def test_close_leaves_no_session_socket_or_task(
         assert [k async for k in storage.list()] == ["k"]
 
 
+async def test_large_bodies_are_streamed_without_warnings(
+    make_az: Callable[..., AzureBlobStorage],
+) -> None:
+    # default thresholds: a 1 MiB single Put Blob, then 8 MiB blocks of a 10 MiB value
+    single, staged = os.urandom(1 * MiB), os.urandom(10 * MiB)
+    async with hygiene(), make_az(block_threshold=1 * MiB, block_size=8 * MiB) as storage:
+        await storage.put("single", single)
+        await storage.put("staged", staged, mode="create")
+        assert (await storage.get("single")).data == single
+        assert (await storage.get("staged")).data == staged
+
+
 async def test_concurrent_create_only_has_exactly_one_winner(az: AzureBlobStorage) -> None:
     async def attempt(i: int) -> tuple[int, str] | None:
         try:

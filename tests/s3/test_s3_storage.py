@@ -96,10 +96,31 @@ async def test_version_changes_on_overwrite_and_on_recreate(s3: S3Storage) -> No
     assert len({v1, v2, v3}) == 3
 
 
-async def test_version_is_the_etag_a_hash_of_the_content(s3: S3Storage) -> None:
-    # documented: rewriting identical bytes keeps the version (S3's ETag is content-derived)
+async def test_version_changes_even_for_identical_bytes(s3: S3Storage) -> None:
     v1 = await s3.put("k", b"same")
-    assert await s3.put("k", b"same") == v1
+    v2 = await s3.put("k", b"same")
+    assert await s3.delete("k")
+    v3 = await s3.put("k", b"same")
+    assert len({v1, v2, v3}) == 3
+    with pytest.raises(PreconditionFailed):
+        await s3.put("k", b"late", mode=IfMatch(v1))  # a stale version never matches again
+
+
+async def test_object_holds_a_header_then_the_value(s3: S3Storage, s3_prefix: str) -> None:
+    await s3.put("k", b"value")
+    resp = await s3.client.get_object(Bucket=s3.bucket, Key=f"{s3_prefix}/k")
+    raw = await resp["Body"].read()
+    assert raw[:4] == b"ckv1"
+    assert len(raw) == 16 + len(b"value")
+    assert raw[16:] == b"value"
+
+
+async def test_object_written_by_another_tool_is_read_as_it_is(
+    s3: S3Storage, s3_prefix: str
+) -> None:
+    assert [k async for k in s3.list()] == []  # opens the client
+    await s3.client.put_object(Bucket=s3.bucket, Key=f"{s3_prefix}/foreign", Body=b"plain")
+    assert (await s3.get("foreign")).data == b"plain"
 
 
 async def test_delete_reports_whether_the_key_existed(s3: S3Storage) -> None:

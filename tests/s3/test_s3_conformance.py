@@ -1,0 +1,38 @@
+"""The S3 adapter against the whole conformance suite, on moto, the stall proxy included."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+import pytest
+from checkpointkit.adapters.s3 import S3Storage
+from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
+from checkpointkit.conformance.servers.s3 import storage_options
+
+
+class S3Fixtures(StorageFixtures):
+    @pytest.fixture
+    def storage_factory(self, s3_endpoint: str, s3_bucket: str) -> Target:
+        async def s3_storage(
+            *, location: str | None = None, endpoint: tuple[str, int] | None = None
+        ) -> AsyncIterator[S3Storage]:
+            async with S3Storage(
+                s3_bucket,
+                location or new_location(),
+                **storage_options(s3_endpoint),
+                endpoint=endpoint,
+                timeout=20.0,
+            ) as storage:
+                yield storage
+
+        parts = urlsplit(s3_endpoint)
+        assert parts.hostname is not None and parts.port is not None
+        # moto answers about 100 requests a second: a fifth of the suite's default volumes
+        return Target(
+            s3_storage, name="s3 (moto)", upstream=(parts.hostname, parts.port), scale=0.2
+        )
+
+
+class TestS3Conformance(S3Fixtures, StorageConformance):
+    pass
