@@ -18,7 +18,16 @@ def run_example(page: str, blocks: int, store: str, tmp_path: Path) -> str:
     script = tmp_path / "example.py"
     script.write_text(code)
     done = subprocess.run(
-        [sys.executable, "-X", "dev", str(script)],
+        # Show what warnings-as-errors would catch, without asyncio's debug mode
+        # (which logs slow callbacks when the machine is busy).
+        [
+            sys.executable,
+            "-W",
+            "default::ResourceWarning",
+            "-W",
+            "default::RuntimeWarning",
+            str(script),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
