@@ -11,8 +11,10 @@ operation at a time, put+get of 1 KiB and of 1 MiB:
   ``upload_blob(overwrite=True)`` + ``download_blob().readall()``);
 - adapter: ``S3Storage`` / ``AzureBlobStorage`` ``put`` + ``get`` of the same
   bytes (overwrite mode), the mode of a checkpoint's payload;
-- adapter, create-only: ``put(mode="create")`` of a fresh key + ``get``, what
-  the checkpoint store does for every step record.
+- adapter, create-only: ``put(mode="create")`` of a fresh key + ``get``;
+- through the checkpoint store: ``CheckpointStore.save_step`` of a step record
+  of that size (encoded once, as the runner does when the step completes: a
+  create-only put) + ``get`` and ``decode_step`` of the record.
 
 Raw and adapter alternate every two operations, so that both see the same load
 on a shared machine; figures are medians over all those chunks (``--runs`` times
@@ -39,6 +41,8 @@ from checkpointkit.adapters.azure import AzureBlobStorage
 from checkpointkit.adapters.s3 import S3Storage
 from checkpointkit.conformance.servers.azure import azurite_server
 from checkpointkit.conformance.servers.s3 import create_bucket, s3_server, storage_options
+from checkpointkit.storage import Storage
+from checkpointkit.store import CheckpointStore, StepRecord
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -72,6 +76,22 @@ async def compare(sides: list[Op], n: int, runs: int) -> list[float]:
             samples[j].append(await timed(chunk, side, counters[j]) / chunk)
             counters[j] += chunk
     return [statistics.median(s) for s in samples]
+
+
+def through_store(storage: Storage, size: int) -> Op:
+    """save_step + get + decode of a step record whose envelope is about ``size`` bytes."""
+    store = CheckpointStore(storage, namespace=f"bench{size}")
+    # random bytes do not compress: the envelope is the payload plus its header
+    record = StepRecord(step="s", result=os.urandom(size - 100))
+    data = store.encode_step(record)
+
+    async def op(i: int) -> None:
+        await store.save_step("run", f"s{i}", data)
+        key = store.step_key("run", f"s{i}")
+        got, _ = await storage.get(key)
+        assert store.decode_step(got, key=key).step == "s"
+
+    return op
 
 
 async def bench_s3(endpoint: str, sizes: list[tuple[int, int]], runs: int) -> list[Any]:
@@ -109,7 +129,8 @@ async def bench_s3(endpoint: str, sizes: list[tuple[int, int]], runs: int) -> li
                 await storage.put(key, data, mode="create")
                 assert len((await storage.get(key)).data) == len(data)
 
-            rows.append(("S3 (moto)", size, *await compare([raw_op, ours, ours_create], n, runs)))
+            sides = [raw_op, ours, ours_create, through_store(storage, size)]
+            rows.append(("S3 (moto)", size, *await compare(sides, n, runs)))
     return rows
 
 
@@ -140,9 +161,8 @@ async def bench_azure(conn_str: str, sizes: list[tuple[int, int]], runs: int) ->
                 await storage.put(key, data, mode="create")
                 assert len((await storage.get(key)).data) == len(data)
 
-            rows.append(
-                ("Azure (Azurite)", size, *await compare([raw_op, ours, ours_create], n, runs))
-            )
+            sides = [raw_op, ours, ours_create, through_store(storage, size)]
+            rows.append(("Azure (Azurite)", size, *await compare(sides, n, runs)))
     return rows
 
 
@@ -152,14 +172,14 @@ def report(rows: list[Any]) -> None:
 
     print(
         f"{'backend':<16} {'size':>6} {'raw client':>11} {'adapter':>11} {'ratio':>6}"
-        f" {'create-only':>12} {'ratio':>6}  target"
+        f" {'create-only':>12} {'ratio':>6} {'store':>11} {'ratio':>6}  target"
     )
-    for backend, size, raw, ours, create in rows:
+    for backend, size, raw, ours, create, store in rows:
         label = "1 KiB" if size == KiB else "1 MiB"
         target = "1.3x" if size == KiB else "1.1x"
         print(
             f"{backend:<16} {label:>6} {ms(raw)} {ms(ours)} {ours / raw:5.2f}x"
-            f" {ms(create):>12} {create / raw:5.2f}x  {target}"
+            f" {ms(create):>12} {create / raw:5.2f}x {ms(store)} {store / raw:5.2f}x  {target}"
         )
 
 
