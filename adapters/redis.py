@@ -81,10 +81,6 @@ INLINE_MAX = 128 * 1024
 """Values up to this size are passed through the put script and stored in the scope's
 hash; bigger ones are staged in a key of their own with a plain SET (no copy through Lua)."""
 
-GRACE_MS = 30_000
-"""A replaced or deleted big value's data key stays readable this long, so that a get
-that read the value's name just before (its first round trip) still finds the data."""
-
 STAGED_MS = 60_000
 """A staged value that no script adopted (the writer died) expires after this long."""
 
@@ -95,8 +91,9 @@ class _Names(NamedTuple):
     h: bytes  # hash: v:<key> version, d:<key> inline data, x:<key> external data, NUL live
     i: bytes  # sorted set: the scope's keys
     r: bytes  # hash: retired registration tokens (dead:<token>)
-    e: bytes  # set: the names of the scope's external data keys (for the TTL)
-    x: bytes  # prefix of external data keys: x + version
+    e: bytes  # set: the names of the scope's big-value keys (for the TTL)
+    x: bytes  # prefix of big-value keys: x + key
+    s: bytes  # prefix of staged big values: s + version
 
 
 _PUT = """
@@ -105,11 +102,9 @@ local vf, df, xf = 'v:' .. key, 'd:' .. key, 'x:' .. key
 local ext = ARGV[9] == '1'
 local ttl = tonumber(ARGV[6])
 local got = redis.call('HMGET', KEYS[1], vf, xf, '\\0live')
-local cur, old, live = got[1], got[2], got[3]
+local cur, big, live = got[1], got[2], got[3]
 if cur == ARGV[5] then
-  if ext then
-    if ttl > 0 then redis.call('PEXPIRE', KEYS[5], ttl) else redis.call('PERSIST', KEYS[5]) end
-  end
+  if ext then redis.call('DEL', KEYS[5]) end
   return {1, live or ''}
 end
 local mode = ARGV[3]
@@ -127,22 +122,23 @@ if not live then
   fields[#fields + 1] = '\\0live'
   fields[#fields + 1] = token
 end
-if old then
-  redis.call('PEXPIRE', old, tonumber(ARGV[10]))
-  redis.call('SREM', KEYS[4], old)
-end
 if ext then
+  redis.call('RENAME', KEYS[5], KEYS[6])
+  if ttl == 0 then redis.call('PERSIST', KEYS[6]) end
   fields[#fields + 1] = xf
-  fields[#fields + 1] = KEYS[5]
+  fields[#fields + 1] = '1'
   redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('HDEL', KEYS[1], df)
-  redis.call('SADD', KEYS[4], KEYS[5])
-  redis.call('PERSIST', KEYS[5])
+  redis.call('SADD', KEYS[4], KEYS[6])
 else
   fields[#fields + 1] = df
   fields[#fields + 1] = ARGV[2]
   redis.call('HSET', KEYS[1], unpack(fields))
-  if old then redis.call('HDEL', KEYS[1], xf) end
+  if big then
+    redis.call('DEL', KEYS[6])
+    redis.call('SREM', KEYS[4], KEYS[6])
+    redis.call('HDEL', KEYS[1], xf)
+  end
 end
 if not cur then redis.call('ZADD', KEYS[2], 0, key) end
 if ttl > 0 then
@@ -156,11 +152,11 @@ if ttl > 0 then
 end
 return {1, live}
 """
-"""KEYS: h, i, r, e, x (the external data key of this write). ARGV: key, data
-('' when external), mode (o|c|m), expected version, new version, ttl ms (0: none),
-registration token ('' if none yet), dead-token ms, external ('1': the data was
-staged in x by a SET sent just before, in the same pipeline), grace ms (how long
-the replaced value's data key stays readable for a get that already read its name).
+"""KEYS: h, i, r, e, s (where this write staged a big value), x (the key's big-value
+key). ARGV: key, data ('' when staged), mode (o|c|m), expected version, new version,
+ttl ms (0: none), registration token ('' if none yet), dead-token ms, staged ('1': the
+data was put in s by a SET sent just before, in the same pipeline; it is renamed to x,
+which replaces the previous big value at once).
 Returns {1, live token} written, {0, current} precondition failed,
 {2} scope not registered, {3} registration token retired: draw another,
 {4} the staged data is gone (expired): stage it again.
@@ -171,12 +167,12 @@ _DELETE = r"""
 local key = ARGV[1]
 local vf, xf = 'v:' .. key, 'x:' .. key
 local got = redis.call('HMGET', KEYS[1], vf, xf, '\0live')
-local cur, old, live = got[1], got[2], got[3]
+local cur, big, live = got[1], got[2], got[3]
 if not cur then return {0, ''} end
 if ARGV[2] ~= '' and cur ~= ARGV[2] then return {-1, cur} end
-if old then
-  redis.call('PEXPIRE', old, tonumber(ARGV[5]))
-  redis.call('SREM', KEYS[4], old)
+if big then
+  redis.call('DEL', KEYS[5])
+  redis.call('SREM', KEYS[4], KEYS[5])
 end
 redis.call('HDEL', KEYS[1], vf, 'd:' .. key, xf)
 redis.call('ZREM', KEYS[2], key)
@@ -201,8 +197,7 @@ if ttl > 0 then
 end
 return {1, ''}
 """
-"""KEYS: h, i, r, e. ARGV: key, if-match version ('' if none), ttl ms, dead-token ms,
-grace ms.
+"""KEYS: h, i, r, e, x. ARGV: key, if-match version ('' if none), ttl ms, dead-token ms.
 Returns {0} missing, {-1, current} version mismatch, {1, retired token or ''}."""
 
 _RETIRE = r"""
@@ -611,6 +606,7 @@ class RedisStorage(StorageBase):
                 f"{base}r{suffix}".encode(),
                 f"{base}e{suffix}".encode(),
                 f"{base}x:".encode(),
+                f"{base}s:".encode(),
             )
             if len(self._names_cache) >= _NAME_CACHE_SIZE:
                 self._names_cache.clear()
@@ -658,7 +654,7 @@ class RedisStorage(StorageBase):
             assert isinstance(mode, IfMatch)
             code, expected = "m", mode.version
         external = len(data) > self._inline_max
-        keys = (*names[:4], names.x + version.encode())
+        keys = (*names[:4], names.s + version.encode(), names.x + key.encode())
         token = ""
         stage = external
         with _translate_errors("put", key, self._where, self._secret), _Deadline(self._timeout):
@@ -676,7 +672,6 @@ class RedisStorage(StorageBase):
                         token,
                         DEAD_TOKEN_MS,
                         "1" if external else "0",
-                        GRACE_MS,
                     )
                     if stage:
                         # a big value goes into its own key with a plain SET (no copy
@@ -710,7 +705,7 @@ class RedisStorage(StorageBase):
         )
         for attempt in (1, 2):
             pipe = self._client.pipeline(transaction=False)
-            pipe.set(keys[4], data, px=STAGED_MS)
+            pipe.set(keys[4], data, px=STAGED_MS)  # s: the staging key
             # (the method, not the command, is refused on a cluster pipeline; both keys
             # share one slot, so the pipeline sends them together to one node)
             pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args)
@@ -723,28 +718,35 @@ class RedisStorage(StorageBase):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _get(self, key: str) -> GetResult:
-        h = self._names(self._scope(key)).h
-        fields = [f"v:{key}".encode(), f"d:{key}".encode(), f"x:{key}".encode()]
+        names = self._names(self._scope(key))
+        h = names.h
+        vf = f"v:{key}".encode()
         with _translate_errors("get", key, self._where, self._secret), _Deadline(self._timeout):
             async with self._slots:
                 if self.cluster:
                     await self._cluster_ready()
+                fields = [vf, f"d:{key}".encode(), f"x:{key}".encode()]
                 for _ in range(16):
                     got = await self._client.hmget(h, fields)
-                    version, data, external = cast("list[bytes | None]", got)
-                    if version is None:
-                        raise NotFound(f"key {key!r} not found")
-                    if data is not None:
-                        return GetResult(data, version.decode())
-                    if external is not None:
-                        # the key is named after the version: what it holds belongs to it
-                        data = cast("bytes | None", await self._client.get(external))
-                        if data is not None:
-                            return GetResult(data, version.decode())
-                    # overwritten or deleted between the two reads: read again
-        raise StorageUnavailable(
-            f"get {key!r} on {self._where}: the value's data is missing (evicted by maxmemory?)"
-        )
+                    version, data, big = cast("list[bytes | None]", got)
+                    if version is None or data is not None or big is None:
+                        break
+                    # a big value: read its version and its key together (a transaction)
+                    pipe = self._client.pipeline(transaction=True)
+                    pipe.hget(h, vf)
+                    pipe.get(names.x + key.encode())
+                    version, data = cast("list[bytes | None]", await pipe.execute())
+                    if version is None or data is not None:
+                        break
+                    # replaced by a small value meanwhile (or its key is gone): again
+                else:
+                    raise StorageUnavailable(
+                        f"get {key!r} on {self._where}: the value's data key is missing "
+                        "(evicted by maxmemory?)"
+                    )
+        if version is None or data is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(data, version.decode())
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
         scope = self._scope(key)
@@ -755,8 +757,8 @@ class RedisStorage(StorageBase):
                     await self._cluster_ready()
                 res = await self._script(
                     _DELETE,
-                    names[:4],
-                    (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS, GRACE_MS),
+                    (*names[:4], names.x + key.encode()),
+                    (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS),
                 )
                 if res[0] == -1:
                     raise PreconditionFailed(

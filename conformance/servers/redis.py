@@ -340,6 +340,13 @@ def _form_cluster(procs: list[ValkeyProcess]) -> None:
 # -- conformance targets -------------------------------------------------------------------
 
 
+def _redact(url: str) -> str:
+    """``url`` without its password."""
+    from ...adapters.redis import _redact as redact
+
+    return redact(url)
+
+
 def _namespace(location: str) -> str:
     """A RedisStorage prefix for a conformance location (letters, digits, ``_.-``)."""
     clean = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in location)
@@ -376,6 +383,9 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
     (``?cluster=true``) every storage is pinned to one node with ``hash_tag``
     and that node is the target's ``upstream``, so that all of a storage's
     traffic passes the proxy; ``address_remap`` sends the client there.
+
+    The stall-proxy tests need a loopback server (the proxy forwards to
+    loopback only); against a remote server they are skipped.
 
     Args:
         url: ``redis://127.0.0.1:PORT/0`` or ``...?cluster=true``.
@@ -421,12 +431,13 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
                     await _delete_all(direct, url, {**options, "prefix": prefix})
 
     kind = "cluster" if cluster else "standalone"
+    loopback = upstream[0] in ("127.0.0.1", "localhost", "::1")
     return Target(
         redis_storage,
-        name=name or f"redis {kind} ({url})",
+        name=name or f"redis {kind} ({_redact(url)})",
         # the factory makes expiring storages on request (ttl=...): check that too
         capabilities=Capabilities(ttl=True),
-        upstream=upstream,
+        upstream=upstream if loopback else None,  # the stall proxy forwards to loopback only
         scale=scale,
     )
 

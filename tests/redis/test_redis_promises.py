@@ -16,7 +16,7 @@ from checkpointkit import (
     StorageClosed,
 )
 from checkpointkit.adapters.memory import MemoryStorage
-from checkpointkit.adapters.redis import GRACE_MS, RedisStorage
+from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.registry import open_storage
 
 MiB = 1024 * 1024
@@ -435,21 +435,20 @@ async def test_big_values_live_in_keys_of_their_own_and_never_leak(
         await s.put("runs/r/k", big)
         assert await s.delete("runs/r/k")
         assert await _external_keys(s, "runs/r") == set()
-        # what is left of replaced values expires after a grace period (for racing reads)
-        async for name in s.client.scan_iter(match=f"*{prefix}*x:*"):
-            assert 0 < await s.client.pttl(name) <= GRACE_MS
+        assert [k async for k in s.client.scan_iter(match=f"*{prefix}*x:*")] == []
+        assert [k async for k in s.client.scan_iter(match=f"*{prefix}*s:*")] == []  # staged
 
 
 async def test_a_reader_racing_overwrites_of_a_big_value_sees_matching_version_and_data(
     storage: RedisStorage,
 ) -> None:
-    storage._inline_max = 0
+    storage._inline_max = 100  # the values alternate between big and small
     written: dict[str, bytes] = {}
     stop = asyncio.Event()
 
     async def writer() -> None:
         for i in range(40):
-            data = f"value {i} ".encode() * 50
+            data = f"value {i} ".encode() * (50 if i % 2 else 1)
             written[await storage.put("runs/w/k", data)] = data
         stop.set()
 
@@ -477,7 +476,7 @@ async def test_the_put_script_refuses_to_adopt_a_staged_value_that_expired(
 
     await storage.put("runs/s/other", b"registers the scope")
     names = storage._names("runs/s")
-    keys = (*names[:4], names.x + b"gone")
+    keys = (*names[:4], names.s + b"gone", names.x + b"runs/s/k")
     args = ("runs/s/k", b"", "o", "", "gone", 0, "", DEAD_TOKEN_MS, "1")
     assert (await storage._script(_PUT, keys, args))[0] == 4
     with pytest.raises(NotFound):
