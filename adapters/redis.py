@@ -425,6 +425,7 @@ class RedisStorage(StorageBase):
             )
         self._inline_max = inline_max
         self._names_cache: dict[str, _Names] = {}
+        self._big: dict[str, None] = {}  # keys last seen holding a big value
         self._sha: dict[str, str] = {}
         if max_connections is not None and (
             not isinstance(max_connections, int)
@@ -613,6 +614,15 @@ class RedisStorage(StorageBase):
             self._names_cache[scope] = names
         return names
 
+    def _remember_big(self, key: str, big: bool) -> None:
+        """Note which keys hold big values, so that a get reads them in one round trip."""
+        if big:
+            if len(self._big) >= _NAME_CACHE_SIZE:
+                self._big.clear()
+            self._big[key] = None
+        else:
+            self._big.pop(key, None)
+
     @staticmethod
     def _member(scope: str, token: str) -> bytes:
         return f"{scope}/\x00{token}".encode()
@@ -682,6 +692,7 @@ class RedisStorage(StorageBase):
                         res = await self._script(_PUT, keys, args)
                     status = res[0]
                     if status == 1:
+                        self._remember_big(key, external)
                         if token and res[1].decode() != token:
                             # another client registered the scope first: ours is a stray
                             await self._client.zrem(self._top, self._member(scope, token))
@@ -726,19 +737,29 @@ class RedisStorage(StorageBase):
                 if self.cluster:
                     await self._cluster_ready()
                 fields = [vf, f"d:{key}".encode(), f"x:{key}".encode()]
+                big_key = names.x + key.encode()
+                guess_big = key in self._big
                 for _ in range(16):
-                    got = await self._client.hmget(h, fields)
-                    version, data, big = cast("list[bytes | None]", got)
-                    if version is None or data is not None or big is None:
-                        break
-                    # a big value: read its version and its key together (a transaction)
-                    pipe = self._client.pipeline(transaction=True)
-                    pipe.hget(h, vf)
-                    pipe.get(names.x + key.encode())
-                    version, data = cast("list[bytes | None]", await pipe.execute())
+                    if guess_big:
+                        # one transaction reads the hash fields and the big value together
+                        pipe = self._client.pipeline(transaction=True)
+                        pipe.hmget(h, fields)
+                        pipe.get(big_key)
+                        got, big_data = await pipe.execute()
+                        version, data, big = cast("list[bytes | None]", got)
+                        if data is not None:  # small again: read it the short way next time
+                            self._remember_big(key, False)
+                        elif big is not None:
+                            data = cast("bytes | None", big_data)
+                    else:
+                        got = await self._client.hmget(h, fields)
+                        version, data, big = cast("list[bytes | None]", got)
                     if version is None or data is not None:
                         break
-                    # replaced by a small value meanwhile (or its key is gone): again
+                    if big is None:  # pragma: no cover - a version without data
+                        break
+                    guess_big = True  # a big value: read it with its version, again
+                    self._remember_big(key, True)
                 else:
                     raise StorageUnavailable(
                         f"get {key!r} on {self._where}: the value's data key is missing "
@@ -751,6 +772,7 @@ class RedisStorage(StorageBase):
     async def _delete(self, key: str, if_match: str | None) -> bool:
         scope = self._scope(key)
         names = self._names(scope)
+        self._big.pop(key, None)
         with _translate_errors("delete", key, self._where, self._secret), _Deadline(self._timeout):
             async with self._slots:
                 if self.cluster:

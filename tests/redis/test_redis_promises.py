@@ -481,3 +481,22 @@ async def test_the_put_script_refuses_to_adopt_a_staged_value_that_expired(
     assert (await storage._script(_PUT, keys, args))[0] == 4
     with pytest.raises(NotFound):
         await storage.get("runs/s/k")
+
+
+async def test_gets_follow_values_that_turn_big_or_small_through_another_client(
+    redis_url: str, prefix: str
+) -> None:
+    async with (
+        RedisStorage.from_url(redis_url, prefix=prefix, inline_max=8) as a,
+        RedisStorage.from_url(redis_url, prefix=prefix, inline_max=8) as b,
+    ):
+        v1 = await a.put("runs/r/k", b"big value 1")  # a now reads it as a big value
+        assert await b.get("runs/r/k") == (b"big value 1", v1)  # b learns it is big
+        v2 = await b.put("runs/r/k", b"small")
+        assert await a.get("runs/r/k") == (b"small", v2)  # a's guess is wrong: still right
+        assert await a.get("runs/r/k") == (b"small", v2)
+        v3 = await b.put("runs/r/k", b"big value 3")
+        assert await a.get("runs/r/k") == (b"big value 3", v3)
+        assert await a.delete("runs/r/k")
+        with pytest.raises(NotFound):
+            await b.get("runs/r/k")
