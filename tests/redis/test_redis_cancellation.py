@@ -268,3 +268,38 @@ async def test_cancelled_put_never_reaches_a_server_that_stopped_reading() -> No
             assert (await s.get("runs/f/k")).data == b"old"
     finally:
         server.stop()
+
+
+async def test_each_stalled_operation_gets_its_own_full_deadline(redis_standalone_url: str) -> None:
+    async with hygiene(), proxied(redis_standalone_url, timeout=0.8) as (s, proxies):
+        await s.put("runs/d/k", b"v")
+        proxies.stall("response")
+
+        async def timed_get() -> float:
+            start = time.monotonic()
+            with pytest.raises(StorageUnavailable, match=r"no answer within 0\.8 s"):
+                await s.get("runs/d/k")
+            return time.monotonic() - start
+
+        first = asyncio.ensure_future(timed_get())
+        await proxies.wait_stalled()
+        await asyncio.sleep(0.3)  # the second operation starts later than the first
+        second = asyncio.ensure_future(timed_get())
+        a, b = await asyncio.gather(first, second)
+        for elapsed in (a, b):
+            assert 0.7 < elapsed < 0.8 + PROMPT
+        proxies.resume()
+        assert (await s.get("runs/d/k")).data == b"v"
+        assert s._deadline._ops == set()
+
+
+async def test_a_caller_cancellation_is_not_mistaken_for_the_deadline(
+    redis_standalone_url: str,
+) -> None:
+    async with hygiene(), proxied(redis_standalone_url, timeout=0.5) as (s, proxies):
+        await s.put("runs/d/k", b"v")
+        proxies.stall("response")
+        task = await start_stalled(proxies, s.get("runs/d/k"))
+        await cancel_promptly(task)  # CancelledError, not StorageUnavailable
+        proxies.resume()
+        assert (await s.get("runs/d/k")).data == b"v"
