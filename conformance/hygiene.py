@@ -76,6 +76,9 @@ async def hygiene(*, settle_rounds: int = 20, check: bool = True) -> AsyncIterat
 
     sys.unraisablehook = unraisable
     loop.set_exception_handler(handler)
+    # Objects from before the block are not its garbage: freezing them keeps them out of
+    # the collection below, which then costs what the block allocated, not the whole heap.
+    gc.freeze()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -96,8 +99,12 @@ async def hygiene(*, settle_rounds: int = 20, check: bool = True) -> AsyncIterat
                     if thread.name.startswith("asyncio_"):
                         continue
                     if thread.is_alive() and not thread.daemon:
+                        # A thread told to stop may need a moment to return: give it one.
+                        await asyncio.to_thread(thread.join, 1.0)
+                    if thread.is_alive() and not thread.daemon:
                         report.findings.append(f"thread {thread.name!r} still alive")
             finally:
+                gc.unfreeze()
                 sys.unraisablehook = old_unraisable
                 loop.set_exception_handler(old_handler)
     for w in caught:
