@@ -103,7 +103,11 @@ class StallProxy:
         if server is not None:
             server.close()
         self.resume()
-        await self.drop(abort=False)
+        for _ in range(5):  # a connection accepted just before close starts its handler late
+            await self.drop(abort=False)
+            await asyncio.sleep(0)
+            if not self._conns:
+                break
         if server is not None:
             await server.wait_closed()
 
@@ -151,6 +155,9 @@ class StallProxy:
 
     # -- forwarding ------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._server is None:  # accepted while the proxy was closing
+            writer.close()
+            return
         conn = _Conn(writer)
         self._conns.add(conn)
         self.connections += 1
@@ -165,7 +172,9 @@ class StallProxy:
                 asyncio.ensure_future(self._pump(up_reader, writer, "response")),
             ]
             try:
-                await asyncio.gather(*pumps)
+                # When either side closes, the connection is over: close both sides now
+                # rather than wait for the other side to notice (no half-open leftovers).
+                await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for p in pumps:
                     p.cancel()
