@@ -425,8 +425,14 @@ class _Run:
         finally:
             _current_step.reset(token)
             del self.running[key]
-        # G1: the snapshot is taken now, synchronously, before anything else can run.
         state = ctx._state
+        if self.closed:  # an orphan step (in a task the run never awaited) outlived its run
+            if state is not None:
+                state._discard()
+            raise StateClosed(
+                f"run {self.run_id!r} ended before step {key!r} completed; its result is not saved"
+            )
+        # G1: the snapshot is taken now, synchronously, before anything else can run.
         self.seq += 1
         record = StepRecord(
             key,

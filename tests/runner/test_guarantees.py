@@ -665,3 +665,25 @@ async def test_g2_nested_steps_keep_their_identity_when_the_parent_replays(
     assert result.output == [100, 200]
     assert calls == []
     assert set(result.replayed) == {"outer@0", "inner@0"}
+
+
+async def test_g5_orphan_step_outliving_its_run_schedules_no_save(storage: Storage) -> None:
+    release = asyncio.Event()
+    orphans: list[asyncio.Task[Any]] = []
+
+    @step(name="slow")
+    async def slow() -> int:
+        await release.wait()
+        return 1
+
+    async def main(_: Any) -> str:
+        orphans.append(asyncio.create_task(slow()))  # never awaited by the workflow
+        return "done"
+
+    wf = Workflow(main, storage=storage)
+    result = await wf.run(run_id="r1")
+    assert result.output == "done"
+    release.set()
+    with pytest.raises((StateClosed, asyncio.CancelledError)):
+        await orphans[0]
+    assert await wf.store.load_steps("r1") == {}
