@@ -203,3 +203,46 @@ def test_report_levels() -> None:
     assert report(*every, ("bad-input", "failed")).level == "none"
     assert report(("semantics", "passed")).level == "none"
     assert report().ok is False
+
+
+SUBCLASSES = """
+import pytest
+import pytest_asyncio
+from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.conformance import CapabilityTests, SemanticsTests
+
+
+class TestOnlyStorageOverridden(SemanticsTests, CapabilityTests):
+    @pytest_asyncio.fixture
+    async def storage(self):
+        async with MemoryStorage() as s:
+            yield s
+
+
+class TestNothingOverridden(SemanticsTests):
+    pass
+"""
+
+
+def test_subclasses_may_override_storage_alone_and_are_told_what_to_override(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_subclasses.py").write_text(SUBCLASSES)
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
+        "-k",
+        "small_value or shared or durable",
+        "-o",
+        "asyncio_default_fixture_loop_scope=function",
+    ]
+    out = _run(args, tmp_path)
+    assert "1 passed, 2 skipped" in out.stdout and "1 error" in out.stdout, out.stdout
+    assert "overrides only the storage fixture" in out.stdout, out.stdout
+    assert "override the storage_factory fixture" in out.stdout, out.stdout
+    assert out.returncode == 1  # TestNothingOverridden errors: nothing to test against
