@@ -9,7 +9,7 @@ one hash slot and one Lua script can touch them all on Redis Cluster::
     {ns:S}:h        hash, for every key K of S: "v:K" -> version, and either
                     "d:K" -> data (up to inline_max) or "x:K" -> name of its data key;
                     and NUL "live" -> the scope's registration token
-    {ns:S}:x:<ver>  string: the data of a bigger value, named after its version
+    {ns:S}:x:<key>  string: the data of a bigger value; {ns:S}:v:<key> its version
     {ns:S}:e        set: the names of the scope's data keys (to apply the TTL)
     {ns:S}:i        sorted set, all scores 0: the keys of S, for ZRANGEBYLEX
     {ns:S}:r        hash: "dead:<token>" -> 1 for retired registration tokens
@@ -94,6 +94,7 @@ class _Names(NamedTuple):
     e: bytes  # set: the names of the scope's big-value keys (for the TTL)
     x: bytes  # prefix of big-value keys: x + key
     s: bytes  # prefix of staged big values: s + version
+    v: bytes  # prefix of big-value version keys: v + key
 
 
 _PUT = """
@@ -124,19 +125,24 @@ if not live then
 end
 if ext then
   redis.call('RENAME', KEYS[5], KEYS[6])
-  if ttl == 0 then redis.call('PERSIST', KEYS[6]) end
+  if ttl == 0 then
+    redis.call('PERSIST', KEYS[6])
+    redis.call('SET', KEYS[7], ARGV[5])
+  else
+    redis.call('SET', KEYS[7], ARGV[5], 'PX', ttl)
+  end
   fields[#fields + 1] = xf
   fields[#fields + 1] = '1'
   redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('HDEL', KEYS[1], df)
-  redis.call('SADD', KEYS[4], KEYS[6])
+  redis.call('SADD', KEYS[4], KEYS[6], KEYS[7])
 else
   fields[#fields + 1] = df
   fields[#fields + 1] = ARGV[2]
   redis.call('HSET', KEYS[1], unpack(fields))
   if big then
-    redis.call('DEL', KEYS[6])
-    redis.call('SREM', KEYS[4], KEYS[6])
+    redis.call('DEL', KEYS[6], KEYS[7])
+    redis.call('SREM', KEYS[4], KEYS[6], KEYS[7])
     redis.call('HDEL', KEYS[1], xf)
   end
 end
@@ -153,7 +159,8 @@ end
 return {1, live}
 """
 """KEYS: h, i, r, e, s (where this write staged a big value), x (the key's big-value
-key). ARGV: key, data ('' when staged), mode (o|c|m), expected version, new version,
+key), xv (the version of the key's big value, beside it, so that one MGET reads both).
+ARGV: key, data ('' when staged), mode (o|c|m), expected version, new version,
 ttl ms (0: none), registration token ('' if none yet), dead-token ms, staged ('1': the
 data was put in s by a SET sent just before, in the same pipeline; it is renamed to x,
 which replaces the previous big value at once).
@@ -171,8 +178,8 @@ local cur, big, live = got[1], got[2], got[3]
 if not cur then return {0, ''} end
 if ARGV[2] ~= '' and cur ~= ARGV[2] then return {-1, cur} end
 if big then
-  redis.call('DEL', KEYS[5])
-  redis.call('SREM', KEYS[4], KEYS[5])
+  redis.call('DEL', KEYS[5], KEYS[6])
+  redis.call('SREM', KEYS[4], KEYS[5], KEYS[6])
 end
 redis.call('HDEL', KEYS[1], vf, 'd:' .. key, xf)
 redis.call('ZREM', KEYS[2], key)
@@ -197,7 +204,8 @@ if ttl > 0 then
 end
 return {1, ''}
 """
-"""KEYS: h, i, r, e, x. ARGV: key, if-match version ('' if none), ttl ms, dead-token ms.
+"""KEYS: h, i, r, e, x, xv. ARGV: key, if-match version ('' if none), ttl ms,
+dead-token ms.
 Returns {0} missing, {-1, current} version mismatch, {1, retired token or ''}."""
 
 _RETIRE = r"""
@@ -609,6 +617,7 @@ class RedisStorage(StorageBase):
                 f"{base}e{suffix}".encode(),
                 f"{base}x:".encode(),
                 f"{base}s:".encode(),
+                f"{base}v:".encode(),
             )
             if len(self._names_cache) >= _NAME_CACHE_SIZE:
                 self._names_cache.clear()
@@ -665,7 +674,8 @@ class RedisStorage(StorageBase):
             assert isinstance(mode, IfMatch)
             code, expected = "m", mode.version
         external = len(data) > self._inline_max
-        keys = (*names[:4], names.s + version.encode(), names.x + key.encode())
+        kb = key.encode()
+        keys = (*names[:4], names.s + version.encode(), names.x + kb, names.v + kb)
         token = ""
         stage = external
         with _translate_errors("put", key, self._where, self._secret), self._deadline():
@@ -742,24 +752,19 @@ class RedisStorage(StorageBase):
                 guess_big = key in self._big
                 for _ in range(16):
                     if guess_big:
-                        # one transaction reads the hash fields and the big value together
-                        pipe = self._client.pipeline(transaction=True)
-                        pipe.hmget(h, fields)
-                        pipe.get(names.x + kb)
-                        got, big_data = await pipe.execute()
-                        version, data, big = cast("list[bytes | None]", got)
-                        if data is not None:  # small again: read it the short way next time
-                            self._remember_big(key, False)
-                        elif big is not None:
-                            data = cast("bytes | None", big_data)
-                    else:
-                        got = await self._client.hmget(h, fields)
-                        version, data, big = cast("list[bytes | None]", got)
-                    if version is None or data is not None:
+                        # a big value: its version key and its data key, in one MGET
+                        got = await self._client.mget(names.v + kb, names.x + kb)
+                        version, data = cast("list[bytes | None]", got)
+                        if version is not None and data is not None:
+                            break
+                        self._remember_big(key, False)  # small now, or gone
+                        guess_big = False
+                        continue
+                    got = await self._client.hmget(h, fields)
+                    version, data, big = cast("list[bytes | None]", got)
+                    if version is None or data is not None or big is None:
                         break
-                    if big is None:  # pragma: no cover - a version without data
-                        break
-                    guess_big = True  # a big value: read it with its version, again
+                    guess_big = True
                     self._remember_big(key, True)
                 else:
                     raise StorageUnavailable(
@@ -780,7 +785,7 @@ class RedisStorage(StorageBase):
                     await self._cluster_ready()
                 res = await self._script(
                     _DELETE,
-                    (*names[:4], names.x + key.encode()),
+                    (*names[:4], names.x + key.encode(), names.v + key.encode()),
                     (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS),
                 )
                 if res[0] == -1:

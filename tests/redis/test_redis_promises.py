@@ -398,10 +398,13 @@ async def test_ttl_also_expires_big_values_with_their_run(redis_url: str, prefix
     async with RedisStorage.from_url(redis_url, prefix=prefix, ttl=30, inline_max=16) as s:
         await s.put("runs/r/big", b"B" * 100)  # stored in a key of its own
         names = s._names("runs/r")
-        (external,) = await s.client.smembers(names.e)
-        await s.client.pexpire(external, 5_000)
+        external = await s.client.smembers(names.e)  # the value's data and version keys
+        assert len(external) == 2
+        for name in external:
+            await s.client.pexpire(name, 5_000)
         await s.put("runs/r/small", b"s")  # any write of the run refreshes every key of it
-        assert await s.client.pttl(external) > 25_000
+        for name in external:
+            assert await s.client.pttl(name) > 25_000
         assert await s.client.pttl(names.e) > 25_000
 
 
@@ -421,21 +424,22 @@ async def test_big_values_live_in_keys_of_their_own_and_never_leak(
         big, small = b"B" * 64, b"s" * (inline_max or 1)
         v1 = await s.put("runs/r/k", big)
         assert (await s.get("runs/r/k")) == (big, v1)
-        assert len(await _external_keys(s, "runs/r")) == 1
+        assert len(await _external_keys(s, "runs/r")) == 2  # data and version
         with pytest.raises(PreconditionFailed):
             await s.put("runs/r/k", big, mode="create")  # the staged copy is dropped
         with pytest.raises(PreconditionFailed):
             await s.put("runs/r/k", big, mode=IfMatch("other"))
         v2 = await s.put("runs/r/k", big + b"2", mode=IfMatch(v1))  # the old data key goes
         assert (await s.get("runs/r/k")) == (big + b"2", v2)
-        assert len(await _external_keys(s, "runs/r")) == 1
+        assert len(await _external_keys(s, "runs/r")) == 2
         v3 = await s.put("runs/r/k", small)
         assert (await s.get("runs/r/k")) == (small, v3)
-        assert len(await _external_keys(s, "runs/r")) == (1 if inline_max == 0 else 0)
+        assert len(await _external_keys(s, "runs/r")) == (2 if inline_max == 0 else 0)
         await s.put("runs/r/k", big)
         assert await s.delete("runs/r/k")
         assert await _external_keys(s, "runs/r") == set()
         assert [k async for k in s.client.scan_iter(match=f"*{prefix}*x:*")] == []
+        assert [k async for k in s.client.scan_iter(match=f"*{prefix}*v:*")] == []
         assert [k async for k in s.client.scan_iter(match=f"*{prefix}*s:*")] == []  # staged
 
 
