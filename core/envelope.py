@@ -186,7 +186,7 @@ def seal(
     *,
     codec_tag: int,
     compress_threshold: int = 16 * 1024,
-    compression_level: int = 3,
+    compression_level: int = 1,
     encryption: Encryption | None = None,
 ) -> bytes:
     """Frame ``payload`` into an envelope: header, checksum, optional zstd and AES-GCM.
@@ -201,7 +201,7 @@ def seal(
             128 to 255 are free for integrations).
         compress_threshold: Compress only payloads longer than this many bytes.
             ``sys.maxsize`` never compresses.
-        compression_level: zstd level (1 to 22; 3 is zstd's default).
+        compression_level: zstd level (1 to 22; default 1, the fastest).
         encryption: Encrypt with its active key; ``None`` stores the payload in clear.
 
     Returns:
