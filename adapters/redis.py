@@ -134,8 +134,10 @@ if ext then
   fields[#fields + 1] = xf
   fields[#fields + 1] = '1'
   redis.call('HSET', KEYS[1], unpack(fields))
-  redis.call('HDEL', KEYS[1], df)
-  redis.call('SADD', KEYS[4], KEYS[6], KEYS[7])
+  if not big then
+    if cur then redis.call('HDEL', KEYS[1], df) end
+    redis.call('SADD', KEYS[4], KEYS[6], KEYS[7])
+  end
 else
   fields[#fields + 1] = df
   fields[#fields + 1] = ARGV[2]
