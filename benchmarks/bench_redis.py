@@ -193,7 +193,7 @@ async def main() -> None:
     with server(args.cluster) as url:
         print(f"valkey {kind} at {url}; medians of {args.runs} runs", flush=True)
         rows = []
-        for size, n in ((KiB, args.ops), (MiB, max(10, args.ops // 20))):
+        for size, n in ((KiB, args.ops), (MiB, max(10, args.ops // 10))):
             ours, raw, raw_nt = await put_get(url, args.cluster, size, n, args.runs)
             label = "1 KiB" if size == KiB else "1 MiB"
             rows.append((f"put+get {label}", ours, raw, raw_nt))
