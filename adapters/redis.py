@@ -7,10 +7,11 @@ shorter key, every segment but the last (``index/<run>`` is in scope
 one hash slot and one Lua script can touch them all on Redis Cluster::
 
     {ns:S}:h        hash, for every key K of S: "v:K" -> version, and either
-                    "d:K" -> data (up to inline_max) or "x:K" -> name of its data key;
+                    "d:K" -> data (up to inline_max) or "x:K" -> 1 (a big value);
                     and NUL "live" -> the scope's registration token
-    {ns:S}:x:<key>  string: the data of a bigger value; {ns:S}:v:<key> its version
-    {ns:S}:e        set: the names of the scope's data keys (to apply the TTL)
+    {ns:S}:x:<key>  string: the data of a big value; {ns:S}:v:<key> its version
+    {ns:S}:s:<ver>  string: a big value staged by a put in flight (expires)
+    {ns:S}:e        set: the names of the scope's x and v keys (to apply the TTL)
     {ns:S}:i        sorted set, all scores 0: the keys of S, for ZRANGEBYLEX
     {ns:S}:r        hash: "dead:<token>" -> 1 for retired registration tokens
     ns:top          sorted set, all scores 0: "S/" NUL token, for every registered scope
@@ -19,7 +20,9 @@ one hash slot and one Lua script can touch them all on Redis Cluster::
 appended, so that a brace in a key can never change the slot.)
 
 Writes are Lua scripts (``EVALSHA``), so create-only, if-match and if-match
-delete are decided atomically on the server. Versions are random tokens drawn
+delete are decided atomically on the server. A big value does not pass
+through Lua (which would copy it twice): a plain ``SET`` stages it, pipelined
+with the script that adopts it with ``RENAME``. Versions are random tokens drawn
 by the client for each write: they never repeat, also after a delete and a
 re-create, and a script retried after a lost reply recognizes its own write.
 
@@ -209,6 +212,18 @@ return {1, ''}
 """KEYS: h, i, r, e, x, xv. ARGV: key, if-match version ('' if none), ttl ms,
 dead-token ms.
 Returns {0} missing, {-1, current} version mismatch, {1, retired token or ''}."""
+
+_READ = """
+local got = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+if not got[1] then return {} end
+if got[2] then return {got[1], got[2]} end
+local data = got[3] and redis.call('GET', KEYS[2])
+if data then return {got[1], data} end
+return {got[1]}
+"""
+"""KEYS: h, x. ARGV: the fields v:K, d:K, x:K. Returns {} (missing), {version, data},
+or {version} (a big value whose data key is gone). Used only when writers keep
+replacing a value between a reader's two round trips."""
 
 _RETIRE = r"""
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, ''} end
@@ -582,7 +597,7 @@ class RedisStorage(StorageBase):
     def __repr__(self) -> str:
         ttl = f", ttl={self.ttl}" if self.ttl else ""
         kind = ", cluster=True" if self.cluster else ""
-        return f"{type(self).__name__.lstrip('_')}({self._where!r}, prefix={self._ns!r}{kind}{ttl})"
+        return f"RedisStorage({self._where!r}, prefix={self._ns!r}{kind}{ttl})"
 
     @property
     def client(self) -> Redis | RedisCluster:
@@ -743,39 +758,46 @@ class RedisStorage(StorageBase):
 
     async def _get(self, key: str) -> GetResult:
         names = self._names(self._scope(key))
-        h = names.h
         kb = key.encode()
-        vf = b"v:" + kb
-        fields = [vf, b"d:" + kb, b"x:" + kb]
+        fields = [b"v:" + kb, b"d:" + kb, b"x:" + kb]
         with _translate_errors("get", key, self._where, self._secret), self._deadline():
             async with self._slots:
                 if self.cluster:
                     await self._cluster_ready()
-                guess_big = key in self._big
-                for _ in range(16):
-                    if guess_big:
-                        # a big value: its version key and its data key, in one MGET
-                        got = await self._client.mget(names.v + kb, names.x + kb)
-                        version, data = cast("list[bytes | None]", got)
-                        if version is not None and data is not None:
-                            break
-                        self._remember_big(key, False)  # small now, or gone
-                        guess_big = False
-                        continue
-                    got = await self._client.hmget(h, fields)
-                    version, data, big = cast("list[bytes | None]", got)
-                    if version is None or data is not None or big is None:
-                        break
-                    guess_big = True
-                    self._remember_big(key, True)
-                else:
-                    raise StorageUnavailable(
-                        f"get {key!r} on {self._where}: the value's data key is missing "
-                        "(evicted by maxmemory?)"
-                    )
-        if version is None or data is None:
+                version, data = await self._read(key, kb, names, fields)
+        if version is None:
             raise NotFound(f"key {key!r} not found")
+        if data is None:
+            raise StorageUnavailable(
+                f"get {key!r} on {self._where}: the value's data key is missing "
+                "(evicted by maxmemory?)"
+            )
         return GetResult(data, version.decode())
+
+    async def _read(
+        self, key: str, kb: bytes, names: _Names, fields: list[bytes]
+    ) -> tuple[bytes | None, bytes | None]:
+        """Version and data of ``key`` (None, None if missing; version, None if data is lost)."""
+        if key in self._big:
+            # a big value, as last seen: its version key and data key with one MGET
+            got = await self._client.mget(names.v + kb, names.x + kb)
+            version, data = cast("list[bytes | None]", got)
+            if version is not None and data is not None:
+                return version, data
+            self._remember_big(key, False)  # small now, or gone
+        got = await self._client.hmget(names.h, fields)
+        version, data, big = cast("list[bytes | None]", got)
+        if version is None or data is not None or big is None:
+            return version, data
+        self._remember_big(key, True)
+        got = await self._client.mget(names.v + kb, names.x + kb)
+        version, data = cast("list[bytes | None]", got)
+        if version is not None and data is not None:
+            return version, data
+        # rewritten between the two reads (writers faster than this reader): read it all
+        # in one script, which copies a big value through Lua but cannot be overtaken
+        res = await self._script(_READ, (names.h, names.x + kb), fields)
+        return (res[0] if res else None), (res[1] if len(res) > 1 else None)
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
         scope = self._scope(key)

@@ -14,6 +14,7 @@ from checkpointkit import (
     PreconditionFailed,
     Storage,
     StorageClosed,
+    StorageUnavailable,
 )
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.adapters.redis import RedisStorage
@@ -504,3 +505,34 @@ async def test_gets_follow_values_that_turn_big_or_small_through_another_client(
         assert await a.delete("runs/r/k")
         with pytest.raises(NotFound):
             await b.get("runs/r/k")
+
+
+async def test_a_big_value_whose_data_was_evicted_gives_storage_unavailable(
+    redis_url: str, prefix: str
+) -> None:
+    async with RedisStorage.from_url(redis_url, prefix=prefix, inline_max=4) as s:
+        await s.put("runs/r/k", b"a big value")
+        names = s._names("runs/r")
+        await s.client.delete(names.x + b"runs/r/k")  # as maxmemory eviction would
+        for _ in range(2):  # known as big, then not
+            with pytest.raises(StorageUnavailable, match="evicted"):
+                await s.get("runs/r/k")
+            s._big.clear()
+
+
+async def test_the_read_script_returns_version_and_data_atomically(storage: RedisStorage) -> None:
+    from checkpointkit.adapters.redis import _READ
+
+    storage._inline_max = 4
+    v_small = await storage.put("runs/r/small", b"s")
+    v_big = await storage.put("runs/r/big", b"big value")
+    names = storage._names("runs/r")
+
+    async def read(key: str) -> list[bytes]:
+        kb = key.encode()
+        fields = [b"v:" + kb, b"d:" + kb, b"x:" + kb]
+        return list(await storage._script(_READ, (names.h, names.x + kb), fields))
+
+    assert await read("runs/r/small") == [v_small.encode(), b"s"]
+    assert await read("runs/r/big") == [v_big.encode(), b"big value"]
+    assert await read("runs/r/missing") == []
