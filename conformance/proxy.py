@@ -226,6 +226,9 @@ class StallProxy:
                         held.clear()
                     break
                 if gate.is_set():
+                    for earlier in held:  # resumed while this read completed: keep the order
+                        dst.write(earlier)
+                    held.clear()
                     dst.write(chunk)
                     await dst.drain()
                     continue

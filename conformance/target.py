@@ -275,6 +275,11 @@ def _temp_file_target() -> Target:
 
 
 def _url_target(url: str) -> Target:
+    if urlsplit(url).scheme.lower() in ("redis", "rediss"):
+        # Redis knows how to pin each storage to one (proxied) cluster node, and its TTL.
+        from .servers.redis import redis_target
+
+        return redis_target(url)
     # The upstream address, if the URL names a loopback host:port (netloc or a query parameter).
     match = _ADDRESS.search(url)
     upstream = None
