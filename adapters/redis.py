@@ -41,6 +41,7 @@ import asyncio
 import hashlib
 import heapq
 import os
+import re
 import secrets
 import socket
 import struct
@@ -1198,9 +1199,13 @@ def _redact(url: str) -> str:
     if not sep:
         return url
     netloc, slash, tail = rest.partition("/")
+    tail = _SECRET_PARAM.sub(r"\1***", tail)  # ?password=... is a password too
     if "@" not in netloc:
-        return url
+        return f"{head}://{netloc}{slash}{tail}"
     userinfo, _, hostport = netloc.rpartition("@")
     user = userinfo.split(":", 1)[0]
     auth = f"{user}:***" if ":" in userinfo else user
     return f"{head}://{auth}@{hostport}{slash}{tail}"
+
+
+_SECRET_PARAM = re.compile(r"(?i)((?:^|[?&;])(?:password|passwd|pwd|secret|token)=)[^&;]*")
