@@ -11,6 +11,17 @@ directory ``#locks``. So ``a/b`` is ``root/a@/b`` and ``a/b/c`` is
 ``root/a@/b@/c``: no key collides with another, with a directory, or with an
 internal file, and no key can leave the root.
 
+A name that would exceed 255 bytes (``NAME_MAX``: a long segment, or one
+of upper-case or non-ASCII characters, which take 3 bytes per byte) is
+shortened to ``<head>!<digest>``: the first 150 bytes or so of the encoded
+name, ``!`` (which no encoded name holds raw), and 32 hex digits of the
+SHA-256 of the segment. The segment itself is kept in a sidecar file
+``#<digest>.name`` in the same directory, so that listing can return the real
+key and sort it exactly. A sidecar is written (atomically) before any entry
+that needs it appears, and removed, under the directory's lock, only when
+no entry needs it any more: "entry exists implies sidecar exists" holds at
+every moment, for every process, also across crashes.
+
 A file holds a 16-byte random version token followed by the data. Every write
 draws a new token, so a version never comes back (no ABA after a delete and a
 re-create, unlike an inode number or an mtime).
@@ -26,6 +37,7 @@ import asyncio
 import errno
 import fcntl
 import functools
+import hashlib
 import heapq
 import os
 import re
@@ -34,7 +46,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -46,7 +58,7 @@ from ..errors import (
     PreconditionFailed,
     StorageUnavailable,
 )
-from ..keys import validate_key
+from ..keys import MAX_KEY_BYTES, validate_key
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
 __all__ = ["FileStorage"]
@@ -59,13 +71,20 @@ TOKEN_BYTES = 16
 NAME_MAX = 255
 """Longest file name, in bytes, on the common local file systems."""
 
+LONG_HEAD = 150
+"""Most bytes of the encoded segment kept at the start of a shortened name."""
+
+DIGEST_HEX = 32
+"""Hex digits of the segment's SHA-256 in a shortened name (128 bits)."""
+
 LOCK_STRIPES = 64
 LOCK_DIR = "#locks"
 
 _TEMP_RE = re.compile(r"#[0-9a-f]{16}\.tmp")
+_SIDECAR_RE = re.compile(r"#([0-9a-f]{32})\.name")
+_LONG_RE = re.compile(r"(?:[a-z0-9_.~-]|%[0-9A-F]{2})*!([0-9a-f]{32})@?")
 _PLAIN_RE = re.compile(r"[a-z0-9_.~-]+")
 _ENCODED_RE = re.compile(r"(?:[a-z0-9_.~-]|%[0-9A-F]{2})+")
-_UPPER_RE = re.compile(r"%[0-9A-F]{2}|[A-Z]")
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -97,16 +116,40 @@ class _Guard:
             self.cancelled = True
 
 
+class _Long:
+    """A segment whose name was shortened to ``<head>!<digest>``; its sidecar keeps it."""
+
+    __slots__ = ("base", "raw", "sidecar")
+
+    def __init__(self, segment: str, base: str, digest: str) -> None:
+        self.base = base  # the shortened name, without the "@" of a directory
+        self.raw = segment.encode()  # the sidecar's content
+        self.sidecar = f"#{digest}.name"
+
+
 class _Mapped:
-    """Where a key lives on disk."""
+    """Where a key lives on disk.
 
-    __slots__ = ("dirnames", "dirpath", "path", "rel_dir")
+    ``longs`` maps the level of each shortened segment (0 for the first
+    directory, ``len(dirnames)`` for the file) to its :class:`_Long`; it is
+    None for the usual key, where no name was shortened.
+    """
 
-    def __init__(self, root: str, dirnames: list[str], leaf: str) -> None:
+    __slots__ = ("dirnames", "dirpath", "longs", "path", "rel_dir")
+
+    def __init__(
+        self, root: str, dirnames: list[str], leaf: str, longs: dict[int, _Long] | None = None
+    ) -> None:
         self.dirnames = dirnames
         self.rel_dir = "/".join(dirnames)
         self.dirpath = f"{root}/{self.rel_dir}" if dirnames else root
         self.path = f"{self.dirpath}/{leaf}"
+        self.longs = longs
+
+    @property
+    def leaf_long(self) -> _Long | None:
+        """The file's :class:`_Long` if its name was shortened."""
+        return None if self.longs is None else self.longs.get(len(self.dirnames))
 
 
 class FileStorage(StorageBase):
@@ -279,14 +322,20 @@ class FileStorage(StorageBase):
         segments = key.split("/")
         dirnames = [_encode(s) + "@" for s in segments[:-1]]
         leaf = _encode(segments[-1])
-        for segment, name in zip(segments, [*dirnames, leaf], strict=True):
+        if len(leaf) <= NAME_MAX and all(len(name) <= NAME_MAX for name in dirnames):
+            return _Mapped(self.root, dirnames, leaf)
+        # A name too long for the file system: shorten it, the sidecar keeps the segment.
+        longs: dict[int, _Long] = {}
+        for level, segment in enumerate(segments):
+            is_dir = level < len(dirnames)
+            name = dirnames[level] if is_dir else leaf
             if len(name) > NAME_MAX:
-                raise InvalidKey(
-                    f"invalid key {key!r}: its segment {segment[:40]!r}... maps to a "
-                    f"{len(name)}-byte file name; the file adapter's limit is {NAME_MAX} "
-                    "(a character other than a-z 0-9 _.-~ takes 3 bytes per UTF-8 byte)"
-                )
-        return _Mapped(self.root, dirnames, leaf)
+                long = longs[level] = _shorten(segment, name[:-1] if is_dir else name)
+                if is_dir:
+                    dirnames[level] = long.base + "@"
+                else:
+                    leaf = long.base
+        return _Mapped(self.root, dirnames, leaf, longs)
 
     # -- the protocol --------------------------------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
@@ -350,6 +399,7 @@ class FileStorage(StorageBase):
             raise _Abandoned
         token = os.urandom(TOKEN_BYTES)
         tmp, fd = self._create_temp(m)
+        long = m.leaf_long
         keep_tmp = False  # True once the temp file was renamed to the target
         try:
             try:
@@ -358,24 +408,35 @@ class FileStorage(StorageBase):
                     _flush_file(fd)
             finally:
                 os.close(fd)
+            if long is not None:
+                self._ensure_sidecar(m.dirpath, long)
             self._before_commit(key)
             if mode == "overwrite":
-                with self._locked(m.rel_dir), guard.lock:
-                    if guard.cancelled:
-                        raise _Abandoned
-                    os.rename(tmp, m.path)
-                    guard.committed = keep_tmp = True
+                with self._locked(m.rel_dir):
+                    if long is not None:
+                        self._keep_sidecar(m.dirpath, long)
+                    with guard.lock:
+                        if guard.cancelled:
+                            raise _Abandoned
+                        os.rename(tmp, m.path)
+                        guard.committed = keep_tmp = True
             elif mode == "create":
-                with guard.lock:
-                    if guard.cancelled:
-                        raise _Abandoned
-                    try:
-                        os.link(tmp, m.path)
-                    except FileExistsError:
-                        raise PreconditionFailed(
-                            f"key {key!r} already exists (create-only put)"
-                        ) from None
-                    guard.committed = True
+                # ``link`` needs no lock, except to keep a shortened name's sidecar.
+                lock: AbstractContextManager[None]
+                lock = nullcontext() if long is None else self._locked(m.rel_dir)
+                with lock:
+                    if long is not None:
+                        self._keep_sidecar(m.dirpath, long)
+                    with guard.lock:
+                        if guard.cancelled:
+                            raise _Abandoned
+                        try:
+                            os.link(tmp, m.path)
+                        except FileExistsError:
+                            raise PreconditionFailed(
+                                f"key {key!r} already exists (create-only put)"
+                            ) from None
+                        guard.committed = True
             else:
                 assert isinstance(mode, IfMatch)
                 with self._locked(m.rel_dir):
@@ -389,6 +450,8 @@ class FileStorage(StorageBase):
                             f"key {key!r} is at version {current}, not {mode.version} "
                             "(if-match put)"
                         )
+                    if long is not None:
+                        self._keep_sidecar(m.dirpath, long)
                     with guard.lock:
                         if guard.cancelled:
                             raise _Abandoned
@@ -397,6 +460,8 @@ class FileStorage(StorageBase):
         finally:
             if not keep_tmp:
                 _unlink_quietly(tmp)
+            if long is not None and not guard.committed:
+                self._drop_sidecar(m.rel_dir, m.dirpath, long)  # if no entry needs it
         if self.fsync:
             self._flush_dir(m.dirpath)
         return token.hex()
@@ -416,10 +481,21 @@ class FileStorage(StorageBase):
 
     def _make_dirs(self, m: _Mapped) -> None:
         path = self.root
-        for name in m.dirnames:
+        for level, name in enumerate(m.dirnames):
             parent, path = path, f"{path}/{name}"
+            long = None if m.longs is None else m.longs.get(level)
             try:
-                os.mkdir(path)
+                if long is None:
+                    os.mkdir(path)
+                elif os.path.isdir(path):
+                    continue  # it exists, so its sidecar does
+                else:
+                    # The sidecar first, and kept under the parent's lock until the
+                    # directory exists: a concurrent prune drops it only under that lock.
+                    self._ensure_sidecar(parent, long)
+                    with self._locked("/".join(m.dirnames[:level])):
+                        self._keep_sidecar(parent, long)
+                        os.mkdir(path)
             except FileExistsError:
                 continue
             except FileNotFoundError:
@@ -428,6 +504,64 @@ class FileStorage(StorageBase):
                 return  # a concurrent delete removed a parent; the caller retries
             if self.fsync:
                 self._flush_dir(parent)
+
+    # -- sidecars of shortened names -----------------------------------------------------
+    def _ensure_sidecar(self, dirpath: str, long: _Long) -> None:
+        """Make sure ``dirpath`` holds the sidecar of ``long``, whole (no lock held).
+
+        An existing sidecar with the right content costs one read; a missing
+        or damaged one is written atomically (temp, flush, rename, flush the
+        directory), so that it is on disk before the entry that needs it.
+        """
+        path = f"{dirpath}/{long.sidecar}"
+        try:
+            with open(path, "rb", buffering=0) as f:
+                if f.read(len(long.raw) + 1) == long.raw:
+                    return
+        except FileNotFoundError:
+            pass
+        self._write_sidecar(dirpath, path, long.raw)
+
+    def _keep_sidecar(self, dirpath: str, long: _Long) -> None:
+        """Under the directory's lock, right before an entry needing it appears.
+
+        A delete of the last entry sharing the sidecar may have removed it
+        since :meth:`_ensure_sidecar`: write it again (rare).
+        """
+        path = f"{dirpath}/{long.sidecar}"
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            self._write_sidecar(dirpath, path, long.raw)
+
+    def _write_sidecar(self, dirpath: str, path: str, raw: bytes) -> None:
+        tmp = f"{dirpath}/#{os.urandom(8).hex()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o666)
+        try:
+            try:
+                _write_all(fd, b"", raw)
+                if self.fsync:
+                    _flush_file(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, path)  # the content is fixed by the name: replacing is harmless
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        if self.fsync:
+            self._flush_dir(dirpath)
+
+    def _drop_sidecar(self, rel_dir: str, dirpath: str, long: _Long) -> None:
+        """Remove the sidecar of ``long`` if no entry needs it any more (best effort)."""
+        with suppress(OSError), self._locked(rel_dir):
+            self._drop_sidecar_locked(dirpath, long)
+
+    def _drop_sidecar_locked(self, dirpath: str, long: _Long) -> None:
+        """As :meth:`_drop_sidecar`, holding the directory's lock already."""
+        base = f"{dirpath}/{long.base}"
+        if not os.path.lexists(base) and not os.path.lexists(base + "@"):
+            with suppress(FileNotFoundError):
+                os.unlink(f"{dirpath}/{long.sidecar}")
 
     def _get_sync(self, key: str, m: _Mapped) -> GetResult:
         try:
@@ -481,21 +615,32 @@ class FileStorage(StorageBase):
                 except (FileNotFoundError, NotADirectoryError):
                     return False
                 guard.committed = True
+            long = m.leaf_long
+            if long is not None:
+                with suppress(OSError):
+                    self._drop_sidecar_locked(m.dirpath, long)
         if self.fsync:
             self._flush_dir(m.dirpath)
         self._prune_dirs(m)
         return True
 
     def _prune_dirs(self, m: _Mapped) -> None:
-        """Remove the key's directories that became empty, deepest first (best effort)."""
+        """Remove the key's directories that became empty, deepest first (best effort).
+
+        A shortened directory's sidecar, in its parent, goes with it unless a
+        file of the same segment still needs it.
+        """
         paths = [self.root]
         for name in m.dirnames:
             paths.append(f"{paths[-1]}/{name}")
-        for path in reversed(paths[1:]):
+        for level in reversed(range(len(m.dirnames))):
             try:
-                os.rmdir(path)
+                os.rmdir(paths[level + 1])
             except OSError:
                 return
+            long = None if m.longs is None else m.longs.get(level)
+            if long is not None:
+                self._drop_sidecar("/".join(m.dirnames[:level]), paths[level], long)
 
     def _flush_dir(self, path: str) -> None:
         try:
@@ -548,10 +693,7 @@ class FileStorage(StorageBase):
         complete, partial = segments[:-1], segments[-1]
         dirpath = self.root
         for segment in complete:
-            name = _encode(segment) + "@"
-            if len(name) > NAME_MAX:
-                return ListPage([], None)  # no key can live there
-            dirpath = f"{dirpath}/{name}"
+            dirpath = f"{dirpath}/{_dir_name(segment)}"
         base = "".join(s + "/" for s in complete)
         out: list[str] = []
         _walk(dirpath, base, partial, after, limit, out)
@@ -560,23 +702,40 @@ class FileStorage(StorageBase):
     def _sweep_sync(self, older_than: float) -> int:
         cutoff = time.time() - older_than
         removed = 0
-        for dirpath, dirnames, filenames in os.walk(self.root, topdown=True):
-            if dirpath == self.root and LOCK_DIR in dirnames:
-                dirnames.remove(LOCK_DIR)
+        lock_dir = f"{self.root}/{LOCK_DIR}"
+        # Deepest first: a directory's own debris goes, then the directory if it
+        # is empty, then (in its parent) the sidecar that only it needed.
+        for dirpath, _dirnames, filenames in os.walk(self.root, topdown=False):
+            if dirpath == lock_dir or dirpath.startswith(lock_dir + "/"):
+                continue
+            sidecars: list[str] = []
             for name in filenames:
-                if not _TEMP_RE.fullmatch(name):
-                    continue
-                path = f"{dirpath}/{name}"
-                try:
-                    if os.lstat(path).st_mtime <= cutoff:
-                        os.unlink(path)
-                        removed += 1
-                except FileNotFoundError:
-                    pass  # committed or cleaned up meanwhile
-        for dirpath, _dirs, _files in os.walk(self.root, topdown=False):
+                if _SIDECAR_RE.fullmatch(name):
+                    sidecars.append(name)
+                elif _TEMP_RE.fullmatch(name) and _unlink_if_old(f"{dirpath}/{name}", cutoff):
+                    removed += 1
+            if sidecars:
+                removed += self._sweep_sidecars(dirpath, sidecars, cutoff)
             if dirpath != self.root and dirpath.endswith("@"):
                 with suppress(OSError):  # not empty, or gone
                     os.rmdir(dirpath)
+        return removed
+
+    def _sweep_sidecars(self, dirpath: str, sidecars: list[str], cutoff: float) -> int:
+        """Remove the sidecars in ``dirpath`` that no entry needs (a killed put's debris)."""
+        rel_dir = dirpath[len(self.root) + 1 :]
+        removed = 0
+        with self._locked(rel_dir):  # no put makes an entry needing one meanwhile
+            try:
+                names = os.listdir(dirpath)
+            except FileNotFoundError:
+                return 0
+            needed = {match.group(1) for match in map(_LONG_RE.fullmatch, names) if match}
+            for name in sidecars:
+                match = _SIDECAR_RE.fullmatch(name)
+                assert match is not None
+                if match.group(1) not in needed and _unlink_if_old(f"{dirpath}/{name}", cutoff):
+                    removed += 1
         return removed
 
 
@@ -611,7 +770,10 @@ def _walk(
     for name in names:
         entry = cache.get(name)
         if entry is None:
-            entry = cache[name] = _classify(name)
+            entry = _classify(name) if "!" not in name else _classify_long(dirpath, name)
+            if entry is None:
+                continue  # a shortened name whose sidecar is missing: not a key (yet)
+            cache[name] = entry
         sort_key, is_dir = entry
         if not sort_key or (partial and not sort_key.startswith(partial)):
             continue  # internal or foreign, or outside the prefix
@@ -678,17 +840,77 @@ def _classify(name: str) -> tuple[str, bool]:
     return _SKIP if segment is None else (segment, False)
 
 
+def _classify_long(dirpath: str, name: str) -> tuple[str, bool] | None:
+    """Like :func:`_classify` for a shortened name: its segment is in its sidecar.
+
+    None if the sidecar is missing or does not hold a segment that maps to
+    ``name`` (then the name is not cached: a put may yet write the sidecar).
+    """
+    match = _LONG_RE.fullmatch(name)
+    if match is None:
+        return _SKIP  # "#" (internal) or a foreign name
+    try:
+        with open(f"{dirpath}/#{match.group(1)}.name", "rb", buffering=0) as f:
+            raw = f.read(MAX_KEY_BYTES + 1)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    try:
+        segment = raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return None
+    is_dir = name.endswith("@")
+    if not segment or "/" in segment or (_dir_name if is_dir else _file_name)(segment) != name:
+        return None  # damaged, or not the canonical name of its segment
+    try:
+        validate_key(segment)
+    except InvalidKey:
+        return None
+    return (segment + "/", True) if is_dir else (segment, False)
+
+
+def _file_name(segment: str) -> str:
+    """The name of the file of a key whose last segment is ``segment``."""
+    name = _encode(segment)
+    return name if len(name) <= NAME_MAX else _shorten(segment, name).base
+
+
+def _dir_name(segment: str) -> str:
+    """The name of the directory of the keys below ``segment``."""
+    name = _encode(segment)
+    if len(name) < NAME_MAX:
+        return name + "@"
+    return _shorten(segment, name).base + "@"
+
+
+def _shorten(segment: str, encoded: str) -> _Long:
+    """``<head>!<digest>`` for a segment whose ``encoded`` name is too long.
+
+    The head is the start of ``encoded``, cut before a ``%XX`` escape rather
+    than inside it; the digest is the SHA-256 of the segment, in hex.
+    """
+    cut = LONG_HEAD
+    escape = encoded.rfind("%", cut - 2, cut)
+    if escape != -1:
+        cut = escape
+    digest = hashlib.sha256(segment.encode()).hexdigest()[:DIGEST_HEX]
+    return _Long(segment, f"{encoded[:cut]}!{digest}", digest)
+
+
 def _encode(segment: str) -> str:
     """The file name of a key segment: percent-encoded, upper-case letters too."""
-    name = quote(segment, safe="")
-    if segment.lower() != segment:  # holds an upper-case letter
-        name = _UPPER_RE.sub(_escape_upper, name)
-    return name
+    if segment.lower() == segment:  # no upper-case letter: what quote leaves is right
+        return quote(segment, safe="")
+    return "".join(map(_ESCAPE.__getitem__, segment.encode()))
 
 
-def _escape_upper(match: re.Match[str]) -> str:
-    text = match.group()
-    return text if len(text) == 3 else f"%{ord(text):02X}"
+_ESCAPE = tuple(
+    chr(b) if chr(b) in "abcdefghijklmnopqrstuvwxyz0123456789_.-~" else f"%{b:02X}"
+    for b in range(256)
+)
+"""The name of each UTF-8 byte: itself if lower-case ASCII, a digit or ``_.-~``, else ``%XX``.
+
+Exactly what ``quote(segment, safe="")`` gives, with ``A-Z`` escaped too.
+"""
 
 
 def _decode(name: str) -> str | None:
@@ -727,6 +949,17 @@ def _flush_file(fd: int) -> None:
         os.fdatasync(fd)
     else:  # pragma: no cover
         os.fsync(fd)
+
+
+def _unlink_if_old(path: str, cutoff: float) -> bool:
+    """Remove ``path`` if it was last modified at ``cutoff`` or earlier."""
+    try:
+        if os.lstat(path).st_mtime <= cutoff:
+            os.unlink(path)
+            return True
+    except FileNotFoundError:
+        pass  # committed or cleaned up meanwhile
+    return False
 
 
 def _unlink_quietly(path: str) -> None:
