@@ -19,7 +19,18 @@ import sys
 from checkpointkit import IfMatch, NotFound, PreconditionFailed
 from checkpointkit.adapters.file import FileStorage
 
-KEYS = ["ck/k0", "ck/k1", "ck/sub/k2", "ck/sub/k3", "ck/sub/deep/k4", "top"]
+LONG = "Long" * 60  # 480 bytes encoded: a shortened name, with a sidecar
+KEYS = [
+    "ck/k0",
+    "ck/k1",
+    "ck/sub/k2",
+    "ck/sub/k3",
+    "ck/sub/deep/k4",
+    "top",
+    f"ck/{LONG}",
+    f"ck/{LONG}/k5",
+    f"{LONG}/{LONG}",
+]
 
 
 def make_value(key: str, seq: int, rng: random.Random) -> bytes:

@@ -40,8 +40,9 @@ async def wait_for(event: threading.Event) -> None:
     assert await asyncio.to_thread(event.wait, 10)
 
 
+@pytest.mark.parametrize("key", ["runs/r/k", "runs/r/" + "K" * 100], ids=["short", "long"])
 @pytest.mark.parametrize("mode", ["overwrite", "create", "if-match"])
-async def test_cancelled_put_never_lands_later(tmp_path: Path, mode: str) -> None:
+async def test_cancelled_put_never_lands_later(tmp_path: Path, mode: str, key: str) -> None:
     root = tmp_path / "root"
     s = HeldStorage(root)
     async with hygiene():
@@ -49,10 +50,10 @@ async def test_cancelled_put_never_lands_later(tmp_path: Path, mode: str) -> Non
             old = None
             put_mode: PutMode = "create"
         else:
-            old = await s.put("runs/r/k", b"old")
+            old = await s.put(key, b"old")
             put_mode = IfMatch(old) if mode == "if-match" else "overwrite"
         s.hold = True
-        task = asyncio.create_task(s.put("runs/r/k", b"new", mode=put_mode))
+        task = asyncio.create_task(s.put(key, b"new", mode=put_mode))
         await wait_for(s.reached)  # the thread has written the temp file, not committed
         assert temp_files(root)
         task.cancel()
@@ -65,10 +66,14 @@ async def test_cancelled_put_never_lands_later(tmp_path: Path, mode: str) -> Non
     async with FileStorage(root) as fresh:
         if old is None:
             with pytest.raises(NotFound):
-                await fresh.get("runs/r/k")
+                await fresh.get(key)
+            assert [k async for k in fresh.list()] == []
         else:
-            assert await fresh.get("runs/r/k") == (b"old", old)
+            assert await fresh.get(key) == (b"old", old)
+            assert [k async for k in fresh.list()] == [key]
     assert temp_files(root) == []
+    # a shortened name's sidecar stays only while a stored key needs it
+    assert len(list(root.rglob("#*.name"))) == (old is not None and "K" in key)
 
 
 async def test_cancelled_put_queued_behind_busy_threads_never_runs(tmp_path: Path) -> None:

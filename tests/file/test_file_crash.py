@@ -30,6 +30,20 @@ def check_value(key: str, value: bytes) -> int:
     return int(header["seq"])
 
 
+def check_sidecars(root: Path) -> None:
+    """Every shortened name has its sidecar, whole: the invariant that listing relies on."""
+    for path in root.rglob("*!*"):
+        digest = path.name.rstrip("@").rsplit("!", 1)[1]
+        sidecar = path.parent / f"#{digest}.name"
+        assert sidecar.is_file(), f"{path} has no sidecar"
+        assert hashlib.sha256(sidecar.read_bytes()).hexdigest()[:32] == digest, sidecar
+
+
+def orphan_sidecars(root: Path) -> list[Path]:
+    """Sidecars that no shortened name in their directory needs."""
+    return [p for p in root.rglob("#*.name") if not any(p.parent.glob(f"*!{p.name[1:33]}*"))]
+
+
 def apply(state: dict[str, int], op: str, key: str, seq: int) -> dict[str, int]:
     after = dict(state)
     if op in ("create", "overwrite", "ifmatch"):
@@ -83,6 +97,7 @@ async def test_sigkill_never_leaves_a_torn_or_lost_value(tmp_path: Path) -> None
             allowed = [model] if pending is None else [model, apply(model, *pending)]
             in_flight_kills += pending is not None
 
+            check_sidecars(root)
             keys = [k async for k in reader.list()]
             assert all("#" not in k for k in keys), keys
             actual = {k: check_value(k, (await reader.get(k)).data) for k in keys}
@@ -91,8 +106,13 @@ async def test_sigkill_never_leaves_a_torn_or_lost_value(tmp_path: Path) -> None
             debris_seen = len(list(root.rglob("#*.tmp")))
 
         debris = len(list(root.rglob("#*.tmp")))
-        assert await reader.sweep_temp_files(older_than=0) == debris
+        sidecars = len(list(root.rglob("#*.name")))
+        removed = await reader.sweep_temp_files(older_than=0)
         assert not list(root.rglob("#*.tmp"))
+        assert not orphan_sidecars(root)
+        assert removed == debris + sidecars - len(list(root.rglob("#*.name")))
+        check_sidecars(root)
+        assert [k async for k in reader.list()] == sorted(model)
         for k in [k async for k in reader.list()]:
             check_value(k, (await reader.get(k)).data)
     assert in_flight_kills >= KILLS // 2, "the writer was rarely killed mid-operation"

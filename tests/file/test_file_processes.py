@@ -7,9 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from checkpointkit.adapters.file import FileStorage
 
 WORKER = Path(__file__).with_name("_race_worker.py")
+KEYS = pytest.mark.parametrize(
+    "key",
+    ["race/key", "race/" + "Long" * 60 + "/" + "Key" * 80],  # the second: shortened names
+    ids=["short", "long"],
+)
 
 
 def run_workers(root: Path, jobs: list[list[str]]) -> list[dict[str, object]]:
@@ -46,24 +52,30 @@ def run_workers(root: Path, jobs: list[list[str]]) -> list[dict[str, object]]:
                 p.wait()
 
 
-async def test_create_race_across_processes_has_exactly_one_winner(tmp_path: Path) -> None:
+@KEYS
+async def test_create_race_across_processes_has_exactly_one_winner(
+    tmp_path: Path, key: str
+) -> None:
     root = tmp_path / "root"
-    results = run_workers(root, [["create", n] for n in ("13", "13", "12", "12")])  # 50 puts
+    results = run_workers(root, [["create", n, key] for n in ("13", "13", "12", "12")])  # 50 puts
     wins = [w for r in results for w in r["wins"]]  # type: ignore[attr-defined]
     assert sum(r["losses"] for r in results) == 49  # type: ignore[misc]
     assert all(r["other"] == 0 for r in results), results
     assert len(wins) == 1, wins
     value, version = wins[0]
     async with FileStorage(root) as s:
-        got = await s.get("race/key")
+        got = await s.get(key)
+        assert [k async for k in s.list()] == [key]
     assert got == (value.encode(), version)
     assert not list(root.rglob("#*.tmp"))
 
 
-async def test_cas_counter_across_processes_is_exact(tmp_path: Path) -> None:
+@KEYS
+async def test_cas_counter_across_processes_is_exact(tmp_path: Path, key: str) -> None:
     root = tmp_path / "root"
     async with FileStorage(root) as s:
-        await s.put("counter", b"0")
-    run_workers(root, [["cas", "2", "10"]] * 4)  # 4 processes x 2 tasks x 10 increments
+        await s.put(key, b"0")
+    run_workers(root, [["cas", "2", "10", key]] * 4)  # 4 processes x 2 tasks x 10 increments
     async with FileStorage(root) as s:
-        assert (await s.get("counter")).data == b"80"
+        assert (await s.get(key)).data == b"80"
+        assert [k async for k in s.list()] == [key]

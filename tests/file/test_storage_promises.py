@@ -162,6 +162,10 @@ ORDER_KEYS = [
     "日本語",
     "z/" + "ü" * 30,
     "~",
+    "L" * 90,  # 270 bytes encoded: the file adapter shortens the name
+    "L" * 90 + "-",
+    "L" * 90 + "/a",
+    "é" * 130 + "/" + "L" * 90,
 ]
 
 
