@@ -378,13 +378,15 @@ class FileStorage(StorageBase):
         """Remove temporary files left by killed processes; return how many.
 
         A put killed before its commit leaves a ``#<random>.tmp`` file in the
-        key's directory. It is never listed or read, but takes space. Empty key
-        directories are removed too.
+        key's directory, and may leave a sidecar ``#<digest>.name`` that no
+        shortened name needs. Neither is ever listed, but both take space.
+        Empty key directories are removed too. A sidecar is removed under its
+        directory's lock, after checking that no entry needs it.
 
         Args:
-            older_than: only remove temporary files last modified this many
-                seconds ago or earlier; keep it above the longest put that
-                may be running in another process.
+            older_than: only remove files last modified this many seconds ago
+                or earlier; keep it above the longest put that may be running
+                in another process.
 
         Raises:
             StorageClosed: the storage was closed.
