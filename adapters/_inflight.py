@@ -1,0 +1,174 @@
+"""Cancelling an HTTP write so that it does not land later: settle it, else reset it.
+
+Once a server holds the whole request of a ``PUT`` (or a ``DELETE``), it may apply
+it after the client gave up: a write cancelled while its reply is awaited lands
+"later", after the ``CancelledError``, and a read made just after the
+cancellation sees the old value, then the new one. The S3 and Azure adapters
+therefore run each write attempt through :func:`settle`:
+
+- the attempt runs in its own task, shielded from the caller's cancellation;
+- when the caller is cancelled and the attempt holds no connection (its request
+  has not been sent, or its reply has been read), the attempt is cancelled at once;
+- when it holds a connection (the request may be on the wire), it is given up to
+  ``grace`` seconds to finish: a server that answers within the grace has then
+  applied the write (or refused it) before the cancellation propagates;
+- when the grace runs out (a server that stopped answering), the attempt's
+  connection is reset (``SO_LINGER`` 0, then ``abort()``: a TCP RST, so that
+  bytes still queued in the client's buffers are discarded, not flushed by a
+  graceful close) and the attempt is cancelled;
+- in every case the caller's ``CancelledError`` is raised again, never
+  swallowed, and the attempt's task has ended (or, if it ignored its
+  cancellation, is handed to the storage, which waits for it in ``aclose()``).
+  A second cancellation while waiting cuts the grace short.
+
+What remains possible: a server that received the whole request but neither
+applied nor answered it within the grace may still apply it after the reset. No
+client can prevent that over HTTP; the adapters' documentation says so.
+
+To know which connections an attempt holds, the adapters wrap their aiohttp
+connector with :func:`track_connections`: each connection handed out is recorded
+in the attempt that asked for it (a context variable set by :func:`settle`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import socket
+import struct
+import sys
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["SETTLE_BOUND", "settle", "track_connections"]
+
+T = TypeVar("T")
+
+SETTLE_BOUND = 1.0
+"""Seconds to wait for an attempt's task to end once it has been reset and cancelled."""
+
+_LINGER_RESET = struct.pack("HH" if sys.platform == "win32" else "ii", 1, 0)
+"""``SO_LINGER`` on, 0 seconds: closing the socket sends a reset and drops unsent bytes."""
+
+_TRACKED = "_checkpointkit_tracked"
+
+
+class _Attempt:
+    """The connections that one request attempt has taken from its connector."""
+
+    __slots__ = ("connections",)
+
+    def __init__(self) -> None:
+        self.connections: list[Any] = []  # aiohttp Connection objects
+
+    def on_wire(self) -> bool:
+        """Whether the attempt holds a connection: its request may have been (partly) sent.
+
+        aiohttp drops a connection's protocol once it is released (the reply was
+        read) or closed, so a connection handed back to the pool never counts.
+        """
+        return any(conn.protocol is not None for conn in self.connections)
+
+    def reset(self) -> None:
+        """Reset every connection that the attempt still holds (a TCP RST)."""
+        for conn in self.connections:
+            protocol = conn.protocol
+            transport = None if protocol is None else protocol.transport
+            if transport is None:
+                continue
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            transport.abort()
+
+
+_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
+    "checkpointkit_http_attempt", default=None
+)
+
+
+def track_connections(connector: Any) -> Any:
+    """Make an aiohttp connector record each connection it hands out in the current attempt.
+
+    Idempotent; returns ``connector``. Outside :func:`settle` nothing is recorded.
+
+    Args:
+        connector: an ``aiohttp.BaseConnector`` (its ``connect`` is wrapped on the instance).
+    """
+    if getattr(connector, _TRACKED, False):
+        return connector
+    ref = weakref.ref(connector)  # no reference cycle through the instance's own attribute
+    connect = type(connector).connect
+
+    async def tracked_connect(*args: Any, **kwargs: Any) -> Any:
+        owner = ref()
+        assert owner is not None  # it is calling us
+        conn = await connect(owner, *args, **kwargs)
+        attempt = _ATTEMPT.get()
+        if attempt is not None:  # no await between the connection and this record
+            attempt.connections.append(conn)
+        return conn
+
+    connector.connect = tracked_connect
+    setattr(connector, _TRACKED, True)
+    return connector
+
+
+async def settle(
+    attempt: Callable[[], Coroutine[Any, Any, T]],
+    grace: float,
+    adopt: Callable[[asyncio.Task[Any]], None],
+) -> T:
+    """Run one write attempt; on cancellation, let it settle for ``grace`` s, else reset it.
+
+    Args:
+        attempt: makes the coroutine of one request attempt (with its own timeout).
+        grace: seconds that an attempt holding a connection may take to finish
+            once the caller is cancelled; 0 resets it at once.
+        adopt: takes an attempt's task that ignored its cancellation for
+            :data:`SETTLE_BOUND` seconds (the storage waits for it when closed).
+
+    Raises:
+        asyncio.CancelledError: the caller was cancelled (always raised again,
+            whatever the attempt's outcome).
+        Exception: whatever the attempt raised.
+    """
+    record = _Attempt()
+    context = contextvars.copy_context()
+    context.run(_ATTEMPT.set, record)
+    task = asyncio.get_running_loop().create_task(attempt(), context=context)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await _wind_down(task, record, grace, adopt)
+        raise
+
+
+async def _wind_down(
+    task: asyncio.Task[Any],
+    record: _Attempt,
+    grace: float,
+    adopt: Callable[[asyncio.Task[Any]], None],
+) -> None:
+    """The caller was cancelled: end ``task`` (settled, or reset and cancelled)."""
+    if not task.done() and grace > 0 and record.on_wire():
+        with contextlib.suppress(asyncio.CancelledError):  # cancelled again: reset now
+            await asyncio.wait({task}, timeout=grace)
+    if not task.done():
+        record.reset()  # before the cancellation, so that no graceful close flushes the body
+        task.cancel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_BOUND
+        while not task.done() and (left := deadline - loop.time()) > 0:
+            # A further cancellation changes nothing: the caller's is raised again anyway,
+            # and the task, reset and cancelled, ends within a few loop iterations.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task}, timeout=left)
+        if not task.done():
+            adopt(task)
+            return
+    if not task.cancelled():
+        task.exception()  # retrieved: the caller's cancellation supersedes the outcome
