@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import math
 import os
 import random
@@ -47,11 +48,13 @@ from ..errors import (
 )
 from ..keys import validate_key
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ._inflight import settle, track_connections
 
 try:
     import aioboto3
     import aiohttp
     from aiobotocore.config import AioConfig
+    from aiobotocore.httpsession import AIOHTTPSession
     from botocore import exceptions as bexc
 except ImportError as _exc:  # pragma: no cover - exercised without the extra
     raise ConfigurationError(
@@ -149,7 +152,7 @@ _SECRET_PARAMS = frozenset(
 _INT_PARAMS = ("multipart_threshold", "part_size", "max_concurrency", "retries", "page_size",
                "max_pool_connections")  # fmt: skip
 _FLOAT_PARAMS = ("timeout", "connect_timeout", "read_timeout", "retry_backoff",
-                 "retry_backoff_max")  # fmt: skip
+                 "retry_backoff_max", "cancel_grace")  # fmt: skip
 _STR_PARAMS = ("endpoint_url", "region", "profile", "addressing_style")
 _BOOL_PARAMS = ("create",)
 _URL_PARAMS = frozenset((*_INT_PARAMS, *_FLOAT_PARAMS, *_STR_PARAMS, *_BOOL_PARAMS))
@@ -198,6 +201,12 @@ class S3Storage(StorageBase):
         page_size: keys fetched per ``ListObjectsV2`` request (1 to 1000).
         max_pool_connections: the client's connection pool size (default 20).
         addressing_style: ``"auto"``, ``"path"`` or ``"virtual"``.
+        cancel_grace: when a ``put`` or ``delete`` is cancelled while its
+            request is on the wire, the seconds it may still take to finish
+            before its connection is reset (default 0.25; 0: reset at once).
+            The ``CancelledError`` is raised once the write has settled, so a
+            write whose reply arrives in time cannot land later (see the
+            documentation). Keep it below the runner's ``cancel_timeout``.
 
     Raises:
         ConfigurationError: a bad bucket name, prefix or option.
@@ -232,6 +241,7 @@ class S3Storage(StorageBase):
         page_size: int = 1000,
         max_pool_connections: int = 20,
         addressing_style: str = "auto",
+        cancel_grace: float = 0.25,
     ) -> None:
         self._closed = False
         if not isinstance(bucket, str) or not _BUCKET.match(bucket):
@@ -289,10 +299,11 @@ class S3Storage(StorageBase):
                 f"not {addressing_style!r}"
             )
         self._addressing = addressing_style
+        self._cancel_grace = _float("cancel_grace", cancel_grace, zero=True)
         self._client: Any = None
         self._client_cm: Any = None
         self._open_lock = asyncio.Lock()
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -302,12 +313,13 @@ class S3Storage(StorageBase):
         Parameters: ``endpoint_url``, ``region``, ``profile``, ``create``
         (true/false), ``multipart_threshold``, ``part_size`` (bytes),
         ``max_concurrency``, ``timeout``, ``connect_timeout``,
-        ``read_timeout``, ``retry_backoff``, ``retry_backoff_max`` (seconds),
-        ``retries``, ``page_size``, ``max_pool_connections``,
-        ``addressing_style``. Credentials never go in the URL: give them as
-        keyword ``options`` (``access_key_id``, ``secret_access_key``,
-        ``session_token``) or through the AWS credential chain. Keyword
-        ``options`` take the constructor's arguments and override the URL.
+        ``read_timeout``, ``retry_backoff``, ``retry_backoff_max``,
+        ``cancel_grace`` (seconds), ``retries``, ``page_size``,
+        ``max_pool_connections``, ``addressing_style``. Credentials never go
+        in the URL: give them as keyword ``options`` (``access_key_id``,
+        ``secret_access_key``, ``session_token``) or through the AWS
+        credential chain. Keyword ``options`` take the constructor's arguments
+        and override the URL.
 
         Raises:
             ConfigurationError: not an s3 URL, credentials in the URL, an
@@ -395,6 +407,7 @@ class S3Storage(StorageBase):
                     retries={"total_max_attempts": 1},  # the storage retries (see the module doc)
                     max_pool_connections=self._pool,
                     s3={"addressing_style": self._addressing},
+                    http_session_cls=_TrackingSession,  # for cancelled writes (see _inflight)
                 )
                 cm = session.client("s3", endpoint_url=self.endpoint_url, config=config)
                 with self._translate_errors("open", None):
@@ -442,10 +455,16 @@ class S3Storage(StorageBase):
                 if cm is not None:
                     await cm.__aexit__(None, None, None)
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        """Run ``coro`` (or adopt a task) in the background; ``aclose()`` waits for it."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a background task's failure is nobody's to raise
 
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
@@ -565,16 +584,25 @@ class S3Storage(StorageBase):
         *,
         condition: str | None = None,
         size: int = 0,
+        write: bool = False,
     ) -> T:
-        """Run ``request`` with retries and backoff for transient failures, errors translated."""
+        """Run ``request`` with retries and backoff for transient failures, errors translated.
+
+        A ``write`` (``PutObject``, ``CompleteMultipartUpload``, ``DeleteObject``)
+        cancelled while its request is on the wire settles first: see
+        :func:`~checkpointkit.adapters._inflight.settle` and ``cancel_grace``.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout + size / MiB
         attempt = 0
         while True:
             try:
                 with self._translate_errors(op, key, condition=condition):
-                    async with asyncio.timeout_at(deadline):
-                        return await request()
+                    if write:
+                        return await settle(
+                            lambda: _attempt(request, deadline), self._cancel_grace, self._spawn
+                        )
+                    return await _attempt(request, deadline)
             except StorageUnavailable as exc:
                 cause = exc.__cause__
                 delay = min(self._backoff_max, self._backoff * 2**attempt) * random.random()
@@ -626,7 +654,9 @@ class S3Storage(StorageBase):
         try:
             if multipart:
                 return await self._multipart(client, key, name, data, conditions, condition)
-            resp = await self._call("put", key, put_object, condition=condition, size=len(data))
+            resp = await self._call(
+                "put", key, put_object, condition=condition, size=len(data), write=True
+            )
         except (PreconditionFailed, NotFound) as exc:
             # A write resent after a lost reply (by this storage's retries, or by aiohttp,
             # which resends a PUT once on a dropped connection) meets its own write: that
@@ -715,6 +745,7 @@ class S3Storage(StorageBase):
                     **complete,
                 ),
                 condition=condition,
+                write=True,
             )
         except BaseException as exc:
             abort = self._abort(client, key, name, upload_id)
@@ -770,7 +801,7 @@ class S3Storage(StorageBase):
         if if_match is not None:
             condition = f"if-match delete {if_match}: the key is at another version"
             try:
-                await self._call("delete", key, delete(if_match), condition=condition)
+                await self._call("delete", key, delete(if_match), condition=condition, write=True)
             except NotFound:
                 return False
             return True
@@ -779,7 +810,7 @@ class S3Storage(StorageBase):
                 head = await self._call(
                     "delete", key, lambda: client.head_object(Bucket=self.bucket, Key=name)
                 )
-                await self._call("delete", key, delete(str(head["ETag"])))
+                await self._call("delete", key, delete(str(head["ETag"])), write=True)
             except NotFound:
                 return False
             except PreconditionFailed:
@@ -813,6 +844,30 @@ class S3Storage(StorageBase):
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+class _TrackingSession(AIOHTTPSession):  # type: ignore[misc]
+    """aiobotocore's aiohttp session, its connector wrapped by ``track_connections``.
+
+    So that a write cancelled while on the wire can be settled or reset
+    (:mod:`checkpointkit.adapters._inflight`).
+    """
+
+    def _create_connector(self, *args: Any, **kwargs: Any) -> Any:
+        made = super()._create_connector(*args, **kwargs)
+        if inspect.isawaitable(made):  # some aiobotocore versions build it asynchronously
+
+            async def tracked() -> Any:
+                return track_connections(await made)
+
+            return tracked()
+        return track_connections(made)
+
+
+async def _attempt(request: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """One attempt of a request, bounded by the request's deadline."""
+    async with asyncio.timeout_at(deadline):
+        return await request()
 
 
 def _expect_only_large_bodies(request: Any, **_: Any) -> None:
