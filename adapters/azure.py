@@ -46,11 +46,13 @@ from ..errors import (
 )
 from ..keys import validate_key
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ._inflight import settle, track_connections
 
 try:
     import aiohttp
     from azure.core import MatchConditions
     from azure.core import exceptions as aexc
+    from azure.core.pipeline.transport import AioHttpTransport
     from azure.storage.blob import BlobBlock
     from azure.storage.blob.aio import ContainerClient
 except ImportError as _exc:  # pragma: no cover - exercised without the extra
@@ -71,6 +73,8 @@ MAX_BLOCK_SIZE = 4000 * MiB
 MAX_PAGE = 5000
 STREAM_ABOVE = 1 * MiB
 """Request bodies larger than this are sent from a stream (see ``_body``)."""
+READ_BLOCK_SIZE = 256 * KiB
+"""Block size of streamed replies (the Storage SDK's own default)."""
 
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
 ENV_ACCOUNT_KEY = "AZURE_STORAGE_KEY"
@@ -123,7 +127,7 @@ _SECRET_PARAMS = frozenset(
 )  # fmt: skip
 _INT_PARAMS = ("block_threshold", "block_size", "max_concurrency", "retries", "page_size")
 _FLOAT_PARAMS = ("timeout", "connect_timeout", "read_timeout", "retry_backoff",
-                 "retry_backoff_max")  # fmt: skip
+                 "retry_backoff_max", "cancel_grace")  # fmt: skip
 _STR_PARAMS = ("account_url",)
 _BOOL_PARAMS = ("create",)
 _URL_PARAMS = frozenset((*_INT_PARAMS, *_FLOAT_PARAMS, *_STR_PARAMS, *_BOOL_PARAMS))
@@ -172,6 +176,12 @@ class AzureBlobStorage(StorageBase):
         retry_backoff: the first backoff in seconds (default 0.1), doubled on
             each retry with full jitter, at most ``retry_backoff_max`` (2).
         page_size: names fetched per ``List Blobs`` request (1 to 5000).
+        cancel_grace: when a ``put`` or ``delete`` is cancelled while its
+            request is on the wire, the seconds it may still take to finish
+            before its connection is reset (default 0.25; 0: reset at once).
+            The ``CancelledError`` is raised once the write has settled, so a
+            write whose reply arrives in time cannot land later (see the
+            documentation). Keep it below the runner's ``cancel_timeout``.
 
     Raises:
         ConfigurationError: a bad container name, prefix, option, connection
@@ -202,6 +212,7 @@ class AzureBlobStorage(StorageBase):
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 2.0,
         page_size: int = MAX_PAGE,
+        cancel_grace: float = 0.25,
     ) -> None:
         self._closed = False
         if not isinstance(container, str) or not _CONTAINER.match(container):
@@ -240,6 +251,8 @@ class AzureBlobStorage(StorageBase):
             raise ConfigurationError(
                 f"Azure option page_size must be at most {MAX_PAGE}, not {page_size}"
             )
+        self._cancel_grace = _float("cancel_grace", cancel_grace, zero=True)
+        self._background: set[asyncio.Task[Any]] = set()
         self._client = self._make_client(connection_string, account_url, credential, endpoint)
         self.account_url = _strip_query(self._client.primary_endpoint).rsplit("/", 1)[0]
         self._opened = False
@@ -259,6 +272,12 @@ class AzureBlobStorage(StorageBase):
             "max_single_put_size": max(self._threshold, 1),
             "max_single_get_size": 64 * MiB,
             "max_chunk_get_size": 8 * MiB,
+            # the SDK's own transport, its connector tracked for cancelled writes (_inflight)
+            "transport": _TrackingTransport(
+                connection_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                connection_data_block_size=READ_BLOCK_SIZE,
+            ),
         }
         if connection_string is None and account_url is None:
             connection_string = os.environ.get(ENV_CONNECTION_STRING) or None
@@ -316,7 +335,8 @@ class AzureBlobStorage(StorageBase):
         Parameters: ``account_url``, ``create`` (true/false),
         ``block_threshold``, ``block_size`` (bytes), ``max_concurrency``,
         ``timeout``, ``connect_timeout``, ``read_timeout``, ``retry_backoff``,
-        ``retry_backoff_max`` (seconds), ``retries``, ``page_size``. Without
+        ``retry_backoff_max``, ``cancel_grace`` (seconds), ``retries``,
+        ``page_size``. Without
         ``account_url``, the connection string comes from the option or
         ``AZURE_STORAGE_CONNECTION_STRING``. Credentials never go in the URL:
         give them as keyword ``options`` (``connection_string``,
@@ -411,8 +431,27 @@ class AzureBlobStorage(StorageBase):
             raise
 
     async def _aclose(self) -> None:
-        async with self._open_lock:
-            await self._client.close()
+        try:
+            if self._background:
+                # writes that ignored their cancellation: one request's time, then stop them
+                tasks = list(self._background)
+                _, pending = await asyncio.wait(tasks, timeout=self._connect_timeout)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            async with self._open_lock:
+                await self._client.close()
+
+    def _adopt(self, task: asyncio.Task[Any]) -> None:
+        """Keep ``task`` until it ends; ``aclose()`` waits for it."""
+        self._background.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a background task's failure is nobody's to raise
 
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
@@ -522,16 +561,25 @@ class AzureBlobStorage(StorageBase):
         *,
         condition: str | None = None,
         size: int = 0,
+        write: bool = False,
     ) -> T:
-        """Run ``request`` with retries and backoff for transient failures, errors translated."""
+        """Run ``request`` with retries and backoff for transient failures, errors translated.
+
+        A ``write`` (``Put Blob``, ``Put Block List``, ``Delete Blob``) cancelled
+        while its request is on the wire settles first: see
+        :func:`~checkpointkit.adapters._inflight.settle` and ``cancel_grace``.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout + size / MiB
         attempt = 0
         while True:
             try:
                 with self._translate_errors(op, key, condition=condition):
-                    async with asyncio.timeout_at(deadline):
-                        return await request()
+                    if write:
+                        return await settle(
+                            lambda: _attempt(request, deadline), self._cancel_grace, self._adopt
+                        )
+                    return await _attempt(request, deadline)
             except StorageUnavailable as exc:
                 cause = exc.__cause__
                 delay = min(self._backoff_max, self._backoff * 2**attempt) * random.random()
@@ -587,7 +635,9 @@ class AzureBlobStorage(StorageBase):
         try:
             if len(data) > self._threshold:
                 return await self._put_blocks(blob, key, data, conditions, metadata, condition)
-            resp = await self._call("put", key, upload, condition=condition, size=len(data))
+            resp = await self._call(
+                "put", key, upload, condition=condition, size=len(data), write=True
+            )
         except NotFound:  # if-match on a missing blob (some services answer 404)
             raise PreconditionFailed(
                 f"key {key!r} does not exist (if-match {getattr(mode, 'version', '')})"
@@ -634,6 +684,7 @@ class AzureBlobStorage(StorageBase):
                         blocks, metadata=metadata, **conditions
                     ),
                     condition=condition,
+                    write=True,
                 )
             except StorageUnavailable as exc:
                 # another writer committed this blob meanwhile, discarding our staged blocks
@@ -731,7 +782,10 @@ class AzureBlobStorage(StorageBase):
         if if_match is None:
             try:
                 await self._call(
-                    "delete", key, lambda: blob.delete_blob(delete_snapshots="include")
+                    "delete",
+                    key,
+                    lambda: blob.delete_blob(delete_snapshots="include"),
+                    write=True,
                 )
             except NotFound:
                 return False
@@ -747,6 +801,7 @@ class AzureBlobStorage(StorageBase):
                     match_condition=MatchConditions.IfNotModified,
                 ),
                 condition=condition,
+                write=True,
             )
         except NotFound:
             return False
@@ -790,6 +845,26 @@ class AzureBlobStorage(StorageBase):
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+class _TrackingTransport(AioHttpTransport):  # type: ignore[misc]
+    """azure-core's aiohttp transport, its connector wrapped by ``track_connections``.
+
+    So that a write cancelled while on the wire can be settled or reset
+    (:mod:`checkpointkit.adapters._inflight`). The SDK opens the transport before
+    every request; wrapping is done once.
+    """
+
+    async def open(self) -> None:
+        await super().open()
+        if self.session is not None:
+            track_connections(self.session.connector)
+
+
+async def _attempt(request: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """One attempt of a request, bounded by the request's deadline."""
+    async with asyncio.timeout_at(deadline):
+        return await request()
 
 
 def _body(data: bytes) -> bytes | io.BytesIO:
