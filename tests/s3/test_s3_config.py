@@ -142,6 +142,8 @@ async def test_silent_endpoint_times_out_within_the_timeout(silent_port: int) ->
         ("s3:///prefix", "no bucket"),
         ("s3://bucket/a/../b", "prefix"),
         ("s3://bucket?addressing_style=sideways", "addressing_style"),
+        ("s3://bucket?cancel_grace=-1", "cancel_grace"),
+        ("s3://bucket?cancel_grace=soon", "cancel_grace"),
     ],
 )
 def test_bad_url_names_what_is_wrong(url: str, named: str) -> None:
@@ -173,6 +175,12 @@ def test_options_override_url_parameters() -> None:
     storage = S3Storage.from_url("s3://bucket/p?region=eu-west-1&page_size=10", region="us-east-1")
     assert storage.region == "us-east-1"
     assert storage.prefix == "p"
+
+
+def test_cancel_grace_is_a_url_parameter_and_zero_is_allowed() -> None:
+    assert S3Storage.from_url("s3://bucket")._cancel_grace == 0.25
+    assert S3Storage.from_url("s3://bucket?cancel_grace=0.5")._cancel_grace == 0.5
+    assert S3Storage.from_url("s3://bucket?cancel_grace=0")._cancel_grace == 0.0
 
 
 def test_half_given_credentials_are_refused() -> None:
