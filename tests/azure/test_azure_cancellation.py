@@ -2,7 +2,10 @@
 
 The proxy (:class:`checkpointkit.conformance.proxy.StallProxy`) holds the bytes
 of one direction on command, so an operation is provably stuck mid-request or
-mid-response when the test cancels it.
+mid-response when the test cancels it. The late relay (``LateRelay`` in the
+conftest) delivers a request to Azurite late even if the client hangs up: a
+server that holds a whole write and applies it late, the case where a cancelled
+write could land after its cancellation.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from checkpointkit import IfMatch
+from checkpointkit import IfMatch, NotFound
 from checkpointkit.adapters.azure import AzureBlobStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.conformance.proxy import StallProxy
@@ -50,6 +53,22 @@ async def cancel_when_stalled(proxy: StallProxy, task: asyncio.Task[Any]) -> Non
     with pytest.raises(asyncio.CancelledError):
         await task
     assert time.monotonic() - started < PROMPT
+
+
+def awaiting(task: asyncio.Task[Any], name: str) -> bool:
+    """Whether ``task`` is suspended, at any depth, in a coroutine function called ``name``."""
+    coro: Any = task.get_coro()
+    while coro is not None:
+        if getattr(coro, "__name__", None) == name:
+            return True
+        coro = getattr(coro, "cr_await", None)
+    return False
+
+
+async def until_awaiting(task: asyncio.Task[Any], name: str) -> None:
+    async with asyncio.timeout(PROMPT):
+        while not awaiting(task, name):
+            await asyncio.sleep(0.001)
 
 
 async def test_cancelled_get_mid_response_leaves_the_client_healthy(
@@ -136,3 +155,123 @@ async def test_conditional_put_whose_reply_was_lost_is_recognized_as_a_success(
             version = await asyncio.wait_for(task, 20)
         assert recognized == [version]  # the failed condition was recognized as its own write
         assert await direct.get("k") == (b"new", version)
+
+
+# -- a cancelled write settles: it has landed, or it never will -------------------------------
+
+
+async def test_put_cancelled_while_the_server_holds_it_has_landed_when_the_cancellation_returns(
+    make_az: Callable[..., AzureBlobStorage], late_relay: Callable[[float], Any]
+) -> None:
+    new = b"late" * 256
+    async with (
+        hygiene(),
+        late_relay(0.2) as relay,
+        make_az(endpoint=relay.address, cancel_grace=1.0) as storage,
+        make_az() as direct,
+    ):
+        await direct.put("k", b"old")
+        task = asyncio.create_task(storage.put("k", new))
+        await relay.holding(new)  # the whole body has reached the server's side
+        task.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < PROMPT
+        assert (await direct.get("k")).data == new  # landed before CancelledError...
+        assert relay.in_transit == 0  # ...and nothing of it is left to land later
+
+
+async def test_delete_cancelled_while_the_server_holds_it_has_happened_when_cancellation_returns(
+    make_az: Callable[..., AzureBlobStorage], late_relay: Callable[[float], Any]
+) -> None:
+    async with (
+        hygiene(),
+        late_relay(0.2) as relay,
+        make_az(endpoint=relay.address, cancel_grace=1.0) as storage,
+        make_az() as direct,
+    ):
+        await direct.put("k", b"old")
+        task = asyncio.create_task(storage.delete("k"))
+        await relay.holding(b"DELETE /")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(NotFound):
+            await direct.get("k")
+        assert relay.in_transit == 0
+
+
+async def test_put_the_server_holds_past_the_grace_can_still_land_later_as_documented(
+    make_az: Callable[..., AzureBlobStorage], late_relay: Callable[[float], Any]
+) -> None:
+    # What HTTP leaves possible (docs/adapters/azure.md), and proof that the relay
+    # reproduces the race that the tests above prove settled.
+    new = b"late" * 256
+    async with (
+        hygiene(),
+        late_relay(1.0) as relay,
+        make_az(endpoint=relay.address, cancel_grace=0.0) as storage,
+        make_az() as direct,
+    ):
+        await direct.put("k", b"old")
+        task = asyncio.create_task(storage.put("k", new))
+        await relay.holding(new)
+        relay.answered.clear()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (await direct.get("k")).data == b"old"  # reset at once (grace 0)...
+        await asyncio.wait_for(relay.answered.wait(), 10)
+        assert (await direct.get("k")).data == new  # ...and yet the server applied it
+
+
+async def test_put_cancelled_while_the_server_stalls_is_reset_after_its_grace(
+    make_az: Callable[..., AzureBlobStorage], proxy: StallProxy
+) -> None:
+    grace = 0.3
+    async with (
+        hygiene(),
+        make_az(endpoint=proxy.address, cancel_grace=grace) as storage,
+        make_az() as direct,
+    ):
+        await direct.put("k", b"old")
+        await storage.put("warm", b"")  # the container's creation is done before the stall
+        proxy.stall("request", partial=True)
+        task = asyncio.create_task(storage.put("k", b"new" * 1000))
+        await asyncio.wait_for(proxy.stalled.wait(), 10)
+        task.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        took = time.monotonic() - started
+        assert grace - 0.05 <= took < grace + PROMPT  # it waited for the grace, then gave up
+        await dropped(proxy)  # the connection was reset: the rest never reaches the server
+        proxy.resume()
+        await storage.put("other", b"x")  # a full round trip through the same proxy
+        assert (await direct.get("k")).data == b"old"
+
+
+async def test_second_cancellation_cuts_the_grace_short(
+    make_az: Callable[..., AzureBlobStorage], proxy: StallProxy
+) -> None:
+    async with (
+        hygiene(),
+        make_az(endpoint=proxy.address, cancel_grace=30.0) as storage,
+        make_az() as direct,
+    ):
+        await direct.put("k", b"old")
+        await storage.put("warm", b"")
+        proxy.stall("request", partial=True)
+        task = asyncio.create_task(storage.put("k", b"new" * 1000))
+        await asyncio.wait_for(proxy.stalled.wait(), 10)
+        task.cancel()
+        await until_awaiting(task, "_wind_down")  # the first cancellation is settling
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < PROMPT
+        await dropped(proxy)
+        proxy.resume()
+        assert (await direct.get("k")).data == b"old"

@@ -117,6 +117,8 @@ async def test_silent_endpoint_times_out_within_the_timeout(silent_port: int) ->
         ("az:///prefix", "no container"),
         ("az://ckk/a/../b", "prefix"),
         ("az://ckk", "connection string"),
+        ("az://ckk?cancel_grace=-1", "cancel_grace"),
+        ("az://ckk?cancel_grace=soon", "cancel_grace"),
     ],
 )
 def test_bad_url_names_what_is_wrong(url: str, named: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,6 +169,15 @@ def test_options_override_url_parameters(azurite: str) -> None:
     )
     assert storage._page_size == 20
     assert storage.prefix == "p"
+
+
+def test_cancel_grace_is_a_url_parameter_and_zero_is_allowed(azurite: str) -> None:
+    def grace(url: str) -> float:
+        return AzureBlobStorage.from_url(url, connection_string=azurite)._cancel_grace
+
+    assert grace("az://ckk") == 0.25
+    assert grace("az://ckk?cancel_grace=0.5") == 0.5
+    assert grace("az://ckk?cancel_grace=0") == 0.0
 
 
 def test_endpoint_option_replaces_host_and_port(azurite: str) -> None:
