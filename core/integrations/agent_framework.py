@@ -27,22 +27,35 @@ Key layout, under ``prefix`` (default ``agent-framework``)::
 
     {prefix}/cp/{checkpoint_id}                      the checkpoint
     {prefix}/wf/{workflow_name}/{~time}-{id}         an empty marker, newest first
+    {prefix}/head/{workflow_name}                    names the workflow's newest marker
 
 ``{~time}`` is the checkpoint's timestamp in microseconds, inverted and in hex,
 so the newest checkpoint of a workflow is the first key of a listing.
 
+The head makes ``get_latest`` two gets on every storage (a listing, even one
+of ``limit=1``, reads the whole directory on the file storage). It only moves
+forward (to a smaller marker name), by compare-and-swap: a save moves it
+before writing its checkpoint and marker, so a save that fails half-way
+leaves a head naming a missing checkpoint, and readers then fall back to the
+listing. Deleting the head's checkpoint points the head at the newest marker
+left (or removes it). A storage without conditional puts keeps no head.
+
 Cost per operation, in storage requests:
 
-- ``save``: 2 puts at once (the checkpoint, create-only, and its marker).
+- ``save``: 1 compare-and-swap put of the head, then 2 puts at once (the
+  checkpoint, create-only, and its marker). The head's version is remembered,
+  so the head costs 1 get more only when another writer moved it (and, for the
+  first save of a workflow in a process, 1 get and 1 ``list(limit=1)``).
   Saving an id again costs 1 get and 1 put more, and moves the marker if the
   timestamp or workflow changed. A marker whose checkpoint is missing (a save
   that failed half-way) is skipped by readers.
 - ``load``: 1 get.
-- ``get_latest``: 1 ``list(limit=1)`` and 1 get, however many checkpoints the
-  workflow has.
+- ``get_latest``: 2 gets (the head, the checkpoint), however many checkpoints
+  the workflow has; without a valid head, 1 ``list(limit=1)`` and 1 get.
 - ``list_checkpoint_ids``: 1 paged listing (no reads).
 - ``list_checkpoints``: 1 paged listing and 1 get per checkpoint (16 at a time).
-- ``delete``: 1 get and 2 deletes.
+- ``delete``: 1 get and 2 deletes; deleting the newest checkpoint costs 1 get,
+  1 ``list(limit=1)`` and 1 put (or delete) of the head more.
 """
 
 from __future__ import annotations
@@ -50,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -68,9 +82,10 @@ from ..envelope import open_envelope, seal
 from ..errors import CheckpointkitError, NotFound, PreconditionFailed
 from ..keys import validate_prefix
 from ..registry import open_storage
-from ..storage import Storage
+from ..storage import Capabilities, IfMatch, PutMode, Storage
 
 __all__ = [
+    "CODEC_AGENT_FRAMEWORK_HEAD",
     "CODEC_AGENT_FRAMEWORK_JSON",
     "CODEC_AGENT_FRAMEWORK_MSGPACK",
     "CheckpointkitCheckpointStorage",
@@ -82,12 +97,16 @@ CODEC_AGENT_FRAMEWORK_MSGPACK = 140
 CODEC_AGENT_FRAMEWORK_JSON = 141
 """Envelope codec tag: the same structure as JSON (when an integer exceeds msgpack's range)."""
 
+CODEC_AGENT_FRAMEWORK_HEAD = 142
+"""Envelope codec tag of a workflow's head: the UTF-8 name of its newest marker."""
+
 log = logging.getLogger("checkpointkit.integrations.agent_framework")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_OFFSET = 2**62  # microseconds, so that times before 1970 stay positive
 _TIME_MAX = 2**64 - 1
 _CONCURRENCY = 16
+_HEAD_CACHE_SIZE = 4096
 _msgpack_encoder = msgspec.msgpack.Encoder()
 _msgpack_decoder = msgspec.msgpack.Decoder()
 
@@ -144,6 +163,10 @@ class CheckpointkitCheckpointStorage:
             "encryption": encryption,
         }
         self._owns_storage = False
+        capabilities = getattr(storage, "capabilities", Capabilities())
+        self._use_heads = bool(capabilities.conditional_put)
+        # head key -> (version, marker name) last written or read by this object
+        self._heads: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     @classmethod
     def from_url(
@@ -226,6 +249,98 @@ class CheckpointkitCheckpointStorage:
     def _marker_id(key: str) -> str:
         return unquote(key[key.rfind("/") + 18 :])
 
+    def _head_key(self, workflow_prefix: str) -> str:
+        """``{p}head/_{name}`` for the workflow prefix ``{p}wf/_{name}/``."""
+        return f"{self._p}head/{workflow_prefix[len(self._p) + 3 : -1]}"
+
+    # -- the head ----------------------------------------------------------------------
+    async def _read_head(self, key: str) -> tuple[str | None, str] | None:
+        """``(marker name, version)`` of a head; the name is None if unreadable; None if absent."""
+        try:
+            data, version = await self.storage.get(key)
+        except NotFound:
+            return None
+        try:
+            tag, payload = open_envelope(data, key=key)
+            name = payload.decode() if tag == CODEC_AGENT_FRAMEWORK_HEAD else ""
+        except (CheckpointkitError, ValueError) as exc:
+            log.warning("ignoring the unreadable head %r: %s", key, exc)
+            return None, version
+        if len(name) < 18 or "/" in name:
+            log.warning("ignoring the head %r: it names no marker", key)
+            return None, version
+        return name, version
+
+    async def _write_head(self, key: str, name: str, mode: PutMode) -> None:
+        data = seal(name.encode(), codec_tag=CODEC_AGENT_FRAMEWORK_HEAD)
+        self._remember_head(key, await self.storage.put(key, data, mode=mode), name)
+
+    def _remember_head(self, key: str, version: str, name: str) -> None:
+        self._heads[key] = (version, name)
+        self._heads.move_to_end(key)
+        if len(self._heads) > _HEAD_CACHE_SIZE:
+            self._heads.popitem(last=False)
+
+    async def _first_marker(self, workflow_prefix: str) -> str | None:
+        async for marker in self.storage.list(workflow_prefix, limit=1):
+            return marker[len(workflow_prefix) :]
+        return None
+
+    async def _advance_head(self, workflow_prefix: str, name: str) -> None:
+        """Make the head name ``name`` unless it names a newer (smaller) marker already.
+
+        A compare-and-swap loop: concurrent saves never move the head backward.
+        A missing or unreadable head is rebuilt from the first marker listed
+        (checkpoints saved before heads existed, or before a failure).
+        """
+        key = self._head_key(workflow_prefix)
+        cached = self._heads.get(key)
+        while True:
+            mode: PutMode
+            new = name
+            if cached is not None and name < cached[1]:
+                mode = IfMatch(cached[0])  # forward from what this object last saw
+            else:
+                current = await self._read_head(key)
+                current_name, version = current if current is not None else (None, "")
+                if current_name is not None:
+                    if current_name <= name:
+                        self._remember_head(key, version, current_name)
+                        return  # it names this marker or a newer one
+                    mode = IfMatch(version)
+                else:
+                    first = await self._first_marker(workflow_prefix)
+                    if first is not None and first < name:
+                        new = first
+                    mode = "create" if current is None else IfMatch(version)
+            try:
+                await self._write_head(key, new, mode)
+            except PreconditionFailed:
+                cached = None  # another writer moved it: read it again
+                continue
+            return
+
+    async def _repair_head(self, marker: str) -> None:
+        """After ``marker`` was removed: a head naming it goes to the newest marker left."""
+        workflow_prefix = marker[: marker.rfind("/") + 1]
+        gone = marker[len(workflow_prefix) :]
+        key = self._head_key(workflow_prefix)
+        self._heads.pop(key, None)
+        while True:
+            current = await self._read_head(key)
+            if current is None or current[0] not in (None, gone):
+                return
+            version = current[1]
+            first = await self._first_marker(workflow_prefix)
+            try:
+                if first is None:
+                    await self.storage.delete(key, if_match=version)
+                else:
+                    await self._write_head(key, first, IfMatch(version))
+            except PreconditionFailed:
+                continue
+            return
+
     # -- encoding --------------------------------------------------------------------
     def _encode(self, checkpoint: WorkflowCheckpoint) -> bytes:
         # Refuse, now, a checkpoint that could not be restored (as FileCheckpointStorage does).
@@ -297,6 +412,11 @@ class CheckpointkitCheckpointStorage:
         key = self._checkpoint_key(checkpoint_id)
         marker = self._marker_key(checkpoint.workflow_name, checkpoint.timestamp, checkpoint_id)
         data = self._encode(checkpoint)
+        if self._use_heads:
+            # The head first: if what follows fails, the head names a missing
+            # checkpoint and readers fall back to the listing (never a stale head).
+            workflow_prefix = marker[: marker.rfind("/") + 1]
+            await self._advance_head(workflow_prefix, marker[len(workflow_prefix) :])
 
         async def write_checkpoint() -> str | None:
             """Write it; return the marker of an earlier save of this id if it moved."""
@@ -319,6 +439,8 @@ class CheckpointkitCheckpointStorage:
         stale, _ = await _gather((write_checkpoint(), self.storage.put(marker, b"")))
         if stale is not None:
             await self.storage.delete(stale)
+            if self._use_heads:
+                await self._repair_head(stale)
         return checkpoint_id
 
     def _marker_of(self, encoded: dict[str, Any], checkpoint_id: str) -> str | None:
@@ -360,7 +482,10 @@ class CheckpointkitCheckpointStorage:
         marker = self._marker_of(encoded, checkpoint_id)
         if marker is not None:
             await self.storage.delete(marker)
-        return await self.storage.delete(key)
+        existed = await self.storage.delete(key)
+        if marker is not None and self._use_heads:
+            await self._repair_head(marker)
+        return existed
 
     async def _valid(self, marker: str) -> tuple[dict[str, Any], str] | None:
         """The checkpoint a marker names, if it still belongs there."""
@@ -373,7 +498,9 @@ class CheckpointkitCheckpointStorage:
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         """The checkpoint of ``workflow_name`` with the latest timestamp, or None.
 
-        One ``list(limit=1)`` and one get, however many checkpoints exist.
+        Two gets (the workflow's head, then the checkpoint it names), however
+        many checkpoints exist; when the head is missing or names a checkpoint
+        that is gone, one ``list(limit=1)`` and one get instead.
 
         Raises:
             WorkflowCheckpointException: The latest checkpoint cannot be read or
@@ -381,6 +508,12 @@ class CheckpointkitCheckpointStorage:
             StorageError: The storage failed.
         """
         prefix = self._workflow_prefix(workflow_name)
+        if self._use_heads:
+            current = await self._read_head(self._head_key(prefix))
+            if current is not None and current[0] is not None:
+                found = await self._valid(prefix + current[0])
+                if found is not None:
+                    return self._decode(*found)
         after: str | None = None
         page = 1
         while True:

@@ -19,10 +19,21 @@ Key layout, under ``prefix`` (default ``langgraph``)::
     {prefix}/w/{thread}/{ns}/{id}/{task}/r{n}        a task's regular writes of one call (n writes)
     {prefix}/w/{thread}/{ns}/{id}/{task}/s{k}        a special write (error, interrupt, resume...)
     {prefix}/b/{thread}/{ns}/{channel}/{version}     a large channel value, once per version
+    {prefix}/h/{thread}/{ns}                         the head: the id of the newest checkpoint
 
 ``{~id}`` is the checkpoint id with every UTF-8 byte complemented (hex), so
 LangGraph's time-ordered ids list newest first: the latest checkpoint of a
 thread is the first key of one ``list(limit=1)``, however many there are.
+
+The head makes the latest checkpoint one get away on every storage (a
+listing, even one of ``limit=1``, reads the whole directory on the file
+storage). It only moves forward (to a larger id; LangGraph's ids are uuid6,
+time-ordered), by compare-and-swap: ``put`` moves it before writing the
+record, so a put that fails half-way leaves a head naming a missing record,
+and readers then fall back to the listing. ``delete_thread``, ``prune`` and
+``delete_for_runs`` point a head whose checkpoint they deleted at the newest
+one left (or remove it). A storage without conditional puts keeps no head.
+
 Thread ids, namespaces, channels, task ids and versions are percent-encoded
 into one key segment each.
 
@@ -37,24 +48,30 @@ value that is not stored.
 
 Cost per operation, in storage requests:
 
-- ``put``: 1 (plus 1 per channel value above ``inline_limit`` whose version is
-  new, written concurrently before the record).
+- ``put``: 2 in sequence: the head (a compare-and-swap put) and the record
+  (plus 1 per channel value above ``inline_limit`` whose version is new,
+  written concurrently with the head, before the record). The head's version
+  is remembered, so it costs 1 get more only when another writer moved it
+  (and, for the first put of a thread and namespace in a process, 1 get and
+  1 ``list(limit=1)``).
 - ``put_writes``: 1 create-only put for the call's regular writes (plus 1 put
   per special write: error, interrupt, resume, scheduled, which replace the
   previous one as in LangGraph's own savers). Records are write-once, named by
   (checkpoint, task, call length): a repeated call stores nothing new,
   concurrent calls never lose a write, and a write (task, index) seen in two
   calls keeps its first value.
-- ``get_tuple`` without a checkpoint id: 1 ``list(limit=1)``, then 1 get of the
+- ``get_tuple`` without a checkpoint id: 1 get of the head, then 1 get of the
   record and 1 listing of its writes at once, then 1 get per task that wrote
-  (and per special write) and per large value, concurrently.
-- ``get_tuple`` with a checkpoint id: the same without the first listing.
+  (and per special write) and per large value, concurrently. Without a valid
+  head: 1 ``list(limit=1)`` instead of the head's get.
+- ``get_tuple`` with a checkpoint id: the same without the head.
 - ``list``: 1 paged listing, then per checkpoint yielded 1 get (+ the writes and
   large values, as ``get_tuple``); records are fetched 16 at a time.
-- ``delete_thread``: 3 listings, 1 delete per key. ``copy_thread``: 3 listings,
-  1 get and 1 put per key. ``prune``: listings of the thread, 1 get per kept
-  checkpoint, 1 delete per removed key. ``delete_for_runs``: reads every
-  checkpoint record of the storage (run ids are not part of the keys).
+- ``delete_thread``: 4 listings, 1 delete per key. ``copy_thread``: 4 listings,
+  1 get and 1 put per key, and the heads moved as by ``put``. ``prune``:
+  listings of the thread, 1 get per kept checkpoint, 1 delete per removed key,
+  1 get per head. ``delete_for_runs``: reads every checkpoint record of the
+  storage (run ids are not part of the keys), and mends the heads it affects.
 
 Sync methods: LangGraph's sync API (``graph.invoke``, ``graph.get_state``) calls
 ``get_tuple``, ``put`` and so on. They run the async methods on the event loop
@@ -70,6 +87,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import random
 import threading
 from collections import OrderedDict
@@ -94,13 +113,20 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..crypto import Encryption
 from ..envelope import open_envelope, seal
-from ..errors import CheckpointCorrupted, DecodeError, NotFound, PreconditionFailed
+from ..errors import (
+    CheckpointCorrupted,
+    CheckpointkitError,
+    DecodeError,
+    NotFound,
+    PreconditionFailed,
+)
 from ..keys import validate_prefix
 from ..registry import open_storage
-from ..storage import Storage
+from ..storage import Capabilities, IfMatch, PutMode, Storage
 
 __all__ = [
     "CODEC_LANGGRAPH_BLOB",
+    "CODEC_LANGGRAPH_HEAD",
     "CODEC_LANGGRAPH_RECORD",
     "CODEC_LANGGRAPH_WRITE",
     "CheckpointkitSaver",
@@ -115,7 +141,12 @@ CODEC_LANGGRAPH_WRITE = 129
 CODEC_LANGGRAPH_BLOB = 130
 """Envelope codec tag of a large channel value: the bytes of ``serde.dumps_typed``."""
 
+CODEC_LANGGRAPH_HEAD = 131
+"""Envelope codec tag of a head: the UTF-8 id of the newest checkpoint of a thread and namespace."""
+
 T = TypeVar("T")
+
+log = logging.getLogger("checkpointkit.integrations.langgraph")
 
 _FORMAT = 1
 _CONCURRENCY = 16
@@ -216,6 +247,8 @@ class _Runtime:
         # (thread, ns, channel, version) -> serde type, for values stored apart:
         # lets put reference an unchanged large value without serializing it again.
         self.blob_types: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
+        # head key -> (version, checkpoint id) last written or read here.
+        self.heads: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
 
 class CheckpointkitSaver(BaseCheckpointSaver[str]):
@@ -276,6 +309,8 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             "encryption": encryption,
         }
         self._owns_storage = False
+        capabilities = getattr(storage, "capabilities", Capabilities())
+        self._use_heads = bool(capabilities.conditional_put)
         # Shared by the shallow copies that LangGraph makes (``with_allowlist``).
         self._rt = _Runtime()
 
@@ -346,6 +381,9 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
     def _blob_key(self, thread_id: str, ns: str, channel: str, version: str) -> str:
         return f"{self._p}b/{_seg(thread_id)}/{_seg(ns)}/{_seg(channel)}/{_seg(version)}"
 
+    def _head_key(self, thread_id: str, ns: str) -> str:
+        return f"{self._p}h/{_seg(thread_id)}/{_seg(ns)}"
+
     def _parse_checkpoint_key(self, key: str) -> tuple[str, str, str]:
         """``(thread_id, checkpoint_ns, checkpoint_id)`` of a checkpoint record key."""
         thread_seg, ns_seg, inv = key[len(self._p) + 2 :].split("/")
@@ -400,6 +438,92 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
     def _forget_thread(self, thread_id: str) -> None:
         for ident in [i for i in self._rt.blob_types if i[0] == thread_id]:
             del self._rt.blob_types[ident]
+        prefix = f"{self._p}h/{_seg(thread_id)}/"
+        for key in [k for k in self._rt.heads if k.startswith(prefix)]:
+            del self._rt.heads[key]
+
+    # -- heads -----------------------------------------------------------------------------
+    async def _read_head(self, key: str) -> tuple[str | None, str] | None:
+        """``(checkpoint id, version)`` of a head; the id is None if unreadable; None if absent."""
+        try:
+            data, version = await self.storage.get(key)
+        except NotFound:
+            return None
+        try:
+            checkpoint_id = self._open(data, key, CODEC_LANGGRAPH_HEAD).decode()
+        except (CheckpointkitError, ValueError) as exc:
+            log.warning("ignoring the unreadable head %r: %s", key, exc)
+            return None, version
+        return (checkpoint_id or None), version
+
+    async def _write_head(self, key: str, checkpoint_id: str, mode: PutMode) -> None:
+        data = seal(checkpoint_id.encode(), codec_tag=CODEC_LANGGRAPH_HEAD)
+        self._remember_head(key, await self.storage.put(key, data, mode=mode), checkpoint_id)
+
+    def _remember_head(self, key: str, version: str, checkpoint_id: str) -> None:
+        cache = self._rt.heads
+        cache[key] = (version, checkpoint_id)
+        cache.move_to_end(key)
+        if len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+
+    async def _newest_id(self, thread_id: str, ns: str) -> str | None:
+        async for key in self.storage.list(self._checkpoint_prefix(thread_id, ns), limit=1):
+            return self._parse_checkpoint_key(key)[2]
+        return None
+
+    async def _advance_head(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        """Make the head name ``checkpoint_id`` unless it names a newer one already.
+
+        A compare-and-swap loop, so concurrent puts never move it backward. A
+        missing or unreadable head is rebuilt from the newest checkpoint listed
+        (threads written before heads existed).
+        """
+        key = self._head_key(thread_id, ns)
+        cached = self._rt.heads.get(key)
+        while True:
+            mode: PutMode
+            new = checkpoint_id
+            if cached is not None and checkpoint_id > cached[1]:
+                mode = IfMatch(cached[0])  # forward from what this saver last saw
+            else:
+                current = await self._read_head(key)
+                current_id, version = current if current is not None else (None, "")
+                if current_id is not None:
+                    if current_id >= checkpoint_id:
+                        self._remember_head(key, version, current_id)
+                        return  # it names this checkpoint or a newer one
+                    mode = IfMatch(version)
+                else:
+                    newest = await self._newest_id(thread_id, ns)
+                    if newest is not None and newest > checkpoint_id:
+                        new = newest
+                    mode = "create" if current is None else IfMatch(version)
+            try:
+                await self._write_head(key, new, mode)
+            except PreconditionFailed:
+                cached = None  # another writer moved it: read it again
+                continue
+            return
+
+    async def _mend_head(self, thread_id: str, ns: str, gone: Callable[[str], bool]) -> None:
+        """After deleting checkpoints: a head naming one (``gone(id)``) goes to the newest left."""
+        key = self._head_key(thread_id, ns)
+        self._rt.heads.pop(key, None)
+        while True:
+            current = await self._read_head(key)
+            if current is None or (current[0] is not None and not gone(current[0])):
+                return
+            version = current[1]
+            newest = await self._newest_id(thread_id, ns)
+            try:
+                if newest is None:
+                    await self.storage.delete(key, if_match=version)
+                else:
+                    await self._write_head(key, newest, IfMatch(version))
+            except PreconditionFailed:
+                continue
+            return
 
     # -- event loops -----------------------------------------------------------------------
     def _bind(self) -> None:
@@ -630,6 +754,13 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
             return await self._tuple_at(thread_id, ns, checkpoint_id)
+        if self._use_heads:
+            current = await self._read_head(self._head_key(thread_id, ns))
+            if current is not None and current[0] is not None:
+                tup = await self._tuple_at(thread_id, ns, current[0])
+                if tup is not None:
+                    return tup
+                # the head's checkpoint is gone (or not written yet): use the listing
         async for key in self.storage.list(self._checkpoint_prefix(thread_id, ns), limit=1):
             return await self._tuple_at(thread_id, ns, self._parse_checkpoint_key(key)[2])
         return None
@@ -783,8 +914,14 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             blobs=blobs,
         )
         data = self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_RECORD)
-        if uploads:
-            await _gather_limited([self._upload(k, d, o) for k, d, o in uploads])
+        # Values and the head before the record: a record never points at a missing
+        # value, and a put that fails half-way leaves a head naming a missing
+        # record (readers then use the listing), never a head behind the newest.
+        writes: list[Coroutine[Any, Any, None]] = [self._upload(k, d, o) for k, d, o in uploads]
+        if self._use_heads:
+            writes.append(self._advance_head(thread_id, ns, checkpoint_id))
+        if writes:
+            await _gather_limited(writes)
         await self.storage.put(self._checkpoint_key(thread_id, ns, checkpoint_id), data)
         return self._config(thread_id, ns, checkpoint_id)
 
@@ -866,7 +1003,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         self._bind()
         thread_id = str(thread_id)
         self._forget_thread(thread_id)
-        for kind in ("c", "w", "b"):  # checkpoints first: readers stop seeing the thread
+        for kind in ("h", "c", "w", "b"):  # heads and checkpoints first: readers stop seeing it
             await self._delete_keys(await self._keys(f"{self._p}{kind}/{_seg(thread_id)}/"))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -900,6 +1037,8 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 await self._delete_keys(
                     await self._keys(self._writes_prefix(thread_id, ns, checkpoint_id))
                 )
+                if self._use_heads:
+                    await self._mend_head(thread_id, ns, {checkpoint_id}.__contains__)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and value of a thread to another thread id.
@@ -923,6 +1062,15 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                     await self.storage.put(f"{self._p}{kind}/{target}/{key[len(prefix) :]}", data)
 
             await _gather_limited([copy(key) for key in keys])
+        if not self._use_heads:
+            return
+        # The target's heads: moved forward to the source's (never backward).
+        prefix = f"{self._p}h/{source}/"
+        for key in await self._keys(prefix):
+            current = await self._read_head(key)
+            if current is not None and current[0] is not None:
+                ns = _unseg(key[len(prefix) :])
+                await self._advance_head(str(target_thread_id), ns, current[0])
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: keep only the newest checkpoint per namespace, or delete all.
@@ -981,6 +1129,12 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             await self._delete_keys(
                 [k for k in await self._keys(f"{self._p}b/{_seg(thread_id)}/") if k not in used]
             )
+            if self._use_heads:
+                heads = f"{self._p}h/{_seg(thread_id)}/"
+                for key in await self._keys(heads):
+                    ns = _unseg(key[len(heads) :])
+                    keep = self._parse_checkpoint_key(kept[ns])[2] if ns in kept else None
+                    await self._mend_head(thread_id, ns, functools.partial(_is_not, keep))
 
     # -- versions ------------------------------------------------------------------------------
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -1057,6 +1211,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+
+def _is_not(keep: str | None, checkpoint_id: str) -> bool:
+    return checkpoint_id != keep
 
 
 def _matches(metadata: Any, filter: dict[str, Any]) -> bool:
