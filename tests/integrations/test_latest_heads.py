@@ -1,0 +1,310 @@
+"""The heads that keep the latest checkpoint two gets away, in both integrations.
+
+Each integration keeps one small head record per thread and namespace
+(LangGraph) or per workflow (agent-framework), moved forward by
+compare-and-swap. These tests check the promises: the latest checkpoint is the
+newest after concurrent saves that race on the head; it falls back correctly
+when the newest checkpoint is deleted, pruned, or its save failed half-way;
+and threads or workflows written without a head still work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from checkpointkit import PreconditionFailed, PutMode, StorageUnavailable
+from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.conformance.styles import StorageWrapper
+from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
+from checkpointkit.integrations.langgraph import CheckpointkitSaver
+from langgraph.checkpoint.base import empty_checkpoint
+
+from .conftest import Location
+from .test_agent_framework import _checkpoint as af_checkpoint
+from .test_langgraph_saver import Counting
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::agent_framework._feature_stage.ExperimentalWarning"
+)
+
+
+class HeadRace(Counting):
+    """Holds the first head writes until ``barrier.parties`` of them are waiting.
+
+    Every save has then read the head before any of them writes it, so all
+    but one compare-and-swap fail and must retry: the worst case for the head.
+    The storages of one race share ``barrier`` and ``held`` (a one-item list).
+    """
+
+    def __init__(self, inner: Any, barrier: asyncio.Barrier, held: list[int], marker: str) -> None:
+        super().__init__(inner)
+        self.barrier = barrier
+        self.held = held
+        self.marker = marker
+        self.lost = 0  # head writes that lost the race (PreconditionFailed)
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        if self.marker not in key:
+            return await super().put(key, data, mode=mode)
+        if self.held[0] < self.barrier.parties:
+            self.held[0] += 1
+            await self.barrier.wait()
+        try:
+            return await super().put(key, data, mode=mode)
+        except PreconditionFailed:
+            self.lost += 1
+            raise
+
+
+class FailingPuts(StorageWrapper):
+    """Fails every put whose key holds ``marker`` (after the head was moved)."""
+
+    def __init__(self, inner: Any, marker: str) -> None:
+        super().__init__(inner)
+        self.marker = marker
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        if self.marker in key:
+            raise StorageUnavailable(f"injected failure writing {key!r}")
+        return await super().put(key, data, mode=mode)
+
+
+# -- LangGraph -----------------------------------------------------------------------------
+
+
+def _lg_checkpoints(n: int) -> list[Any]:
+    """``n`` checkpoints with ids in creation order (uuid6)."""
+    return [empty_checkpoint() for _ in range(n)]
+
+
+async def _lg_put(
+    saver: CheckpointkitSaver, thread: str, checkpoint: Any, *, ns: str = "", run: str = "r"
+) -> Any:
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    return await saver.aput(config, checkpoint, {"run_id": run}, {})
+
+
+async def _lg_latest_id(saver: CheckpointkitSaver, thread: str, ns: str = "") -> str | None:
+    tup = await saver.aget_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ns}})
+    return None if tup is None else str(tup.config["configurable"]["checkpoint_id"])
+
+
+async def test_langgraph_latest_after_concurrent_puts_is_the_newest(location: Location) -> None:
+    checkpoints = _lg_checkpoints(12)
+    newest = max(cp["id"] for cp in checkpoints)
+    random.Random(7).shuffle(checkpoints)
+    barrier, held = asyncio.Barrier(len(checkpoints)), [0]
+    async with (
+        location.open() as one,
+        location.open() as two,
+        CheckpointkitSaver(HeadRace(one, barrier, held, "/h/")) as a,
+        CheckpointkitSaver(HeadRace(two, barrier, held, "/h/")) as b,
+    ):
+        await asyncio.gather(*(_lg_put((a, b)[i % 2], "t", cp) for i, cp in enumerate(checkpoints)))
+        assert isinstance(a.storage, HeadRace) and isinstance(b.storage, HeadRace)
+        assert a.storage.lost + b.storage.lost >= len(checkpoints) - 1  # all raced
+    async with location.open() as storage:
+        counting = Counting(storage)
+        async with CheckpointkitSaver(counting) as reader:
+            assert await _lg_latest_id(reader, "t") == newest
+    # The head named the newest: no listing of the checkpoints, only of its writes.
+    assert counting.counts == {"put": 0, "get": 2, "delete": 0, "list": 1}
+
+
+async def test_langgraph_latest_after_deleting_the_newest_run_falls_back(
+    local_location: Location,
+) -> None:
+    checkpoints = _lg_checkpoints(4)
+    async with local_location.open() as storage, CheckpointkitSaver(Counting(storage)) as saver:
+        counting = saver.storage
+        assert isinstance(counting, Counting)
+        for i, cp in enumerate(checkpoints):
+            await _lg_put(saver, "t", cp, run=f"r{i}")
+        await saver.adelete_for_runs(["r3"])
+        counting.reset()
+        assert await _lg_latest_id(saver, "t") == checkpoints[2]["id"]
+        assert counting.counts["list"] == 1  # the head was mended: only the writes listed
+        await saver.adelete_for_runs(["r0", "r1", "r2"])
+        assert await _lg_latest_id(saver, "t") is None
+        assert [k async for k in storage.list("langgraph/h/")] == []
+
+
+async def test_langgraph_prune_and_delete_thread_keep_the_heads_right(
+    local_location: Location,
+) -> None:
+    main, sub = _lg_checkpoints(3), _lg_checkpoints(2)
+    async with local_location.open() as storage, CheckpointkitSaver(Counting(storage)) as saver:
+        counting = saver.storage
+        assert isinstance(counting, Counting)
+        for cp in main:
+            await _lg_put(saver, "t", cp)
+        for cp in sub:
+            await _lg_put(saver, "t", cp, ns="child")
+        await saver.aprune(["t"])
+        counting.reset()
+        assert await _lg_latest_id(saver, "t") == main[-1]["id"]
+        assert await _lg_latest_id(saver, "t", "child") == sub[-1]["id"]
+        assert counting.counts["list"] == 2  # heads used: only the writes listed
+        await saver.adelete_thread("t")
+        assert await _lg_latest_id(saver, "t") is None
+        assert [k async for k in storage.list("langgraph/h/")] == []
+        again = empty_checkpoint()
+        await _lg_put(saver, "t", again)
+        assert await _lg_latest_id(saver, "t") == again["id"]
+
+
+async def test_langgraph_copy_thread_moves_the_targets_head_forward(
+    local_location: Location,
+) -> None:
+    old, new = _lg_checkpoints(2), _lg_checkpoints(2)
+    async with local_location.open() as storage, CheckpointkitSaver(Counting(storage)) as saver:
+        counting = saver.storage
+        assert isinstance(counting, Counting)
+        await _lg_put(saver, "target", old[0])
+        for cp in new:
+            await _lg_put(saver, "source", cp)
+        await saver.acopy_thread("source", "target")
+        counting.reset()
+        assert await _lg_latest_id(saver, "target") == new[-1]["id"]
+        assert counting.counts["list"] == 1
+
+
+async def test_langgraph_a_put_that_fails_after_the_head_leaves_the_previous_latest() -> None:
+    first, second = _lg_checkpoints(2)
+    async with MemoryStorage() as storage:
+        async with CheckpointkitSaver(storage) as saver:
+            await _lg_put(saver, "t", first)
+        async with CheckpointkitSaver(FailingPuts(storage, "/c/")) as failing:
+            with pytest.raises(StorageUnavailable):
+                await _lg_put(failing, "t", second)
+        async with CheckpointkitSaver(storage) as saver:
+            assert await _lg_latest_id(saver, "t") == first["id"]  # the head named a missing one
+            third = empty_checkpoint()
+            await _lg_put(saver, "t", third)
+            assert await _lg_latest_id(saver, "t") == third["id"]
+
+
+async def test_langgraph_a_thread_without_a_head_is_read_and_mended(
+    local_location: Location,
+) -> None:
+    older, newer, newest = _lg_checkpoints(3)
+    async with local_location.open() as storage:
+        async with CheckpointkitSaver(storage) as saver:
+            await _lg_put(saver, "t", newer)
+            await _lg_put(saver, "t", newest)
+        assert await storage.delete("langgraph/h/_t/_") is True  # as before heads existed
+        async with CheckpointkitSaver(storage) as saver:
+            assert await _lg_latest_id(saver, "t") == newest["id"]
+            await _lg_put(saver, "t", older)  # an older id: the rebuilt head keeps the newest
+        counting = Counting(storage)
+        async with CheckpointkitSaver(counting) as saver:
+            assert await _lg_latest_id(saver, "t") == newest["id"]
+        assert counting.counts["list"] == 1
+
+
+# -- agent-framework ----------------------------------------------------------------------
+
+BASE = datetime(2025, 3, 1, tzinfo=UTC)
+
+
+async def _af_latest_id(storage: CheckpointkitCheckpointStorage, name: str = "wf") -> str | None:
+    latest = await storage.get_latest(workflow_name=name)
+    return None if latest is None else latest.checkpoint_id
+
+
+async def test_agent_framework_latest_after_concurrent_saves_is_the_newest(
+    location: Location,
+) -> None:
+    seconds = list(range(12))
+    random.Random(3).shuffle(seconds)
+    checkpoints = [af_checkpoint(at=BASE + timedelta(seconds=s), s=s) for s in seconds]
+    newest = max(checkpoints, key=lambda cp: cp.timestamp).checkpoint_id
+    barrier, held = asyncio.Barrier(len(checkpoints)), [0]
+    async with (
+        location.open() as one,
+        location.open() as two,
+        CheckpointkitCheckpointStorage(HeadRace(one, barrier, held, "/head/")) as a,
+        CheckpointkitCheckpointStorage(HeadRace(two, barrier, held, "/head/")) as b,
+    ):
+        await asyncio.gather(*((a, b)[i % 2].save(cp) for i, cp in enumerate(checkpoints)))
+        assert isinstance(a.storage, HeadRace) and isinstance(b.storage, HeadRace)
+        assert a.storage.lost + b.storage.lost >= len(checkpoints) - 1  # all raced
+    async with location.open() as storage:
+        counting = Counting(storage)
+        async with CheckpointkitCheckpointStorage(counting) as reader:
+            assert await _af_latest_id(reader) == newest
+    assert counting.counts == {"put": 0, "get": 2, "delete": 0, "list": 0}
+
+
+async def test_agent_framework_latest_after_deleting_the_newest_falls_back(
+    local_location: Location,
+) -> None:
+    saved = [af_checkpoint(at=BASE + timedelta(seconds=s), s=s) for s in range(4)]
+    async with local_location.open() as storage:
+        counting = Counting(storage)
+        async with CheckpointkitCheckpointStorage(counting) as ours:
+            for cp in saved:
+                await ours.save(cp)
+            assert await ours.delete(saved[-1].checkpoint_id) is True
+            counting.reset()
+            assert await _af_latest_id(ours) == saved[-2].checkpoint_id
+            assert counting.counts == {"put": 0, "get": 2, "delete": 0, "list": 0}  # mended
+            assert await ours.delete(saved[0].checkpoint_id) is True  # not the head's
+            assert await _af_latest_id(ours) == saved[-2].checkpoint_id
+            for cp in saved[1:3]:
+                await ours.delete(cp.checkpoint_id)
+            assert await _af_latest_id(ours) is None
+        assert [k async for k in storage.list("agent-framework/head/")] == []
+
+
+async def test_agent_framework_saving_the_newest_again_earlier_moves_the_head_back() -> None:
+    async with MemoryStorage() as storage:
+        counting = Counting(storage)
+        async with CheckpointkitCheckpointStorage(counting) as ours:
+            a = af_checkpoint(at=BASE + timedelta(seconds=1), v="a")
+            b = af_checkpoint(at=BASE + timedelta(seconds=2), v="b")
+            await ours.save(a)
+            await ours.save(b)
+            b.timestamp = BASE.isoformat()  # b is now the oldest
+            await ours.save(b)
+            counting.reset()
+            assert await _af_latest_id(ours) == a.checkpoint_id
+            assert counting.counts["list"] == 0
+
+
+async def test_agent_framework_a_save_that_fails_after_the_head_leaves_the_previous_latest() -> (
+    None
+):
+    async with MemoryStorage() as storage:
+        first = af_checkpoint(at=BASE, n=1)
+        async with CheckpointkitCheckpointStorage(storage) as ours:
+            await ours.save(first)
+        async with CheckpointkitCheckpointStorage(FailingPuts(storage, "/cp/")) as failing:
+            with pytest.raises(StorageUnavailable):
+                await failing.save(af_checkpoint(at=BASE + timedelta(seconds=1), n=2))
+        async with CheckpointkitCheckpointStorage(storage) as ours:
+            assert await _af_latest_id(ours) == first.checkpoint_id
+            third = af_checkpoint(at=BASE + timedelta(seconds=2), n=3)
+            await ours.save(third)
+            assert await _af_latest_id(ours) == third.checkpoint_id
+
+
+async def test_agent_framework_a_workflow_without_a_head_is_read_and_mended(
+    local_location: Location,
+) -> None:
+    older, newer = (af_checkpoint(at=BASE + timedelta(seconds=s)) for s in (1, 2))
+    async with local_location.open() as storage:
+        async with CheckpointkitCheckpointStorage(storage) as ours:
+            await ours.save(newer)
+        assert await storage.delete("agent-framework/head/_wf") is True  # as before heads
+        async with CheckpointkitCheckpointStorage(storage) as ours:
+            assert await _af_latest_id(ours) == newer.checkpoint_id
+            await ours.save(older)  # older: the rebuilt head keeps the newer one
+        counting = Counting(storage)
+        async with CheckpointkitCheckpointStorage(counting) as ours:
+            assert await _af_latest_id(ours) == newer.checkpoint_id
+        assert counting.counts == {"put": 0, "get": 2, "delete": 0, "list": 0}
