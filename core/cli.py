@@ -110,8 +110,7 @@ def ls_command(
     """List a run's checkpoints (newest first) and completed steps."""
 
     async def action(store: CheckpointStore) -> tuple[list[Any], dict[str, Any]]:
-        if not await store.run_exists(run):
-            raise _NoRun(run)
+        await _require_run(store, run)
         ids = await store.list_checkpoints(run, limit=50)
         cps = [await store.load_checkpoint(run, cp) for cp in ids]
         return cps, await store.load_steps(run)
@@ -150,8 +149,7 @@ def show_command(
     """Show one checkpoint of a run, decoded."""
 
     async def action(store: CheckpointStore) -> Any:
-        if not await store.run_exists(run):
-            raise _NoRun(run)
+        await _require_run(store, run)
         if checkpoint is None:
             latest = await store.latest(run)
             if latest is None:
@@ -182,8 +180,7 @@ def rm_command(
     """Delete a run: its input, step records, checkpoints and lease."""
 
     async def action(store: CheckpointStore) -> int:
-        if not await store.run_exists(run):
-            raise _NoRun(run)
+        await _require_run(store, run)
         return await store.delete_run(run)
 
     deleted = _run(storage, namespace, action)
@@ -200,17 +197,16 @@ def prune_command(
     """Delete all but the newest KEEP checkpoints of a run (step records stay)."""
 
     async def action(store: CheckpointStore) -> int:
-        if not await store.run_exists(run):
-            raise _NoRun(run)
+        await _require_run(store, run)
         return await store.prune(run, keep_last=keep)
 
     deleted = _run(storage, namespace, action)
     console.print(f"pruned {deleted} checkpoint(s) of run {run}, kept the newest {keep}")
 
 
-class _NoRun(CheckpointkitError):
-    def __init__(self, run: str) -> None:
-        super().__init__(f"run {run!r} not found")
+async def _require_run(store: CheckpointStore, run: str) -> None:
+    if not await store.run_exists(run):
+        raise CheckpointkitError(f"run {run!r} not found")
 
 
 def _register_optional() -> None:
