@@ -10,6 +10,8 @@ every checkpoint, plus a small counter channel):
 
 - ``put``: ``aput`` of the next checkpoint of a thread, sequentially;
 - ``latest``: ``aget_tuple`` without a checkpoint id, on a thread of 50 checkpoints;
+- ``latest, N checkpoints``: the same (1 KiB state) on a thread of 10, 1,000 and
+  5,000 checkpoints (checkpointkit only: filled without fsync, read with it);
 - ``graph step``: a real ``StateGraph`` of 10 sequential nodes run with
   ``ainvoke`` (each step is ``put_writes`` plus ``put``), per step.
 
@@ -141,6 +143,47 @@ async def put_chain(saver: Any, thread: str, size: int, n: int) -> tuple[float, 
     return (time.perf_counter() - start) / n, config
 
 
+async def latest_as_thread_grows(
+    base: str, runs: int, savers: dict[str, Any]
+) -> list[tuple[str, dict[str, float]]]:
+    """``aget_tuple`` latest on one thread of 10, 1,000 and 5,000 checkpoints."""
+    rows: list[tuple[str, dict[str, float]]] = []
+    ours = {k: v for k, v in savers.items() if k in ("ckk file", "ckk redis")}
+    fillers: dict[str, Any] = {
+        "ckk file": CheckpointkitSaver(FileStorage(f"{base}/lg-ckk", fsync=False))
+    }
+    if "ckk redis" in ours:
+        fillers["ckk redis"] = ours["ckk redis"]
+    thread = f"grow-{uuid.uuid4().hex[:6]}"
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    parents = dict.fromkeys(ours, config)
+    have = 0
+    value = state_of(1 << 10, 0)
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    for total in (10, 1000, 5000):
+        while have < total:
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"state": value, "step": have}
+            checkpoint["channel_versions"] = {"state": "1", "step": str(have + 1)}
+            for name, filler in fillers.items():
+                parents[name] = await filler.aput(
+                    parents[name], checkpoint, {"step": have}, {"step": str(have + 1)}
+                )
+            have += 1
+        m = max(20, min(200, 20_000 // total))
+        figures = {
+            name: statistics.median(
+                [await timed(m, lambda _i, s=saver: s.aget_tuple(config)) for _ in range(runs)]
+            )
+            for name, saver in ours.items()
+        }
+        rows.append((f"latest, {total:,} checkpoints", figures))
+    await fillers["ckk file"].aclose()
+    await fillers["ckk file"].storage.aclose()
+    return rows
+
+
 def ten_step_graph() -> Any:
     from typing import TypedDict
 
@@ -195,6 +238,7 @@ async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | No
                 await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
                 steps[name].append((time.perf_counter() - start) / 10)
         rows.append(("graph step, 10 nodes", {k: statistics.median(v) for k, v in steps.items()}))
+        rows.extend(await latest_as_thread_grows(base, runs, savers))
 
     names = [n for n in ("ckk file", "ckk nosync", "ckk redis") if any(n in r for _, r in rows)]
     print("\nLangGraph: CheckpointkitSaver vs LangGraph's AsyncSqliteSaver (same disk)")
