@@ -34,7 +34,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import (
     ConfigurationError,
@@ -44,9 +44,9 @@ from ..errors import (
     StorageClosed,
     StorageUnavailable,
 )
-from ..keys import validate_key
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ._inflight import settle, track_connections
+from ._options import Options
 
 try:
     import aiohttp
@@ -119,18 +119,20 @@ _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 
 _CONTAINER = re.compile(r"^(?:\$root|[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62})$")
 _NOT_XML = re.compile("[\ufffe\uffff]")
-_TRUE = frozenset(("1", "true", "yes", "on"))
-_FALSE = frozenset(("0", "false", "no", "off"))
 _SECRET_PARAMS = frozenset(
     ("credential", "connection_string", "account_key", "sas_token", "key", "secret",
      "password", "token", "sig")
 )  # fmt: skip
-_INT_PARAMS = ("block_threshold", "block_size", "max_concurrency", "retries", "page_size")
-_FLOAT_PARAMS = ("timeout", "connect_timeout", "read_timeout", "retry_backoff",
-                 "retry_backoff_max", "cancel_grace")  # fmt: skip
-_STR_PARAMS = ("account_url",)
-_BOOL_PARAMS = ("create",)
-_URL_PARAMS = frozenset((*_INT_PARAMS, *_FLOAT_PARAMS, *_STR_PARAMS, *_BOOL_PARAMS))
+_OPTS = Options(
+    "Azure",
+    ints=("block_threshold", "block_size", "max_concurrency", "retries", "page_size"),
+    floats=("timeout", "connect_timeout", "read_timeout", "retry_backoff", "retry_backoff_max",
+            "cancel_grace"),
+    strs=("account_url",),
+    bools=("create",),
+    secret_words=("secret", "key", "token", "password", "sig", "credential"),
+)  # fmt: skip
+_URL_PARAMS = _OPTS.url_params
 _OPTIONS = frozenset((*_URL_PARAMS, "prefix", "connection_string", "credential", "endpoint"))
 
 
@@ -223,35 +225,37 @@ class AzureBlobStorage(StorageBase):
         self.container = container
         self.prefix = _check_prefix(prefix)
         self._root = f"{self.prefix}/" if self.prefix else ""
-        self._create = _bool("create", create)
-        self._threshold = _int("block_threshold", block_threshold, 1)
+        self._create = _OPTS.check_bool("create", create)
+        self._threshold = _OPTS.check_int("block_threshold", block_threshold, 1)
         if self._threshold > STREAM_ABOVE:
             raise ConfigurationError(
                 f"Azure option block_threshold must be at most {STREAM_ABOVE} (1 MiB), not "
                 f"{block_threshold}: the SDK sends a single Put Blob as one buffer"
             )
-        self._block_size = _int("block_size", block_size, 1)
+        self._block_size = _OPTS.check_int("block_size", block_size, 1)
         if self._block_size > MAX_BLOCK_SIZE:
             raise ConfigurationError(f"Azure option block_size must be at most {MAX_BLOCK_SIZE}")
-        self._concurrency = _int("max_concurrency", max_concurrency, 1)
-        self._timeout = _float("timeout", timeout)
+        self._concurrency = _OPTS.check_int("max_concurrency", max_concurrency, 1)
+        self._timeout = _OPTS.check_float("timeout", timeout)
         self._connect_timeout = (
             min(self._timeout, 5.0)
             if connect_timeout is None
-            else _float("connect_timeout", connect_timeout)
+            else _OPTS.check_float("connect_timeout", connect_timeout)
         )
         self._read_timeout = (
-            self._timeout if read_timeout is None else _float("read_timeout", read_timeout)
+            self._timeout
+            if read_timeout is None
+            else _OPTS.check_float("read_timeout", read_timeout)
         )
-        self._retries = _int("retries", retries, 0)
-        self._backoff = _float("retry_backoff", retry_backoff, zero=True)
-        self._backoff_max = _float("retry_backoff_max", retry_backoff_max, zero=True)
-        self._page_size = _int("page_size", page_size, 1)
+        self._retries = _OPTS.check_int("retries", retries, 0)
+        self._backoff = _OPTS.check_float("retry_backoff", retry_backoff, zero=True)
+        self._backoff_max = _OPTS.check_float("retry_backoff_max", retry_backoff_max, zero=True)
+        self._page_size = _OPTS.check_int("page_size", page_size, 1)
         if self._page_size > MAX_PAGE:
             raise ConfigurationError(
                 f"Azure option page_size must be at most {MAX_PAGE}, not {page_size}"
             )
-        self._cancel_grace = _float("cancel_grace", cancel_grace, zero=True)
+        self._cancel_grace = _OPTS.check_float("cancel_grace", cancel_grace, zero=True)
         self._background: set[asyncio.Task[Any]] = set()
         self._client = self._make_client(connection_string, account_url, credential, endpoint)
         self.account_url = _strip_query(self._client.primary_endpoint).rsplit("/", 1)[0]
@@ -315,9 +319,11 @@ class AzureBlobStorage(StorageBase):
             if query:
                 account_url = f"{account_url}?{query}"
         assert account_url is not None
-        _check_account_url(account_url)
+        _OPTS.check_http_url(
+            "account_url", account_url, "use https://<account>.blob.core.windows.net"
+        )
         if endpoint is not None:
-            account_url = _replace_endpoint(account_url, endpoint)
+            account_url = _OPTS.replace_endpoint(account_url, endpoint)
         if credential is None:
             credential = os.environ.get(ENV_ACCOUNT_KEY) or os.environ.get(ENV_SAS_TOKEN) or None
         try:
@@ -361,7 +367,7 @@ class AzureBlobStorage(StorageBase):
             raise ConfigurationError(f"bad Azure URL: {exc}") from None
         if parts.scheme.lower() not in ("az", "azure"):
             raise ConfigurationError(
-                f"not an Azure Blob URL: {_redact_url(url)!r} (use az://container/prefix)"
+                f"not an Azure Blob URL: {_OPTS.redact(url)!r} (use az://container/prefix)"
             )
         if "@" in parts.netloc or ":" in parts.netloc:  # user:secret@ (no bucket holds either)
             raise ConfigurationError(
@@ -370,25 +376,19 @@ class AzureBlobStorage(StorageBase):
             )
         if not parts.netloc:
             raise ConfigurationError(
-                f"Azure URL {_redact_url(url)!r} names no container (az://container/prefix)"
+                f"Azure URL {_OPTS.redact(url)!r} names no container (az://container/prefix)"
             )
         if parts.fragment:
-            raise ConfigurationError(f"Azure URL {_redact_url(url)!r} has a fragment ('#...')")
+            raise ConfigurationError(f"Azure URL {_OPTS.redact(url)!r} has a fragment ('#...')")
         kwargs: dict[str, Any] = {"container": unquote(parts.netloc)}
         prefix = unquote(parts.path).strip("/")
         if prefix:
             kwargs["prefix"] = prefix
-        seen: set[str] = set()
-        for name, value in parse_qsl(parts.query, keep_blank_values=True):
-            if name.lower() in _SECRET_PARAMS:
-                raise ConfigurationError(
-                    f"Azure URL parameter {name!r} would put a credential in the URL: pass it "
-                    "as a keyword option or through the environment"
-                )
-            if name in seen:
-                raise ConfigurationError(f"Azure URL parameter {name!r} is given twice")
-            seen.add(name)
-            kwargs[name] = _parse_param(name, value)
+        kwargs.update(
+            _OPTS.parse_query(
+                parts.query, _SECRET_PARAMS, "through the environment", parse=_parse_param
+            )
+        )
         kwargs.update(options)
         return cls(**kwargs)
 
@@ -895,16 +895,9 @@ def _is_transient(exc: BaseException | None) -> bool:
 
 
 def _check_prefix(prefix: str) -> str:
-    if not isinstance(prefix, str):
-        raise ConfigurationError(f"the Azure prefix must be a str, not {type(prefix).__name__}")
-    prefix = prefix.strip("/")
-    if prefix:
-        try:
-            validate_key(prefix)
-        except InvalidKey as exc:
-            raise ConfigurationError(f"invalid Azure prefix {prefix!r}: {exc}") from None
-        if _NOT_XML.search(prefix):
-            raise ConfigurationError(f"invalid Azure prefix {prefix!r}: it holds U+FFFE or U+FFFF")
+    prefix = _OPTS.check_prefix(prefix)
+    if prefix and _NOT_XML.search(prefix):
+        raise ConfigurationError(f"invalid Azure prefix {prefix!r}: it holds U+FFFE or U+FFFF")
     return prefix
 
 
@@ -912,93 +905,10 @@ def _strip_query(url: str) -> str:
     return urlunsplit(urlsplit(url)._replace(query="", fragment="")).rstrip("/")
 
 
-def _check_account_url(url: Any) -> None:
-    if not isinstance(url, str):
-        raise ConfigurationError(f"Azure account_url must be a str, not {type(url).__name__}")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - validates the port
-    except ValueError as exc:
-        raise ConfigurationError(f"bad Azure account_url {_redact_url(url)!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"bad Azure account_url {_redact_url(url)!r}: use https://<account>.blob.core.windows.net"
-        )
-    if parts.username or parts.password:
-        raise ConfigurationError("credentials do not belong in the Azure account_url")
-
-
-def _replace_endpoint(url: str, endpoint: tuple[str, int] | str) -> str:
-    if isinstance(endpoint, str):
-        host, sep, port_text = endpoint.rpartition(":")
-        if not sep or not port_text.isdigit():
-            raise ConfigurationError(f"Azure option endpoint must be 'host:port', not {endpoint!r}")
-        hostport = (host, int(port_text))
-    else:
-        hostport = (str(endpoint[0]), int(endpoint[1]))
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=f"{hostport[0]}:{hostport[1]}"))
-
-
-def _redact_url(url: str) -> str:
-    head, sep, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    tail = re.sub(r"(?i)((?:secret|key|token|password|sig|credential)[^=&]*=)[^&]*", r"\1***", tail)
-    return f"{head}{sep}{netloc}{slash}{tail}"
-
-
 def _parse_param(name: str, value: str) -> Any:
-    if name not in _URL_PARAMS:
-        raise ConfigurationError(
-            f"unknown Azure URL parameter {name!r}; known: {', '.join(sorted(_URL_PARAMS))}"
-        )
-    if name in _INT_PARAMS:
-        try:
-            return int(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"Azure URL parameter {name}={value!r} must be an integer"
-            ) from None
-    if name in _FLOAT_PARAMS:
-        try:
-            return float(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"Azure URL parameter {name}={value!r} must be a number"
-            ) from None
-    if name in _BOOL_PARAMS:
-        low = value.lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise ConfigurationError(f"Azure URL parameter {name}={value!r} must be true or false")
-    if not value:
-        raise ConfigurationError(f"Azure URL parameter {name} is empty")
+    parsed = _OPTS.parse_param(name, value)
     if name == "account_url" and urlsplit(value).query:
         raise ConfigurationError(
             "the account_url URL parameter must not carry a SAS: pass it as the credential option"
         )
-    return value
-
-
-def _int(name: str, value: Any, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigurationError(f"Azure option {name} must be an int >= {minimum}, not {value!r}")
-    return value
-
-
-def _float(name: str, value: Any, *, zero: bool = False) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not zero):
-        bound = ">= 0" if zero else "> 0"
-        raise ConfigurationError(f"Azure option {name} must be a number {bound}, not {value!r}")
-    return float(value)
-
-
-def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"Azure option {name} must be True or False, not {value!r}")
-    return value
+    return parsed

@@ -36,7 +36,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from ..errors import (
     ConfigurationError,
@@ -46,9 +46,9 @@ from ..errors import (
     StorageClosed,
     StorageUnavailable,
 )
-from ..keys import validate_key
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ._inflight import settle, track_connections
+from ._options import Options
 
 try:
     import aioboto3
@@ -142,20 +142,22 @@ _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
-_TRUE = frozenset(("1", "true", "yes", "on"))
-_FALSE = frozenset(("0", "false", "no", "off"))
 _SECRET_PARAMS = frozenset(
     ("access_key_id", "secret_access_key", "session_token", "aws_access_key_id",
      "aws_secret_access_key", "aws_session_token", "password", "secret", "token")
 )  # fmt: skip
 
-_INT_PARAMS = ("multipart_threshold", "part_size", "max_concurrency", "retries", "page_size",
-               "max_pool_connections")  # fmt: skip
-_FLOAT_PARAMS = ("timeout", "connect_timeout", "read_timeout", "retry_backoff",
-                 "retry_backoff_max", "cancel_grace")  # fmt: skip
-_STR_PARAMS = ("endpoint_url", "region", "profile", "addressing_style")
-_BOOL_PARAMS = ("create",)
-_URL_PARAMS = frozenset((*_INT_PARAMS, *_FLOAT_PARAMS, *_STR_PARAMS, *_BOOL_PARAMS))
+_OPTS = Options(
+    "S3",
+    ints=("multipart_threshold", "part_size", "max_concurrency", "retries", "page_size",
+          "max_pool_connections"),
+    floats=("timeout", "connect_timeout", "read_timeout", "retry_backoff", "retry_backoff_max",
+            "cancel_grace"),
+    strs=("endpoint_url", "region", "profile", "addressing_style"),
+    bools=("create",),
+    secret_words=("secret", "key", "token", "password", "sig"),
+)  # fmt: skip
+_URL_PARAMS = _OPTS.url_params
 _OPTIONS = frozenset(
     (*_URL_PARAMS, "prefix", "access_key_id", "secret_access_key", "session_token", "endpoint")
 )
@@ -250,12 +252,12 @@ class S3Storage(StorageBase):
                 "'.', '-' or '_' (AWS: 3 to 63 lowercase letters, digits, '.' and '-')"
             )
         self.bucket = bucket
-        self.prefix = _check_prefix(prefix)
+        self.prefix = _OPTS.check_prefix(prefix)
         self._root = f"{self.prefix}/" if self.prefix else ""
         if endpoint is not None:
-            endpoint_url = _replace_endpoint(endpoint_url, endpoint)
+            endpoint_url = _OPTS.replace_endpoint(endpoint_url, endpoint)
         if endpoint_url is not None:
-            _check_endpoint_url(endpoint_url)
+            _OPTS.check_http_url("endpoint_url", endpoint_url, "use http(s)://host[:port]")
         self.endpoint_url = endpoint_url
         self.region = region
         for name, value in (
@@ -273,33 +275,35 @@ class S3Storage(StorageBase):
             )
         self._credentials = (access_key_id, secret_access_key, session_token)
         self._profile = profile
-        self._create = _bool("create", create)
-        self._threshold = _int("multipart_threshold", multipart_threshold, 1)
-        self._part_size = _int("part_size", part_size, MIN_PART_SIZE)
-        self._concurrency = _int("max_concurrency", max_concurrency, 1)
-        self._timeout = _float("timeout", timeout)
+        self._create = _OPTS.check_bool("create", create)
+        self._threshold = _OPTS.check_int("multipart_threshold", multipart_threshold, 1)
+        self._part_size = _OPTS.check_int("part_size", part_size, MIN_PART_SIZE)
+        self._concurrency = _OPTS.check_int("max_concurrency", max_concurrency, 1)
+        self._timeout = _OPTS.check_float("timeout", timeout)
         self._connect_timeout = (
             min(self._timeout, 5.0)
             if connect_timeout is None
-            else _float("connect_timeout", connect_timeout)
+            else _OPTS.check_float("connect_timeout", connect_timeout)
         )
         self._read_timeout = (
-            self._timeout if read_timeout is None else _float("read_timeout", read_timeout)
+            self._timeout
+            if read_timeout is None
+            else _OPTS.check_float("read_timeout", read_timeout)
         )
-        self._retries = _int("retries", retries, 0)
-        self._backoff = _float("retry_backoff", retry_backoff, zero=True)
-        self._backoff_max = _float("retry_backoff_max", retry_backoff_max, zero=True)
-        self._page_size = _int("page_size", page_size, 1)
+        self._retries = _OPTS.check_int("retries", retries, 0)
+        self._backoff = _OPTS.check_float("retry_backoff", retry_backoff, zero=True)
+        self._backoff_max = _OPTS.check_float("retry_backoff_max", retry_backoff_max, zero=True)
+        self._page_size = _OPTS.check_int("page_size", page_size, 1)
         if self._page_size > 1000:
             raise ConfigurationError(f"S3 option page_size must be at most 1000, not {page_size}")
-        self._pool = _int("max_pool_connections", max_pool_connections, 1)
+        self._pool = _OPTS.check_int("max_pool_connections", max_pool_connections, 1)
         if addressing_style not in ("auto", "path", "virtual"):
             raise ConfigurationError(
                 f"S3 option addressing_style must be auto, path or virtual, "
                 f"not {addressing_style!r}"
             )
         self._addressing = addressing_style
-        self._cancel_grace = _float("cancel_grace", cancel_grace, zero=True)
+        self._cancel_grace = _OPTS.check_float("cancel_grace", cancel_grace, zero=True)
         self._client: Any = None
         self._client_cm: Any = None
         self._open_lock = asyncio.Lock()
@@ -339,7 +343,7 @@ class S3Storage(StorageBase):
             raise ConfigurationError(f"bad S3 URL: {exc}") from None
         if parts.scheme.lower() != "s3":
             raise ConfigurationError(
-                f"not an S3 URL: {_redact_url(url)!r} (use s3://bucket/prefix)"
+                f"not an S3 URL: {_OPTS.redact(url)!r} (use s3://bucket/prefix)"
             )
         if "@" in parts.netloc or ":" in parts.netloc:  # user:secret@ (no bucket holds either)
             raise ConfigurationError(
@@ -348,25 +352,17 @@ class S3Storage(StorageBase):
             )
         if not parts.netloc:
             raise ConfigurationError(
-                f"S3 URL {_redact_url(url)!r} names no bucket (s3://bucket/prefix)"
+                f"S3 URL {_OPTS.redact(url)!r} names no bucket (s3://bucket/prefix)"
             )
         if parts.fragment:
-            raise ConfigurationError(f"S3 URL {_redact_url(url)!r} has a fragment ('#...')")
+            raise ConfigurationError(f"S3 URL {_OPTS.redact(url)!r} has a fragment ('#...')")
         kwargs: dict[str, Any] = {"bucket": unquote(parts.netloc)}
         prefix = unquote(parts.path).strip("/")
         if prefix:
             kwargs["prefix"] = prefix
-        seen: set[str] = set()
-        for name, value in parse_qsl(parts.query, keep_blank_values=True):
-            if name.lower() in _SECRET_PARAMS:
-                raise ConfigurationError(
-                    f"S3 URL parameter {name!r} would put a credential in the URL: pass it "
-                    "as a keyword option or use the AWS credential chain"
-                )
-            if name in seen:
-                raise ConfigurationError(f"S3 URL parameter {name!r} is given twice")
-            seen.add(name)
-            kwargs[name] = _parse_param(name, value)
+        kwargs.update(
+            _OPTS.parse_query(parts.query, _SECRET_PARAMS, "use the AWS credential chain")
+        )
         kwargs.update(options)
         return cls(**kwargs)
 
@@ -910,105 +906,3 @@ def _is_transient(exc: BaseException | None) -> bool:
     if isinstance(exc, bexc.ClientError):
         return _code(exc) in _TRANSIENT_CODES or _status(exc) >= 500 or _status(exc) == 429
     return isinstance(exc, _TRANSIENT_ERRORS)
-
-
-def _check_prefix(prefix: str) -> str:
-    if not isinstance(prefix, str):
-        raise ConfigurationError(f"the S3 prefix must be a str, not {type(prefix).__name__}")
-    prefix = prefix.strip("/")
-    if prefix:
-        try:
-            validate_key(prefix)
-        except InvalidKey as exc:
-            raise ConfigurationError(f"invalid S3 prefix {prefix!r}: {exc}") from None
-    return prefix
-
-
-def _check_endpoint_url(url: str) -> None:
-    if not isinstance(url, str):
-        raise ConfigurationError(f"S3 endpoint_url must be a str, not {type(url).__name__}")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - validates the port
-    except ValueError as exc:
-        raise ConfigurationError(f"bad S3 endpoint_url {_redact_url(url)!r}: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"bad S3 endpoint_url {_redact_url(url)!r}: use http(s)://host[:port]"
-        )
-    if parts.username or parts.password:
-        raise ConfigurationError("credentials do not belong in the S3 endpoint_url")
-
-
-def _replace_endpoint(endpoint_url: str | None, endpoint: tuple[str, int] | str) -> str:
-    if isinstance(endpoint, str):
-        host, sep, port_text = endpoint.rpartition(":")
-        if not sep or not port_text.isdigit():
-            raise ConfigurationError(f"S3 option endpoint must be 'host:port', not {endpoint!r}")
-        hostport = (host, int(port_text))
-    else:
-        hostport = (str(endpoint[0]), int(endpoint[1]))
-    if endpoint_url is None:
-        return f"http://{hostport[0]}:{hostport[1]}"
-    parts = urlsplit(endpoint_url)
-    return urlunsplit(parts._replace(netloc=f"{hostport[0]}:{hostport[1]}"))
-
-
-def _redact_url(url: str) -> str:
-    head, sep, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    tail = re.sub(r"(?i)((?:secret|key|token|password|sig)[^=&]*=)[^&]*", r"\1***", tail)
-    return f"{head}{sep}{netloc}{slash}{tail}"
-
-
-def _parse_param(name: str, value: str) -> Any:
-    if name not in _URL_PARAMS:
-        raise ConfigurationError(
-            f"unknown S3 URL parameter {name!r}; known: {', '.join(sorted(_URL_PARAMS))}"
-        )
-    if name in _INT_PARAMS:
-        try:
-            return int(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"S3 URL parameter {name}={value!r} must be an integer"
-            ) from None
-    if name in _FLOAT_PARAMS:
-        try:
-            return float(value)
-        except ValueError:
-            raise ConfigurationError(
-                f"S3 URL parameter {name}={value!r} must be a number"
-            ) from None
-    if name in _BOOL_PARAMS:
-        low = value.lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise ConfigurationError(f"S3 URL parameter {name}={value!r} must be true or false")
-    if not value:
-        raise ConfigurationError(f"S3 URL parameter {name} is empty")
-    return value
-
-
-def _int(name: str, value: Any, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigurationError(f"S3 option {name} must be an int >= {minimum}, not {value!r}")
-    return value
-
-
-def _float(name: str, value: Any, *, zero: bool = False) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not zero):
-        bound = ">= 0" if zero else "> 0"
-        raise ConfigurationError(f"S3 option {name} must be a number {bound}, not {value!r}")
-    return float(value)
-
-
-def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"S3 option {name} must be True or False, not {value!r}")
-    return value

@@ -1,0 +1,247 @@
+"""Reading an HTTP adapter's URL and options: the parts that S3 and Azure share.
+
+Each adapter describes itself once with an :class:`Options` (its name in
+messages, its typed URL parameters, the words that mark a secret) and uses it
+to parse URL parameters, check constructor options, redact URLs and check its
+prefix and endpoint. What is about one backend (bucket or container names,
+credentials, the client) stays in the adapter.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from ..errors import ConfigurationError, InvalidKey
+from ..keys import validate_key
+
+__all__ = ["Options"]
+
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+
+
+class Options:
+    """How one adapter names itself and reads its URL parameters and options.
+
+    Args:
+        backend: the adapter's name in messages (``"S3"``, ``"Azure"``).
+        ints: URL parameters that are integers.
+        floats: URL parameters that are numbers.
+        strs: URL parameters that are non-empty strings.
+        bools: URL parameters that are true or false.
+        secret_words: words that mark a URL parameter's value as a secret in
+            :meth:`redact` (matched case-insensitively at the start of the name).
+    """
+
+    __slots__ = ("_secret", "backend", "bools", "floats", "ints", "strs", "url_params")
+
+    def __init__(
+        self,
+        backend: str,
+        *,
+        ints: tuple[str, ...],
+        floats: tuple[str, ...],
+        strs: tuple[str, ...],
+        bools: tuple[str, ...],
+        secret_words: tuple[str, ...],
+    ) -> None:
+        self.backend = backend
+        self.ints = ints
+        self.floats = floats
+        self.strs = strs
+        self.bools = bools
+        self.url_params = frozenset((*ints, *floats, *strs, *bools))
+        self._secret = re.compile(rf"(?i)((?:{'|'.join(secret_words)})[^=&]*=)[^&]*")
+
+    # -- URL parameters ----------------------------------------------------------------
+    def parse_query(
+        self,
+        query: str,
+        secret_params: frozenset[str],
+        secret_hint: str,
+        parse: Callable[[str, str], Any] | None = None,
+    ) -> dict[str, Any]:
+        """The URL's query as typed keyword arguments.
+
+        Args:
+            query: the URL's query string.
+            secret_params: parameter names (lower case) that would carry a credential.
+            secret_hint: where such a credential goes instead (ends the message).
+            parse: types one parameter (default: :meth:`parse_param`).
+
+        Raises:
+            ConfigurationError: a credential in the URL, a parameter given twice,
+                an unknown or malformed parameter.
+        """
+        parse = parse or self.parse_param
+        kwargs: dict[str, Any] = {}
+        seen: set[str] = set()
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            if name.lower() in secret_params:
+                raise ConfigurationError(
+                    f"{self.backend} URL parameter {name!r} would put a credential in the URL: "
+                    f"pass it as a keyword option or {secret_hint}"
+                )
+            if name in seen:
+                raise ConfigurationError(f"{self.backend} URL parameter {name!r} is given twice")
+            seen.add(name)
+            kwargs[name] = parse(name, value)
+        return kwargs
+
+    def parse_param(self, name: str, value: str) -> Any:
+        """The value of URL parameter ``name``, typed.
+
+        Raises:
+            ConfigurationError: an unknown parameter, or a malformed or empty value.
+        """
+        backend = self.backend
+        if name not in self.url_params:
+            raise ConfigurationError(
+                f"unknown {backend} URL parameter {name!r}; "
+                f"known: {', '.join(sorted(self.url_params))}"
+            )
+        if name in self.ints:
+            try:
+                return int(value)
+            except ValueError:
+                raise ConfigurationError(
+                    f"{backend} URL parameter {name}={value!r} must be an integer"
+                ) from None
+        if name in self.floats:
+            try:
+                return float(value)
+            except ValueError:
+                raise ConfigurationError(
+                    f"{backend} URL parameter {name}={value!r} must be a number"
+                ) from None
+        if name in self.bools:
+            low = value.lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ConfigurationError(
+                f"{backend} URL parameter {name}={value!r} must be true or false"
+            )
+        if not value:
+            raise ConfigurationError(f"{backend} URL parameter {name} is empty")
+        return value
+
+    # -- constructor options -----------------------------------------------------------
+    def check_int(self, name: str, value: Any, minimum: int) -> int:
+        """``value`` if it is an int of at least ``minimum``.
+
+        Raises:
+            ConfigurationError: it is not.
+        """
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ConfigurationError(
+                f"{self.backend} option {name} must be an int >= {minimum}, not {value!r}"
+            )
+        return value
+
+    def check_float(self, name: str, value: Any, *, zero: bool = False) -> float:
+        """``value`` as a float if it is a finite number above 0 (or 0 too, with ``zero``).
+
+        Raises:
+            ConfigurationError: it is not.
+        """
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or value < 0 or (value == 0 and not zero):
+            bound = ">= 0" if zero else "> 0"
+            raise ConfigurationError(
+                f"{self.backend} option {name} must be a number {bound}, not {value!r}"
+            )
+        return float(value)
+
+    def check_bool(self, name: str, value: Any) -> bool:
+        """``value`` if it is a bool.
+
+        Raises:
+            ConfigurationError: it is not.
+        """
+        if not isinstance(value, bool):
+            raise ConfigurationError(
+                f"{self.backend} option {name} must be True or False, not {value!r}"
+            )
+        return value
+
+    def check_prefix(self, prefix: object) -> str:
+        """The prefix without surrounding slashes, if it is a valid key (or empty).
+
+        Raises:
+            ConfigurationError: not a str, or not a valid key.
+        """
+        if not isinstance(prefix, str):
+            raise ConfigurationError(
+                f"the {self.backend} prefix must be a str, not {type(prefix).__name__}"
+            )
+        prefix = prefix.strip("/")
+        if prefix:
+            try:
+                validate_key(prefix)
+            except InvalidKey as exc:
+                raise ConfigurationError(
+                    f"invalid {self.backend} prefix {prefix!r}: {exc}"
+                ) from None
+        return prefix
+
+    # -- service URLs ------------------------------------------------------------------
+    def check_http_url(self, option: str, url: Any, usage: str) -> None:
+        """Check that option ``option`` is an ``http(s)://host[:port]`` URL without credentials.
+
+        Args:
+            option: the option's name (``"endpoint_url"``), for the message.
+            url: its value.
+            usage: the expected form, ending the message about a malformed URL.
+
+        Raises:
+            ConfigurationError: not a str, malformed, not http(s), or with a user or password.
+        """
+        backend = self.backend
+        if not isinstance(url, str):
+            raise ConfigurationError(f"{backend} {option} must be a str, not {type(url).__name__}")
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 - validates the port
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"bad {backend} {option} {self.redact(url)!r}: {exc}"
+            ) from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(f"bad {backend} {option} {self.redact(url)!r}: {usage}")
+        if parts.username or parts.password:
+            raise ConfigurationError(f"credentials do not belong in the {backend} {option}")
+
+    def replace_endpoint(self, url: str | None, endpoint: tuple[str, int] | str) -> str:
+        """``url`` with its host and port replaced by ``endpoint`` (``http://`` it if None).
+
+        Raises:
+            ConfigurationError: ``endpoint`` is a str but not ``host:port``.
+        """
+        if isinstance(endpoint, str):
+            host, sep, port_text = endpoint.rpartition(":")
+            if not sep or not port_text.isdigit():
+                raise ConfigurationError(
+                    f"{self.backend} option endpoint must be 'host:port', not {endpoint!r}"
+                )
+            hostport = (host, int(port_text))
+        else:
+            hostport = (str(endpoint[0]), int(endpoint[1]))
+        if url is None:
+            return f"http://{hostport[0]}:{hostport[1]}"
+        parts = urlsplit(url)
+        return urlunsplit(parts._replace(netloc=f"{hostport[0]}:{hostport[1]}"))
+
+    def redact(self, url: str) -> str:
+        """``url`` with its user information and secret-looking parameter values as ``***``."""
+        head, sep, rest = url.partition("://")
+        netloc, slash, tail = rest.partition("/")
+        if "@" in netloc:
+            netloc = "***@" + netloc.rpartition("@")[2]
+        tail = self._secret.sub(r"\1***", tail)
+        return f"{head}{sep}{netloc}{slash}{tail}"
