@@ -29,7 +29,6 @@ import contextlib
 import io
 import math
 import os
-import random
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
@@ -45,8 +44,9 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import settle, track_connections
+from ._inflight import track_connections
 from ._options import Options
+from ._retry import RetryPolicy, call
 
 try:
     import aiohttp
@@ -236,20 +236,15 @@ class AzureBlobStorage(StorageBase):
         if self._block_size > MAX_BLOCK_SIZE:
             raise ConfigurationError(f"Azure option block_size must be at most {MAX_BLOCK_SIZE}")
         self._concurrency = _OPTS.check_int("max_concurrency", max_concurrency, 1)
-        self._timeout = _OPTS.check_float("timeout", timeout)
-        self._connect_timeout = (
-            min(self._timeout, 5.0)
-            if connect_timeout is None
-            else _OPTS.check_float("connect_timeout", connect_timeout)
+        self._policy = RetryPolicy.checked(
+            _OPTS,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries=retries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=retry_backoff_max,
         )
-        self._read_timeout = (
-            self._timeout
-            if read_timeout is None
-            else _OPTS.check_float("read_timeout", read_timeout)
-        )
-        self._retries = _OPTS.check_int("retries", retries, 0)
-        self._backoff = _OPTS.check_float("retry_backoff", retry_backoff, zero=True)
-        self._backoff_max = _OPTS.check_float("retry_backoff_max", retry_backoff_max, zero=True)
         self._page_size = _OPTS.check_int("page_size", page_size, 1)
         if self._page_size > MAX_PAGE:
             raise ConfigurationError(
@@ -271,15 +266,15 @@ class AzureBlobStorage(StorageBase):
     ) -> ContainerClient:
         options: dict[str, Any] = {
             "retry_total": 0,  # the storage retries (see the module documentation)
-            "connection_timeout": self._connect_timeout,
-            "read_timeout": self._read_timeout,
+            "connection_timeout": self._policy.connect_timeout,
+            "read_timeout": self._policy.read_timeout,
             "max_single_put_size": max(self._threshold, 1),
             "max_single_get_size": 64 * MiB,
             "max_chunk_get_size": 8 * MiB,
             # the SDK's own transport, its connector tracked for cancelled writes (_inflight)
             "transport": _TrackingTransport(
-                connection_timeout=self._connect_timeout,
-                read_timeout=self._read_timeout,
+                connection_timeout=self._policy.connect_timeout,
+                read_timeout=self._policy.read_timeout,
                 connection_data_block_size=READ_BLOCK_SIZE,
             ),
         }
@@ -435,7 +430,7 @@ class AzureBlobStorage(StorageBase):
             if self._background:
                 # writes that ignored their cancellation: one request's time, then stop them
                 tasks = list(self._background)
-                _, pending = await asyncio.wait(tasks, timeout=self._connect_timeout)
+                _, pending = await asyncio.wait(tasks, timeout=self._policy.connect_timeout)
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -569,30 +564,16 @@ class AzureBlobStorage(StorageBase):
         while its request is on the wire settles first: see
         :func:`~checkpointkit.adapters._inflight.settle` and ``cancel_grace``.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout + size / MiB
-        attempt = 0
-        while True:
-            try:
-                with self._translate_errors(op, key, condition=condition):
-                    if write:
-                        return await settle(
-                            lambda: _attempt(request, deadline), self._cancel_grace, self._adopt
-                        )
-                    return await _attempt(request, deadline)
-            except StorageUnavailable as exc:
-                cause = exc.__cause__
-                delay = min(self._backoff_max, self._backoff * 2**attempt) * random.random()
-                if (
-                    attempt >= self._retries
-                    or not _is_transient(cause)
-                    or loop.time() + delay >= deadline
-                ):
-                    if attempt:
-                        raise StorageUnavailable(f"{exc} (after {attempt + 1} attempts)") from cause
-                    raise
-            attempt += 1
-            await asyncio.sleep(delay)
+        return await call(
+            request,
+            self._policy,
+            lambda: self._translate_errors(op, key, condition=condition),
+            _is_transient,
+            size=size,
+            write=write,
+            grace=self._cancel_grace,
+            adopt=self._adopt,
+        )
 
     # -- the protocol ------------------------------------------------------------------
     def _name(self, key: str) -> str:
@@ -859,12 +840,6 @@ class _TrackingTransport(AioHttpTransport):  # type: ignore[misc]
         await super().open()
         if self.session is not None:
             track_connections(self.session.connector)
-
-
-async def _attempt(request: Callable[[], Awaitable[T]], deadline: float) -> T:
-    """One attempt of a request, bounded by the request's deadline."""
-    async with asyncio.timeout_at(deadline):
-        return await request()
 
 
 def _body(data: bytes) -> bytes | io.BytesIO:

@@ -31,7 +31,6 @@ import contextlib
 import inspect
 import math
 import os
-import random
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
@@ -47,8 +46,9 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import settle, track_connections
+from ._inflight import track_connections
 from ._options import Options
+from ._retry import RetryPolicy, call
 
 try:
     import aioboto3
@@ -279,20 +279,15 @@ class S3Storage(StorageBase):
         self._threshold = _OPTS.check_int("multipart_threshold", multipart_threshold, 1)
         self._part_size = _OPTS.check_int("part_size", part_size, MIN_PART_SIZE)
         self._concurrency = _OPTS.check_int("max_concurrency", max_concurrency, 1)
-        self._timeout = _OPTS.check_float("timeout", timeout)
-        self._connect_timeout = (
-            min(self._timeout, 5.0)
-            if connect_timeout is None
-            else _OPTS.check_float("connect_timeout", connect_timeout)
+        self._policy = RetryPolicy.checked(
+            _OPTS,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries=retries,
+            retry_backoff=retry_backoff,
+            retry_backoff_max=retry_backoff_max,
         )
-        self._read_timeout = (
-            self._timeout
-            if read_timeout is None
-            else _OPTS.check_float("read_timeout", read_timeout)
-        )
-        self._retries = _OPTS.check_int("retries", retries, 0)
-        self._backoff = _OPTS.check_float("retry_backoff", retry_backoff, zero=True)
-        self._backoff_max = _OPTS.check_float("retry_backoff_max", retry_backoff_max, zero=True)
         self._page_size = _OPTS.check_int("page_size", page_size, 1)
         if self._page_size > 1000:
             raise ConfigurationError(f"S3 option page_size must be at most 1000, not {page_size}")
@@ -398,8 +393,8 @@ class S3Storage(StorageBase):
                         f"AWS profile {self._profile!r} not found in the AWS configuration files"
                     ) from None
                 config = AioConfig(
-                    connect_timeout=self._connect_timeout,
-                    read_timeout=self._read_timeout,
+                    connect_timeout=self._policy.connect_timeout,
+                    read_timeout=self._policy.read_timeout,
                     retries={"total_max_attempts": 1},  # the storage retries (see the module doc)
                     max_pool_connections=self._pool,
                     s3={"addressing_style": self._addressing},
@@ -441,7 +436,7 @@ class S3Storage(StorageBase):
             if self._background:
                 # unfinished multipart aborts: give them one request's time, then stop them
                 tasks = list(self._background)
-                _, pending = await asyncio.wait(tasks, timeout=self._connect_timeout)
+                _, pending = await asyncio.wait(tasks, timeout=self._policy.connect_timeout)
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
@@ -588,30 +583,16 @@ class S3Storage(StorageBase):
         cancelled while its request is on the wire settles first: see
         :func:`~checkpointkit.adapters._inflight.settle` and ``cancel_grace``.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout + size / MiB
-        attempt = 0
-        while True:
-            try:
-                with self._translate_errors(op, key, condition=condition):
-                    if write:
-                        return await settle(
-                            lambda: _attempt(request, deadline), self._cancel_grace, self._spawn
-                        )
-                    return await _attempt(request, deadline)
-            except StorageUnavailable as exc:
-                cause = exc.__cause__
-                delay = min(self._backoff_max, self._backoff * 2**attempt) * random.random()
-                if (
-                    attempt >= self._retries
-                    or not _is_transient(cause)
-                    or loop.time() + delay >= deadline
-                ):
-                    if attempt:
-                        raise StorageUnavailable(f"{exc} (after {attempt + 1} attempts)") from cause
-                    raise
-            attempt += 1
-            await asyncio.sleep(delay)
+        return await call(
+            request,
+            self._policy,
+            lambda: self._translate_errors(op, key, condition=condition),
+            _is_transient,
+            size=size,
+            write=write,
+            grace=self._cancel_grace,
+            adopt=self._spawn,
+        )
 
     # -- the protocol ------------------------------------------------------------------
     def _name(self, key: str) -> str:
@@ -858,12 +839,6 @@ class _TrackingSession(AIOHTTPSession):  # type: ignore[misc]
 
             return tracked()
         return track_connections(made)
-
-
-async def _attempt(request: Callable[[], Awaitable[T]], deadline: float) -> T:
-    """One attempt of a request, bounded by the request's deadline."""
-    async with asyncio.timeout_at(deadline):
-        return await request()
 
 
 def _expect_only_large_bodies(request: Any, **_: Any) -> None:

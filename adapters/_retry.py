@@ -1,0 +1,149 @@
+"""Retrying one HTTP request: a deadline, backoff with jitter, errors translated.
+
+The S3 and Azure adapters turn their SDK's retries off and retry here instead,
+so that one policy holds for every request: a transient failure (as the
+adapter judges it) is retried after an exponential backoff with full jitter,
+at most ``retries`` times, and no retry starts after the request's deadline
+(``timeout``, plus one second per MiB of body). A write runs each attempt
+through :func:`~checkpointkit.adapters._inflight.settle`, so that a cancelled
+write does not land later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..errors import StorageUnavailable
+from ._inflight import settle
+from ._options import Options
+
+__all__ = ["RetryPolicy", "call"]
+
+T = TypeVar("T")
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """The timeouts and retries of one storage's requests.
+
+    Attributes:
+        timeout: the deadline, in seconds, of one request including its retries.
+        connect_timeout: the deadline of one TCP connect.
+        read_timeout: the longest silence while waiting for or reading a reply.
+        retries: how many times a request is retried after a transient failure.
+        backoff: the first backoff in seconds, doubled on each retry.
+        backoff_max: the longest backoff.
+    """
+
+    timeout: float
+    connect_timeout: float
+    read_timeout: float
+    retries: int
+    backoff: float
+    backoff_max: float
+
+    @classmethod
+    def checked(
+        cls,
+        options: Options,
+        *,
+        timeout: Any,
+        connect_timeout: Any,
+        read_timeout: Any,
+        retries: Any,
+        retry_backoff: Any,
+        retry_backoff_max: Any,
+    ) -> RetryPolicy:
+        """The policy of these constructor options (``connect_timeout`` defaults to
+        ``min(timeout, 5)``, ``read_timeout`` to ``timeout``).
+
+        Raises:
+            ConfigurationError: an option is out of range (checked in the order above).
+        """
+        total = options.check_float("timeout", timeout)
+        return cls(
+            timeout=total,
+            connect_timeout=(
+                min(total, 5.0)
+                if connect_timeout is None
+                else options.check_float("connect_timeout", connect_timeout)
+            ),
+            read_timeout=(
+                total if read_timeout is None else options.check_float("read_timeout", read_timeout)
+            ),
+            retries=options.check_int("retries", retries, 0),
+            backoff=options.check_float("retry_backoff", retry_backoff, zero=True),
+            backoff_max=options.check_float("retry_backoff_max", retry_backoff_max, zero=True),
+        )
+
+
+async def call(
+    request: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    translate: Callable[[], AbstractContextManager[None]],
+    is_transient: Callable[[BaseException | None], bool],
+    *,
+    size: int = 0,
+    write: bool = False,
+    grace: float = 0.0,
+    adopt: Callable[[asyncio.Task[Any]], None] | None = None,
+) -> T:
+    """Run ``request`` with retries and backoff for transient failures, errors translated.
+
+    Args:
+        request: makes one attempt (a fresh awaitable each time).
+        policy: the deadline and retries.
+        translate: a fresh context manager per attempt that turns the SDK's
+            errors into checkpointkit errors, the SDK's error as the cause.
+        is_transient: whether a retry may succeed after the cause of a
+            :class:`~checkpointkit.errors.StorageUnavailable`.
+        size: the request body's size: one more second of deadline per MiB.
+        write: run each attempt through
+            :func:`~checkpointkit.adapters._inflight.settle` with ``grace`` and
+            ``adopt`` (a write cancelled on the wire settles before the
+            cancellation propagates).
+        grace: see ``write``.
+        adopt: see ``write`` (required with it).
+
+    Raises:
+        StorageUnavailable: the last attempt's, naming the number of attempts
+            when there were several.
+        Exception: whatever ``translate`` raises otherwise (not retried).
+        asyncio.CancelledError: the caller was cancelled.
+    """
+    assert adopt is not None or not write
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + policy.timeout + size / MiB
+    attempt = 0
+    while True:
+        try:
+            with translate():
+                if write and adopt is not None:
+                    return await settle(lambda: _attempt(request, deadline), grace, adopt)
+                return await _attempt(request, deadline)
+        except StorageUnavailable as exc:
+            cause = exc.__cause__
+            delay = min(policy.backoff_max, policy.backoff * 2**attempt) * random.random()
+            if (
+                attempt >= policy.retries
+                or not is_transient(cause)
+                or loop.time() + delay >= deadline
+            ):
+                if attempt:
+                    raise StorageUnavailable(f"{exc} (after {attempt + 1} attempts)") from cause
+                raise
+        attempt += 1
+        await asyncio.sleep(delay)
+
+
+async def _attempt(request: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """One attempt of a request, bounded by the request's deadline."""
+    async with asyncio.timeout_at(deadline):
+        return await request()
