@@ -25,6 +25,9 @@ What remains possible: a server that received the whole request but neither
 applied nor answered it within the grace may still apply it after the reset. No
 client can prevent that over HTTP; the adapters' documentation says so.
 
+An attempt's task that outlives all this goes to the storage's :class:`Background`,
+which ``aclose()`` waits for.
+
 To know which connections an attempt holds, the adapters wrap their aiohttp
 connector with :func:`track_connections`: each connection handed out is recorded
 in the attempt that asked for it (a context variable set by :func:`settle`).
@@ -39,10 +42,10 @@ import socket
 import struct
 import sys
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["SETTLE_BOUND", "settle", "track_connections"]
+__all__ = ["SETTLE_BOUND", "Background", "settle", "track_connections"]
 
 T = TypeVar("T")
 
@@ -172,3 +175,40 @@ async def _wind_down(
             return
     if not task.cancelled():
         task.exception()  # retrieved: the caller's cancellation supersedes the outcome
+
+
+class Background:
+    """The tasks that a storage waits for when closed.
+
+    Writes that ignored their cancellation (handed over by :func:`settle`), and
+    clean-ups started on cancellation so that it stays prompt. A task's failure
+    is nobody's to raise: it is retrieved and dropped.
+    """
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._tasks)
+
+    def spawn(self, work: Awaitable[Any]) -> None:
+        """Run ``work`` (a coroutine, or adopt a task) until it ends."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a background task's failure is nobody's to raise
+
+    async def wait(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the tasks, then cancel the rest and wait for them."""
+        if self._tasks:
+            tasks = list(self._tasks)
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

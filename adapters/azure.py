@@ -44,7 +44,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import track_connections
+from ._inflight import Background, track_connections
 from ._options import Options
 from ._retry import RetryPolicy, call
 
@@ -251,7 +251,7 @@ class AzureBlobStorage(StorageBase):
                 f"Azure option page_size must be at most {MAX_PAGE}, not {page_size}"
             )
         self._cancel_grace = _OPTS.check_float("cancel_grace", cancel_grace, zero=True)
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background = Background()
         self._client = self._make_client(connection_string, account_url, credential, endpoint)
         self.account_url = _strip_query(self._client.primary_endpoint).rsplit("/", 1)[0]
         self._opened = False
@@ -427,26 +427,11 @@ class AzureBlobStorage(StorageBase):
 
     async def _aclose(self) -> None:
         try:
-            if self._background:
-                # writes that ignored their cancellation: one request's time, then stop them
-                tasks = list(self._background)
-                _, pending = await asyncio.wait(tasks, timeout=self._policy.connect_timeout)
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            # writes that ignored their cancellation: one request's time, then stop them
+            await self._background.wait(self._policy.connect_timeout)
         finally:
             async with self._open_lock:
                 await self._client.close()
-
-    def _adopt(self, task: asyncio.Task[Any]) -> None:
-        """Keep ``task`` until it ends; ``aclose()`` waits for it."""
-        self._background.add(task)
-        task.add_done_callback(self._forget)
-
-    def _forget(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: a background task's failure is nobody's to raise
 
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
@@ -572,7 +557,7 @@ class AzureBlobStorage(StorageBase):
             size=size,
             write=write,
             grace=self._cancel_grace,
-            adopt=self._adopt,
+            adopt=self._background.spawn,
         )
 
     # -- the protocol ------------------------------------------------------------------

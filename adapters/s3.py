@@ -46,7 +46,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import track_connections
+from ._inflight import Background, track_connections
 from ._options import Options
 from ._retry import RetryPolicy, call
 
@@ -302,7 +302,7 @@ class S3Storage(StorageBase):
         self._client: Any = None
         self._client_cm: Any = None
         self._open_lock = asyncio.Lock()
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background = Background()
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -433,29 +433,13 @@ class S3Storage(StorageBase):
 
     async def _aclose(self) -> None:
         try:
-            if self._background:
-                # unfinished multipart aborts: give them one request's time, then stop them
-                tasks = list(self._background)
-                _, pending = await asyncio.wait(tasks, timeout=self._policy.connect_timeout)
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            # unfinished multipart aborts: one request's time, then stop them
+            await self._background.wait(self._policy.connect_timeout)
         finally:
             async with self._open_lock:
                 cm, self._client_cm, self._client = self._client_cm, None, None
                 if cm is not None:
                     await cm.__aexit__(None, None, None)
-
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        """Run ``coro`` (or adopt a task) in the background; ``aclose()`` waits for it."""
-        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._forget)
-
-    def _forget(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled():
-            task.exception()  # retrieved: a background task's failure is nobody's to raise
 
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
@@ -591,7 +575,7 @@ class S3Storage(StorageBase):
             size=size,
             write=write,
             grace=self._cancel_grace,
-            adopt=self._spawn,
+            adopt=self._background.spawn,
         )
 
     # -- the protocol ------------------------------------------------------------------
@@ -727,7 +711,7 @@ class S3Storage(StorageBase):
         except BaseException as exc:
             abort = self._abort(client, key, name, upload_id)
             if isinstance(exc, asyncio.CancelledError):
-                self._spawn(abort)  # cancellation stays prompt; aclose() waits for it
+                self._background.spawn(abort)  # cancellation stays prompt; aclose() waits for it
             else:
                 await abort
             if isinstance(exc, BaseExceptionGroup):
