@@ -12,16 +12,41 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigurationError, InvalidKey
 from ..keys import validate_key
 
-__all__ = ["Options"]
+__all__ = ["Options", "UrlForm"]
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
+
+
+@dataclass(frozen=True, slots=True)
+class UrlForm:
+    """The shape of an adapter's URL, ``scheme://container/prefix?param=value``, for
+    :meth:`Options.read_url` and its messages.
+
+    Attributes:
+        kind: the service in "not an ... URL" (``"S3"``, ``"Azure Blob"``).
+        schemes: the URL schemes (lower case).
+        container: the keyword argument, and word, for the URL's host part (``"bucket"``).
+        example: the URL's form (``"s3://bucket/prefix"``).
+        credentials: the message for a ``user:secret@`` in the URL.
+        secret_params: parameter names (lower case) that would carry a credential.
+        secret_hint: where such a credential goes instead (ends the message).
+    """
+
+    kind: str
+    schemes: tuple[str, ...]
+    container: str
+    example: str
+    credentials: str
+    secret_params: frozenset[str]
+    secret_hint: str
 
 
 class Options:
@@ -58,6 +83,60 @@ class Options:
         self._secret = re.compile(rf"(?i)((?:{'|'.join(secret_words)})[^=&]*=)[^&]*")
 
     # -- URL parameters ----------------------------------------------------------------
+    def read_url(
+        self,
+        url: object,
+        options: dict[str, Any],
+        known: frozenset[str],
+        form: UrlForm,
+        parse: Callable[[str, str], Any] | None = None,
+    ) -> dict[str, Any]:
+        """The constructor's keyword arguments for ``url``, then ``options`` (which win).
+
+        Args:
+            url: ``scheme://container[/prefix][?param=value&...]``.
+            options: keyword options given with the URL.
+            known: the option names accepted.
+            form: the URL's shape.
+            parse: types one parameter (default: :meth:`parse_param`).
+
+        Raises:
+            ConfigurationError: not a str or not this adapter's URL, credentials
+                in it, an unknown option, an unknown or malformed parameter.
+        """
+        backend = self.backend
+        if not isinstance(url, str):
+            raise ConfigurationError(f"an {backend} URL must be a str, not {type(url).__name__}")
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown {backend} option(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ConfigurationError(f"bad {backend} URL: {exc}") from None
+        if parts.scheme.lower() not in form.schemes:
+            raise ConfigurationError(
+                f"not an {form.kind} URL: {self.redact(url)!r} (use {form.example})"
+            )
+        if "@" in parts.netloc or ":" in parts.netloc:  # user:secret@ (no bucket holds either)
+            raise ConfigurationError(form.credentials)
+        if not parts.netloc:
+            raise ConfigurationError(
+                f"{backend} URL {self.redact(url)!r} names no {form.container} ({form.example})"
+            )
+        if parts.fragment:
+            raise ConfigurationError(f"{backend} URL {self.redact(url)!r} has a fragment ('#...')")
+        kwargs: dict[str, Any] = {form.container: unquote(parts.netloc)}
+        prefix = unquote(parts.path).strip("/")
+        if prefix:
+            kwargs["prefix"] = prefix
+        kwargs.update(self.parse_query(parts.query, form.secret_params, form.secret_hint, parse))
+        kwargs.update(options)
+        return kwargs
+
     def parse_query(
         self,
         query: str,

@@ -33,7 +33,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import (
     ConfigurationError,
@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ._inflight import Background, track_connections
-from ._options import Options
+from ._options import Options, UrlForm
 from ._retry import RetryPolicy, call
 
 try:
@@ -134,6 +134,17 @@ _OPTS = Options(
 )  # fmt: skip
 _URL_PARAMS = _OPTS.url_params
 _OPTIONS = frozenset((*_URL_PARAMS, "prefix", "connection_string", "credential", "endpoint"))
+
+_URL_FORM = UrlForm(
+    kind="Azure Blob",
+    schemes=("az", "azure"),
+    container="container",
+    example="az://container/prefix",
+    credentials="credentials do not belong in an az:// URL: pass connection_string or "
+    "credential as options, or use the environment",
+    secret_params=_SECRET_PARAMS,
+    secret_hint="through the environment",
+)
 
 
 class AzureBlobStorage(StorageBase):
@@ -348,44 +359,7 @@ class AzureBlobStorage(StorageBase):
             ConfigurationError: not an az URL, a credential in the URL, an
                 unknown or malformed parameter or option.
         """
-        if not isinstance(url, str):
-            raise ConfigurationError(f"an Azure URL must be a str, not {type(url).__name__}")
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise ConfigurationError(
-                f"unknown Azure option(s) {', '.join(map(repr, unknown))}; "
-                f"known: {', '.join(sorted(_OPTIONS))}"
-            )
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise ConfigurationError(f"bad Azure URL: {exc}") from None
-        if parts.scheme.lower() not in ("az", "azure"):
-            raise ConfigurationError(
-                f"not an Azure Blob URL: {_OPTS.redact(url)!r} (use az://container/prefix)"
-            )
-        if "@" in parts.netloc or ":" in parts.netloc:  # user:secret@ (no bucket holds either)
-            raise ConfigurationError(
-                "credentials do not belong in an az:// URL: pass connection_string or "
-                "credential as options, or use the environment"
-            )
-        if not parts.netloc:
-            raise ConfigurationError(
-                f"Azure URL {_OPTS.redact(url)!r} names no container (az://container/prefix)"
-            )
-        if parts.fragment:
-            raise ConfigurationError(f"Azure URL {_OPTS.redact(url)!r} has a fragment ('#...')")
-        kwargs: dict[str, Any] = {"container": unquote(parts.netloc)}
-        prefix = unquote(parts.path).strip("/")
-        if prefix:
-            kwargs["prefix"] = prefix
-        kwargs.update(
-            _OPTS.parse_query(
-                parts.query, _SECRET_PARAMS, "through the environment", parse=_parse_param
-            )
-        )
-        kwargs.update(options)
-        return cls(**kwargs)
+        return cls(**_OPTS.read_url(url, options, _OPTIONS, _URL_FORM, _parse_param))
 
     def __repr__(self) -> str:
         return (

@@ -35,7 +35,6 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
-from urllib.parse import unquote, urlsplit
 
 from ..errors import (
     ConfigurationError,
@@ -47,7 +46,7 @@ from ..errors import (
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ._inflight import Background, track_connections
-from ._options import Options
+from ._options import Options, UrlForm
 from ._retry import RetryPolicy, call
 
 try:
@@ -160,6 +159,17 @@ _OPTS = Options(
 _URL_PARAMS = _OPTS.url_params
 _OPTIONS = frozenset(
     (*_URL_PARAMS, "prefix", "access_key_id", "secret_access_key", "session_token", "endpoint")
+)
+
+_URL_FORM = UrlForm(
+    kind="S3",
+    schemes=("s3",),
+    container="bucket",
+    example="s3://bucket/prefix",
+    credentials="credentials do not belong in an s3:// URL: pass access_key_id and "
+    "secret_access_key as options, or use the AWS credential chain",
+    secret_params=_SECRET_PARAMS,
+    secret_hint="use the AWS credential chain",
 )
 
 
@@ -324,42 +334,7 @@ class S3Storage(StorageBase):
             ConfigurationError: not an s3 URL, credentials in the URL, an
                 unknown or malformed parameter or option.
         """
-        if not isinstance(url, str):
-            raise ConfigurationError(f"an S3 URL must be a str, not {type(url).__name__}")
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise ConfigurationError(
-                f"unknown S3 option(s) {', '.join(map(repr, unknown))}; "
-                f"known: {', '.join(sorted(_OPTIONS))}"
-            )
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise ConfigurationError(f"bad S3 URL: {exc}") from None
-        if parts.scheme.lower() != "s3":
-            raise ConfigurationError(
-                f"not an S3 URL: {_OPTS.redact(url)!r} (use s3://bucket/prefix)"
-            )
-        if "@" in parts.netloc or ":" in parts.netloc:  # user:secret@ (no bucket holds either)
-            raise ConfigurationError(
-                "credentials do not belong in an s3:// URL: pass access_key_id and "
-                "secret_access_key as options, or use the AWS credential chain"
-            )
-        if not parts.netloc:
-            raise ConfigurationError(
-                f"S3 URL {_OPTS.redact(url)!r} names no bucket (s3://bucket/prefix)"
-            )
-        if parts.fragment:
-            raise ConfigurationError(f"S3 URL {_OPTS.redact(url)!r} has a fragment ('#...')")
-        kwargs: dict[str, Any] = {"bucket": unquote(parts.netloc)}
-        prefix = unquote(parts.path).strip("/")
-        if prefix:
-            kwargs["prefix"] = prefix
-        kwargs.update(
-            _OPTS.parse_query(parts.query, _SECRET_PARAMS, "use the AWS credential chain")
-        )
-        kwargs.update(options)
-        return cls(**kwargs)
+        return cls(**_OPTS.read_url(url, options, _OPTIONS, _URL_FORM))
 
     def __repr__(self) -> str:
         where = f", endpoint_url={self.endpoint_url!r}" if self.endpoint_url else ""
