@@ -4,8 +4,7 @@ The proxy (:class:`checkpointkit.conformance.proxy.StallProxy`) holds the bytes
 of one direction on command, so an operation is provably stuck mid-request or
 mid-response when the test cancels it. The late relay (``LateRelay``, from
 ``checkpointkit.conformance.relay``) delivers a request to Azurite late even if the client
-hangs up: a
-server that holds a whole write and applies it late, the case where a cancelled
+hangs up: a server that holds a whole write and applies it late, the case where a cancelled
 write could land after its cancellation.
 """
 

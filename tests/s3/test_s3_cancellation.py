@@ -4,9 +4,8 @@ The proxy (:class:`checkpointkit.conformance.proxy.StallProxy`) holds the bytes
 of one direction on command, so an operation is provably stuck mid-request or
 mid-response when the test cancels it. The late relay (``LateRelay``, from
 ``checkpointkit.conformance.relay``) delivers a request to moto late even if the client
-hangs up: a server
-that holds a whole write and applies it late, the case where a cancelled write
-could land after its cancellation.
+hangs up: a server that holds a whole write and applies it late, the case where a
+cancelled write could land after its cancellation.
 """
 
 from __future__ import annotations
