@@ -265,7 +265,8 @@ class AzureBlobStorage(StorageBase):
         self._background = Background()
         self._client = self._make_client(connection_string, account_url, credential, endpoint)
         self.account_url = _strip_query(self._client.primary_endpoint).rsplit("/", 1)[0]
-        self._opened = False
+        self._entered = False  # the client's session is open
+        self._opened = False  # ... and the container exists (when create=True)
         self._open_lock = asyncio.Lock()
 
     def _make_client(
@@ -379,11 +380,14 @@ class AzureBlobStorage(StorageBase):
         async with self._open_lock:
             self._check_open()
             if not self._opened:
-                with self._translate_errors("open", None):
-                    await self._client.__aenter__()
-                self._opened = True
+                if not self._entered:
+                    with self._translate_errors("open", None):
+                        await self._client.__aenter__()
+                    self._entered = True
                 if self._create:
                     await self._ensure_container()
+                # Only now: a call that finds _opened set must find the container too.
+                self._opened = True
         return self._client
 
     async def _ensure_container(self) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import secrets
 import sys
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
-from checkpointkit import ConfigurationError, StorageUnavailable, open_storage
+from checkpointkit import ConfigurationError, NotFound, StorageUnavailable, open_storage
 from checkpointkit.adapters.azure import AzureBlobStorage
 from checkpointkit.conformance.servers import free_port
 from checkpointkit.conformance.servers.azure import ACCOUNT_KEY, ACCOUNT_NAME, connection_string
@@ -61,6 +63,40 @@ async def test_missing_container_names_it_and_offers_create(
     assert "'ckk-no-such-container'" in text
     assert "does not exist" in text
     assert "create=True" in text
+
+
+async def test_create_makes_the_container_before_any_concurrent_first_call(
+    make_az: Callable[..., AzureBlobStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first calls of a fresh ``create=True`` storage, made at once, wait for the container.
+
+    A call that found the storage open while another was still creating the
+    container used to reach the missing container and fail with "does not exist".
+    """
+    events: list[str] = []
+    async with make_az(container=f"ckk-fresh-{secrets.token_hex(6)}", prefix="") as storage:
+        client = storage.client
+        real_create, real_blob = client.create_container, client.get_blob_client
+
+        async def create_container(**kwargs: Any) -> Any:
+            events.append("create")
+            for _ in range(5):  # let every other ready call run as far as it can
+                await asyncio.sleep(0)
+            result = await real_create(**kwargs)
+            events.append("created")
+            return result
+
+        def get_blob_client(blob: Any, **kwargs: Any) -> Any:
+            events.append("blob")
+            return real_blob(blob, **kwargs)
+
+        monkeypatch.setattr(client, "create_container", create_container)
+        monkeypatch.setattr(client, "get_blob_client", get_blob_client)
+        results = await asyncio.gather(
+            *(storage.get(f"k{i}") for i in range(8)), return_exceptions=True
+        )
+    assert [type(r) for r in results] == [NotFound] * 8, results
+    assert events[:2] == ["create", "created"], events  # no blob request before the container
 
 
 async def test_wrong_credentials_give_one_clear_line(azurite: str, az_container: str) -> None:
