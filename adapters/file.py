@@ -195,7 +195,8 @@ class FileStorage(StorageBase):
                 raise ConfigurationError(f"file storage root {path!r} is not a directory")
             if not create:
                 raise ConfigurationError(
-                    f"file storage root {path!r} does not exist (create=False)"
+                    f"file storage root {path!r} does not exist, and create=False: "
+                    "check the path, or create the directory first"
                 )
             try:
                 os.makedirs(path, exist_ok=True)

@@ -13,7 +13,7 @@ from rich.pretty import Pretty
 from rich.table import Table
 
 from .errors import CheckpointkitError
-from .registry import open_storage
+from .registry import open_storage, url_scheme
 from .store import CheckpointStore
 
 __all__ = ["app", "main"]
@@ -53,10 +53,15 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def _run(url: str, namespace: str, action: Callable[[CheckpointStore], Awaitable[T]]) -> T:
-    """Open the storage, run ``action`` on a store over it, close; errors become one line."""
+    """Open the storage, run ``action`` on a store over it, close; errors become one line.
+
+    The commands inspect or delete what is stored, so a file storage directory
+    that does not exist is an error (a mistyped path), never created.
+    """
+    options: dict[str, Any] = {"create": False} if url_scheme(url) == "file" else {}
 
     async def go() -> T:
-        async with open_storage(url) as storage:
+        async with open_storage(url, **options) as storage:
             return await action(CheckpointStore(storage, namespace=namespace))
 
     try:

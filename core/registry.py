@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 from .errors import ConfigurationError
 from .storage import Storage
 
-__all__ = ["ENTRY_POINT_GROUP", "open_storage", "schemes"]
+__all__ = ["ENTRY_POINT_GROUP", "open_storage", "schemes", "url_scheme"]
 
 ENTRY_POINT_GROUP = "checkpointkit.adapters"
 
@@ -65,6 +65,11 @@ def _load(scheme: str, target: str) -> _FromUrl:
     return cast(_FromUrl, obj)
 
 
+def url_scheme(url: str) -> str:
+    """The scheme of a storage URL, lower case; ``"file"`` for a plain path."""
+    return url.split("://", 1)[0].lower() if "://" in url else "file"
+
+
 def open_storage(url: str, **options: Any) -> Storage:
     """Create the storage that ``url`` names; use it with ``async with``.
 
@@ -82,7 +87,7 @@ def open_storage(url: str, **options: Any) -> Storage:
     """
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"a storage URL must be a non-empty str, not {url!r}")
-    scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
+    scheme = url_scheme(url)
     known = schemes()
     target = known.get(scheme)
     if target is None:

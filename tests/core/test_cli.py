@@ -89,9 +89,24 @@ def test_runs_reads_the_storage_from_the_environment(store_url: str) -> None:
 
 
 def test_runs_on_an_empty_storage_says_so(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
     result = cli("runs", "-s", f"file://{tmp_path / 'empty'}")
     assert result.exit_code == 0, result.output
     assert "no runs" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["runs"], ["ls", "done"], ["show", "done"], ["rm", "done"], ["prune", "done", "--keep", "1"]],
+)
+@pytest.mark.parametrize("form", ["path", "url"])
+def test_missing_storage_directory_is_an_error_and_is_not_created(
+    tmp_path: Path, command: list[str], form: str
+) -> None:
+    typo = tmp_path / "stroe"
+    url = str(typo) if form == "path" else f"file://{typo}"
+    assert_one_line_error(cli(*command, "-s", url), repr(str(typo)), "does not exist")
+    assert not typo.exists()
 
 
 def test_ls_lists_checkpoints_newest_first_and_the_completed_steps(store_url: str) -> None:
