@@ -34,6 +34,8 @@ class FlakyError(Exception):
 
 
 _attempts: dict[str, int] = {}
+_siblings_done: dict[str, asyncio.Event] = {}
+"""Per run id: set by the demo once the other fetches have completed (see ``fetch``)."""
 
 
 @step(name="fetch")
@@ -44,6 +46,11 @@ async def fetch(source: str) -> dict[str, Any]:
     if source == "flaky":
         _attempts[run] = _attempts.get(run, 0) + 1
         if _attempts[run] == 1:
+            # Fail only once the siblings have completed, so that the demo always shows
+            # them replayed (a sibling still running when the run fails is cancelled).
+            gate = _siblings_done.get(run)
+            if gate is not None:
+                await gate.wait()
             raise FlakyError("the flaky source timed out (first attempt)")
     return {"source": source, "items": len(source)}
 
@@ -94,8 +101,16 @@ def demo_command(
                 table.add_column(col)
             t0 = time.monotonic()
             sources = ["alpha", "beta", "flaky", "gamma"]
+            gate = _siblings_done[run_id] = asyncio.Event()
+            fetched = 0
             async for event in wf.stream(sources, run_id=run_id):
                 _row(table, t0, event, 1)
+                if isinstance(event, StepCompleted) and event.step.startswith("fetch"):
+                    fetched += 1
+                    if fetched == len(sources) - 1:
+                        gate.set()
+            gate.set()  # whatever happened, nothing waits on it any more
+            del _siblings_done[run_id]
             async for event in wf.stream(run_id=run_id, resume=True):
                 _row(table, t0, event, 2)
             console.print(table)
