@@ -176,7 +176,12 @@ class FileStorage(StorageBase):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        conditional_put=True, conditional_delete=True, durable=True, shared=True, ttl=False
+        conditional_put=True,
+        conditional_delete=True,
+        durable=True,
+        shared=True,
+        ttl=False,
+        settles_cancelled_writes=True,
     )
 
     def __init__(

@@ -28,7 +28,9 @@ class MemoryStorage(StorageBase):
             process (the URL ``memory://name``). None keeps it private.
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(durable=False, shared=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=False, settles_cancelled_writes=True
+    )
     _shared: ClassVar[dict[str, _Data]] = {}
 
     def __init__(self, name: str | None = None) -> None:

@@ -9,6 +9,7 @@ The tree::
     │   ├── InvalidKey                the key could escape the root or collide (also a ValueError)
     │   ├── StorageClosed             the storage was closed with aclose()
     │   └── StorageUnavailable        the backend failed or did not answer; its error is chained
+    │       └── OutcomeUnknown        a write's request may have left, but no answer came
     ├── ConfigurationError            a bad storage URL, option or missing extra (also a ValueError)
     ├── CheckpointCorrupted           checksum or length mismatch in an envelope
     ├── EncodeError                   a value cannot be encoded; the message names its path
@@ -37,6 +38,7 @@ __all__ = [
     "LeaseLost",
     "NondeterminismError",
     "NotFound",
+    "OutcomeUnknown",
     "PreconditionFailed",
     "RunBusy",
     "StateClosed",
@@ -80,6 +82,16 @@ class StorageClosed(StorageError):
 
 class StorageUnavailable(StorageError):
     """The backend failed or did not answer. The backend's own error is chained."""
+
+
+class OutcomeUnknown(StorageUnavailable):
+    """A write may or may not have happened: it timed out or lost its connection after sending.
+
+    The write is atomic (all or nothing) but indeterminate: it may already have
+    taken effect, or may still take effect later. Callers that must know read
+    the key back; the checkpoint store reconciles by itself, since its records
+    are create-only and its heads move by compare-and-swap.
+    """
 
 
 class ConfigurationError(CheckpointkitError, ValueError):

@@ -14,11 +14,34 @@ backend needs only these five operations::
 keys, data and arguments, refuses operations after ``aclose()``, pages
 listings, and leaves only the backend calls (``_put``, ``_get``, ``_delete``,
 ``_list_page``, ``_aclose``) to the adapter.
+
+Writes whose outcome is unknown
+-------------------------------
+A put or delete that is cancelled, times out or loses its connection after
+its request may have left the client is *indeterminate*: it is atomic (all or
+nothing), but it may already have happened, or may still happen later (bytes
+already in the server's socket, a thread already writing). This is the model
+of FoundationDB's ``commit_unknown_result`` and of Jepsen's "info" operations:
+an indeterminate write may take effect at any moment after it was issued, or
+never.
+
+- An adapter that can guarantee that nothing of a cancelled operation lands
+  once ``CancelledError`` has been raised declares
+  :attr:`Capabilities.settles_cancelled_writes`; the conformance suite holds it
+  to that, watching through a second client. One that cannot (S3 and Azure Blob
+  over HTTP) declares nothing.
+- A timeout or a lost connection after the request may have left raises
+  :class:`~checkpointkit.errors.OutcomeUnknown` (a ``StorageUnavailable``), so
+  callers can tell "failed" from "may have happened".
+- Everything above the protocol is correct whatever a write's outcome: the
+  store never overwrites data that matters unconditionally (records are
+  create-only, heads move by compare-and-swap) and reconciles a conflict by
+  reading what is stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, Self, runtime_checkable
@@ -36,6 +59,7 @@ __all__ = [
     "PutMode",
     "Storage",
     "StorageBase",
+    "delete_many",
 ]
 
 
@@ -81,6 +105,12 @@ class Capabilities:
         durable: data survives the process that wrote it.
         shared: several processes or clients can use the same data at once.
         ttl: the adapter can expire data after a configured time.
+        settles_cancelled_writes: once a put or delete has raised
+            ``CancelledError``, nothing of it lands later, as seen from any
+            client (the adapter waits for its thread, a server-side deadline or
+            the reply, within a bounded grace). Without it, a cancelled write is
+            indeterminate: it may take effect at any moment after it was
+            issued. See "Writes whose outcome is unknown" above.
     """
 
     conditional_put: bool = True
@@ -88,6 +118,7 @@ class Capabilities:
     durable: bool = True
     shared: bool = True
     ttl: bool = False
+    settles_cancelled_writes: bool = False
 
 
 @runtime_checkable
@@ -100,7 +131,10 @@ class Storage(Protocol):
     Cancellation: when the awaiting task is cancelled, an operation raises
     ``CancelledError`` promptly, even if the backend stopped answering; the
     client stays healthy (the next operation gets its own answer); a cancelled
-    put has either fully happened or not at all and never lands later.
+    put has either fully happened or not at all. Whether it can still land
+    after ``CancelledError`` depends on
+    :attr:`Capabilities.settles_cancelled_writes`: without it, a cancelled or
+    timed-out write is indeterminate (see the module docstring).
     """
 
     capabilities: ClassVar[Capabilities]
@@ -117,6 +151,9 @@ class Storage(Protocol):
             InvalidKey: the key is not valid.
             TypeError: ``data`` is not bytes-like.
             StorageClosed: the storage was closed.
+            OutcomeUnknown: the request may have reached the backend, but no
+                answer came (timeout, lost connection): the write may have
+                happened, or may still happen.
             StorageUnavailable: the backend failed.
         """
         ...
@@ -136,7 +173,8 @@ class Storage(Protocol):
         Raises:
             PreconditionFailed: ``if_match`` is given and the stored version
                 differs (a missing key returns False).
-            InvalidKey, StorageClosed, StorageUnavailable: as for :meth:`put`.
+            InvalidKey, StorageClosed, OutcomeUnknown, StorageUnavailable: as
+                for :meth:`put`.
         """
         ...
 
@@ -210,6 +248,17 @@ class StorageBase:
     async def _delete(self, key: str, if_match: str | None) -> bool:
         raise NotImplementedError
 
+    async def _delete_many(self, keys: list[str]) -> int:
+        """Delete validated ``keys`` unconditionally; return how many existed.
+
+        The default deletes one key at a time. Adapters override it with one
+        backend request or transaction (a pipeline, ``DeleteObjects``, a batch).
+        """
+        existed = 0
+        for key in keys:
+            existed += await self._delete(key, None)
+        return existed
+
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
@@ -251,6 +300,29 @@ class StorageBase:
             raise TypeError(f"if_match for key {key!r} must be a version string or None")
         return await self._delete(key, if_match)
 
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        """Delete every key of ``keys`` unconditionally; return how many existed.
+
+        An optional operation of the protocol (see :func:`delete_many`): one
+        request or transaction where the backend has one. Every key is
+        validated before anything is deleted. Not atomic as a whole: if it
+        fails or is cancelled, any subset may have been deleted.
+
+        Raises:
+            InvalidKey: a key is not valid (nothing is deleted).
+            StorageClosed, OutcomeUnknown, StorageUnavailable: as for
+                :meth:`Storage.put`.
+        """
+        self._check_open()
+        batch = list(keys)
+        for key in batch:
+            if not isinstance(key, str):
+                raise TypeError(f"keys must be str, not {type(key).__name__}")
+            validate_key(key)
+        if not batch:
+            return 0
+        return await self._delete_many(batch)
+
     def list(
         self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
     ) -> AsyncIterator[str]:
@@ -281,6 +353,22 @@ class StorageBase:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+async def delete_many(storage: Storage, keys: Iterable[str]) -> int:
+    """Delete ``keys`` from any storage, in one batch where it has ``delete_many``.
+
+    ``delete_many`` is optional in the protocol: a storage without it (one that
+    implements :class:`Storage` directly) gets one ``delete`` per key.
+    Returns how many of the keys existed.
+    """
+    batch = getattr(storage, "delete_many", None)
+    if batch is not None:
+        return int(await batch(keys))
+    existed = 0
+    for key in keys:
+        existed += await storage.delete(key)
+    return existed
 
 
 def _as_bytes(key: str, data: object) -> bytes:
