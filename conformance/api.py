@@ -24,7 +24,7 @@ from .checks import ConformanceFailure
 from .fixtures import GROUPS, group_of
 from .hygiene import HygieneError
 from .report import Report, TestResult, merge_reasons
-from .target import Factory, Target, resolve_target
+from .target import Factory, Target, check_seconds, resolve_target
 from .timing import recorder
 
 __all__ = ["Progress", "run"]
@@ -57,6 +57,8 @@ async def run(
     scale: float | None = None,
     capabilities: Capabilities | None = None,
     progress: Progress | None = None,
+    settle_window: float | None = None,
+    cancel_bound: float | None = None,
 ) -> Report:
     """Run the conformance suite against ``target`` and return the report.
 
@@ -70,9 +72,14 @@ async def run(
         scale: multiply the request counts of the heavier tests.
         capabilities: override what the adapter declares.
         progress: told the number of tests, then each result as it comes.
+        settle_window: seconds a cancelled or failed write is watched for a
+            late landing (default 2).
+        cancel_bound: seconds within which a cancelled operation must raise
+            ``CancelledError`` (default 0.5).
 
     Raises:
-        ConfigurationError: the target cannot be resolved, or an unknown group.
+        ConfigurationError: the target cannot be resolved, an unknown group,
+            or a settle window or cancel bound that is not a number of seconds.
         ImportError: pytest or pytest-asyncio is not installed
             (``pip install "checkpointkit[conformance]"``).
     """
@@ -81,6 +88,10 @@ async def run(
     overrides: dict[str, Any] = {}
     if scale is not None:
         overrides["scale"] = scale
+    if settle_window is not None:
+        overrides["settle_window"] = check_seconds("settle_window", settle_window, zero=True)
+    if cancel_bound is not None:
+        overrides["cancel_bound"] = check_seconds("cancel_bound", cancel_bound)
     if capabilities is not None:
         overrides["capabilities"] = capabilities
     resolved = resolve_target(target, **overrides)
@@ -101,6 +112,7 @@ async def run(
                             "durable",
                             "shared",
                             "ttl",
+                            "settles_cancelled_writes",
                         )
                     }
         except Exception as exc:
@@ -218,6 +230,8 @@ class _Collector:
         self._phases.setdefault(report.nodeid, []).append(report)
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        from .plugin import indeterminate_reason
+
         reports = self._phases.pop(nodeid, [])
         reasons = self._reasons.pop(nodeid, {})
         duration = sum(getattr(r, "duration", 0.0) for r in reports)
@@ -231,6 +245,12 @@ class _Collector:
             outcome = "skipped"
             skip = next(r for r in reports if r.skipped)
             texts.append(_skip_reason(skip))
+        if outcome == "passed":
+            for r in reports:
+                text = indeterminate_reason(r) if r.when == "call" else None
+                if text:
+                    outcome = "indeterminate"
+                    texts.append(text)
         result = TestResult(
             name=self._name.get(nodeid, nodeid.rsplit("::", 1)[-1]),
             group=self._group.get(nodeid, "other"),

@@ -1,21 +1,28 @@
-"""Group ``cancellation``: a cancelled operation did all or nothing, promptly, and the
-client stays healthy.
+"""Group ``cancellation``: a cancelled operation did all or nothing, promptly, the
+client stays healthy, and (for an adapter that declares it) nothing lands later.
 
-Three ways to cancel an operation in flight:
+Four ways to cancel an operation in flight:
 
 - a sweep over the adapter itself: start the operation, let the event loop run
   a few iterations (or a few milliseconds) and cancel, at many points, so that
   cancellation lands inside the adapter's own awaits;
+- a stall inside the backend, for any adapter (the ``backend_stall`` fixture,
+  :mod:`~checkpointkit.conformance.stalls`): a held file lock or transaction,
+  or a value large enough to take a while;
 - the fault-injecting wrapper (:mod:`~checkpointkit.conformance.faults`),
   usable around every adapter: the call stalls before or after the backend;
 - for network adapters whose target accepts an ``endpoint``, the loopback
   stall proxy (:mod:`~checkpointkit.conformance.proxy`): the backend stops
   answering mid-request or mid-response.
 
-After each cancellation the suite checks: ``CancelledError`` within
-:data:`CANCEL_BOUND` seconds; the key holds the whole old or the whole new
-value; the value does not change later (watched for a while); the next
-operation on the same client gets its own answer.
+After each cancellation the suite checks: ``CancelledError`` within the
+cancel bound (``cancel_bound``, 0.5 s by default, the measured delay in the
+failure); the key holds the whole old or the whole new value, read through a
+second client of the same data where the target can open one; and, over the
+settle window (:mod:`~checkpointkit.conformance.settle`), whether the write
+lands later: a failure for an adapter that declares
+``settles_cancelled_writes``, an indeterminate outcome for one that does not;
+the next operation on the same client gets its own answer.
 """
 
 from __future__ import annotations
@@ -27,25 +34,31 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
+import pytest
+
 from ..storage import Storage
 from .checks import ConformanceFailure, describe, expect_value, fail, get_or_none
 from .faults import FaultyStorage
-from .fixtures import StorageFixtures
+from .fixtures import DEFAULT_CANCEL_BOUND, StorageFixtures
 from .proxy import StallProxy
-from .target import Target
+from .settle import SettleWatch
+from .stalls import Stall
+from .target import Target, new_location
 
 __all__ = ["CANCEL_BOUND", "CANCEL_POINTS", "CancellationTests"]
 
 T = TypeVar("T")
 
-CANCEL_BOUND = 2.0
-"""Seconds within which a cancelled operation must raise CancelledError."""
+CANCEL_BOUND = DEFAULT_CANCEL_BOUND
+"""Seconds within which a cancelled operation must raise CancelledError, by default."""
 
 CANCEL_POINTS: list[int | float] = [0, 1, 2, 3, 5, 8, 13, 21, 0.001, 0.003, 0.01, 0.03]
 """When the sweep cancels: ints are event-loop iterations, floats seconds."""
 
-WATCH_SECONDS = 0.3
-"""How long a cancelled key is watched for a late landing."""
+
+def _patience(bound: float) -> float:
+    """How long a late cancellation is waited for, to measure its delay."""
+    return max(6 * bound, 3.0)
 
 
 async def _wait_point(point: int | float) -> None:
@@ -56,69 +69,93 @@ async def _wait_point(point: int | float) -> None:
         await asyncio.sleep(point)
 
 
-def _point_text(point: int | float) -> str:
+def _point_text(point: int | float | str) -> str:
+    if isinstance(point, str):
+        return point
     if isinstance(point, int):
-        return f"{point} event-loop iteration{'s' if point != 1 else ''} after it started"
-    return f"{point * 1000:g} ms after it started"
+        return f"cancelled {point} event-loop iteration{'s' if point != 1 else ''} after it started"
+    return f"cancelled {point * 1000:g} ms after it started"
 
 
 @dataclass
 class _Outcome:
     """What one cancellation did."""
 
-    point: int | float
+    point: int | float | str
     key: str
     took: bool  # cancel() found the operation still running
-    ended_in: float | None  # seconds from cancel() to the end; None: did not end in the bound
+    ended_in: float | None  # seconds from cancel() to the end; None: did not end at all
     cancelled: bool  # it raised CancelledError
     result: Any = None  # what it returned or raised instead
     observed: bytes | None = None
+    ended_at: float = 0.0  # time.monotonic() when it ended (or when the wait gave up)
 
 
 async def _cancel(
     op: Callable[[], Awaitable[T]],
-    point: int | float,
+    point: int | float | str,
     key: str,
     *,
+    bound: float = CANCEL_BOUND,
     started: asyncio.Event | None = None,
+    task: asyncio.Future[T] | None = None,
 ) -> _Outcome:
-    """Start ``op``, cancel it at ``point`` (or once ``started`` is set), and see how it ends."""
-    task = asyncio.ensure_future(op())
+    """Start ``op`` (or take ``task``), cancel it at ``point`` (or once ``started`` is set),
+    and see how it ends."""
+    if task is None:
+        task = asyncio.ensure_future(op())
     if started is not None:
-        try:
-            async with asyncio.timeout(10):
-                await started.wait()
-        except TimeoutError:
+        waiter = asyncio.ensure_future(started.wait())
+        either: set[asyncio.Future[Any]] = {waiter, task}
+        await asyncio.wait(either, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if not waiter.done():
+            waiter.cancel()
+            await asyncio.gather(waiter, return_exceptions=True)
             task.cancel()
-            await asyncio.wait({task}, timeout=CANCEL_BOUND)
+            await asyncio.wait({task}, timeout=_patience(bound))
+            if task.done() and not task.cancelled():
+                task.exception()
             fail(
                 "the stalled operation must reach the stall",
                 key=key,
                 expected="it to be held by the stall within 10 s",
-                observed="nothing reached the stall (did the operation send anything?)",
+                observed="it ended before reaching it"
+                if task.done()
+                else "nothing reached the stall (did the operation send anything?)",
             )
-    else:
+    elif isinstance(point, int | float):
         await _wait_point(point)
     took = task.cancel()
     start = time.monotonic()
-    await asyncio.wait({task}, timeout=CANCEL_BOUND)
+    await asyncio.wait({task}, timeout=_patience(bound))
     if not task.done():
-        # Leave nothing behind: cancel again and give it one more bound.
+        # Leave nothing behind: cancel again and give it one more wait.
         task.cancel()
-        await asyncio.wait({task}, timeout=CANCEL_BOUND)
+        await asyncio.wait({task}, timeout=_patience(bound))
         if not task.done():
-            return _Outcome(point, key, took, None, False, "still running after two cancellations")
+            return _Outcome(
+                point,
+                key,
+                took,
+                None,
+                False,
+                "still running after two cancellations",
+                ended_at=time.monotonic(),
+            )
         if not task.cancelled():
             task.exception()  # retrieved, so that nothing logs "exception never retrieved"
-        return _Outcome(point, key, took, None, task.cancelled())
-    ended = time.monotonic() - start
+        return _Outcome(point, key, took, None, task.cancelled(), ended_at=time.monotonic())
+    end = time.monotonic()
+    ended = end - start
     if task.cancelled():
-        return _Outcome(point, key, took, ended, True)
+        return _Outcome(point, key, took, ended, True, ended_at=end)
     exc = task.exception()
-    return _Outcome(point, key, took, ended, False, exc if exc is not None else task.result())
+    return _Outcome(
+        point, key, took, ended, False, exc if exc is not None else task.result(), ended_at=end
+    )
 
 
-def _check_raised(outcomes: list[_Outcome], what: str) -> None:
+def _check_raised(outcomes: list[_Outcome], what: str, bound: float = CANCEL_BOUND) -> None:
     for o in outcomes:
         if not o.took:
             continue
@@ -126,16 +163,30 @@ def _check_raised(outcomes: list[_Outcome], what: str) -> None:
             fail(
                 f"a cancelled {what} must raise CancelledError promptly",
                 key=o.key,
-                expected=f"it to end within {CANCEL_BOUND:g} s of task.cancel() "
-                f"(cancelled {_point_text(o.point)})",
-                observed="it was still running after that (the cancellation was ignored, "
-                "or the backend wait is not cancellable)",
+                expected=f"it to end within {bound:g} s of task.cancel() ({_point_text(o.point)})",
+                observed=f"it was still running {2 * _patience(bound):g} s later, after a second "
+                "cancellation (the cancellation was ignored, or the backend wait is not "
+                "cancellable)",
+                detail="to fix it, make every wait of the operation cancellable; a write that "
+                "must not land later can be aborted (a flag checked before its commit) "
+                "rather than waited for",
+            )
+        if o.cancelled and o.ended_in > bound:
+            fail(
+                f"a cancelled {what} must raise CancelledError promptly",
+                key=o.key,
+                expected=f"it to end within {bound:g} s of task.cancel() ({_point_text(o.point)})",
+                observed=f"it took {o.ended_in:.3f} s to raise CancelledError",
+                detail="to fix it, abort the backend call on cancellation (close the "
+                "connection, set a flag the worker checks before its commit, interrupt the "
+                "statement) instead of waiting for it to finish; or raise the bound with "
+                "--checkpointkit-cancel-bound if the backend cannot do better",
             )
         if not o.cancelled:
             fail(
                 f"a cancelled {what} must raise CancelledError",
                 key=o.key,
-                expected=f"CancelledError (the {what} was cancelled {_point_text(o.point)})",
+                expected=f"CancelledError (the {what} was {_point_text(o.point)})",
                 observed=(
                     f"it returned {describe(o.result)}: the cancellation was swallowed"
                     if not isinstance(o.result, BaseException)
@@ -144,29 +195,9 @@ def _check_raised(outcomes: list[_Outcome], what: str) -> None:
             )
 
 
-async def _watch(
-    storage: Storage, outcomes: list[_Outcome], *, seconds: float, interval: float, what: str
-) -> None:
-    """Poll every cancelled key for ``seconds``; fail at the first change."""
-    deadline = time.monotonic() + seconds
-    rounds = 0
-    while True:
-        for o in outcomes:
-            got = await get_or_none(storage, o.key)
-            now = None if got is None else got.data
-            if now != o.observed:
-                fail(
-                    f"a cancelled {what} must not land later",
-                    key=o.key,
-                    expected=f"it to keep holding {describe(o.observed)} "
-                    "once the cancellation returned",
-                    observed=f"it changed to {describe(now)} {rounds + 1} polling rounds later "
-                    f"(cancelled {_point_text(o.point)})",
-                )
-        rounds += 1
-        if time.monotonic() >= deadline:
-            return
-        await asyncio.sleep(interval)
+async def _observe(observer: Storage, key: str) -> bytes | None:
+    got = await get_or_none(observer, key)
+    return None if got is None else got.data
 
 
 class CancellationTests(StorageFixtures):
@@ -176,16 +207,27 @@ class CancellationTests(StorageFixtures):
 
     # -- the sweep over the adapter's own awaits ---------------------------------------------
     async def _sweep_puts(
-        self, storage: Storage, size: int = 64 * 1024, *, check_whole: bool = True
+        self,
+        storage: Storage,
+        observer: Storage,
+        bound: float,
+        size: int = 64 * 1024,
+        *,
+        check_whole: bool = True,
+        check_prompt: bool = False,
+        prefix: str = "cancel",
     ) -> list[_Outcome]:
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
-            key = f"cancel/{i:02d}"
+            key = f"{prefix}/{i:02d}"
             old, new = b"o" * size, bytes([97 + i % 26]) * size
             await storage.put(key, old)
-            outcome = await _cancel(functools.partial(storage.put, key, new), point, key)
-            got = await get_or_none(storage, key)
-            outcome.observed = None if got is None else got.data
+            outcome = await _cancel(
+                functools.partial(storage.put, key, new), point, key, bound=bound
+            )
+            if check_prompt:
+                _check_raised([outcome], "put", bound)  # at once: a slow adapter fails fast
+            outcome.observed = await _observe(observer, key)
             if check_whole and outcome.observed not in (old, new):
                 fail(
                     "a cancelled put must be whole or absent",
@@ -193,7 +235,7 @@ class CancellationTests(StorageFixtures):
                     expected=f"the whole old value {describe(old)} "
                     f"or the whole new value {describe(new)}",
                     observed=f"it holds {describe(outcome.observed, reference=[new, old])} "
-                    f"(cancelled {_point_text(point)})",
+                    f"({_point_text(point)})",
                 )
             if (
                 check_whole
@@ -212,28 +254,67 @@ class CancellationTests(StorageFixtures):
             outcomes.append(outcome)
         return outcomes
 
-    async def test_cancelled_put_raises_cancelled_error_promptly(self, storage: Storage) -> None:
-        _check_raised(await self._sweep_puts(storage, check_whole=False), "put")
-
-    async def test_cancelled_put_is_whole_or_absent(self, storage: Storage) -> None:
-        await self._sweep_puts(storage)  # checks each key right after its cancellation
-
-    async def test_cancelled_put_does_not_land_later(self, storage: Storage, scale: float) -> None:
-        outcomes = await self._sweep_puts(storage, size=1024, check_whole=False)
-        await _watch(
-            storage, outcomes, seconds=WATCH_SECONDS, interval=max(0.01, 0.02 / scale), what="put"
-        )
-
-    async def test_cancelled_delete_raises_promptly_and_is_whole_or_absent(
-        self, storage: Storage
+    async def test_cancelled_put_raises_cancelled_error_promptly(
+        self, storage: Storage, cancel_bound: float
     ) -> None:
+        await self._sweep_puts(storage, storage, cancel_bound, check_whole=False, check_prompt=True)
+
+    async def test_cancelled_put_is_whole_or_absent(
+        self, storage: Storage, observer: Storage, cancel_bound: float
+    ) -> None:
+        await self._sweep_puts(storage, observer, cancel_bound)  # checks each key at once
+
+    async def test_cancelled_put_does_not_land_later(
+        self, storage: Storage, settle: SettleWatch, cancel_bound: float
+    ) -> None:
+        outcomes = await self._sweep_puts(
+            storage, settle.observer, cancel_bound, size=1024, check_whole=False
+        )
+        for i, o in enumerate(outcomes):
+            old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
+            settle.add(
+                o.key,
+                o.observed,
+                what="put",
+                since=o.ended_at,
+                context=_point_text(o.point),
+                allowed=(old, new),
+                written=new,
+            )
+        await settle.settle()
+
+    async def test_cancelled_put_takes_effect_at_most_once(
+        self, storage: Storage, settle: SettleWatch, cancel_bound: float
+    ) -> None:
+        outcomes = await self._sweep_puts(
+            storage, settle.observer, cancel_bound, size=1024, check_whole=False, prefix="once"
+        )
+        for i, o in enumerate(outcomes):
+            old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
+            after = f"written after the cancelled put of {o.key}".encode()
+            await storage.put(o.key, after)
+            observed = await settle.read(o.key)
+            settle.add(
+                o.key,
+                observed,
+                what="put",
+                since=o.ended_at,
+                context=_point_text(o.point) + ", then overwritten by a put that completed",
+                allowed=(old, new, after),
+                written=new,
+                seen_written=o.observed == new,
+            )
+        await settle.settle()
+
+    async def _sweep_deletes(
+        self, storage: Storage, observer: Storage, bound: float
+    ) -> list[_Outcome]:
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
             key = f"cdel/{i:02d}"
             await storage.put(key, b"still here")
-            outcome = await _cancel(functools.partial(storage.delete, key), point, key)
-            got = await get_or_none(storage, key)
-            outcome.observed = None if got is None else got.data
+            outcome = await _cancel(functools.partial(storage.delete, key), point, key, bound=bound)
+            outcome.observed = await _observe(observer, key)
             if outcome.observed not in (None, b"still here"):
                 fail(
                     "a cancelled delete must be whole or absent",
@@ -242,17 +323,37 @@ class CancellationTests(StorageFixtures):
                     observed=f"it holds {describe(outcome.observed)}",
                 )
             outcomes.append(outcome)
-        _check_raised(outcomes, "delete")
+        return outcomes
+
+    async def test_cancelled_delete_raises_promptly_and_is_whole_or_absent(
+        self, storage: Storage, observer: Storage, cancel_bound: float
+    ) -> None:
+        outcomes = await self._sweep_deletes(storage, observer, cancel_bound)
+        _check_raised(outcomes, "delete", cancel_bound)
+
+    async def test_cancelled_delete_does_not_land_later(
+        self, storage: Storage, settle: SettleWatch, cancel_bound: float
+    ) -> None:
+        for o in await self._sweep_deletes(storage, settle.observer, cancel_bound):
+            settle.add(
+                o.key,
+                o.observed,
+                what="delete",
+                since=o.ended_at,
+                context=_point_text(o.point),
+                allowed=(None, b"still here"),
+            )
+        await settle.settle()
 
     async def test_next_call_after_cancelled_get_gets_its_own_answer(
-        self, storage: Storage
+        self, storage: Storage, cancel_bound: float
     ) -> None:
         for i, point in enumerate(CANCEL_POINTS):
             a, b = f"own/a{i:02d}", f"own/b{i:02d}"
             await storage.put(a, f"answer for {a}".encode())
             await storage.put(b, f"answer for {b}".encode())
-            outcome = await _cancel(functools.partial(storage.get, a), point, a)
-            detail = f"the get of {a!r} before it was cancelled {_point_text(point)}"
+            outcome = await _cancel(functools.partial(storage.get, a), point, a, bound=cancel_bound)
+            detail = f"the get of {a!r} before it was {_point_text(point)}"
             await expect_value(
                 storage,
                 b,
@@ -267,16 +368,18 @@ class CancellationTests(StorageFixtures):
                 promise="after a cancelled get, the client must stay healthy",
                 detail=detail,
             )
-            _check_raised([outcome], "get")
+            _check_raised([outcome], "get", cancel_bound)
 
     async def test_next_call_after_cancelled_put_gets_its_own_answer(
-        self, storage: Storage
+        self, storage: Storage, cancel_bound: float
     ) -> None:
         for i, point in enumerate(CANCEL_POINTS):
             a, b = f"own/a{i:02d}", f"own/b{i:02d}"
             await storage.put(b, f"answer for {b}".encode())
-            await _cancel(functools.partial(storage.put, a, b"cancelled put"), point, a)
-            detail = f"a put of {a!r} was cancelled {_point_text(point)}"
+            await _cancel(
+                functools.partial(storage.put, a, b"cancelled put"), point, a, bound=cancel_bound
+            )
+            detail = f"a put of {a!r} was {_point_text(point)}"
             await expect_value(
                 storage,
                 b,
@@ -294,61 +397,112 @@ class CancellationTests(StorageFixtures):
                 detail=detail,
             )
 
+    # -- a stall inside the backend (any adapter) ---------------------------------------------
+    async def test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands(
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        backend_stall: Stall,
+        cancel_bound: float,
+    ) -> None:
+        key = "held"
+        old, new = b"old value before the held put", backend_stall.value()
+        await storage.put(key, old)
+        async with backend_stall.held(storage, key):
+            task = asyncio.ensure_future(storage.put(key, new))
+            await asyncio.wait({task}, timeout=backend_stall.hold_for)
+            if task.done():
+                if not task.cancelled():
+                    task.exception()
+                pytest.skip(
+                    f"{backend_stall.name} did not hold a put: it finished within "
+                    f"{backend_stall.hold_for * 1000:g} ms (the adapter writes without waiting, "
+                    "or the stall does not apply to it: override the backend_stall fixture)"
+                )
+            held_ms = backend_stall.hold_for * 1000
+            context = f"cancelled after {held_ms:g} ms, held by {backend_stall.name}"
+            outcome = await _cancel(
+                lambda: storage.put(key, new), context, key, bound=cancel_bound, task=task
+            )
+            _check_raised([outcome], f"put (held by {backend_stall.name})", cancel_bound)
+        # The backend goes on now: a write that was not settled would land from here.
+        released = time.monotonic()
+        outcome.observed = await settle.read(key)
+        if outcome.observed not in (old, new):
+            fail(
+                "a cancelled put must be whole or absent",
+                key=key,
+                expected="the whole old or the whole new value",
+                observed=f"it holds {describe(outcome.observed, reference=[new, old])} ({context})",
+            )
+        settle.add(
+            key,
+            outcome.observed,
+            what="put",
+            since=released,
+            context=context + ", then the stall was released",
+            allowed=(old, new),
+            written=new,
+        )
+        await settle.settle()
+        await _own_answer(storage, "held-next", f"a put {context}")
+
     # -- the fault-injecting wrapper --------------------------------------------------------------
     async def test_put_cancelled_while_backend_stalls_raises_promptly(
-        self, storage: Storage, scale: float
+        self, storage: Storage, observer: Storage, cancel_bound: float
     ) -> None:
         faulty = FaultyStorage(storage)
         await storage.put("stall", b"old")
         stall = faulty.stall("put", when="before")
         outcome = await _cancel(
-            lambda: faulty.put("stall", b"new"), 0, "stall", started=stall.entered
+            lambda: faulty.put("stall", b"new"),
+            0,
+            "stall",
+            started=stall.entered,
+            bound=cancel_bound,
         )
-        _check_raised([outcome], "put (stalled before the backend call)")
+        _check_raised([outcome], "put (stalled before the backend call)", cancel_bound)
+        # Nothing reached the adapter: a second client must see the old value.
         await expect_value(
-            storage,
+            observer,
             "stall",
             b"old",
             promise="a put cancelled before reaching the backend must not have happened",
         )
-        outcome.observed = b"old"
-        await _watch(
-            storage, [outcome], seconds=WATCH_SECONDS, interval=max(0.01, 0.02 / scale), what="put"
-        )
         await _own_answer(faulty, "stall-next", "the stalled put was cancelled")
 
     async def test_put_cancelled_after_backend_answered_is_whole(
-        self, storage: Storage, scale: float
+        self, storage: Storage, observer: Storage, cancel_bound: float
     ) -> None:
         faulty = FaultyStorage(storage)
         await storage.put("stall", b"old")
         stall = faulty.stall("put", when="after")
         outcome = await _cancel(
-            lambda: faulty.put("stall", b"new"), 0, "stall", started=stall.entered
+            lambda: faulty.put("stall", b"new"),
+            0,
+            "stall",
+            started=stall.entered,
+            bound=cancel_bound,
         )
-        _check_raised([outcome], "put (reply held after the backend call)")
+        _check_raised([outcome], "put (reply held after the backend call)", cancel_bound)
         await expect_value(
-            storage,
+            observer,
             "stall",
             b"new",
             promise="a put cancelled after the backend applied it must be whole",
-        )
-        outcome.observed = b"new"
-        await _watch(
-            storage, [outcome], seconds=WATCH_SECONDS, interval=max(0.01, 0.02 / scale), what="put"
         )
         await _own_answer(faulty, "stall-next", "the put's reply was held and then cancelled")
 
     # -- the stall proxy (network adapters) --------------------------------------------------------
     async def test_put_cancelled_mid_request_raises_promptly_and_client_recovers(
-        self, target: Target, scale: float
+        self, target: Target, settle: SettleWatch, cancel_bound: float
     ) -> None:
-        await _through_proxy(target, "request", scale)
+        await _through_proxy(target, "request", settle, cancel_bound)
 
     async def test_put_cancelled_mid_response_raises_promptly_and_client_recovers(
-        self, target: Target, scale: float
+        self, target: Target, settle: SettleWatch, cancel_bound: float
     ) -> None:
-        await _through_proxy(target, "response", scale)
+        await _through_proxy(target, "response", settle, cancel_bound)
 
 
 async def _own_answer(storage: Storage, key: str, what: str) -> None:
@@ -376,25 +530,33 @@ async def _bounded(aw: Awaitable[T], seconds: float, what: str, key: str) -> T:
 
 
 async def _through_proxy(
-    target: Target, direction: Literal["request", "response"], scale: float
+    target: Target,
+    direction: Literal["request", "response"],
+    settle: SettleWatch,
+    bound: float,
 ) -> None:
     if not target.proxyable:
-        import pytest
-
         pytest.skip(
             "the target does not accept an endpoint (no stall proxy): give its factory an "
             "'endpoint' keyword and set Target.upstream"
         )
     assert target.upstream is not None
-    async with StallProxy(target.upstream) as proxy, target.open(endpoint=proxy.address) as storage:
+    location = new_location() if target.reopens else None
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(endpoint=proxy.address, location=location) as storage,
+    ):
         key = f"proxy/{direction}"
         old, new = b"o" * 4096, b"n" * 4096
         await _bounded(storage.put(key, old), 10, "the first put", key)
         await _bounded(storage.put("proxy/other", b"other"), 10, "a put", "proxy/other")
         proxy.stall(direction, partial=True)
-        outcome = await _cancel(lambda: storage.put(key, new), 0, key, started=proxy.stalled)
+        outcome = await _cancel(
+            lambda: storage.put(key, new), 0, key, started=proxy.stalled, bound=bound
+        )
         proxy.resume()
-        _check_raised([outcome], f"put (the backend stopped answering mid-{direction})")
+        resumed = time.monotonic()
+        _check_raised([outcome], f"put (the backend stopped answering mid-{direction})", bound)
         try:
             got_other = await _bounded(
                 storage.get("proxy/other"), 10, "get('proxy/other')", "proxy/other"
@@ -413,32 +575,54 @@ async def _through_proxy(
                 detail=f"the put of {key!r} was cancelled while the backend stalled "
                 f"mid-{direction}",
             )
-        got = await _bounded(get_or_none(storage, key), 10, f"get({key!r})", key)
-        observed = None if got is None else got.data
-        if observed not in (old, new):
-            fail(
-                "a cancelled put must be whole or absent",
-                key=key,
-                expected="the whole old or the whole new value",
-                observed=f"it holds {describe(observed, reference=[new, old])} "
-                f"(stalled mid-{direction})",
-            )
-        outcome.observed = observed
-        await _bounded(
-            _watch(
-                storage,
-                [outcome],
-                seconds=WATCH_SECONDS,
-                interval=max(0.02, 0.05 / scale),
-                what=f"put (stalled mid-{direction})",
-            ),
-            10,
-            "watching the key",
-            key,
-        )
+        if location is not None:
+            # A second client, straight to the server: the proxied one may queue behind.
+            async with target.open(location=location) as direct:
+                await _watch_proxied(direct, settle, key, old, new, direction, resumed)
+        else:
+            await _watch_proxied(storage, settle, key, old, new, direction, resumed)
         await _bounded(
             _own_answer(storage, "proxy/next", f"a put cancelled mid-{direction}"),
             10,
             "a put and get",
             "proxy/next",
         )
+
+
+async def _watch_proxied(
+    observer: Storage,
+    settle: SettleWatch,
+    key: str,
+    old: bytes,
+    new: bytes,
+    direction: str,
+    resumed: float,
+) -> None:
+    watch = SettleWatch(
+        observer,
+        window=settle.window,
+        settles=settle.settles,
+        node=settle.node,
+        second_client=observer is not settle.observer or settle.second_client,
+        interval=max(settle.interval, 0.05),
+    )
+    got = await _bounded(get_or_none(observer, key), 10, f"get({key!r})", key)
+    observed = None if got is None else got.data
+    if observed not in (old, new):
+        fail(
+            "a cancelled put must be whole or absent",
+            key=key,
+            expected="the whole old or the whole new value",
+            observed=f"it holds {describe(observed, reference=[new, old])} "
+            f"(stalled mid-{direction})",
+        )
+    watch.add(
+        key,
+        observed,
+        what="put",
+        since=resumed,
+        context=f"cancelled while the backend stalled mid-{direction}, then the proxy resumed",
+        allowed=(old, new),
+        written=new,
+    )
+    await _bounded(watch.settle(), settle.window + 10, "watching the key", key)

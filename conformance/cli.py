@@ -54,6 +54,11 @@ class _Live:
         self.progress.update(self.task, total=total)
 
     def finished(self, result: TestResult) -> None:
+        if result.outcome == "indeterminate":
+            self.progress.console.print(
+                f"[yellow]INDETERMINATE[/] {escape(result.group)}::{escape(result.name)}",
+                highlight=False,
+            )
         if result.outcome == "failed":
             self.failed += 1
             self.progress.console.print(
@@ -98,6 +103,22 @@ def conformance_command(
             help="multiply request counts of the heavier tests (0.2 for a slow local server)",
         ),
     ] = None,
+    settle_window: Annotated[
+        float | None,
+        typer.Option(
+            "--settle-window",
+            metavar="SECONDS",
+            help="watch cancelled or failed writes this long for a late landing (default 2)",
+        ),
+    ] = None,
+    cancel_bound: Annotated[
+        float | None,
+        typer.Option(
+            "--cancel-bound",
+            metavar="SECONDS",
+            help="a cancelled operation must raise CancelledError within this (default 0.5)",
+        ),
+    ] = None,
 ) -> None:
     """Run the conformance suite against a storage and report what holds."""
     try:
@@ -121,7 +142,15 @@ def conformance_command(
         with Progress(*columns, console=err, transient=True) as progress:
             live = _Live(progress, spec)
             report = asyncio.run(
-                run(spec, groups=group or None, pattern=pattern, scale=scale, progress=live)
+                run(
+                    spec,
+                    groups=group or None,
+                    pattern=pattern,
+                    scale=scale,
+                    progress=live,
+                    settle_window=settle_window,
+                    cancel_bound=cancel_bound,
+                )
             )
     except ConfigurationError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
@@ -145,10 +174,12 @@ def print_report(report: Report, console: Console) -> None:
     table.add_column("passed", justify="right", style="green")
     table.add_column("failed", justify="right", style="red")
     table.add_column("skipped", justify="right", style="yellow")
-    totals = [0, 0, 0]
+    table.add_column("indeterminate", justify="right", style="yellow")
+    totals = [0, 0, 0, 0]
     for name, s in report.groups().items():
-        table.add_row(name, str(s.passed), str(s.failed), str(s.skipped))
-        totals = [totals[0] + s.passed, totals[1] + s.failed, totals[2] + s.skipped]
+        row = (s.passed, s.failed, s.skipped, s.indeterminate)
+        table.add_row(name, *map(str, row))
+        totals = [a + b for a, b in zip(totals, row, strict=True)]
     table.add_section()
     table.add_row("total", *map(str, totals), style="bold")
     console.print(table)
@@ -160,6 +191,14 @@ def print_report(report: Report, console: Console) -> None:
         order = {g: i for i, g in enumerate(report.groups())}
         for r in sorted(report.failures, key=lambda r: order.get(r.group, len(order))):
             console.print(f"[red]✗ {escape(r.group)}::{escape(r.name)}[/]")
+            console.print(f"  {escape(r.reason)}", highlight=False)
+    if report.indeterminate:
+        console.print(
+            "\n[bold yellow]Indeterminate[/] (a write landed after CancelledError; the adapter "
+            "does not declare settles_cancelled_writes, so the protocol allows it)"
+        )
+        for r in report.indeterminate:
+            console.print(f"[yellow]? {escape(r.group)}::{escape(r.name)}[/]")
             console.print(f"  {escape(r.reason)}", highlight=False)
     skips: dict[str, list[str]] = {}
     for r in report.skipped:

@@ -32,14 +32,20 @@ import pytest
 import pytest_asyncio
 
 from ..storage import Capabilities, Storage, StorageBase
+from . import descriptors
 from .checks import ConformanceFailure
 from .faults import FaultyStorage
-from .hygiene import hygiene
+from .hygiene import HygieneError, hygiene
+from .settle import DEFAULT_SETTLE_WINDOW, SettleWatch
+from .stalls import Stall, default_stall
 from .styles import StorageWrapper
-from .target import Factory, PrefixedStorage, Target
+from .target import Factory, PrefixedStorage, Target, new_location
 from .timing import TimedStorage
 
-__all__ = ["GROUPS", "StorageFixtures", "group_of", "raw_storage"]
+__all__ = ["DEFAULT_CANCEL_BOUND", "GROUPS", "StorageFixtures", "group_of", "raw_storage"]
+
+DEFAULT_CANCEL_BOUND = 0.5
+"""Seconds within which a cancelled operation must raise ``CancelledError``, by default."""
 
 GROUPS = (
     "semantics",
@@ -136,8 +142,17 @@ class StorageFixtures:
             return None
         return Target.of(obj)
 
+    @pytest.fixture
+    def storage_location(self, storage_target: Target | None) -> str | None:
+        """The location of the test's storage, when the target can open one twice."""
+        if storage_target is None or not storage_target.reopens:
+            return None
+        return new_location()
+
     @pytest_asyncio.fixture
-    async def storage(self, storage_target: Target | None) -> AsyncIterator[Storage]:
+    async def storage(
+        self, storage_target: Target | None, storage_location: str | None
+    ) -> AsyncIterator[Storage]:
         """A fresh, isolated storage for one test, timed; closed after the test.
 
         Raises:
@@ -148,8 +163,83 @@ class StorageFixtures:
                 "override the storage_factory fixture (or the storage fixture) "
                 "in your subclass of StorageFixtures"
             )
-        async with storage_target.open() as opened:
+        async with storage_target.open(location=storage_location) as opened:
             yield TimedStorage(opened)
+
+    @pytest_asyncio.fixture
+    async def observer(
+        self,
+        storage: Storage,
+        storage_target: Target | None,
+        storage_location: str | None,
+        capabilities: Capabilities,
+    ) -> AsyncIterator[Storage]:
+        """A second client of the test's data, to see what a write left behind.
+
+        For a shared backend whose factory accepts ``location``, a second
+        storage opened at the test storage's location: its reads are not
+        queued behind the first client's writes (a single worker thread, a
+        connection lock). Otherwise the test's storage itself.
+        """
+        if storage_target is None or storage_location is None or not capabilities.shared:
+            yield storage
+            return
+        async with storage_target.open(location=storage_location) as second:
+            yield second
+
+    @pytest.fixture
+    def settle_window(self, request: pytest.FixtureRequest, storage_target: Target | None) -> float:
+        """Seconds a cancelled or failed write is watched for a late landing.
+
+        ``--checkpointkit-settle-window`` overrides ``Target.settle_window``.
+        """
+        option = request.config.getoption("checkpointkit_settle_window", default=None)
+        if option is not None:
+            return float(option)
+        return DEFAULT_SETTLE_WINDOW if storage_target is None else storage_target.settle_window
+
+    @pytest.fixture
+    def cancel_bound(self, request: pytest.FixtureRequest, storage_target: Target | None) -> float:
+        """Seconds within which a cancelled operation must raise ``CancelledError``.
+
+        ``--checkpointkit-cancel-bound`` overrides ``Target.cancel_bound``.
+        """
+        option = request.config.getoption("checkpointkit_cancel_bound", default=None)
+        if option is not None:
+            return float(option)
+        return DEFAULT_CANCEL_BOUND if storage_target is None else storage_target.cancel_bound
+
+    @pytest.fixture
+    def settle(
+        self,
+        request: pytest.FixtureRequest,
+        storage: Storage,
+        observer: Storage,
+        settle_window: float,
+        capabilities: Capabilities,
+        scale: float,
+    ) -> SettleWatch:
+        """A :class:`~checkpointkit.conformance.settle.SettleWatch` reading through ``observer``."""
+        return SettleWatch(
+            observer,
+            window=settle_window,
+            settles=capabilities.settles_cancelled_writes,
+            node=request.node,
+            second_client=observer is not storage,
+            interval=max(0.01, 0.02 / scale),
+        )
+
+    @pytest.fixture
+    def backend_stall(self, storage: Storage) -> Stall:
+        """How to hold a put inside this backend without a TCP endpoint; override it.
+
+        The default is chosen by what the adapter is: a held ``flock`` for the
+        file adapter, a large value for any other (see
+        :mod:`~checkpointkit.conformance.stalls`). A SQLite-like adapter
+        returns a :class:`~checkpointkit.conformance.stalls.HeldLock` that
+        opens a write transaction from another connection.
+        """
+        return default_stall(raw_storage(storage))
 
     @pytest.fixture
     def target(self, storage_target: Target | None) -> Target:
@@ -201,10 +291,46 @@ class StorageFixtures:
         return 1.0 if storage_target is None else storage_target.scale
 
     @pytest_asyncio.fixture(autouse=True)
-    async def _conformance_hygiene(self) -> AsyncIterator[None]:
-        """Checks hygiene around every test (after the storage is closed)."""
+    async def _conformance_hygiene(self, storage_target: Target | None) -> AsyncIterator[None]:
+        """Checks hygiene around every test (after the storage is closed).
+
+        Also counts open file descriptors before and after the test (after a
+        warm-up use of the target): any descriptor the test left open fails
+        it, named.
+        """
+        counting = descriptors.available()
+        if counting and storage_target is not None:
+            await _warm_up(storage_target)
+        before = descriptors.snapshot() if counting else {}
         async with hygiene():
             yield
+        if counting:
+            found = await descriptors.wait_for_no_leak(before)
+            if found:
+                raise HygieneError(
+                    "hygiene check failed:\n- the test left "
+                    + descriptors.describe_leak(found)
+                    + " open after every storage was closed"
+                )
+
+
+_WARMED: set[str] = set()
+
+
+async def _warm_up(target: Target) -> None:
+    """Use ``target`` once per process, so that lazily opened process-wide
+    descriptors (a library's first use) are not counted as a test's leak."""
+    if target.name in _WARMED:
+        return
+    _WARMED.add(target.name)
+    try:
+        async with target.open() as storage:
+            await storage.put("warm-up/k", b"warm-up")
+            await storage.get("warm-up/k")
+            _ = [key async for key in storage.list("warm-up/")]
+            await storage.delete("warm-up/k")
+    except Exception:  # the tests will say what is wrong with the target
+        return
 
 
 def scaled(scale: float, n: int, minimum: int = 2) -> int:

@@ -48,12 +48,15 @@ def _describe_task(task: asyncio.Task[Any]) -> str:
 
 
 @asynccontextmanager
-async def hygiene(*, settle_rounds: int = 20, check: bool = True) -> AsyncIterator[HygieneReport]:
+async def hygiene(
+    *, settle_rounds: int = 20, check: bool = True, thread_grace: float = 1.0
+) -> AsyncIterator[HygieneReport]:
     """Check the enclosed block for leaks; raise :class:`HygieneError` at exit.
 
     Args:
         settle_rounds: loop iterations to let cleanup callbacks run before judging.
         check: raise at the end when something was found (else only report).
+        thread_grace: seconds a thread started inside the block may take to end.
 
     Raises:
         HygieneError: at exit, listing every finding, if ``check`` is true.
@@ -100,7 +103,7 @@ async def hygiene(*, settle_rounds: int = 20, check: bool = True) -> AsyncIterat
                         continue
                     if thread.is_alive() and not thread.daemon:
                         # A thread told to stop may need a moment to return: give it one.
-                        await asyncio.to_thread(thread.join, 1.0)
+                        await asyncio.to_thread(thread.join, thread_grace)
                     if thread.is_alive() and not thread.daemon:
                         report.findings.append(f"thread {thread.name!r} still alive")
             finally:

@@ -82,7 +82,7 @@ class HygieneTests(StorageFixtures):
 
     async def test_hygiene_catches_thread_left_running(self, storage: Storage) -> None:
         stop = threading.Event()
-        async with hygiene(check=False) as report:
+        async with hygiene(check=False, thread_grace=0.01) as report:
             thread = threading.Thread(target=stop.wait, name="ckc-leaky-thread")
             thread.start()
         stop.set()

@@ -13,6 +13,16 @@ Options:
     run only these groups; also applies to subclasses of the suite's classes.
 ``--checkpointkit-scale FACTOR``
     multiply request counts of the heavier tests (default 1).
+``--checkpointkit-settle-window SECONDS``
+    how long a cancelled or failed write is watched for a late landing
+    (default 2); also applies to subclasses of the suite's classes.
+``--checkpointkit-cancel-bound SECONDS``
+    how soon a cancelled operation must raise ``CancelledError`` (default 0.5).
+
+A test that saw a late landing on an adapter that does not declare
+``settles_cancelled_writes`` is shown as ``INDETERMINATE`` (``?``): the
+protocol allows it, so it does not fail the run, and the terminal summary
+lists what was seen.
 """
 
 from __future__ import annotations
@@ -24,7 +34,8 @@ import pytest
 
 from ..errors import ConfigurationError
 from .fixtures import GROUPS, group_of
-from .target import Target, resolve_target
+from .settle import INDETERMINATE
+from .target import Target, check_seconds, resolve_target
 
 __all__ = ["TARGET_KEY", "suite_path"]
 
@@ -65,6 +76,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FACTOR",
         help="multiply the request counts of the heavier conformance tests (default 1)",
     )
+    group.addoption(
+        "--checkpointkit-settle-window",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="watch cancelled or failed writes this long for a late landing (default 2)",
+    )
+    group.addoption(
+        "--checkpointkit-cancel-bound",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a cancelled operation must raise CancelledError within this (default 0.5)",
+    )
 
 
 def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -84,14 +109,21 @@ def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    overrides: dict[str, Any] = {}
     try:
         selected_groups(config.getoption("checkpointkit_group"))
+        for option, name, zero in (
+            ("checkpointkit_settle_window", "settle_window", True),
+            ("checkpointkit_cancel_bound", "cancel_bound", False),
+        ):
+            value = config.getoption(option)
+            if value is not None:
+                overrides[name] = check_seconds(f"--{option.replace('_', '-')}", value, zero=zero)
     except ConfigurationError as exc:
         raise pytest.UsageError(str(exc)) from None
     spec = config.getoption("checkpointkit_storage")
     if not spec:
         return
-    overrides: dict[str, Any] = {}
     scale = config.getoption("checkpointkit_scale")
     if scale is not None:
         overrides["scale"] = scale
@@ -126,6 +158,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def indeterminate_reason(report: pytest.TestReport) -> str | None:
+    """The reason a passed test's outcome is indeterminate, or None."""
+    texts = [str(v) for k, v in report.user_properties if k == INDETERMINATE]
+    return " ".join(texts) if texts else None
+
+
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+    if report.when == "call" and report.passed and indeterminate_reason(report):
+        return "indeterminate", "?", ("INDETERMINATE", {"yellow": True})
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    reports = terminalreporter.stats.get("indeterminate", [])
+    if not reports:
+        return
+    terminalreporter.section("checkpointkit: indeterminate outcomes", sep="-", yellow=True)
+    for report in reports:
+        terminalreporter.line(f"INDETERMINATE {report.nodeid}: {indeterminate_reason(report)}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

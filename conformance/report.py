@@ -14,6 +14,12 @@ Conformance levels (:attr:`Report.level`):
     runner's lifecycle.
 ``none``
     A ``semantics`` or ``bad-input`` test failed, or those groups were not run.
+
+Outcomes of a test: ``passed``, ``failed``, ``skipped`` and ``indeterminate``.
+A test is indeterminate when it saw a cancelled or failed write land late on
+an adapter that does not declare ``settles_cancelled_writes``: the protocol
+allows it (the write's outcome was unknown), so it neither passes nor fails
+and does not lower the level; the reason says what landed, and when.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from .timing import OpLatency
 
 __all__ = ["LEVELS", "GroupSummary", "Level", "Outcome", "Report", "TestResult"]
 
-Outcome = Literal["passed", "failed", "skipped"]
+Outcome = Literal["passed", "failed", "skipped", "indeterminate"]
 Level = Literal["full", "basic", "none"]
 LEVELS: tuple[Level, ...] = ("full", "basic", "none")
 
@@ -52,9 +58,10 @@ class TestResult:
     Attributes:
         name: the test's name with its parameters (``test_x[nul]``).
         group: its group.
-        outcome: ``"passed"``, ``"failed"`` or ``"skipped"``.
+        outcome: ``"passed"``, ``"failed"``, ``"skipped"`` or ``"indeterminate"``.
         reason: for a failure, one paragraph (the promise, the key, the
-            expected and the observed); for a skip, why.
+            expected and the observed); for a skip, why; for an
+            indeterminate outcome, the late landings seen.
         duration: seconds, setup and teardown included.
         nodeid: the pytest node id.
     """
@@ -76,11 +83,12 @@ class GroupSummary:
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    indeterminate: int = 0
 
     @property
     def total(self) -> int:
         """Every test of the group that ran or was skipped."""
-        return self.passed + self.failed + self.skipped
+        return self.passed + self.failed + self.skipped + self.indeterminate
 
 
 @dataclass
@@ -124,6 +132,11 @@ class Report:
         """The skipped tests."""
         return [r for r in self.results if r.outcome == "skipped"]
 
+    @property
+    def indeterminate(self) -> list[TestResult]:
+        """The tests that saw a write land late on an adapter that does not settle them."""
+        return [r for r in self.results if r.outcome == "indeterminate"]
+
     def groups(self) -> dict[str, GroupSummary]:
         """Totals per group, in the suite's order (groups that ran only)."""
         out: dict[str, GroupSummary] = {}
@@ -142,7 +155,7 @@ class Report:
 
         def clean(group: str) -> bool:
             s = groups.get(group)
-            return s is not None and s.failed == 0 and s.passed > 0
+            return s is not None and s.failed == 0 and s.passed + s.indeterminate > 0
 
         if not all(clean(g) for g in BASIC_GROUPS):
             return "none"
@@ -163,7 +176,7 @@ class Report:
                 return f"{g} was not run"
             if s.failed:
                 return f"{s.failed} {g} test(s) failed"
-            if not s.passed:
+            if not s.passed and not s.indeterminate:
                 return f"no {g} test passed"
         failed = [g for g, s in groups.items() if s.failed]
         if failed:
@@ -250,6 +263,11 @@ class Report:
                     node.text = r.reason
                 elif r.outcome == "skipped":
                     ET.SubElement(case, "skipped", message=r.reason)
+                elif r.outcome == "indeterminate":
+                    props = ET.SubElement(case, "properties")
+                    ET.SubElement(props, "property", name="outcome", value="indeterminate")
+                    out = ET.SubElement(case, "system-out")
+                    out.text = f"INDETERMINATE: {r.reason}"
         if self.errors:
             suite = ET.SubElement(
                 root,
@@ -281,13 +299,18 @@ class Report:
             f"{'ok' if self.ok else 'FAILED'} in {self.duration:.1f} s"
         ]
         for group, s in self.groups().items():
-            lines.append(
+            line = (
                 f"  {group:<13} {s.passed:>3} passed  {s.failed:>3} failed  {s.skipped:>3} skipped"
             )
+            if s.indeterminate:
+                line += f"  {s.indeterminate:>3} indeterminate"
+            lines.append(line)
         for error in self.errors:
             lines.append(f"  error: {error}")
         for r in self.failures:
             lines.append(f"  FAILED {r.group}::{r.name}: {r.reason}")
+        for r in self.indeterminate:
+            lines.append(f"  INDETERMINATE {r.group}::{r.name}: {r.reason}")
         return "\n".join(lines)
 
 

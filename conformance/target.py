@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import re
 import secrets
 import shutil
@@ -57,6 +58,24 @@ Factory = Callable[..., Any]
 def new_location() -> str:
     """A fresh, random location name (``ckc-`` and 16 hex digits)."""
     return f"ckc-{secrets.token_hex(8)}"
+
+
+def check_seconds(name: str, value: object, *, zero: bool = False) -> float:
+    """``value`` as seconds, or a :class:`ConfigurationError` naming ``name``.
+
+    Args:
+        name: the setting, for the message.
+        value: a number of seconds.
+        zero: whether 0 is allowed.
+
+    Raises:
+        ConfigurationError: not a finite number, negative, or zero when that is not allowed.
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero):  # type: ignore[operator]
+        least = "zero or more" if zero else "more than zero"
+        raise ConfigurationError(f"{name} must be a number of seconds, {least}, not {value!r}")
+    return float(value)  # type: ignore[arg-type]
 
 
 def _accepts(factory: Factory, name: str) -> bool:
@@ -92,6 +111,10 @@ class Target:
             whose factory accepts ``endpoint``: the suite then runs the
             stalling-proxy tests.
         cleanup: called once when the suite is done with the target.
+        settle_window: seconds a cancelled or failed write is watched for a
+            late landing (default 2).
+        cancel_bound: seconds within which a cancelled operation must raise
+            ``CancelledError`` (default 0.5).
     """
 
     factory: Factory
@@ -100,6 +123,8 @@ class Target:
     scale: float = 1.0
     upstream: tuple[str, int] | None = None
     cleanup: Callable[[], None] | None = None
+    settle_window: float = 2.0
+    cancel_bound: float = 0.5
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -111,6 +136,8 @@ class Target:
             self.name = getattr(self.factory, "__qualname__", None) or repr(self.factory)
         if not (self.scale > 0):
             raise ConfigurationError(f"scale must be positive, not {self.scale!r}")
+        check_seconds("settle_window", self.settle_window, zero=True)
+        check_seconds("cancel_bound", self.cancel_bound)
         for kw in ("location", "endpoint", "ttl"):
             self._kw[kw] = _accepts(self.factory, kw)
 
