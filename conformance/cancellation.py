@@ -39,7 +39,7 @@ import pytest
 from ..storage import Storage
 from .checks import ConformanceFailure, describe, expect_value, fail, get_or_none
 from .faults import FaultyStorage
-from .fixtures import DEFAULT_CANCEL_BOUND, StorageFixtures
+from .fixtures import DEFAULT_CANCEL_BOUND, StorageFixtures, raw_storage
 from .proxy import StallProxy
 from .settle import SettleWatch
 from .stalls import Stall
@@ -408,7 +408,7 @@ class CancellationTests(StorageFixtures):
         key = "held"
         old, new = b"old value before the held put", backend_stall.value()
         await storage.put(key, old)
-        async with backend_stall.held(storage, key):
+        async with backend_stall.held(raw_storage(storage), key):
             task = asyncio.ensure_future(storage.put(key, new))
             await asyncio.wait({task}, timeout=backend_stall.hold_for)
             if task.done():

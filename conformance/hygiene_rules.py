@@ -14,7 +14,10 @@ import socket
 import threading
 from typing import ClassVar
 
+import pytest
+
 from ..storage import Storage
+from . import descriptors
 from .checks import fail
 from .fixtures import StorageFixtures
 from .hygiene import HygieneReport, hygiene
@@ -100,6 +103,25 @@ class HygieneTests(StorageFixtures):
                 observed="the hygiene check found: " + "; ".join(report.findings),
                 detail="the storage was opened from the factory, used for put, get, list, "
                 "delete and a cancelled put, then closed",
+            )
+
+    async def test_storage_closes_every_descriptor_on_aclose(self, target: Target) -> None:
+        if not descriptors.available():
+            pytest.skip("this system does not list open descriptors in /proc/self/fd")
+        await _exercise(target)  # a warm-up: what the process opens once is not a leak
+        before = descriptors.snapshot()
+        await _exercise(target)
+        found = await descriptors.wait_for_no_leak(before)
+        if found:
+            fail(
+                "a storage must close every socket and file it opened once aclose() returns",
+                expected="as many open descriptors as before the storage was opened",
+                observed="the process still has " + descriptors.describe_leak(found),
+                detail="the storage was opened from the factory, used for put, get, list, "
+                "delete and a cancelled put, then closed (after a first such use as a "
+                "warm-up); a descriptor kept referenced (a module-level pool, a cache) never "
+                "warns at garbage collection. To fix it, close every connection, session and "
+                "file handle in aclose(), also the idle ones of a pool",
             )
 
 

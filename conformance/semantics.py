@@ -8,7 +8,7 @@ from typing import ClassVar
 import pytest
 
 from ..errors import NotFound, PreconditionFailed, StorageClosed
-from ..storage import IfMatch, Storage
+from ..storage import IfMatch, PutMode, Storage
 from .checks import (
     collect,
     describe,
@@ -250,6 +250,47 @@ class SemanticsTests(StorageFixtures):
             promise="an if-match put must refuse the version of a deleted value",
             call=f"put('r', b'late', mode=IfMatch({v1!r}))",
             key="r",
+        )
+
+    async def test_every_write_mints_a_new_version(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        a, b = b"the same bytes", b"other bytes"
+        steps: list[tuple[str, str]] = [("put A", await storage.put("mint", a))]
+        steps.append(("put A again (the same bytes)", await storage.put("mint", a)))
+        steps.append(("put B", await storage.put("mint", b)))
+        steps.append(("put A (A -> B -> A)", await storage.put("mint", a)))
+        await storage.delete("mint")
+        mode: PutMode = "create" if supports_conditional_put else "overwrite"
+        steps.append((f"delete, then put A ({mode})", await storage.put("mint", a, mode=mode)))
+        if supports_conditional_put:
+            current = steps[-1][1]
+            steps.append(
+                (
+                    "if-match put of A on A's version",
+                    await storage.put("mint", a, mode=IfMatch(current)),
+                )
+            )
+        seen: dict[str, str] = {}
+        for step, version in steps:
+            if version in seen:
+                fail(
+                    "every write must mint a new version, also one that writes the same bytes",
+                    key="mint",
+                    expected=f"{step!r} to return a version never returned before",
+                    observed=f"it returned {version!r}, as {seen[version]!r} did",
+                    detail="a version derived from the content (a hash, an ETag of the bytes) "
+                    "repeats, so a stale if-match succeeds after A -> B -> A and a cancelled "
+                    "write cannot be told from a later one; to fix it, mint a version per "
+                    "write (a counter, a random token, the backend's generation number)",
+                )
+            seen[version] = step
+        await expect_value(
+            storage,
+            "mint",
+            a,
+            version=steps[-1][1],
+            promise="get must report the version of the last write",
         )
 
     # -- get and delete -------------------------------------------------------------------

@@ -56,6 +56,8 @@ class Stall:
     async def held(self, storage: Any, key: str) -> AsyncIterator[None]:
         """Inside this context, a put of ``key`` on ``storage`` is held in the backend.
 
+        ``storage`` is the adapter's own object (under the suite's wrappers).
+
         Leaving it lets the backend go on: that is when a cancelled write that
         was not settled would land.
         """
