@@ -167,7 +167,7 @@ def _check_raised(outcomes: list[_Outcome], what: str, bound: float = CANCEL_BOU
                 observed=f"it was still running {2 * _patience(bound):g} s later, after a second "
                 "cancellation (the cancellation was ignored, or the backend wait is not "
                 "cancellable)",
-                detail="to fix it, make every wait of the operation cancellable; a write that "
+                detail="To fix it, make every wait of the operation cancellable; a write that "
                 "must not land later can be aborted (a flag checked before its commit) "
                 "rather than waited for",
             )
@@ -177,7 +177,7 @@ def _check_raised(outcomes: list[_Outcome], what: str, bound: float = CANCEL_BOU
                 key=o.key,
                 expected=f"it to end within {bound:g} s of task.cancel() ({_point_text(o.point)})",
                 observed=f"it took {o.ended_in:.3f} s to raise CancelledError",
-                detail="to fix it, abort the backend call on cancellation (close the "
+                detail="To fix it, abort the backend call on cancellation (close the "
                 "connection, set a flag the worker checks before its commit, interrupt the "
                 "statement) instead of waiting for it to finish; or raise the bound with "
                 "--checkpointkit-cancel-bound if the backend cannot do better",
@@ -216,6 +216,7 @@ class CancellationTests(StorageFixtures):
         check_whole: bool = True,
         check_prompt: bool = False,
         prefix: str = "cancel",
+        after_each: Callable[[int, _Outcome], Awaitable[None]] | None = None,
     ) -> list[_Outcome]:
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
@@ -252,6 +253,8 @@ class CancellationTests(StorageFixtures):
                     observed=f"it holds {describe(outcome.observed)}",
                 )
             outcomes.append(outcome)
+            if after_each is not None:
+                await after_each(i, outcome)
         return outcomes
 
     async def test_cancelled_put_raises_cancelled_error_promptly(
@@ -286,17 +289,14 @@ class CancellationTests(StorageFixtures):
     async def test_cancelled_put_takes_effect_at_most_once(
         self, storage: Storage, settle: SettleWatch, cancel_bound: float
     ) -> None:
-        outcomes = await self._sweep_puts(
-            storage, settle.observer, cancel_bound, size=1024, check_whole=False, prefix="once"
-        )
-        for i, o in enumerate(outcomes):
+        async def overwrite(i: int, o: _Outcome) -> None:
+            # Right after each cancellation: a later write that must stay.
             old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
             after = f"written after the cancelled put of {o.key}".encode()
             await storage.put(o.key, after)
-            observed = await settle.read(o.key)
             settle.add(
                 o.key,
-                observed,
+                await settle.read(o.key),
                 what="put",
                 since=o.ended_at,
                 context=_point_text(o.point) + ", then overwritten by a put that completed",
@@ -304,6 +304,16 @@ class CancellationTests(StorageFixtures):
                 written=new,
                 seen_written=o.observed == new,
             )
+
+        await self._sweep_puts(
+            storage,
+            settle.observer,
+            cancel_bound,
+            size=1024,
+            check_whole=False,
+            prefix="once",
+            after_each=overwrite,
+        )
         await settle.settle()
 
     async def _sweep_deletes(

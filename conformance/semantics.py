@@ -281,7 +281,7 @@ class SemanticsTests(StorageFixtures):
                     observed=f"it returned {version!r}, as {seen[version]!r} did",
                     detail="a version derived from the content (a hash, an ETag of the bytes) "
                     "repeats, so a stale if-match succeeds after A -> B -> A and a cancelled "
-                    "write cannot be told from a later one; to fix it, mint a version per "
+                    "write cannot be told from a later one. To fix it, mint a version per "
                     "write (a counter, a random token, the backend's generation number)",
                 )
             seen[version] = step

@@ -50,7 +50,7 @@ INDETERMINATE = "checkpointkit_indeterminate"
 """The ``user_properties`` name under which a test records an indeterminate outcome."""
 
 FIX = (
-    "to fix it, make the cancelled operation unable to commit once CancelledError is raised: "
+    "To fix it, make the cancelled operation unable to commit once CancelledError is raised: "
     "wait for its thread or request to finish within a bounded grace, or abort it (a flag "
     "checked under a lock right before the commit, as FileStorage does); if the backend "
     "cannot promise that, do not declare settles_cancelled_writes"
@@ -199,7 +199,7 @@ class SettleWatch:
                         observed=f"the cancelled {w.what}'s value {describe(value)} came back "
                         f"{landing.delay:.3f} s after CancelledError ({w.context}): it was "
                         "applied twice (a retry of a write whose reply was lost?)",
-                        detail="to fix it, never re-send a write that may have reached the "
+                        detail="To fix it, never re-send a write that may have reached the "
                         "backend, unless the backend deduplicates it (an idempotency key, a "
                         "conditional write on the version read before)",
                     )

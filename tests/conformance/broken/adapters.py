@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import hashlib
 import itertools
+import socket
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -242,3 +244,96 @@ class NeverAwaits(IOMemoryStorage):
         version = await super()._put(key, data, mode)
         self._flush()  # type: ignore[unused-coroutine]  # the bug
         return version
+
+
+class ContentHashVersion(IOMemoryStorage):
+    """Bug: the version is a hash of the bytes (plus a generation bumped by a delete).
+
+    It changes across a delete and a re-create, but not when the same bytes
+    are written again, nor after A -> B -> A.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._generation: dict[str, int] = {}
+
+    def _store(self, key: str, data: bytes) -> str:
+        d = self._data
+        version = f"{self._generation.get(key, 0)}-{hashlib.sha256(data).hexdigest()[:16]}"
+        if key not in d.values:
+            bisect.insort(d.keys, key)
+        d.values[key] = (data, version)
+        return version
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        existed = await super()._delete(key, if_match)
+        if existed:
+            self._generation[key] = self._generation.get(key, 0) + 1
+        return existed
+
+
+_KEPT: list[socket.socket] = []
+"""Where KeepsSocketOpen keeps its connections: referenced, so nothing ever warns."""
+
+
+class ClosesSocket(IOMemoryStorage):
+    """Correct: holds a "connection" (a socket pair) from the first call until aclose()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._conn: tuple[socket.socket, socket.socket] | None = None
+
+    async def _io(self) -> None:
+        if self._conn is None and not self._closed:
+            self._conn = socket.socketpair()
+            _KEPT.extend(self._conn)
+        await super()._io()
+
+    async def _aclose(self) -> None:
+        if self._conn is not None and self.closes:
+            for sock in self._conn:
+                sock.close()
+                _KEPT.remove(sock)
+        self._conn = None
+
+    closes: ClassVar[bool] = True
+
+
+class KeepsSocketOpen(ClosesSocket):
+    """Bug: aclose() forgets the connection, which a module-level pool keeps referenced."""
+
+    closes: ClassVar[bool] = False
+
+
+class DoubleApply(IOMemoryStorage):
+    """Bug: a put cancelled while waiting for its reply is re-sent later (a blind retry).
+
+    The backend had applied it: it takes effect twice, the second time over a
+    later write.
+    """
+
+    RETRY_AFTER = 0.02
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._retries: set[asyncio.Task[None]] = set()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        self._check(key, mode)
+        version = self._store(key, data)  # the request reached the backend
+        try:
+            await self._io()  # the reply travels back
+        except asyncio.CancelledError:
+            retry = asyncio.ensure_future(self._resend(key, data))
+            self._retries.add(retry)
+            retry.add_done_callback(self._retries.discard)
+            raise
+        return version
+
+    async def _resend(self, key: str, data: bytes) -> None:
+        await asyncio.sleep(self.RETRY_AFTER)
+        if not self._closed:
+            self._store(key, data)
+
+    async def _aclose(self) -> None:
+        await asyncio.gather(*self._retries, return_exceptions=True)

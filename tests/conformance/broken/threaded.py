@@ -1,0 +1,216 @@
+"""Adapters that wrap a blocking client in threads, the most common way to write one.
+
+:class:`ThreadedStore` is correct: a shared in-process "server" (one per
+``location``, so two clients see the same data) and a client whose every call
+runs in its own worker threads, with a simulated latency and upload rate. A
+cancelled write sets an abort flag that the worker checks after each chunk and,
+under the server's lock, right before its commit: nothing lands once
+``CancelledError`` was raised, and the cancellation is prompt.
+
+Each subclass breaks one promise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from checkpointkit.errors import NotFound, PreconditionFailed
+from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+LATENCY = 0.005
+"""Seconds a write spends on the wire and in the server before it commits."""
+
+RATE = 20 * 1024 * 1024
+"""Simulated upload rate in bytes per second: a 32 MiB value takes 1.6 s."""
+
+CHUNK = 1024 * 1024
+
+
+@dataclass
+class _Server:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    values: dict[str, tuple[bytes, str]] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    clients: int = 0
+
+
+_SERVERS: dict[str, _Server] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+class _Abort:
+    """Set by the event loop when the awaiting task is cancelled."""
+
+    def __init__(self) -> None:
+        self.flag = False
+
+
+class ThreadedStore(StorageBase):
+    """Correct: every call in a worker thread; a cancelled write is aborted before it commits."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=True, settles_cancelled_writes=True
+    )
+    aborts: ClassVar[bool] = True  # the worker checks the abort flag
+    waits_on_cancel: ClassVar[bool] = False  # a cancelled call waits for its worker
+
+    def __init__(self, location: str | None = None) -> None:
+        self._location = location
+        with _SERVERS_LOCK:
+            if location is None:
+                self._server = _Server()
+            else:
+                self._server = _SERVERS.setdefault(location, _Server())
+            self._server.clients += 1
+        self._pool = ThreadPoolExecutor(4, thread_name_prefix="threaded-store")
+
+    # -- the client side --------------------------------------------------------------------
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        abort = _Abort()
+        future = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args, abort)
+        if self.waits_on_cancel:
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                while not future.done():  # settle by waiting, however long the write takes
+                    try:
+                        await asyncio.shield(future)
+                    except asyncio.CancelledError:
+                        continue
+                    except BaseException:
+                        break
+                raise
+        try:
+            return await future
+        except asyncio.CancelledError:
+            abort.flag = True
+            raise
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        result: str = await self._run(self._put_sync, key, data, mode)
+        return result
+
+    async def _get(self, key: str) -> GetResult:
+        result: GetResult = await self._run(self._get_sync, key)
+        return result
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        result: bool = await self._run(self._delete_sync, key, if_match)
+        return result
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        result: ListPage = await self._run(self._list_sync, prefix, start_after, cursor, limit)
+        return result
+
+    async def _aclose(self) -> None:
+        await asyncio.to_thread(self._pool.shutdown, True)
+        with _SERVERS_LOCK:
+            self._server.clients -= 1
+            if self._location is not None and self._server.clients == 0:
+                _SERVERS.pop(self._location, None)
+
+    # -- the "server" side, in a worker thread ----------------------------------------------
+    def _aborted(self, abort: _Abort) -> bool:
+        return self.aborts and abort.flag
+
+    def _upload(self, data: bytes, abort: _Abort) -> bool:
+        """Send ``data`` at :data:`RATE`; False if aborted on the way."""
+        time.sleep(LATENCY)
+        for start in range(0, max(len(data), 1), CHUNK):
+            if self._aborted(abort):
+                return False
+            time.sleep(len(data[start : start + CHUNK]) / RATE)
+        return not self._aborted(abort)
+
+    def _put_sync(self, key: str, data: bytes, mode: PutMode, abort: _Abort) -> str:
+        if not self._upload(data, abort):
+            raise asyncio.CancelledError  # nobody waits for it any more
+        s = self._server
+        with s.lock:
+            if self._aborted(abort):
+                raise asyncio.CancelledError
+            current = s.values.get(key)
+            if mode == "create" and current is not None:
+                raise PreconditionFailed(f"key {key!r} exists")
+            if isinstance(mode, IfMatch) and (current is None or current[1] != mode.version):
+                raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+            version = str(next(s.counter))
+            if current is None:
+                bisect.insort(s.keys, key)
+            s.values[key] = (data, version)
+            return self._version(version, data)
+
+    def _version(self, version: str, data: bytes) -> str:
+        return version
+
+    def _get_sync(self, key: str, abort: _Abort) -> GetResult:
+        with self._server.lock:
+            found = self._server.values.get(key)
+        if found is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(*found)
+
+    def _delete_sync(self, key: str, if_match: str | None, abort: _Abort) -> bool:
+        time.sleep(LATENCY)
+        s = self._server
+        with s.lock:
+            if self._aborted(abort):
+                raise asyncio.CancelledError
+            current = s.values.get(key)
+            if current is None:
+                return False
+            if if_match is not None and current[1] != if_match:
+                raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+            del s.values[key]
+            s.keys.remove(key)
+            return True
+
+    def _list_sync(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int, abort: _Abort
+    ) -> ListPage:
+        with self._server.lock:
+            keys = list(self._server.keys)
+        after = cursor if cursor is not None else start_after
+        lo = (
+            bisect.bisect_right(keys, after)
+            if after is not None and after >= prefix
+            else bisect.bisect_left(keys, prefix)
+        )
+        page = [k for k in keys[lo : lo + limit] if k.startswith(prefix)]
+        more = lo + limit < len(keys) and len(page) == limit
+        return ListPage(page, page[-1] if more else None)
+
+
+class LateThread(ThreadedStore):
+    """Bug: a cancelled write's thread keeps running and commits later (plain ``to_thread``).
+
+    It declares ``settles_cancelled_writes``, which it does not keep.
+    """
+
+    aborts: ClassVar[bool] = False
+
+
+class LateThreadUndeclared(LateThread):
+    """The same late landings, honestly undeclared: the suite reports them as indeterminate."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(durable=False, shared=True)
+
+
+class SlowCancel(ThreadedStore):
+    """Bug: a cancelled write waits for its upload to finish: 1.5 s for a 32 MiB value.
+
+    Nothing lands late, but the cancellation is not prompt.
+    """
+
+    aborts: ClassVar[bool] = False
+    waits_on_cancel: ClassVar[bool] = True
