@@ -53,7 +53,12 @@ class SQLiteStorage(StorageBase):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        conditional_put=True, conditional_delete=True, durable=True, shared=True, ttl=False
+        conditional_put=True,
+        conditional_delete=True,
+        durable=True,
+        shared=True,
+        ttl=False,
+        settles_cancelled_writes=True,  # _finish waits for a cancelled statement
     )
 
     def __init__(
@@ -118,7 +123,8 @@ class SQLiteStorage(StorageBase):
         return self._db
 
     async def _open(self) -> aiosqlite.Connection:
-        db = await aiosqlite.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        # No busy wait inside SQLite (it cannot be cancelled): _sql retries instead.
+        db = await aiosqlite.connect(self.path, timeout=0, isolation_level=None)
         try:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute(self._sql_of["schema"])
@@ -128,17 +134,33 @@ class SQLiteStorage(StorageBase):
         return db
 
     async def _sql(self, name: str, *args: Any) -> tuple[int, list[Any]]:
-        """Run the statement ``name``; return (rows changed, rows fetched)."""
+        """Run the statement ``name``; return (rows changed, rows fetched).
+
+        While another connection holds the write lock, retry (a busy statement
+        changed nothing) until ``busy_timeout``, sleeping in the event loop,
+        where a cancellation lands at once.
+        """
         db = await self._connection()
 
         async def run() -> tuple[int, list[Any]]:
             async with db.execute(self._sql_of[name], args) as cursor:
                 return cursor.rowcount, list(await cursor.fetchall())
 
-        try:
-            return await _finish(asyncio.ensure_future(run()))
-        except aiosqlite.Error as exc:
-            raise StorageUnavailable(f"SQLite failed on {self.path!r} ({name}): {exc}") from exc
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                return await _finish(asyncio.ensure_future(run()))
+            except aiosqlite.OperationalError as exc:
+                if "locked" not in str(exc) or loop.time() >= deadline:
+                    raise StorageUnavailable(
+                        f"SQLite failed on {self.path!r} ({name}): {exc}"
+                    ) from exc
+            except aiosqlite.Error as exc:
+                raise StorageUnavailable(f"SQLite failed on {self.path!r} ({name}): {exc}") from exc
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
 
     # -- what StorageBase asks of an adapter -------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
@@ -202,7 +224,8 @@ async def _finish(task: asyncio.Future[T]) -> T:
     aiosqlite runs each statement in its own thread: once queued, a statement
     runs even if its caller is cancelled. Waiting for it keeps the promise
     that a cancelled put has fully happened or not at all, and never lands
-    later. Statements are short, so the wait is brief (at most the busy timeout).
+    later. Statements are short and never wait for a lock (``timeout=0``), so
+    the wait is brief.
     """
     try:
         return await asyncio.shield(task)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
+from checkpointkit.conformance.stalls import HeldLock
 from checkpointkit_sqlite import SQLiteStorage
 
 
@@ -20,6 +22,22 @@ class SQLiteFixtures(StorageFixtures):
             _remove(path)
 
         return Target(sqlite_storage, name="sqlite")
+
+    @pytest.fixture
+    def backend_stall(self, tmp_path: Path, storage_location: str) -> HeldLock:
+        """A write transaction held on a second connection: puts wait for its lock."""
+        connections: list[sqlite3.Connection] = []
+
+        def begin() -> None:
+            path = tmp_path / f"{storage_location}.db"
+            connections.append(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
+            connections[0].execute("BEGIN IMMEDIATE")
+
+        def end() -> None:
+            connections[0].execute("ROLLBACK")
+            connections[0].close()
+
+        return HeldLock(begin, end, name="a write transaction on a second connection")
 
 
 def _remove(db: Path) -> None:
