@@ -417,6 +417,7 @@ class CancellationTests(StorageFixtures):
     ) -> None:
         key = "held"
         old, new = b"old value before the held put", backend_stall.value()
+        await backend_stall.prepare(storage, key)
         await storage.put(key, old)
         async with backend_stall.held(raw_storage(storage), key):
             task = asyncio.ensure_future(storage.put(key, new))

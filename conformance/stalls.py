@@ -28,6 +28,7 @@ import asyncio
 import fcntl
 import inspect
 import os
+import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -52,6 +53,9 @@ class Stall:
         """The value to put (64 KiB by default)."""
         return b"n" * (64 * 1024)
 
+    async def prepare(self, storage: Any, key: str) -> None:
+        """Called once before :meth:`held`, with the suite's storage (timing may be set here)."""
+
     @asynccontextmanager
     async def held(self, storage: Any, key: str) -> AsyncIterator[None]:
         """Inside this context, a put of ``key`` on ``storage`` is held in the backend.
@@ -67,6 +71,10 @@ class Stall:
 class LargeValue(Stall):
     """A value so large that the backend takes a while to take it.
 
+    :meth:`prepare` times one put of the value, and the suite then cancels
+    the held put a third of that time after it started: in the middle of the
+    write, whatever the backend's speed.
+
     Args:
         size: bytes of the value (default 32 MiB).
     """
@@ -77,11 +85,23 @@ class LargeValue(Stall):
         self.size = size
         self.name = f"a {size / (1024 * 1024):g} MiB value"
         self.hold_for = 0.02
+        self._value: bytes | None = None
 
     def value(self) -> bytes:
         """``size`` bytes that no compression shortens much (a repeated random block)."""
-        block = os.urandom(64 * 1024)
-        return (block * (self.size // len(block) + 1))[: self.size]
+        if self._value is None:
+            block = os.urandom(64 * 1024)
+            self._value = (block * (self.size // len(block) + 1))[: self.size]
+        return self._value
+
+    async def prepare(self, storage: Any, key: str) -> None:
+        """Time one put of the value (to a scratch key, deleted after)."""
+        scratch = f"{key}-timing"
+        start = time.monotonic()
+        await storage.put(scratch, self.value())
+        took = time.monotonic() - start
+        await storage.delete(scratch)
+        self.hold_for = min(max(took / 3, 0.005), 1.0)
 
 
 class HeldLock(Stall):
