@@ -49,11 +49,12 @@ class FsspecLocalStorage(StorageBase):
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         path = self._path(key)
         token = os.urandom(TOKEN)
-        if isinstance(mode, IfMatch):
-            if await self._token(path) != mode.version:  # read, then write: not atomic
-                raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+        # If-match: read, then write (not atomic, like pipe_file's own create).
+        if isinstance(mode, IfMatch) and await self._token(path) != mode.version:
+            raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+        fs_mode = "create" if mode == "create" else "overwrite"
         try:
-            await self.fs._pipe_file(path, token + data, mode=mode if mode == "create" else "overwrite")
+            await self.fs._pipe_file(path, token + data, mode=fs_mode)
         except FileExistsError:
             raise PreconditionFailed(f"key {key!r} already exists") from None
         return token.hex()

@@ -27,8 +27,11 @@ from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, Pu
 LATENCY = 0.005
 """Seconds a write spends on the wire and in the server before it commits."""
 
-RATE = 20 * 1024 * 1024
-"""Simulated upload rate in bytes per second: a 32 MiB value takes 1.6 s."""
+RATE = 160 * 1024 * 1024
+"""Simulated upload rate in bytes per second: a 32 MiB value takes 0.2 s."""
+
+ABORT_HANDSHAKE = 1.5
+"""Seconds :class:`SlowCancel` waits for the server to confirm an aborted multi-part upload."""
 
 CHUNK = 1024 * 1024
 
@@ -51,6 +54,7 @@ class _Abort:
 
     def __init__(self) -> None:
         self.flag = False
+        self.multipart = False  # set by the worker: the value takes several chunks
 
 
 class ThreadedStore(StorageBase):
@@ -60,7 +64,7 @@ class ThreadedStore(StorageBase):
         durable=False, shared=True, settles_cancelled_writes=True
     )
     aborts: ClassVar[bool] = True  # the worker checks the abort flag
-    waits_on_cancel: ClassVar[bool] = False  # a cancelled call waits for its worker
+    confirms_abort: ClassVar[bool] = False  # a cancelled upload waits for the server
 
     def __init__(self, location: str | None = None) -> None:
         self._location = location
@@ -76,22 +80,12 @@ class ThreadedStore(StorageBase):
     async def _run(self, fn: Any, *args: Any) -> Any:
         abort = _Abort()
         future = asyncio.get_running_loop().run_in_executor(self._pool, fn, *args, abort)
-        if self.waits_on_cancel:
-            try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
-                while not future.done():  # settle by waiting, however long the write takes
-                    try:
-                        await asyncio.shield(future)
-                    except asyncio.CancelledError:
-                        continue
-                    except BaseException:
-                        break
-                raise
         try:
             return await future
         except asyncio.CancelledError:
             abort.flag = True
+            if self.confirms_abort and abort.multipart:
+                await _uncancellable(asyncio.to_thread(time.sleep, ABORT_HANDSHAKE))
             raise
 
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
@@ -126,6 +120,7 @@ class ThreadedStore(StorageBase):
     def _upload(self, data: bytes, abort: _Abort) -> bool:
         """Send ``data`` at :data:`RATE`; False if aborted on the way."""
         time.sleep(LATENCY)
+        abort.multipart = len(data) > CHUNK
         for start in range(0, max(len(data), 1), CHUNK):
             if self._aborted(abort):
                 return False
@@ -207,10 +202,19 @@ class LateThreadUndeclared(LateThread):
 
 
 class SlowCancel(ThreadedStore):
-    """Bug: a cancelled write waits for its upload to finish: 1.5 s for a 32 MiB value.
+    """Bug: a cancelled multi-part upload waits 1.5 s for the server to confirm the abort.
 
     Nothing lands late, but the cancellation is not prompt.
     """
 
-    aborts: ClassVar[bool] = False
-    waits_on_cancel: ClassVar[bool] = True
+    confirms_abort: ClassVar[bool] = True
+
+
+async def _uncancellable(aw: Any) -> None:
+    """Wait for ``aw`` to the end, however often the caller is cancelled meanwhile."""
+    task = asyncio.ensure_future(aw)
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            continue
