@@ -4,16 +4,18 @@ the docs is the code tested."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import re
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from checkpointkit import ConfigurationError, open_storage
-from checkpointkit.conformance import run
+from checkpointkit.conformance import Target, new_location, run
 
 pytest.importorskip("aiosqlite")
 
@@ -22,6 +24,8 @@ EXAMPLE = ROOT / "docs" / "examples" / "sqlite_adapter"
 sys.path.insert(0, str(EXAMPLE))
 
 from checkpointkit_sqlite import SQLiteStorage  # noqa: E402
+
+T = TypeVar("T")
 
 
 def _load(path: Path, name: str) -> object:
@@ -94,3 +98,37 @@ def test_the_docs_show_the_tested_code() -> None:
     assert blocks[0] == (EXAMPLE / "checkpointkit_sqlite" / "__init__.py").read_text()
     tests = re.findall(r"```python\n# tests/test_conformance.py\n(.*?)```", doc, re.S)
     assert tests and tests[0] == (EXAMPLE / "tests" / "test_conformance.py").read_text()
+
+
+def _sqlite_target(base: Path) -> Target:
+    async def sqlite_storage(*, location: str | None = None) -> AsyncIterator[SQLiteStorage]:
+        path = base / f"{location or new_location()}.db"
+        async with SQLiteStorage(path) as storage:
+            yield storage
+
+    return Target(sqlite_storage, name="sqlite")
+
+
+async def _plain_await(task: asyncio.Future[T]) -> T:
+    """What the example would be without ``_finish``: a cancelled statement runs on."""
+    return await task
+
+
+@pytest.mark.parametrize("attempt", range(2))
+async def test_sqlite_example_without_its_cancellation_handling_fails_the_cancellation_group(
+    attempt: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import checkpointkit_sqlite
+
+    monkeypatch.setattr(checkpointkit_sqlite, "_finish", _plain_await)
+    report = await run(_sqlite_target(tmp_path), groups=["cancellation"])
+    assert not report.ok, report.summary()
+    result = report.result("test_cancelled_put_does_not_land_later")
+    assert result.outcome == "failed", report.summary()
+    assert "must not land later" in result.reason and "To fix it" in result.reason
+
+
+async def test_sqlite_example_passes_the_cancellation_group(tmp_path: Path) -> None:
+    report = await run(_sqlite_target(tmp_path), groups=["cancellation"])
+    assert report.ok, report.summary()
+    assert not report.indeterminate, report.summary()
