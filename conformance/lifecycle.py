@@ -42,16 +42,42 @@ class Boom(Exception):
     """The failure of a step that fails on purpose."""
 
 
-async def _bounded(aw: Awaitable[T], seconds: float, what: str) -> T:
-    try:
-        async with asyncio.timeout(seconds):
-            return await aw
-    except TimeoutError:
+PATIENCE = 10.0
+"""Seconds to wait for progress that a working adapter makes in milliseconds."""
+
+
+async def _bounded(
+    aw: Awaitable[T], seconds: float, what: str, *, run: asyncio.Future[Any] | None = None
+) -> T:
+    """``await aw`` within ``seconds``; fail at once if ``run`` ends first (it never will
+    make the awaited progress then), so that no test waits out its bound needlessly."""
+    task = asyncio.ensure_future(aw)
+    waiting: set[asyncio.Future[Any]] = {task} if run is None else {task, run}
+    await asyncio.wait(waiting, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    if run is not None and run.done():
+        ended = "was cancelled" if run.cancelled() else f"raised {run.exception()!r}"
+        if not run.cancelled() and run.exception() is None:
+            ended = f"returned {run.result()!r}"
         fail(
             "the run must make progress",
-            expected=f"{what} within {seconds:g} s",
-            observed="it did not happen",
+            expected=what,
+            observed=f"the run ended before that: it {ended}",
         )
+    fail(
+        "the run must make progress",
+        expected=f"{what} within {seconds:g} s",
+        observed="it did not happen",
+    )
+
+
+async def _spin(rounds: int = 100) -> None:
+    """Let the event loop run ``rounds`` iterations: what the runner does without I/O."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
 
 
 def _gated(storage: Storage, style: str, wf_key: Callable[[], str]) -> tuple[PutGate, Any]:
@@ -162,7 +188,9 @@ class LifecycleTests(StorageFixtures):
             await wf.run(None, run_id="g2")
         failing[0] = False
         release.clear()
-        resumed = await _bounded(wf.resume("g2"), 10, "the resume")  # square(1) must not wait again
+        resumed = await _bounded(
+            wf.resume("g2"), PATIENCE, "the resume"
+        )  # square(1) must not wait again
         expect(
             resumed.output == [1, 4, 9],
             "G2: concurrent calls of one step must replay their own results",
@@ -209,12 +237,12 @@ class LifecycleTests(StorageFixtures):
         run = asyncio.ensure_future(wf.run(None, run_id="g3"))
         finished_at_end: list[bool] = []
         run.add_done_callback(lambda _t: finished_at_end.append(gate.finished.is_set()))
-        await _bounded(gate.entered.wait(), 10, "quick's save to start")
+        await _bounded(gate.entered.wait(), PATIENCE, "quick's save to start", run=run)
         fail_now.set()
-        await asyncio.wait({run}, timeout=0.2)  # a correct runner is still waiting for the save
+        await _spin()  # a correct runner is still waiting for the save (it needs no I/O)
         gate.release()
         with pytest.raises(Boom):
-            await _bounded(run, 10, "the run to end")
+            await _bounded(run, PATIENCE, "the run to end")
         expect(
             not gate.cancelled,
             "G3: a sibling's failure must not cancel a completed step's save",
@@ -228,7 +256,7 @@ class LifecycleTests(StorageFixtures):
             observed="the run ended while the save was still in flight",
         )
         failing[0] = False
-        resumed = await _bounded(wf.resume("g3"), 10, "the resume")
+        resumed = await _bounded(wf.resume("g3"), PATIENCE, "the resume")
         expect(
             resumed.output == ["done", "fine"],
             "G3: the resumed run must complete",
@@ -275,7 +303,7 @@ class LifecycleTests(StorageFixtures):
                 await wf.run(None, run_id="g4")
 
         run = asyncio.ensure_future(caller())
-        await _bounded(gate.entered.wait(), 10, "quick's save to start")
+        await _bounded(gate.entered.wait(), PATIENCE, "quick's save to start", run=run)
         start = time.monotonic()
         if how == "task.cancel":
             run.cancel()
@@ -339,7 +367,7 @@ class LifecycleTests(StorageFixtures):
 
         wf = _workflow(main, styled)
         run = asyncio.ensure_future(wf.run(None, run_id="g4r"))
-        await _bounded(gate.entered.wait(), 10, "quick's save to start")
+        await _bounded(gate.entered.wait(), PATIENCE, "quick's save to start", run=run)
         start = time.monotonic()
         for _ in range(3):
             run.cancel()
@@ -416,10 +444,10 @@ class LifecycleTests(StorageFixtures):
         run = asyncio.ensure_future(wf.run(None, run_id="g6"))
         finished_at_end: list[bool] = []
         run.add_done_callback(lambda _t: finished_at_end.append(gate.finished.is_set()))
-        await _bounded(gate.entered.wait(), 10, "quick's save to start")
-        await asyncio.wait({run}, timeout=0.2)  # a correct runner is still waiting for the save
+        await _bounded(gate.entered.wait(), PATIENCE, "quick's save to start", run=run)
+        await _spin()  # a correct runner is still waiting for the save (it needs no I/O)
         gate.release()
-        result = await _bounded(run, 10, "the run to pause")
+        result = await _bounded(run, PATIENCE, "the run to pause")
         expect(
             result.status == "paused",
             "G6: a step asking for input must pause the run",
@@ -445,7 +473,7 @@ class LifecycleTests(StorageFixtures):
             observed="it was cancelled",
         )
         resumed = await _bounded(
-            wf.resume("g6", responses={result.pending[0].id: "Ada"}), 10, "the resume"
+            wf.resume("g6", responses={result.pending[0].id: "Ada"}), PATIENCE, "the resume"
         )
         expect(
             resumed.status == "completed" and resumed.output == [1, "Ada"],
@@ -526,8 +554,8 @@ class LifecycleTests(StorageFixtures):
         styled = STYLES[style](storage)
         wf1, wf2 = _workflow(first, styled), _workflow(second, styled)
         stream = cast(AsyncGenerator[Any, None], wf1.stream(None, run_id="abandoned"))
-        await _bounded(stream.__anext__(), 10, "the first event")
-        await _bounded(entered.wait(), 10, "the first run's step to start")
+        await _bounded(stream.__anext__(), PATIENCE, "the first event")
+        await _bounded(entered.wait(), PATIENCE, "the first run's step to start")
         result = await wf2.run(None, run_id="later")
         await _bounded(stream.aclose(), PROMPT, "the abandoned stream to close")  # finalized late
         try:
@@ -564,7 +592,7 @@ class LifecycleTests(StorageFixtures):
 
         wf = _workflow(main, STYLES[style](faulty))
         try:
-            result = await _bounded(wf.run(None, run_id="g9"), 10, "the run to end")
+            result = await _bounded(wf.run(None, run_id="g9"), PATIENCE, "the run to end")
         except CheckpointSaveError:
             return
         fail(
