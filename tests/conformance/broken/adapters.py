@@ -31,7 +31,9 @@ class IOMemoryStorage(StorageBase):
     leaves nothing done: the reference that the broken variants deviate from.
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(durable=False, shared=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=False, settles_cancelled_writes=True
+    )
 
     def __init__(self) -> None:
         self._data = _Data()
