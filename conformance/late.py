@@ -62,9 +62,7 @@ class _Unknowns:
         """What happened, in order: ``"late put KEY"``, ``"unknown delete KEY"``, ..."""
         self._tried: set[tuple[str, str, Any]] = set()
         self._late: set[asyncio.Task[None]] = set()
-        self.__dict__["capabilities"] = replace(
-            inner.capabilities, settles_cancelled_writes=False
-        )
+        self.__dict__["capabilities"] = replace(inner.capabilities, settles_cancelled_writes=False)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
@@ -146,9 +144,7 @@ class LateLanding(_Unknowns):
         super().__init__(inner, **options)
         self.in_flight = in_flight
 
-    async def _write(
-        self, op: str, key: str, arg: Any, write: Callable[[], Awaitable[Any]]
-    ) -> Any:
+    async def _write(self, op: str, key: str, arg: Any, write: Callable[[], Awaitable[Any]]) -> Any:
         if not self._applies(key):
             return await write()
         if self._first_unknown(op, key, arg):
@@ -189,9 +185,7 @@ class LateReply(_Unknowns):
     Args: as for :class:`LateLanding` (``max_delay`` bounds the reply's delay).
     """
 
-    async def _write(
-        self, op: str, key: str, arg: Any, write: Callable[[], Awaitable[Any]]
-    ) -> Any:
+    async def _write(self, op: str, key: str, arg: Any, write: Callable[[], Awaitable[Any]]) -> Any:
         if not self._applies(key):
             return await write()
         result = await write()

@@ -71,8 +71,8 @@ CASES: dict[str, tuple[type, type, str, str, list[str]]] = {
         DoubleApply,
         IOMemoryStorage,
         "cancellation",
-        "test_cancelled_put_takes_effect_at_most_once",
-        ["applied twice", "To fix it"],
+        "test_cancelled_put_does_not_land_later",
+        ["must take effect at most once", "applied twice", "To fix it"],
     ),
 }
 
