@@ -24,7 +24,15 @@ import os
 import time
 from dataclasses import dataclass
 
-__all__ = ["Descriptor", "available", "leaked", "snapshot", "wait_for_no_leak"]
+__all__ = [
+    "Descriptor",
+    "available",
+    "describe_leak",
+    "leaked",
+    "name",
+    "snapshot",
+    "wait_for_no_leak",
+]
 
 _FD_DIR = "/proc/self/fd"
 _TCP_STATES = {
@@ -115,8 +123,12 @@ def _sockets() -> tuple[dict[str, tuple[str, str, str, int]], set[int]]:
     return table, listening
 
 
-def snapshot() -> dict[int, Descriptor]:
-    """Every open descriptor of this process, named (empty without ``/proc``)."""
+def snapshot() -> dict[int, str]:
+    """Every open descriptor of this process and what it points to (``readlink``).
+
+    Cheap: descriptors are named only when :func:`leaked` finds new ones.
+    Empty without ``/proc``.
+    """
     if not available():
         return {}
     targets: dict[int, str] = {}
@@ -125,48 +137,47 @@ def snapshot() -> dict[int, Descriptor]:
             targets[int(entry)] = os.readlink(f"{_FD_DIR}/{entry}")
         except (OSError, ValueError):  # closed meanwhile (the listing's own descriptor)
             continue
+    return targets
+
+
+def name(targets: dict[int, str]) -> list[Descriptor]:
+    """Name each descriptor of ``targets`` (a path, or a socket with its addresses)."""
     sockets: dict[str, tuple[str, str, str, int]] | None = None
     listening: set[int] = set()
-    out: dict[int, Descriptor] = {}
-    for fd, target in targets.items():
+    out: list[Descriptor] = []
+    for fd, target in sorted(targets.items()):
         server_side = False
         if target.startswith("socket:["):
             if sockets is None:
                 sockets, listening = _sockets()
-            inode = target[len("socket:[") : -1]
-            found = sockets.get(inode)
+            found = sockets.get(target[len("socket:[") : -1])
             if found is None:
-                name = f"socket {target}"
+                label = f"socket {target}"
             else:
                 kind, text, state, port = found
-                name = f"{text} {state}".strip()
+                label = f"{text} {state}".strip()
                 server_side = kind == "tcp" and state != "LISTEN" and port in listening
         elif target.startswith(("pipe:", "anon_inode:")):
-            name = target
+            label = target
         else:
-            name = f"file {target}"
-        out[fd] = Descriptor(fd, target, name, server_side)
+            label = f"file {target}"
+        out.append(Descriptor(fd, target, label, server_side))
     return out
 
 
-def leaked(before: dict[int, Descriptor], after: dict[int, Descriptor]) -> list[Descriptor]:
+def leaked(before: dict[int, str], after: dict[int, str]) -> list[Descriptor]:
     """Descriptors open in ``after`` that were not open (as the same thing) in ``before``.
 
     Sockets accepted by an in-process server are left out (see the module documentation).
     """
-    out = []
-    for fd, d in sorted(after.items()):
-        old = before.get(fd)
-        if old is not None and old.target == d.target:
-            continue
-        if d.server_side:
-            continue
-        out.append(d)
-    return out
+    new = {fd: t for fd, t in after.items() if before.get(fd) != t}
+    if not new:
+        return []
+    return [d for d in name(new) if not d.server_side]
 
 
 async def wait_for_no_leak(
-    before: dict[int, Descriptor], *, grace: float = 0.5, interval: float = 0.02
+    before: dict[int, str], *, grace: float = 0.5, interval: float = 0.02
 ) -> list[Descriptor]:
     """The descriptors leaked since ``before``, after letting them close for ``grace`` s.
 
