@@ -289,3 +289,36 @@ async def test_fsspec_local_wrapper_is_reported_for_its_non_atomic_writes_every_
         cas = report.result("test_cas_race_has_one_winner")
         assert cas.outcome == "failed", f"run {i + 1}: {_explain(report)}"
         assert "exactly one winner" in cas.reason
+
+
+def test_cli_takes_a_settle_window_and_cancel_bound_and_refuses_bad_ones(tmp_path: Path) -> None:
+    cli = [sys.executable, "-c", "from checkpointkit.cli import main; main()", "conformance"]
+    out = subprocess.run(
+        [*cli, "memory", "--settle-window", "-1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "settle_window must be a number of seconds" in out.stderr
+    out = subprocess.run(
+        [
+            *cli,
+            "memory",
+            "--group",
+            "semantics",
+            "-k",
+            "mint",
+            "--settle-window",
+            "0.1",
+            "--cancel-bound",
+            "0.2",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "indeterminate" in out.stdout  # the table's column
