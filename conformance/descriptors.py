@@ -177,7 +177,7 @@ def leaked(before: dict[int, str], after: dict[int, str]) -> list[Descriptor]:
 
 
 async def wait_for_no_leak(
-    before: dict[int, str], *, grace: float = 0.5, interval: float = 0.02
+    before: dict[int, str], *, grace: float = 0.5, interval: float = 0.01
 ) -> list[Descriptor]:
     """The descriptors leaked since ``before``, after letting them close for ``grace`` s.
 
