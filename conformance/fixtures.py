@@ -308,7 +308,7 @@ class StorageFixtures:
             # A descriptor may be closing right now (a thread's last call): a short grace,
             # none once this target has leaked before (a leaky adapter fails fast).
             name = storage_target.name if storage_target is not None else ""
-            grace = 0.0 if name in _LEAKY else 0.1
+            grace = 0.0 if name in _LEAKY else 0.5
             found = await descriptors.wait_for_no_leak(before, grace=grace)
             if found:
                 _LEAKY.add(name)
