@@ -305,13 +305,15 @@ class StorageFixtures:
         async with hygiene():
             yield
         if counting:
-            # A descriptor may be closing right now (a thread's last call): a short grace,
-            # none once this target has leaked before (a leaky adapter fails fast).
+            # A descriptor may be closing right now (a server thread in the process, a
+            # thread's last call): a grace, unless descriptors this target leaked in an
+            # earlier test are all still open (a persistent leak: fail fast).
             name = storage_target.name if storage_target is not None else ""
-            grace = 0.0 if name in _LEAKY else 0.5
-            found = await descriptors.wait_for_no_leak(before, grace=grace)
+            earlier = _LEAKED.get(name, {})
+            persistent = bool(earlier) and all(before.get(fd) == t for fd, t in earlier.items())
+            found = await descriptors.wait_for_no_leak(before, grace=0.0 if persistent else 0.5)
             if found:
-                _LEAKY.add(name)
+                _LEAKED[name] = {d.fd: d.target for d in found}
                 raise HygieneError(
                     "hygiene check failed:\n- the test left "
                     + descriptors.describe_leak(found)
@@ -320,7 +322,7 @@ class StorageFixtures:
 
 
 _WARMED: set[str] = set()
-_LEAKY: set[str] = set()  # targets that left a descriptor open in an earlier test
+_LEAKED: dict[str, dict[int, str]] = {}  # per target: what its last leaking test left open
 
 
 async def _warm_up(target: Target) -> None:
