@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
@@ -165,19 +166,33 @@ def name(targets: dict[int, str]) -> list[Descriptor]:
     return out
 
 
-def leaked(before: dict[int, str], after: dict[int, str]) -> list[Descriptor]:
+def leaked(
+    before: dict[int, str],
+    after: dict[int, str],
+    foreign: Callable[[str], bool] | None = None,
+) -> list[Descriptor]:
     """Descriptors open in ``after`` that were not open (as the same thing) in ``before``.
 
-    Sockets accepted by an in-process server are left out (see the module documentation).
+    Sockets accepted by an in-process server are left out (see the module
+    documentation), and so is any descriptor whose ``readlink`` target
+    ``foreign`` says belongs to such a server.
     """
-    new = {fd: t for fd, t in after.items() if before.get(fd) != t}
+    new = {
+        fd: t
+        for fd, t in after.items()
+        if before.get(fd) != t and (foreign is None or not foreign(t))
+    }
     if not new:
         return []
     return [d for d in name(new) if not d.server_side]
 
 
 async def wait_for_no_leak(
-    before: dict[int, str], *, grace: float = 0.5, interval: float = 0.01
+    before: dict[int, str],
+    *,
+    grace: float = 0.5,
+    interval: float = 0.01,
+    foreign: Callable[[str], bool] | None = None,
 ) -> list[Descriptor]:
     """The descriptors leaked since ``before``, after letting them close for ``grace`` s.
 
@@ -187,7 +202,7 @@ async def wait_for_no_leak(
     """
     deadline = time.monotonic() + grace
     while True:
-        found = leaked(before, snapshot())
+        found = leaked(before, snapshot(), foreign)
         if not found or time.monotonic() >= deadline:
             return found
         await asyncio.sleep(interval)

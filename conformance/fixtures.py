@@ -311,7 +311,11 @@ class StorageFixtures:
             name = storage_target.name if storage_target is not None else ""
             earlier = _LEAKED.get(name, {})
             persistent = bool(earlier) and all(before.get(fd) == t for fd, t in earlier.items())
-            found = await descriptors.wait_for_no_leak(before, grace=0.0 if persistent else 0.5)
+            found = await descriptors.wait_for_no_leak(
+                before,
+                grace=0.0 if persistent else 0.5,
+                foreign=None if storage_target is None else storage_target.foreign_descriptors,
+            )
             if found:
                 _LEAKED[name] = {d.fd: d.target for d in found}
                 raise HygieneError(

@@ -111,7 +111,7 @@ class HygieneTests(StorageFixtures):
         await _exercise(target)  # a warm-up: what the process opens once is not a leak
         before = descriptors.snapshot()
         await _exercise(target)
-        found = await descriptors.wait_for_no_leak(before)
+        found = await descriptors.wait_for_no_leak(before, foreign=target.foreign_descriptors)
         if found:
             fail(
                 "a storage must close every socket and file it opened once aclose() returns",

@@ -115,6 +115,11 @@ class Target:
             late landing (default 2).
         cancel_bound: seconds within which a cancelled operation must raise
             ``CancelledError`` (default 0.5).
+        foreign_descriptors: says which open descriptors (by what ``readlink``
+            gives, ``/tmp/#123 (deleted)``) belong to a server running in the
+            test process rather than to the storage, so that the descriptor
+            count leaves them out (moto keeps large objects in temporary files:
+            :func:`~checkpointkit.conformance.servers.s3.moto_descriptor`).
     """
 
     factory: Factory
@@ -125,6 +130,7 @@ class Target:
     cleanup: Callable[[], None] | None = None
     settle_window: float = 2.0
     cancel_bound: float = 0.5
+    foreign_descriptors: Callable[[str], bool] | None = None
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -31,6 +31,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import zlib
@@ -242,3 +243,15 @@ def create_bucket(endpoint_url: str, bucket: str) -> None:
         client.create_bucket(Bucket=bucket)
     finally:
         client.close()
+
+
+def moto_descriptor(target: str) -> bool:
+    """Whether an open descriptor (its ``readlink`` target) is one moto's server keeps.
+
+    moto stores a large object in a ``SpooledTemporaryFile``, which becomes an
+    unnamed temporary file (``/tmp/#123 (deleted)``) held as long as the
+    object: the server's, not the client's. Give it to
+    :attr:`~checkpointkit.conformance.Target.foreign_descriptors`.
+    """
+    tmp = tempfile.gettempdir().rstrip("/")
+    return target.startswith(f"{tmp}/#") and target.endswith(" (deleted)")

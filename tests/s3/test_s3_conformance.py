@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 from checkpointkit.adapters.s3 import S3Storage
 from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
-from checkpointkit.conformance.servers.s3 import storage_options
+from checkpointkit.conformance.servers.s3 import moto_descriptor, storage_options
 
 
 class S3Fixtures(StorageFixtures):
@@ -30,7 +30,11 @@ class S3Fixtures(StorageFixtures):
         assert parts.hostname is not None and parts.port is not None
         # moto answers about 100 requests a second: a fifth of the suite's default volumes
         return Target(
-            s3_storage, name="s3 (moto)", upstream=(parts.hostname, parts.port), scale=0.2
+            s3_storage,
+            name="s3 (moto)",
+            upstream=(parts.hostname, parts.port),
+            scale=0.2,
+            foreign_descriptors=moto_descriptor,  # moto's own files of large objects
         )
 
 
