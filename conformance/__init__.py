@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from .proxy import StallProxy
     from .report import GroupSummary, Report, TestResult
     from .semantics import SemanticsTests
+    from .settle import SettleWatch
+    from .stalls import FileLock, HeldLock, LargeValue, Stall
     from .suite import StorageConformance
     from .target import PrefixedStorage, Target, new_location, resolve_target
     from .timing import TimedStorage
@@ -54,15 +56,20 @@ __all__ = [
     "ConformanceFailure",
     "Fault",
     "FaultyStorage",
+    "FileLock",
     "GroupSummary",
+    "HeldLock",
     "HygieneError",
     "HygieneReport",
     "HygieneTests",
+    "LargeValue",
     "LifecycleTests",
     "PrefixedStorage",
     "Progress",
     "Report",
     "SemanticsTests",
+    "SettleWatch",
+    "Stall",
     "StallProxy",
     "StorageConformance",
     "StorageFixtures",
@@ -84,15 +91,20 @@ _WHERE = {
     "ConformanceFailure": "checks",
     "Fault": "faults",
     "FaultyStorage": "faults",
+    "FileLock": "stalls",
     "GroupSummary": "report",
+    "HeldLock": "stalls",
     "HygieneError": "hygiene",
     "HygieneReport": "hygiene",
     "HygieneTests": "hygiene_rules",
+    "LargeValue": "stalls",
     "LifecycleTests": "lifecycle",
     "PrefixedStorage": "target",
     "Progress": "api",
     "Report": "report",
     "SemanticsTests": "semantics",
+    "SettleWatch": "settle",
+    "Stall": "stalls",
     "StallProxy": "proxy",
     "StorageConformance": "suite",
     "StorageFixtures": "fixtures",
