@@ -105,12 +105,12 @@ async def _cancel(
     if task is None:
         task = asyncio.ensure_future(op())
     if started is not None:
-        waiter = asyncio.ensure_future(started.wait())
-        either: set[asyncio.Future[Any]] = {waiter, task}
-        await asyncio.wait(either, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        if not waiter.done():
-            waiter.cancel()
-            await asyncio.gather(waiter, return_exceptions=True)
+        # Awaited directly, so that the cancellation lands the moment the stall holds the
+        # call (a wait on several futures would let the call run a few iterations more).
+        try:
+            async with asyncio.timeout(10):
+                await started.wait()
+        except TimeoutError:
             task.cancel()
             await asyncio.wait({task}, timeout=_patience(bound))
             if task.done() and not task.cancelled():
