@@ -56,9 +56,11 @@ def _run(url: str, namespace: str, action: Callable[[CheckpointStore], Awaitable
     """Open the storage, run ``action`` on a store over it, close; errors become one line.
 
     The commands inspect or delete what is stored, so a file storage directory
-    that does not exist is an error (a mistyped path), never created.
+    or SQLite database that does not exist is an error (a mistyped path), never
+    created.
     """
-    options: dict[str, Any] = {"create": False} if url_scheme(url) == "file" else {}
+    local = url_scheme(url) in ("file", "sqlite")
+    options: dict[str, Any] = {"create": False} if local else {}
 
     async def go() -> T:
         async with open_storage(url, **options) as storage:

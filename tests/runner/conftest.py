@@ -1,5 +1,5 @@
 """Fixtures for the runner's lifecycle tests: every test runs over each save style,
-on the memory adapter and on the file adapter, inside the hygiene checker (G5)."""
+on the memory, file and SQLite adapters, inside the hygiene checker (G5)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ BACKENDS = [
     "memory-task-spawning",
     "memory-gather",
     pytest.param("file-inline", marks=pytest.mark.skipif(not HAVE_FILE, reason="no file adapter")),
+    "sqlite-inline",
 ]
 
 
@@ -30,6 +31,10 @@ def _make(kind: str, tmp_path: Path) -> Storage:
         from checkpointkit.adapters.file import FileStorage
 
         inner = FileStorage(tmp_path / "store")
+    elif backend == "sqlite":
+        from checkpointkit.adapters.sqlite import SQLiteStorage
+
+        inner = SQLiteStorage(tmp_path / "store.db")
     else:
         inner = MemoryStorage()
     return STYLES[style](inner)
