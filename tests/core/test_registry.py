@@ -188,7 +188,6 @@ def install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 GOOD_PLUGIN = """
     from checkpointkit.adapters.memory import MemoryStorage
-from checkpointkit.adapters.sqlite import SQLiteStorage
 
     class PlugStorage(MemoryStorage):
         opened = []
