@@ -480,7 +480,15 @@ class SQLiteStorage(StorageBase):
                     except sqlite3.Error as exc:
                         self._fail(batch, self._unavailable("open the database", exc))
                         continue
-                logged += self._commit(conn, batch)
+                try:
+                    logged += self._commit(conn, batch)
+                except Exception as exc:  # a bug must not leave callers waiting forever
+                    _rollback(conn)
+                    error = OutcomeUnknown(
+                        f"SQLite storage {self.path!r} failed while committing: {exc!r}"
+                    )
+                    error.__cause__ = exc
+                    self._fail([op for op in batch if op.state != _DONE], error, taken=True)
                 if logged >= CHECKPOINT_BYTES:
                     logged = 0
                     try:

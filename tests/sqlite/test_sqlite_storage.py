@@ -16,6 +16,7 @@ from checkpointkit import (
     ConfigurationError,
     IfMatch,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageUnavailable,
     open_storage,
@@ -250,3 +251,25 @@ async def test_a_plain_path_opens_sqlite_unless_it_is_a_directory(
         assert (await again.get("k")).data == b"v"
     async with open_storage("./fresh-dir/") as s:
         assert isinstance(s, FileStorage)
+
+
+async def test_an_unexpected_error_in_the_writer_answers_its_batch_and_the_writer_goes_on(
+    db: SQLiteStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = SQLiteStorage._apply
+    calls = [0]
+
+    def apply(self: SQLiteStorage, conn: sqlite3.Connection, op: object, counter: int) -> int:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("a bug in the writer")
+        return real(self, conn, op, counter)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SQLiteStorage, "_apply", apply)
+    async with asyncio.timeout(5):
+        with pytest.raises(OutcomeUnknown, match="a bug in the writer"):
+            await db.put("k", b"lost")
+        with pytest.raises(NotFound):
+            await db.get("k")  # rolled back
+        version = await db.put("k", b"v")
+    assert await db.get("k") == (b"v", version)
