@@ -807,7 +807,8 @@ class Codec:
         Args:
             data: The envelope bytes.
             key: The storage key the bytes came from: named in error messages,
-                and checked against the key a bound envelope was encoded for.
+                and checked against the key a bound envelope was encoded for
+                (without it, the binding is not checked).
 
         Returns:
             The value, with the same types as when it was encoded.
@@ -818,7 +819,7 @@ class Codec:
             DecryptionError: Encrypted, and no :class:`Encryption` is configured,
                 or its key id is unknown, or the key is wrong; or the
                 :class:`Encryption` refuses it as plaintext or as unbound.
-            DecodeError: A bound envelope and no ``key``; an unknown format
+            DecodeError: An encrypted bound envelope and no ``key``; an unknown format
                 version, codec tag or compression tag;
                 a raw pickle payload; a pickled object while pickle is disabled
                 or of a class outside ``pickle_allow``; a registered-type name

@@ -47,7 +47,6 @@ import zstandard
 from .crypto import NONCE_SIZE, TAG_SIZE, Encryption
 from .errors import CheckpointCorrupted, ConfigurationError, DecodeError, DecryptionError
 
-
 __all__ = [
     "CODEC_JSON",
     "CODEC_MSGPACK",
@@ -413,7 +412,9 @@ def open_envelope(
         key: The storage key it came from: named in error messages, and checked
             against the key a bound envelope (format 2) was written for. An
             unbound envelope (format 1) opens under any key unless
-            ``encryption`` refuses unbound envelopes.
+            ``encryption`` refuses unbound envelopes. Without a key, a bound
+            envelope in clear opens unchecked, and an encrypted one does not
+            open (its associated data includes the key).
         encryption: Keys to decrypt with; needed only for encrypted envelopes.
             Its ``allow_plaintext`` and ``allow_unbound`` decide whether clear
             and unbound envelopes are read.
@@ -427,8 +428,8 @@ def open_envelope(
             or length mismatch (a bit flip anywhere in the envelope), or an
             envelope bound to another key than ``key`` (copied or moved there).
         DecodeError: Unknown format version, flags or compression tag, a
-            payload that does not decompress, or a bound envelope opened
-            without ``key``.
+            payload that does not decompress, or an encrypted bound envelope
+            opened without ``key``.
         DecryptionError: The envelope is encrypted but ``encryption`` is
             ``None``, its key id is unknown, or the key is wrong; or
             ``encryption`` refuses it because it is not encrypted
@@ -501,10 +502,12 @@ def _check_binding(header: EnvelopeHeader, key: str | None, encryption: Encrypti
             )
         return b""
     if key is None:
-        raise DecodeError(
-            "the envelope is bound to the storage key it was written for (format 2, key "
-            f"checksum {header.key_checksum:#010x}); pass that key (key=...) to open it"
-        )
+        if header.encrypted:  # its associated data ends with the key: no key, no decryption
+            raise DecodeError(
+                "the envelope is encrypted and bound to the storage key it was written for "
+                f"(key checksum {header.key_checksum:#010x}); pass that key (key=...) to open it"
+            )
+        return b""  # in clear: readable, but the binding is not checked without a key
     binding = _key_bytes(key)
     expected = zlib.crc32(binding)
     if expected != header.key_checksum:

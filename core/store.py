@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .codec import Codec, default_codec
-from .errors import InvalidKey, LeaseLost, NotFound, PreconditionFailed, RunBusy
+from .errors import DecodeError, InvalidKey, LeaseLost, NotFound, PreconditionFailed, RunBusy
 from .storage import IfMatch, PutMode, Storage
 
 __all__ = [
@@ -212,9 +212,10 @@ class CheckpointStore:
     # -- runs ----------------------------------------------------------------------------
     async def create_run(self, run_id: str, input: Any) -> bool:
         """Register a new run and store its input once; return False if it existed."""
-        data = self.codec.encode(input, path="input")
+        key = self._input_key(run_id)
+        data = self.codec.encode(input, path="input", key=key)
         try:
-            await self.storage.put(self._input_key(run_id), data, mode="create")
+            await self.storage.put(key, data, mode="create")
         except PreconditionFailed:
             return False
         try:
@@ -266,8 +267,12 @@ class CheckpointStore:
         return deleted
 
     # -- step records ----------------------------------------------------------------
-    def encode_step(self, record: StepRecord) -> bytes:
-        """Encode a step record to envelope bytes, synchronously (the G1 snapshot)."""
+    def encode_step(self, record: StepRecord, *, run_id: str) -> bytes:
+        """Encode a step record to envelope bytes, synchronously (the G1 snapshot).
+
+        The envelope is bound to the record's key in ``run_id``, so it is
+        refused if it is ever found under another key.
+        """
         body = {
             "step": record.step,
             "result": record.result,
@@ -278,21 +283,28 @@ class CheckpointStore:
             "seq": record.seq,
             "epoch": record.epoch,
         }
-        return self.codec.encode(body, path=f"step {record.step!r}")
+        return self.codec.encode(
+            body, path=f"step {record.step!r}", key=self.step_key(run_id, record.step)
+        )
 
     def decode_step(self, data: bytes, *, key: str | None = None) -> StepRecord:
         """Decode bytes made by :meth:`encode_step`."""
         body = self.codec.decode(data, key=key)
-        return StepRecord(
-            step=body["step"],
-            result=body["result"],
-            writes=body["writes"],
-            deletes=tuple(body["deletes"]),
-            cleared=body["cleared"],
-            fingerprint=body["fp"],
-            seq=body["seq"],
-            epoch=body["epoch"],
-        )
+        try:
+            return StepRecord(
+                step=body["step"],
+                result=body["result"],
+                writes=body["writes"],
+                deletes=tuple(body["deletes"]),
+                cleared=body["cleared"],
+                fingerprint=body["fp"],
+                seq=body["seq"],
+                epoch=body["epoch"],
+            )
+        except (KeyError, TypeError, IndexError) as exc:
+            raise DecodeError(
+                f"the step record at key {key!r} is malformed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def save_step(
         self, run_id: str, step: str, data: bytes, *, lease: Lease | None = None
@@ -308,7 +320,12 @@ class CheckpointStore:
         await self.storage.put(self.step_key(run_id, step), data, mode="create")
 
     async def load_steps(self, run_id: str, *, concurrency: int = 32) -> dict[str, StepRecord]:
-        """Every step record of the run, by step identity."""
+        """Every step record of the run, by step identity.
+
+        Raises:
+            CheckpointCorrupted, DecodeError, StorageError: the first error of a
+                record (never an ``ExceptionGroup``); the rest are cancelled.
+        """
         prefix = f"{self.run_prefix(run_id)}s/"
         keys = [key async for key in self.storage.list(prefix)]
         records: dict[str, StepRecord] = {}
@@ -320,17 +337,22 @@ class CheckpointStore:
             record = self.decode_step(data, key=key)
             records[record.step] = record
 
-        async with asyncio.TaskGroup() as tg:
-            for key in keys:
-                tg.create_task(load(key))
+        tasks = [asyncio.ensure_future(load(key)) for key in keys]
+        try:
+            await asyncio.gather(*tasks)
+        finally:  # on the first error (or a cancellation), stop and await the others
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         return records
 
     # -- input responses ---------------------------------------------------------------
     async def save_response(self, run_id: str, request_id: str, value: Any) -> bool:
         """Store the response to an input request once; False if one was stored before."""
-        data = self.codec.encode(value, path=f"response {request_id!r}")
+        key = self._response_key(run_id, request_id)
+        data = self.codec.encode(value, path=f"response {request_id!r}", key=key)
         try:
-            await self.storage.put(self._response_key(run_id, request_id), data, mode="create")
+            await self.storage.put(key, data, mode="create")
         except PreconditionFailed:
             return False
         return True
@@ -357,9 +379,10 @@ class CheckpointStore:
     async def _write_head(
         self, run_id: str, head: dict[str, Any], version: str | None
     ) -> str:
-        data = self.codec.encode(head, path="head")
+        key = self._head_key(run_id)
+        data = self.codec.encode(head, path="head", key=key)
         mode: PutMode = "create" if version is None else IfMatch(version)
-        return await self.storage.put(self._head_key(run_id), data, mode=mode)
+        return await self.storage.put(key, data, mode=mode)
 
     async def acquire(self, run_id: str, *, owner: str | None = None, ttl: float = 30.0) -> Lease:
         """Take ownership of a run for ``ttl`` seconds, with the next fencing epoch.
@@ -444,24 +467,30 @@ class CheckpointStore:
             "t": checkpoint.created_at,
             "steps": checkpoint.steps,
         }
-        return self.codec.encode(body, path="checkpoint")
+        key = self._checkpoint_key(checkpoint.run_id, int(checkpoint.checkpoint_id))
+        return self.codec.encode(body, path="checkpoint", key=key)
 
     def decode_checkpoint(self, data: bytes, *, key: str | None = None) -> Checkpoint:
         """Decode bytes made by :meth:`encode_checkpoint`."""
         body = self.codec.decode(data, key=key)
-        return Checkpoint(
-            run_id=body["run"],
-            checkpoint_id=body["id"],
-            status=body["status"],
-            state=body["state"],
-            pending=tuple(InputRequest(i, s, p) for i, s, p in body["pending"]),
-            output=body["output"],
-            error=body["error"],
-            metadata=body["meta"],
-            parent_id=body["parent"],
-            created_at=body["t"],
-            steps=body["steps"],
-        )
+        try:
+            return Checkpoint(
+                run_id=body["run"],
+                checkpoint_id=body["id"],
+                status=body["status"],
+                state=body["state"],
+                pending=tuple(InputRequest(i, s, p) for i, s, p in body["pending"]),
+                output=body["output"],
+                error=body["error"],
+                metadata=body["meta"],
+                parent_id=body["parent"],
+                created_at=body["t"],
+                steps=body["steps"],
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise DecodeError(
+                f"the checkpoint at key {key!r} is malformed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def save_checkpoint(
         self,

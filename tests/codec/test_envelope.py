@@ -16,7 +16,6 @@ from checkpointkit.envelope import (
     CODEC_MSGPACK,
     COMPRESSION_NONE,
     COMPRESSION_ZSTD,
-    FORMAT_VERSION,
     HEADER_SIZE,
     MAGIC,
     open_envelope,
