@@ -37,6 +37,7 @@ without a key are written in format 1, byte for byte as before format 2.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import threading
 import zlib
@@ -59,6 +60,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "BytesLike",
     "EnvelopeHeader",
+    "content_digest",
     "key_checksum",
     "open_envelope",
     "open_view",
@@ -517,6 +519,26 @@ def _check_binding(header: EnvelopeHeader, key: str | None, encryption: Encrypti
             f"{expected:#010x}), so it was copied or moved here"
         )
     return binding
+
+
+def content_digest(
+    data: BytesLike, *, key: str | None = None, encryption: Encryption | None = None
+) -> str:
+    """A digest (BLAKE2b, 128 bits, hex) of what an envelope holds, whatever its encryption.
+
+    It covers the codec tag, the compression tag and the payload as stored
+    after decryption (still compressed), so it is the same for an envelope and
+    any :func:`reseal` of it (``rekey`` re-encrypts without changing it), and
+    differs for any other content. The envelope is checked as by
+    :func:`open_envelope` (checksum, binding to ``key``, decryption).
+
+    Raises:
+        CheckpointCorrupted, DecodeError, DecryptionError: As :func:`open_envelope`.
+    """
+    header, stored = _open_stored(_view(data), key, encryption, None)
+    h = hashlib.blake2b(bytes((header.codec_tag, header.compression)), digest_size=16)
+    h.update(stored)
+    return h.hexdigest()
 
 
 def reseal(
