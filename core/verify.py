@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -69,6 +70,7 @@ FindingKind = Literal[
 """What is wrong with a record (see :class:`Finding`)."""
 
 _MAX_SEQ = 2**64 - 1
+_CHECKPOINT_NAME = re.compile(r"[0-9a-f]{16}")
 _STEP_FIELDS = frozenset({"step", "result", "writes", "deletes", "cleared", "fp", "seq", "epoch"})
 
 
@@ -277,7 +279,9 @@ class _Layout:
         parts = key[len(self.runs) :].split("/", 2)
         if len(parts) == 2 and parts[1] in ("input", "head"):
             return parts[0], parts[1], ""
-        if len(parts) == 3 and parts[1] in ("s", "r", "c") and parts[2]:
+        if len(parts) == 3 and parts[1] in ("s", "r") and parts[2]:
+            return parts[0], parts[1], parts[2]
+        if len(parts) == 3 and parts[1] == "c" and _CHECKPOINT_NAME.fullmatch(parts[2]):
             return parts[0], parts[1], parts[2]
         return None
 
@@ -345,6 +349,8 @@ async def verify(
         else:
             run, kind, rest = parsed
             runs.add(run)
+            if kind == "c":  # present, whatever its content
+                checkpoints.setdefault(run, set()).add(_MAX_SEQ - int(rest, 16))
             try:
                 data, _ = await storage.get(key)
             except NotFound:
@@ -487,7 +493,6 @@ def _check_content(
                 )
         elif kind == "c":
             seq = _MAX_SEQ - int(rest, 16)
-            checkpoints.setdefault(run, set()).add(seq)
             stored_run, stored_id = value["run"], value["id"]
             if (stored_run, str(stored_id)) != (run, str(seq)):
                 expected = store.run_prefix(stored_run) + f"c/{_MAX_SEQ - int(stored_id):016x}"
