@@ -544,7 +544,7 @@ async def _check_run(
                     f"{newer[-1]} exists: the head was rolled back",
                 )
             )
-        elif seq > 0 and seq not in seqs:
+        elif seq > head.get("floor", 0) and seq not in seqs:  # (pruned up to the floor)
             findings.append(
                 Finding(
                     head_key,

@@ -529,3 +529,11 @@ async def test_rekey_survives_sigkill_halfway_and_completes_when_run_again(
             latest = await after.latest(run)
             assert latest is not None and latest.state == {"n": 3, "run": run}
             assert await after.load_input(run) == {"secret": f"secret of {run}"}
+
+
+async def test_verify_accepts_a_run_pruned_to_no_checkpoint(storage: MemoryStorage) -> None:
+    store = CheckpointStore(storage)
+    await make_run(store, "A")
+    assert await store.prune("A", keep_last=0) == 3
+    report = await verify(store)
+    assert report.ok and report.findings == []
