@@ -30,7 +30,8 @@ what is stored, never clobber.
 
 Rollback detection: the head carries the number and a digest of the newest
 checkpoint (and of its parent), so :meth:`CheckpointStore.latest` refuses a
-checkpoint whose bytes are not the ones the head names. A writer who can also
+checkpoint whose content is not the one the head names. The digest covers the
+content, not the envelope bytes, so re-encrypting (``rekey``) keeps it valid. A writer who can also
 roll the head back is not detected.
 """
 

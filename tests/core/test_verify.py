@@ -537,3 +537,17 @@ async def test_verify_accepts_a_run_pruned_to_no_checkpoint(storage: MemoryStora
     assert await store.prune("A", keep_last=0) == 3
     report = await verify(store)
     assert report.ok and report.findings == []
+
+
+async def test_rekey_does_not_take_the_lease_of_a_live_run(storage: MemoryStorage) -> None:
+    await make_run(CheckpointStore(storage, codec=old_codec()), "A")
+    # The worker knows the new key (deployed first) but still encrypts with the old one.
+    knows_both = Codec(encryption=Encryption({"old": OLD, "new": NEW}, active="old"))
+    worker = CheckpointStore(storage, codec=knows_both)
+    lease = await worker.acquire("A")
+    report = await rekey(storage, codec=rotated_codec())  # rewrites the head under it
+    assert report.complete and report.rewritten == 8
+    checkpoint, lease = await worker.save_checkpoint("A", status="done", state={}, lease=lease)
+    assert checkpoint.checkpoint_id == "4" and lease is not None
+    latest = await CheckpointStore(storage, codec=rotated_codec()).latest("A")
+    assert latest is not None and latest.status == "done"
