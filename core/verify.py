@@ -336,11 +336,9 @@ async def verify(
     runs: set[str] = set()
     state = {"done": 0, "problems": 0}
 
-    def add(finding: Finding) -> None:
-        findings.append(finding)
-
     async def check(key: str) -> None:
-        before = len(findings)
+        found: list[Finding] = []  # this record's findings (other records' come meanwhile)
+        add = found.append
         parsed = layout.parse(key)
         if parsed is None:
             add(
@@ -359,8 +357,9 @@ async def verify(
                 value = _open(the_codec, key, data, by_checksum, add)
                 if value is not _FAILED:
                     _check_content(store, key, run, kind, rest, value, add, heads, checkpoints)
+        findings.extend(found)
         state["done"] += 1
-        state["problems"] += len(findings) > before
+        state["problems"] += bool(found)
         if progress is not None:
             progress(Progress(state["done"], len(keys), 0, state["problems"]))
 
@@ -369,7 +368,7 @@ async def verify(
         await _check_run(store, run, heads.get(run), checkpoints.get(run, set()), findings)
     indexed = {key[len(layout.index) :] for key in index}
     for run in sorted(indexed - runs):
-        add(
+        findings.append(
             Finding(
                 f"{layout.index}{run}",
                 "orphan",

@@ -551,3 +551,15 @@ async def test_rekey_does_not_take_the_lease_of_a_live_run(storage: MemoryStorag
     assert checkpoint.checkpoint_id == "4" and lease is not None
     latest = await CheckpointStore(storage, codec=rotated_codec()).latest("A")
     assert latest is not None and latest.status == "done"
+
+
+async def test_verify_warns_about_keys_outside_the_layout_and_orphan_index_entries(
+    storage: MemoryStorage,
+) -> None:
+    store = CheckpointStore(storage)
+    await make_run(store, "A")
+    await storage.put("index/ghost", b"")
+    await storage.put("runs/A/stray", b"?")
+    report = await verify(store)
+    assert report.ok
+    assert kinds(report) == {"index/ghost": {"warning:orphan"}, "runs/A/stray": {"warning:unknown"}}
