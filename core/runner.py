@@ -533,7 +533,7 @@ class _Run:
             self.lease.epoch,
         )
         try:
-            data = self.store.encode_step(record)
+            data = self.store.encode_step(record, run_id=self.run_id)
         except BaseException:
             if state is not None:
                 state._discard()
