@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from .checks import ConformanceFailure
     from .concurrency import ConcurrencyTests
     from .faults import Fault, FaultyStorage
-    from .fixtures import GROUPS, StorageFixtures
+    from .fixtures import StorageFixtures
+    from .groups import GROUPS
     from .hygiene import HygieneError, HygieneReport, hygiene
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
@@ -76,7 +77,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "GROUPS": "fixtures",
+    "GROUPS": "groups",
     "BadInputTests": "bad_input",
     "CancellationTests": "cancellation",
     "CapabilityTests": "capabilities",

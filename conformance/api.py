@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ..storage import Capabilities
 from .checks import ConformanceFailure
-from .fixtures import GROUPS, group_of
+from .groups import GROUPS, group_of
 from .hygiene import HygieneError
 from .report import Report, TestResult, merge_reasons
 from .target import Factory, Target, resolve_target

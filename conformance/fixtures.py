@@ -34,23 +34,13 @@ import pytest_asyncio
 from ..storage import Capabilities, Storage, StorageBase
 from .checks import ConformanceFailure
 from .faults import FaultyStorage
+from .groups import GROUPS, group_of
 from .hygiene import hygiene
 from .styles import StorageWrapper
 from .target import Factory, PrefixedStorage, Target
 from .timing import TimedStorage
 
 __all__ = ["GROUPS", "StorageFixtures", "group_of", "raw_storage"]
-
-GROUPS = (
-    "semantics",
-    "concurrency",
-    "bad-input",
-    "cancellation",
-    "lifecycle",
-    "hygiene",
-    "capabilities",
-)
-"""Every group of the suite, in the order the report lists them."""
 
 _WRAPPERS = (TimedStorage, PrefixedStorage, FaultyStorage, StorageWrapper)
 
@@ -60,11 +50,6 @@ def raw_storage(storage: Any) -> Any:
     while isinstance(storage, _WRAPPERS):
         storage = storage.inner
     return storage
-
-
-def group_of(function: Any) -> str | None:
-    """The conformance group of a test function of the suite (None if not one)."""
-    return getattr(function, "__conformance_group__", None)
 
 
 def _time_limited(
