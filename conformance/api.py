@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import ConfigurationError
 from ..storage import Capabilities
 from .checks import ConformanceFailure
 from .groups import GROUPS, group_of
@@ -72,7 +73,9 @@ async def run(
         progress: told the number of tests, then each result as it comes.
 
     Raises:
-        ConfigurationError: the target cannot be resolved, or an unknown group.
+        ConfigurationError: the target cannot be resolved or opened for a
+            reason of configuration (an unknown scheme, a bad URL, a missing
+            extra, a directory that does not exist), or an unknown group.
         ImportError: pytest or pytest-asyncio is not installed
             (``pip install "checkpointkit[conformance]"``).
     """
@@ -103,6 +106,8 @@ async def run(
                             "ttl",
                         )
                     }
+        except ConfigurationError:
+            raise  # an unknown scheme, a bad URL, a missing extra: the caller's to fix
         except Exception as exc:
             report.errors.append(
                 f"the target {resolved.name!r} could not be opened: {type(exc).__name__}: {exc}"

@@ -16,7 +16,6 @@ import would climb out of ``conformance`` and fail.
 from __future__ import annotations
 
 import pytest
-
 from checkpointkit.conformance.plugin import TARGET_KEY
 from checkpointkit.conformance.suite import StorageConformance
 from checkpointkit.conformance.target import Target

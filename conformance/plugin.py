@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TARGET_KEY", "suite_path"]
 
-TARGET_KEY = pytest.StashKey["Target"]()
+TARGET_KEY: pytest.StashKey[Target] = pytest.StashKey()
 """Where the session's target is kept in ``config.stash``."""
 
 _OWNED_KEY = pytest.StashKey[bool]()

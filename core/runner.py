@@ -50,6 +50,7 @@ from .errors import (
     NondeterminismError,
     NotFound,
     PreconditionFailed,
+    RunExists,
     StateClosed,
 )
 from .events import (
@@ -757,7 +758,7 @@ class Workflow:
         """Start a new run and drive it to completion or pause.
 
         Raises:
-            ValueError: a run with ``run_id`` exists already (use :meth:`resume`).
+            RunExists: a run with ``run_id`` exists already (use :meth:`resume`).
             CheckpointSaveError: a save failed (G9).
             RunBusy: another worker owns the run.
             Exception: whatever the workflow or a step raised.
@@ -844,7 +845,7 @@ class Workflow:
     ) -> RunResult:
         run_id = run_id if run_id is not None else uuid.uuid4().hex
         if not await self.store.create_run(run_id, input):
-            raise ValueError(f"run {run_id!r} exists already; use resume() to continue it")
+            raise RunExists(run_id)
         lease = await self.store.acquire(run_id, ttl=self.lease_ttl)  # G8
         run = _Run(self, run_id, lease, {}, {}, sink)
         return await run.drive(self.fn, input, resumed=False)
