@@ -57,6 +57,7 @@ def _time_limited(
 ) -> Callable[..., Coroutine[Any, Any, None]]:
     @functools.wraps(fn)
     async def test(self: StorageFixtures, *args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True
         limit = self.time_limit
         scope = asyncio.timeout(limit)
         try:
