@@ -163,6 +163,9 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
     """
     out.json = args.json == "-"
     try:
+        import pytest  # noqa: F401
+        import pytest_asyncio  # noqa: F401
+
         from .api import run
     except ImportError as exc:
         raise CliError(
