@@ -5,8 +5,7 @@ storage protocol, so every adapter gets the same layout and guarantees::
 
     {ns}index/{run}                 one entry per run (list_runs without scanning runs)
     {ns}runs/{run}/input            the run's input, write-once
-    {ns}runs/{run}/head             lease (owner, fencing epoch, expiry), latest checkpoint seq
-                                    and its status (kept when prune() deletes the checkpoints)
+    {ns}runs/{run}/head             lease (owner, fencing epoch, expiry) and latest checkpoint seq
     {ns}runs/{run}/s/{step}         one write-once record per completed step
     {ns}runs/{run}/r/{request}      one write-once record per input response
     {ns}runs/{run}/c/{~seq}         full checkpoints, keyed newest-first ({~seq} = 2**64-1-seq)
@@ -151,8 +150,6 @@ class Lease:
     """``time.monotonic()`` after which this worker no longer trusts the lease."""
     head_seq: int = 0
     created_at: float = 0.0
-    head_status: str | None = None
-    """The status of checkpoint ``head_seq``, as the head records it."""
 
     def check(self) -> None:
         """Raise :class:`LeaseLost` if the lease may have expired."""
@@ -400,13 +397,10 @@ class CheckpointStore:
             deadline=start + ttl * 0.9,
             head_seq=head["seq"],
             created_at=now,
-            head_status=head.get("status"),
         )
 
-    async def renew(
-        self, lease: Lease, *, head_seq: int | None = None, status: str | None = None
-    ) -> Lease:
-        """Extend the lease by its ttl (and move the head to ``head_seq``, whose ``status`` it is).
+    async def renew(self, lease: Lease, *, head_seq: int | None = None) -> Lease:
+        """Extend the lease by its ttl (and move the head to ``head_seq``).
 
         Raises:
             LeaseLost: the lease expired or another worker took the run.
@@ -415,10 +409,7 @@ class CheckpointStore:
         now = time.time()
         start = time.monotonic()
         seq = lease.head_seq if head_seq is None else head_seq
-        status = lease.head_status if status is None else status
         head = {"owner": lease.owner, "epoch": lease.epoch, "expires": now + lease.ttl, "seq": seq}
-        if status is not None:
-            head["status"] = status
         try:
             version = await self._write_head(lease.run_id, head, lease.version)
         except PreconditionFailed:
@@ -426,18 +417,12 @@ class CheckpointStore:
                 f"lease on run {lease.run_id!r} (epoch {lease.epoch}) was taken over"
             ) from None
         return replace(
-            lease,
-            version=version,
-            deadline=start + lease.ttl * 0.9,
-            head_seq=seq,
-            head_status=status,
+            lease, version=version, deadline=start + lease.ttl * 0.9, head_seq=seq
         )
 
     async def release(self, lease: Lease) -> None:
         """Give the run up so another worker can resume it at once (keeps the head)."""
         head = {"owner": lease.owner, "epoch": lease.epoch, "expires": 0.0, "seq": lease.head_seq}
-        if lease.head_status is not None:
-            head["status"] = lease.head_status
         try:
             await self._write_head(lease.run_id, head, lease.version)
         except PreconditionFailed:
@@ -508,7 +493,7 @@ class CheckpointStore:
                 run_id, seq, status, state, pending, output, error, metadata, parent, steps
             )
             data = self.encode_checkpoint(checkpoint)  # encode before moving the head
-            lease = await self.renew(lease, head_seq=seq, status=status)
+            lease = await self.renew(lease, head_seq=seq)
             await self.storage.put(self._checkpoint_key(run_id, seq), data, mode="create")
             return checkpoint, lease
         while True:
@@ -529,7 +514,7 @@ class CheckpointStore:
                     f"run {run_id!r} is owned by {head['owner']}; save through its lease"
                 )
             try:
-                await self._write_head(run_id, {**head, "seq": seq, "status": status}, version)
+                await self._write_head(run_id, {**head, "seq": seq}, version)
             except PreconditionFailed:
                 continue  # another writer moved the head: take the next number
             await self.storage.put(self._checkpoint_key(run_id, seq), data, mode="create")
@@ -601,20 +586,6 @@ class CheckpointStore:
             return self.decode_checkpoint(data, key=key)
         return None
 
-    async def head_status(self, run_id: str) -> tuple[str, str | None] | None:
-        """The id and status of the run's newest checkpoint, as the run's head records them.
-
-        One get. Still readable after :meth:`prune` deleted every checkpoint
-        (``keep_last=0``), so a run's outcome outlives its checkpoints. The
-        status is None for a head written before heads recorded it; the
-        result is None if the run never saved a checkpoint.
-        """
-        current = await self._read_head(run_id)
-        if current is None or not current[0]["seq"]:
-            return None
-        head = current[0]
-        return str(head["seq"]), head.get("status")
-
     async def list_checkpoints(self, run_id: str, *, limit: int | None = None) -> list[str]:
         """Checkpoint ids of the run, newest first (one listing, no reads)."""
         prefix = f"{self.run_prefix(run_id)}c/"
@@ -624,12 +595,7 @@ class CheckpointStore:
         ]
 
     async def prune(self, run_id: str, *, keep_last: int) -> int:
-        """Delete all but the newest ``keep_last`` checkpoints; return how many went.
-
-        Step records stay, and so does the run's head, which keeps the id and
-        status of the newest checkpoint (:meth:`head_status`), even with
-        ``keep_last=0``.
-        """
+        """Delete all but the newest ``keep_last`` checkpoints; return how many went."""
         if not isinstance(keep_last, int) or keep_last < 0:
             raise ValueError(f"keep_last must be a non-negative int, not {keep_last!r}")
         prefix = f"{self.run_prefix(run_id)}c/"
