@@ -402,15 +402,33 @@ def _bounded_int(text: str, minimum: int) -> int:
     return value
 
 
-async def _latest_or_head(store: CheckpointStore, run: str) -> tuple[Checkpoint | None, Any]:
+@dataclass(frozen=True, slots=True)
+class _Pruned:
+    """What the run's head keeps of its newest checkpoint once every checkpoint was pruned."""
+
+    checkpoint_id: str
+    status: str
+    created_at: float
+
+
+async def _pruned(store: CheckpointStore, run: str) -> _Pruned | None:
+    info = await store.run_info(run)
+    if info is None or info.checkpoint <= 0:
+        return None
+    return _Pruned(str(info.checkpoint), info.status, info.updated_at)
+
+
+async def _latest_or_head(
+    store: CheckpointStore, run: str
+) -> tuple[Checkpoint | None, _Pruned | None]:
     """The newest checkpoint, and if none is left, what the run's head still records."""
     latest = await store.latest(run)
     if latest is not None:
         return latest, None
-    return None, await store.head_status(run)
+    return None, await _pruned(store, run)
 
 
-def _summary(run: str, latest: Checkpoint | None, head: Any) -> dict[str, Any]:
+def _summary(run: str, latest: Checkpoint | None, head: _Pruned | None) -> dict[str, Any]:
     """The ``runs`` entry of one run (see docs/cli.md for the fields)."""
     if latest is not None:
         return {
@@ -422,13 +440,12 @@ def _summary(run: str, latest: Checkpoint | None, head: Any) -> dict[str, Any]:
             "pruned": False,
         }
     if head is not None:
-        checkpoint_id, status = head
         return {
             "run_id": run,
-            "status": status,
-            "checkpoint_id": checkpoint_id,
+            "status": head.status,
+            "checkpoint_id": head.checkpoint_id,
             "steps": None,
-            "created_at": None,
+            "created_at": iso_time(head.created_at),
             "pruned": True,
         }
     return {
@@ -444,7 +461,7 @@ def _summary(run: str, latest: Checkpoint | None, head: Any) -> dict[str, Any]:
 def _status_text(entry: Mapping[str, Any]) -> str:
     if entry["status"] is None and entry["checkpoint_id"] is None:
         return "running or crashed"
-    status = entry["status"] or "unknown"
+    status: str = entry["status"]
     return f"{status} (checkpoints pruned)" if entry["pruned"] else status
 
 
@@ -532,12 +549,12 @@ def ls_command(args: argparse.Namespace, out: Output) -> int:
         ids = await store.list_checkpoints(run, limit=args.limit)
         cps = [await store.load_checkpoint(run, cp) for cp in ids]
         steps = await store.load_steps(run)
-        head = None if cps else await store.head_status(run)
+        head = None if cps else await _pruned(store, run)
         return {
             "run_id": run,
             "checkpoints": [_checkpoint_entry(cp) for cp in cps],
             "pruned": head is not None,
-            "status": cps[0].status if cps else (head[1] if head else None),
+            "status": cps[0].status if cps else (head.status if head else None),
             "steps": [
                 {"seq": r.seq, "step": r.step, "writes": sorted(r.writes)}
                 for r in sorted(steps.values(), key=lambda r: r.seq)
@@ -597,7 +614,7 @@ def show_command(args: argparse.Namespace, out: Output) -> int:
     run: str = args.run
     checkpoint: str | None = args.checkpoint
 
-    async def action(store: CheckpointStore) -> tuple[Checkpoint | None, Any]:
+    async def action(store: CheckpointStore) -> tuple[Checkpoint | None, _Pruned | None]:
         await require_run(store, run)
         if checkpoint is not None:
             return await store.load_checkpoint(run, checkpoint), None
@@ -608,19 +625,21 @@ def show_command(args: argparse.Namespace, out: Output) -> int:
 
     cp, head = with_store(args, action)
     if cp is None:
-        checkpoint_id, status = head
+        assert head is not None
         doc: dict[str, Any] = {
             "run_id": run,
-            "checkpoint_id": checkpoint_id,
-            "status": status,
+            "checkpoint_id": head.checkpoint_id,
+            "status": head.status,
+            "created_at": iso_time(head.created_at),
             "pruned": True,
         }
         if out.json:
             out.document(doc)
         else:
             out.print(
-                f"run {run}  checkpoint {checkpoint_id}  status {status or 'unknown'}  "
-                "(pruned: the checkpoint was deleted, the run's head keeps its id and status)"
+                f"run {run}  checkpoint {head.checkpoint_id}  status {head.status}  "
+                f"created {_human_time(head.created_at)}  (pruned: the checkpoint was deleted; "
+                "the run's head keeps its id, status and time)"
             )
         return EXIT_OK
     doc = {

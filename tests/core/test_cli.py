@@ -496,7 +496,15 @@ def test_prune_keep_zero_keeps_the_run_and_its_status_readable(store_url: str) -
     assert shown.exit_code == 0, shown.output
     assert "status completed" in shown.stdout and "no checkpoint yet" not in shown.output
     doc = _json(cli("show", "done", "-s", store_url, "--json"))
-    assert doc == {"run_id": "done", "checkpoint_id": "2", "status": "completed", "pruned": True}
+    created = runs["done"]["created_at"]
+    assert created is not None and created.startswith("20")  # the head keeps the time too
+    assert doc == {
+        "run_id": "done",
+        "checkpoint_id": "2",
+        "status": "completed",
+        "created_at": created,
+        "pruned": True,
+    }
     assert _json(cli("ls", "done", "-s", store_url, "--json"))["status"] == "completed"
 
 
