@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
+import textwrap
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -203,6 +205,21 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
+def _reason(text: str, out: Output) -> str:
+    """A failure's reason, indented; wrapped to the terminal's width on a terminal only."""
+    if not out.color:
+        return f"  {text}"
+    width = shutil.get_terminal_size((100, 24)).columns
+    return textwrap.fill(
+        text,
+        width=max(40, width - 1),
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def print_report(report: Report, out: Output) -> None:
     """Print the report: per-group table, failures with reasons, skips, latency, verdict."""
     out.print(f"Conformance of {report.target}")
@@ -222,7 +239,7 @@ def print_report(report: Report, out: Output) -> None:
         order = {g: i for i, g in enumerate(report.groups())}
         for r in sorted(report.failures, key=lambda r: order.get(r.group, len(order))):
             out.print(out.paint(f"✗ {r.group}::{r.name}", "red"))
-            out.print(f"  {r.reason}")
+            out.print(_reason(r.reason, out))
     skips: dict[str, list[str]] = {}
     for r in report.skipped:
         skips.setdefault(r.reason, []).append(r.name)

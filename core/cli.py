@@ -396,9 +396,7 @@ def _bounded_int(text: str, minimum: int) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < minimum:
-        raise argparse.ArgumentTypeError(
-            f"must be greater than or equal to {minimum}, not {value}"
-        )
+        raise argparse.ArgumentTypeError(f"must be greater than or equal to {minimum}, not {value}")
     return value
 
 
@@ -475,8 +473,11 @@ def _runs_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@command("runs", help="List the runs in the storage, with their latest checkpoint.",
-         arguments=_runs_arguments)
+@command(
+    "runs",
+    help="List the runs in the storage, with their latest checkpoint.",
+    arguments=_runs_arguments,
+)
 def runs_command(args: argparse.Namespace, out: Output) -> int:
     """List the runs in the storage (ascending run id), with their latest checkpoint.
 
@@ -538,8 +539,11 @@ def _ls_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@command("ls", help="List a run's checkpoints (newest first) and completed steps.",
-         arguments=_ls_arguments)
+@command(
+    "ls",
+    help="List a run's checkpoints (newest first) and completed steps.",
+    arguments=_ls_arguments,
+)
 def ls_command(args: argparse.Namespace, out: Output) -> int:
     """List a run's checkpoints, newest first, and its completed steps in completion order."""
     run: str = args.run
@@ -688,8 +692,11 @@ def _rm_arguments(parser: argparse.ArgumentParser) -> None:
     _delete_arguments(parser)
 
 
-@command("rm", help="Delete a run: its input, step records, checkpoints and lease.",
-         arguments=_rm_arguments)
+@command(
+    "rm",
+    help="Delete a run: its input, step records, checkpoints and lease.",
+    arguments=_rm_arguments,
+)
 def rm_command(args: argparse.Namespace, out: Output) -> int:
     """Delete every key of a run, then its index entry (asks first unless --yes)."""
     run: str = args.run
@@ -728,8 +735,11 @@ def _prune_arguments(parser: argparse.ArgumentParser) -> None:
     _delete_arguments(parser)
 
 
-@command("prune", help="Delete all but the newest N checkpoints of a run (step records stay).",
-         arguments=_prune_arguments)
+@command(
+    "prune",
+    help="Delete all but the newest N checkpoints of a run (step records stay).",
+    arguments=_prune_arguments,
+)
 def prune_command(args: argparse.Namespace, out: Output) -> int:
     """Delete all but the newest N checkpoints of a run (asks first unless --yes).
 
@@ -819,9 +829,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=_Formatter,
     )
-    parser.add_argument(
-        "--version", action="version", version=f"checkpointkit {_version()}"
-    )
+    parser.add_argument("--version", action="version", version=f"checkpointkit {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for cmd in COMMANDS.values():
         p = sub.add_parser(

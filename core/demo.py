@@ -24,6 +24,7 @@ from .runner import Workflow, context, step
 
 __all__ = ["demo_command", "demo_workflow"]
 
+
 class FlakyError(Exception):
     """The demo's deliberate first-attempt failure."""
 
@@ -161,8 +162,6 @@ def demo_command(args: argparse.Namespace, out: Output) -> int:
         [(f"{r['time_ms']:.1f} ms", str(r["attempt"]), r["step"], r["what"]) for r in rows],
         right=(0,),
     )
-    out.print(
-        f"completed steps were replayed, not executed again; state: {result['state']}"
-    )
+    out.print(f"completed steps were replayed, not executed again; state: {result['state']}")
     out.print(f"inspect it: checkpointkit ls {result['run_id']} -s {storage} -n demo")
     return EXIT_OK

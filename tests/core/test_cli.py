@@ -72,9 +72,7 @@ class Result:
         return self.stdout + self.stderr
 
 
-def cli(
-    *args: str, env: dict[str, str] | None = None, stdin: io.StringIO | None = None
-) -> Result:
+def cli(*args: str, env: dict[str, str] | None = None, stdin: io.StringIO | None = None) -> Result:
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)
     os.environ.update(env or {})
