@@ -111,7 +111,17 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'checkpointkit.conformance' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    try:
+        imported = importlib.import_module(f".{module}", __name__)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("pytest", "_pytest", "pytest_asyncio"):
+            raise
+        raise ModuleNotFoundError(
+            f"checkpointkit.conformance.{name} needs pytest and pytest-asyncio ({exc}); "
+            'install them with: pip install "checkpointkit[conformance]"',
+            name=exc.name,
+        ) from exc
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 

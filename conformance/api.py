@@ -79,6 +79,7 @@ async def run(
         ImportError: pytest or pytest-asyncio is not installed
             (``pip install "checkpointkit[conformance]"``).
     """
+    _require_pytest()
     from .plugin import selected_groups
 
     overrides: dict[str, Any] = {}
@@ -123,6 +124,19 @@ async def run(
         report.duration = time.perf_counter() - start
         if owns_cleanup and resolved.cleanup is not None:
             resolved.cleanup()
+
+
+def _require_pytest() -> None:
+    """Raise the error naming the extra if pytest or pytest-asyncio is missing."""
+    try:
+        import pytest  # noqa: F401
+        import pytest_asyncio  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"the conformance suite needs pytest and pytest-asyncio ({exc}); "
+            'install them with: pip install "checkpointkit[conformance]"',
+            name=exc.name,
+        ) from exc
 
 
 def _run_pytest(collector: _Collector, pattern: str | None) -> None:

@@ -29,7 +29,15 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, ClassVar
 
 import pytest
-import pytest_asyncio
+
+try:
+    import pytest_asyncio
+except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the extra
+    raise ModuleNotFoundError(
+        f"the conformance suite's test classes need pytest-asyncio ({_exc}); "
+        'install it with: pip install "checkpointkit[conformance]"',
+        name=_exc.name,
+    ) from _exc
 
 from ..storage import Capabilities, Storage, StorageBase
 from .checks import ConformanceFailure

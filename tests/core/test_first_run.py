@@ -29,9 +29,9 @@ async def crawl(url: str) -> str:
 async def test_starting_a_stored_run_again_raises_run_exists() -> None:
     async with MemoryStorage() as storage:
         wf = Workflow(crawl, storage=storage)
-        await wf.run("https://example.invalid", run_id="crawl-1")
+        await wf.run("https://example.invalid/a", run_id="crawl-1")
         with pytest.raises(RunExists) as caught:
-            await wf.run("https://example.invalid", run_id="crawl-1")
+            await wf.run("https://example.invalid/b", run_id="crawl-1")
     error = caught.value
     assert isinstance(error, CheckpointkitError) and isinstance(error, ValueError)
     assert error.run_id == "crawl-1"
@@ -79,6 +79,32 @@ def test_importing_an_integration_without_its_extra_names_the_extra(
     kind, name, message = proc.stdout.strip().split("|")
     assert kind == "ModuleNotFoundError" and name.split(".")[0] == missing
     assert f'pip install "checkpointkit[{extra}]"' in message and module in message
+
+
+@pytest.mark.parametrize("missing", ["pytest_asyncio", "pytest"])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from checkpointkit.conformance import StorageConformance",
+        "import asyncio; from checkpointkit.conformance import run; asyncio.run(run('memory'))",
+    ],
+)
+def test_the_conformance_suite_without_its_extra_names_the_extra(
+    missing: str, statement: str
+) -> None:
+    module = "checkpointkit.conformance"
+    code = BLOCKED_IMPORT.replace("__import__(sys.argv[2])", statement)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, missing, module],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    kind, name, message = proc.stdout.strip().split("|")
+    assert kind == "ModuleNotFoundError" and name.split(".")[0] == missing
+    assert 'pip install "checkpointkit[conformance]"' in message
 
 
 def _extras_of(requirement: str) -> set[str]:
