@@ -912,13 +912,18 @@ def invoke(
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Entry point of the ``checkpointkit`` console script: exits with the command's status."""
-    code = invoke(argv)
+    """Entry point of the ``checkpointkit`` console script: exits with the command's status.
+
+    A reader that stops early (``checkpointkit runs | head -1``) ends the command
+    quietly with status 141, as a process killed by SIGPIPE does.
+    """
     try:
+        code = invoke(argv)
         sys.stdout.flush()
-    except BrokenPipeError:  # pragma: no cover - `checkpointkit runs | head`
+    except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit does not fail again
+        code = 141
     sys.exit(code)
 
 
