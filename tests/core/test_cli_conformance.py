@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_conformance_of_some_groups_passes_without_rating_a_level(tmp_path: Path
     assert "level: none" not in proc.stdout
     assert "not rated (only capabilities ran" in verdict and "passed" in verdict
     # off a terminal, progress comes as plain lines on stderr, from the start
-    assert proc.stderr.splitlines()[0] == "conformance of memory: running 6 tests"
+    assert re.match(r"conformance of memory: running \d+ tests\n", proc.stderr), proc.stderr
     assert "\r" not in proc.stderr and "\x1b[" not in proc.stderr + proc.stdout
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,7 +177,7 @@ def test_the_suite_runs_from_every_install_form(
         cwd=project,
         env=env,
     )
-    assert "3 passed" in plugin.stdout
+    assert re.search(r"\d+ passed", plugin.stdout) and "failed" not in plugin.stdout
     assert _check([venv, "-c", CONFORMANCE_RUN], cwd=project, env=env).stdout.strip() == "ok"
     cli = _check(
         [venv.parent / "checkpointkit", "conformance", "memory", "--group", "capabilities"],
