@@ -28,7 +28,10 @@ Adding a command takes one function::
 
 ``storage=True`` (the default) gives it ``--storage``/``-s`` and
 ``--namespace``/``-n``; every command gets ``--json`` and ``-h``. Raise
-:class:`CliError` for a one-line error with its exit status.
+:class:`CliError` for a one-line error with its exit status. A command that
+deletes or rewrites adds :func:`destructive_arguments` and calls
+:func:`confirm` first. A command defined in another module is registered when
+that module is imported: list it in :data:`COMMAND_MODULES`.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from .store import Checkpoint, CheckpointStore
 
 __all__ = [
     "COMMANDS",
+    "COMMAND_MODULES",
     "DEFAULT_STORAGE",
     "EXIT_FAILED",
     "EXIT_OK",
@@ -62,6 +66,8 @@ __all__ = [
     "Output",
     "build_parser",
     "command",
+    "confirm",
+    "destructive_arguments",
     "invoke",
     "iso_time",
     "jsonable",
@@ -351,8 +357,10 @@ async def require_run(store: CheckpointStore, run: str) -> None:
         raise CheckpointkitError(f"run {run!r} not found")
 
 
-def _confirm(out: Output, args: argparse.Namespace, question: str) -> None:
-    """Ask before deleting, unless ``--yes``; refuse when nobody can answer.
+def confirm(out: Output, args: argparse.Namespace, question: str) -> None:
+    """Ask before deleting (or rewriting), unless ``--yes``; refuse when nobody can answer.
+
+    For commands that add :func:`destructive_arguments`.
 
     Raises:
         CliError: the answer was not yes (exit 1), or standard input is not a
@@ -373,7 +381,8 @@ def _confirm(out: Output, args: argparse.Namespace, question: str) -> None:
         raise CliError("nothing deleted: not confirmed")
 
 
-def _delete_arguments(parser: argparse.ArgumentParser) -> None:
+def destructive_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dry-run`` and ``--yes``/``-y``, for commands that delete or rewrite what is stored."""
     parser.add_argument(
         "--dry-run", action="store_true", help="show what would be deleted, delete nothing"
     )
@@ -689,7 +698,7 @@ def _width() -> int:
 
 def _rm_arguments(parser: argparse.ArgumentParser) -> None:
     run_argument(parser)
-    _delete_arguments(parser)
+    destructive_arguments(parser)
 
 
 @command(
@@ -706,7 +715,7 @@ def rm_command(args: argparse.Namespace, out: Output) -> int:
         keys = [key async for key in store.storage.list(store.run_prefix(run))]
         doc: dict[str, Any] = {"run_id": run, "dry_run": args.dry_run, "keys": keys, "deleted": 0}
         if not args.dry_run:
-            _confirm(out, args, f"delete run {run!r} ({len(keys)} keys)?")
+            confirm(out, args, f"delete run {run!r} ({len(keys)} keys)?")
             doc["deleted"] = await store.delete_run(run)
         return doc
 
@@ -732,7 +741,7 @@ def _prune_arguments(parser: argparse.ArgumentParser) -> None:
         help="checkpoints to keep, the newest (0: delete every checkpoint; the run's "
         "status stays readable)",
     )
-    _delete_arguments(parser)
+    destructive_arguments(parser)
 
 
 @command(
@@ -761,7 +770,7 @@ def prune_command(args: argparse.Namespace, out: Output) -> int:
             "deleted": 0,
         }
         if doomed and not args.dry_run:
-            _confirm(out, args, f"delete {len(doomed)} checkpoint(s) of run {run!r}?")
+            confirm(out, args, f"delete {len(doomed)} checkpoint(s) of run {run!r}?")
             doc["deleted"] = await store.prune(run, keep_last=keep)
         return doc
 
@@ -927,15 +936,19 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     sys.exit(code)
 
 
-def _register_optional() -> None:
-    """Register the commands that live in other modules: demo, and conformance if shipped."""
-    from . import demo  # noqa: F401  (registers `demo`)
-
-    try:
-        from .conformance import cli as _conformance_cli  # noqa: F401  (registers `conformance`)
-    except ModuleNotFoundError as exc:  # the suite's CLI is not in this build
-        if exc.name not in ("checkpointkit.conformance", "checkpointkit.conformance.cli"):
-            raise
+COMMAND_MODULES = ("checkpointkit.demo", "checkpointkit.conformance.cli")
+"""Modules that register more commands when imported; one that is not shipped is skipped."""
 
 
-_register_optional()
+def _register_modules() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # not in this build (the suite is optional)
+            if exc.name is None or not name.startswith(exc.name):
+                raise
+
+
+_register_modules()
