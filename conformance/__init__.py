@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from .checks import ConformanceFailure
     from .concurrency import ConcurrencyTests
     from .faults import Fault, FaultyStorage
-    from .fixtures import GROUPS, StorageFixtures
+    from .fixtures import StorageFixtures
+    from .groups import GROUPS
     from .hygiene import HygieneError, HygieneReport, hygiene
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
@@ -76,7 +77,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "GROUPS": "fixtures",
+    "GROUPS": "groups",
     "BadInputTests": "bad_input",
     "CancellationTests": "cancellation",
     "CapabilityTests": "capabilities",
@@ -110,7 +111,17 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'checkpointkit.conformance' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    try:
+        imported = importlib.import_module(f".{module}", __name__)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("pytest", "_pytest", "pytest_asyncio"):
+            raise
+        raise ModuleNotFoundError(
+            f"checkpointkit.conformance.{name} needs pytest and pytest-asyncio ({exc}); "
+            'install them with: pip install "checkpointkit[conformance]"',
+            name=exc.name,
+        ) from exc
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 

@@ -13,22 +13,30 @@ Options:
     run only these groups; also applies to subclasses of the suite's classes.
 ``--checkpointkit-scale FACTOR``
     multiply request counts of the heavier tests (default 1).
+
+Installing checkpointkit registers this plugin in every pytest session of the
+environment, so it imports nothing optional when pytest starts: no
+pytest-asyncio, no adapter, no suite module. They are imported only when
+``--checkpointkit-storage`` is given (or a test class of the suite is
+collected); a project with pytest alone runs its own tests untouched.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import ConfigurationError
-from .fixtures import GROUPS, group_of
-from .target import Target, resolve_target
+from .groups import GROUPS, group_of
+
+if TYPE_CHECKING:
+    from .target import Target
 
 __all__ = ["TARGET_KEY", "suite_path"]
 
-TARGET_KEY = pytest.StashKey[Target]()
+TARGET_KEY: pytest.StashKey[Target] = pytest.StashKey()
 """Where the session's target is kept in ``config.stash``."""
 
 _OWNED_KEY = pytest.StashKey[bool]()
@@ -91,6 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = config.getoption("checkpointkit_storage")
     if not spec:
         return
+    _require_suite_dependencies()
+    from .target import resolve_target
+
     overrides: dict[str, Any] = {}
     scale = config.getoption("checkpointkit_scale")
     if scale is not None:
@@ -107,6 +118,17 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args.append(path)
     else:
         config.args[:] = [path]
+
+
+def _require_suite_dependencies() -> None:
+    """Fail the session with the extra to install if the suite cannot run here."""
+    try:
+        import pytest_asyncio  # noqa: F401  (the suite's async tests and fixtures need it)
+    except ImportError as exc:
+        raise pytest.UsageError(
+            f"--checkpointkit-storage: the conformance suite needs pytest-asyncio ({exc}); "
+            'install it with: pip install "checkpointkit[conformance]"'
+        ) from None
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -71,11 +71,17 @@ from typing import Any, Self
 from urllib.parse import quote, unquote
 
 import msgspec
-from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
-from agent_framework._workflows._checkpoint_encoding import (
-    decode_checkpoint_value,
-    encode_checkpoint_value,
-)
+
+from . import missing_extra
+
+try:
+    from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
+    from agent_framework._workflows._checkpoint_encoding import (
+        decode_checkpoint_value,
+        encode_checkpoint_value,
+    )
+except ImportError as _exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra(__name__, "agent-framework", _exc) from _exc
 
 from .. import reconcile
 from ..crypto import Encryption
