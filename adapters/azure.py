@@ -36,15 +36,17 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import (
+    CheckpointkitError,
     ConfigurationError,
     InvalidKey,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import Background, track_connections
+from ._inflight import Background, no_hidden_resend, track_connections
 from ._options import Options, UrlForm
 from ._retry import RetryPolicy, call
 
@@ -116,6 +118,12 @@ _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+
+_LOST = (TimeoutError, aexc.ServiceRequestError, aexc.ServiceResponseError, aiohttp.ClientError,
+         OSError)  # fmt: skip
+"""Errors of a request without a (whole) answer."""
+_UNKNOWN_STATUS = frozenset((500, 502, 504))
+"""Answers to a write that do not say whether it happened (503 and 429 say it did not)."""
 
 _CONTAINER = re.compile(r"^(?:\$root|[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62})$")
 _NOT_XML = re.compile("[\ufffe\uffff]")
@@ -414,7 +422,12 @@ class AzureBlobStorage(StorageBase):
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
     def _translate_errors(
-        self, op: str, key: str | None, *, condition: str | None = None
+        self,
+        op: str,
+        key: str | None,
+        *,
+        condition: str | None = None,
+        sent: Callable[[], bool] | None = None,
     ) -> Iterator[None]:
         """Turn Azure SDK and aiohttp errors into checkpointkit errors, the cause chained.
 
@@ -422,6 +435,8 @@ class AzureBlobStorage(StorageBase):
             op: what was being done (``"get"``, ``"put"``...), for the message.
             key: the storage key concerned, if any (named in the message).
             condition: the put's or delete's condition, named when it fails.
+            sent: for a write, tells whether its request may have left the
+                client (it was handed a connection); None for a read.
 
         Raises:
             NotFound: no such blob.
@@ -430,7 +445,12 @@ class AzureBlobStorage(StorageBase):
             ConfigurationError: a missing container (with the ``create=True``
                 hint), rejected credentials, an authorization failure.
             StorageClosed: the storage was closed while the call ran.
-            StorageUnavailable: anything else (connection errors, timeouts, 5xx).
+            OutcomeUnknown: a write whose request may have left got no definite
+                answer: a timeout, a lost connection or reply, HTTP 500
+                (``OperationTimedOut`` included), 502 or 504. It may have
+                happened, or may still happen.
+            StorageUnavailable: anything else (could not connect, 503,
+                throttling, an unexpected error).
         """
         try:
             yield
@@ -444,16 +464,21 @@ class AzureBlobStorage(StorageBase):
         ):
             raise
         except Exception as exc:
-            self._raise_translated(exc, op, key, condition)
+            self._raise_translated(exc, op, key, condition, sent is not None and sent())
 
     def _raise_translated(
-        self, exc: Exception, op: str, key: str | None, condition: str | None
+        self, exc: Exception, op: str, key: str | None, condition: str | None, sent: bool
     ) -> NoReturn:
         what = f"Azure {op} of key {key!r}" if key is not None else f"Azure {op}"
         where = f"container {self.container!r} at {self.account_url}"
+        unknown = "its request was sent, so it may have happened, or may still happen"
         if self._closed:
             raise StorageClosed(f"{what} failed: the storage was closed") from exc
         if isinstance(exc, aexc.IncompleteReadError):  # an HttpResponseError, but transient
+            if sent:
+                raise OutcomeUnknown(
+                    f"{what}: the reply from {where} was cut ({type(exc).__name__}); {unknown}"
+                ) from exc
             raise StorageUnavailable(f"{what} failed on {where}: {type(exc).__name__}") from exc
         if isinstance(exc, aexc.HttpResponseError):
             code = _code(exc)
@@ -498,7 +523,16 @@ class AzureBlobStorage(StorageBase):
                 ) from exc
             if code == "InvalidResourceName":
                 raise ConfigurationError(f"Azure refused the container name {self.container!r}")
+            if sent and (status in _UNKNOWN_STATUS or code == "OperationTimedOut"):
+                raise OutcomeUnknown(
+                    f"{what} failed: {code or 'error'} (HTTP {status}) on {where}; {unknown}"
+                ) from exc
             raise StorageUnavailable(f"{what} failed: {code or 'error'} (HTTP {status})") from exc
+        if sent and isinstance(exc, _LOST):
+            # an answer that never came, or came cut: the server may hold the whole request
+            lost = f"lost ({type(exc).__name__})"
+            detail = "timed out" if isinstance(exc, TimeoutError) else lost
+            raise OutcomeUnknown(f"{what} {detail} on {where}; {unknown}") from exc
         if isinstance(exc, aexc.ServiceRequestError):
             raise StorageUnavailable(f"{what} failed: cannot connect to {where}") from exc
         if isinstance(exc, aexc.ServiceResponseError | TimeoutError):
@@ -530,7 +564,7 @@ class AzureBlobStorage(StorageBase):
         return await call(
             request,
             self._policy,
-            lambda: self._translate_errors(op, key, condition=condition),
+            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
             _is_transient,
             size=size,
             write=write,
@@ -587,12 +621,22 @@ class AzureBlobStorage(StorageBase):
                 f"key {key!r} does not exist (if-match {getattr(mode, 'version', '')})"
             ) from None
         except PreconditionFailed:
-            # A conditional write resent after a lost reply (by this storage's retries, or
-            # by aiohttp, which resends a PUT once on a dropped connection) meets its own
-            # write: that is a success. One more request per failed condition tells them apart.
+            # A conditional write meets its own write (resent by aiohttp after a lost
+            # reply, where aiohttp still does): that is a success. One more request per
+            # failed condition tells them apart.
             version = await self._own_write(blob, key, token)
             if version is not None:
                 return version
+            raise
+        except OutcomeUnknown as exc:
+            # An attempt that may have landed, then a retry that failed (a failed condition,
+            # say: see adapters/_retry.py): the put's own write if the blob carries its token.
+            # Otherwise the earlier attempt may have landed and been replaced since, so the
+            # later failure proves nothing: the outcome stays unknown.
+            if token and isinstance(exc.__cause__, CheckpointkitError):
+                version = await self._own_write(blob, key, token)
+                if version is not None:
+                    return version
             raise
         return str(resp["etag"])
 
@@ -795,14 +839,16 @@ class _TrackingTransport(AioHttpTransport):  # type: ignore[misc]
     """azure-core's aiohttp transport, its connector wrapped by ``track_connections``.
 
     So that a write cancelled while on the wire can be settled or reset
-    (:mod:`checkpointkit.adapters._inflight`). The SDK opens the transport before
-    every request; wrapping is done once.
+    (:mod:`checkpointkit.adapters._inflight`), and so that aiohttp never resends
+    a write unseen (:func:`~checkpointkit.adapters._inflight.no_hidden_resend`).
+    The SDK opens the transport before every request; wrapping is done once.
     """
 
     async def open(self) -> None:
         await super().open()
         if self.session is not None:
             track_connections(self.session.connector)
+            no_hidden_resend(self.session)
 
 
 def _body(data: bytes) -> bytes | io.BytesIO:

@@ -37,15 +37,17 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 from ..errors import (
+    CheckpointkitError,
     ConfigurationError,
     InvalidKey,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import Background, track_connections
+from ._inflight import Background, no_hidden_resend, track_connections
 from ._options import Options, UrlForm
 from ._retry import RetryPolicy, call
 
@@ -139,6 +141,12 @@ _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+
+_TIMEOUTS = (TimeoutError, bexc.ReadTimeoutError, bexc.ConnectTimeoutError)
+_LOST = (TimeoutError, bexc.BotoCoreError, aiohttp.ClientError, OSError)
+"""Errors of a request without a (whole) answer."""
+_UNKNOWN_STATUS = frozenset((500, 502, 504))
+"""Answers to a write that do not say whether it happened (503 and 429 say it did not)."""
 
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
 _SECRET_PARAMS = frozenset(
@@ -419,7 +427,12 @@ class S3Storage(StorageBase):
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
     def _translate_errors(
-        self, op: str, key: str | None, *, condition: str | None = None
+        self,
+        op: str,
+        key: str | None,
+        *,
+        condition: str | None = None,
+        sent: Callable[[], bool] | None = None,
     ) -> Iterator[None]:
         """Turn botocore and aiohttp errors into checkpointkit errors, the cause chained.
 
@@ -427,6 +440,8 @@ class S3Storage(StorageBase):
             op: what was being done (``"get"``, ``"put"``...), for the message.
             key: the storage key concerned, if any (named in the message).
             condition: the put's or delete's condition, named when it fails.
+            sent: for a write, tells whether its request may have left the
+                client (it was handed a connection); None for a read.
 
         Raises:
             NotFound: no such key.
@@ -436,7 +451,11 @@ class S3Storage(StorageBase):
                 hint), rejected or missing credentials, access denied, a bad
                 region or bucket name.
             StorageClosed: the storage was closed while the call ran.
-            StorageUnavailable: anything else (connection errors, timeouts, 5xx).
+            OutcomeUnknown: a write whose request may have left got no definite
+                answer: a timeout, a lost connection or reply, HTTP 500, 502 or
+                504. It may have happened, or may still happen.
+            StorageUnavailable: anything else (could not connect, 503,
+                throttling, an unexpected error).
         """
         try:
             yield
@@ -450,15 +469,16 @@ class S3Storage(StorageBase):
         ):
             raise
         except Exception as exc:
-            self._raise_translated(exc, op, key, condition)
+            self._raise_translated(exc, op, key, condition, sent is not None and sent())
 
     def _raise_translated(
-        self, exc: Exception, op: str, key: str | None, condition: str | None
+        self, exc: Exception, op: str, key: str | None, condition: str | None, sent: bool
     ) -> NoReturn:
         what = f"S3 {op} of key {key!r}" if key is not None else f"S3 {op}"
         where = f"bucket {self.bucket!r}" + (
             f" at {self.endpoint_url}" if self.endpoint_url else ""
         )
+        unknown = "its request was sent, so it may have happened, or may still happen"
         if self._closed:
             raise StorageClosed(f"{what} failed: the storage was closed") from exc
         if isinstance(exc, bexc.ClientError):
@@ -502,6 +522,10 @@ class S3Storage(StorageBase):
                 ) from exc
             if code == "InvalidBucketName":
                 raise ConfigurationError(f"S3 refused the bucket name {self.bucket!r}") from exc
+            if sent and (status in _UNKNOWN_STATUS or code == "InternalError"):
+                raise OutcomeUnknown(
+                    f"{what} failed: {code} (HTTP {status}) on {where}; {unknown}"
+                ) from exc
             raise StorageUnavailable(f"{what} failed: {code} (HTTP {status}) on {where}") from exc
         if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
             raise ConfigurationError(
@@ -518,7 +542,11 @@ class S3Storage(StorageBase):
             raise ConfigurationError(
                 f"{what}: the S3 client refused the request ({detail})"
             ) from exc
-        if isinstance(exc, TimeoutError | bexc.ReadTimeoutError | bexc.ConnectTimeoutError):
+        if sent and isinstance(exc, _LOST):
+            # an answer that never came, or came cut: the server may hold the whole request
+            detail = "timed out" if isinstance(exc, _TIMEOUTS) else f"lost ({type(exc).__name__})"
+            raise OutcomeUnknown(f"{what} {detail} on {where}; {unknown}") from exc
+        if isinstance(exc, _TIMEOUTS):
             raise StorageUnavailable(f"{what} timed out on {where}") from exc
         if isinstance(exc, bexc.EndpointConnectionError):
             raise StorageUnavailable(f"{what} failed: cannot connect to {where}") from exc
@@ -545,7 +573,7 @@ class S3Storage(StorageBase):
         return await call(
             request,
             self._policy,
-            lambda: self._translate_errors(op, key, condition=condition),
+            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
             _is_transient,
             size=size,
             write=write,
@@ -594,9 +622,8 @@ class S3Storage(StorageBase):
                 "put", key, put_object, condition=condition, size=len(data), write=True
             )
         except (PreconditionFailed, NotFound) as exc:
-            # A write resent after a lost reply (by this storage's retries, or by aiohttp,
-            # which resends a PUT once on a dropped connection) meets its own write: that
-            # is a success. One HEAD per failure tells them apart.
+            # A write meets its own write (resent by aiohttp after a lost reply, where
+            # aiohttp still does): that is a success. One HEAD per failure tells them apart.
             version = await self._own_write(client, key, name, token) if token else None
             if version is not None:
                 return version
@@ -609,6 +636,16 @@ class S3Storage(StorageBase):
             raise StorageUnavailable(  # NoSuchUpload: the multipart upload vanished
                 f"S3 put of key {key!r} failed: the multipart upload was lost"
             ) from exc
+        except OutcomeUnknown as exc:
+            # An attempt that may have landed, then a retry that failed (a failed condition,
+            # say: see adapters/_retry.py): the put's own write if the object carries its
+            # token. Otherwise the earlier attempt may have landed and been replaced since,
+            # so the later failure proves nothing: the outcome stays unknown.
+            if token and isinstance(exc.__cause__, CheckpointkitError):
+                version = await self._own_write(client, key, name, token)
+                if version is not None:
+                    return version
+            raise
         return str(resp["ETag"])
 
     async def _own_write(self, client: Any, key: str, name: str, token: str) -> str | None:
@@ -786,8 +823,12 @@ class _TrackingSession(AIOHTTPSession):  # type: ignore[misc]
     """aiobotocore's aiohttp session, its connector wrapped by ``track_connections``.
 
     So that a write cancelled while on the wire can be settled or reset
-    (:mod:`checkpointkit.adapters._inflight`).
+    (:mod:`checkpointkit.adapters._inflight`), and that aiohttp never resends a
+    write unseen (:func:`~checkpointkit.adapters._inflight.no_hidden_resend`).
     """
+
+    async def _get_session(self, *args: Any, **kwargs: Any) -> Any:
+        return no_hidden_resend(await super()._get_session(*args, **kwargs))
 
     def _create_connector(self, *args: Any, **kwargs: Any) -> Any:
         made = super()._create_connector(*args, **kwargs)
