@@ -1,4 +1,4 @@
-"""Writes whose outcome is unknown on Azure Blob: ``OutcomeUnknown``, never a failure that may be false.
+"""Writes whose outcome is unknown on Azure Blob: ``OutcomeUnknown``, never a false failure.
 
 A write that times out or loses its reply after its request left the client may
 have happened, or may still happen: it raises ``OutcomeUnknown``. One that
@@ -130,4 +130,3 @@ async def test_delete_retried_after_a_lost_reply_is_outcome_unknown_not_missing(
             assert isinstance(info.value.__cause__, NotFound)
         with pytest.raises(NotFound):
             await direct.get("k")
-
