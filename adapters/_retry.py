@@ -115,6 +115,7 @@ async def call(
     write: bool = False,
     grace: float = 0.0,
     adopt: Callable[[asyncio.Task[Any]], None] | None = None,
+    history: list[Exception] | None = None,
 ) -> T:
     """Run ``request`` with retries and backoff for transient failures, errors translated.
 
@@ -133,6 +134,9 @@ async def call(
             cancellation propagates).
         grace: see ``write``.
         adopt: see ``write`` (required with it).
+        history: receives each failed attempt's translated error, so that a
+            caller can tell that a successful answer came after an attempt
+            whose outcome is unknown (a batch delete's 404s, say).
 
     Raises:
         OutcomeUnknown: a write's attempt failed after its request may have
@@ -156,6 +160,8 @@ async def call(
                     return await settle(lambda: _attempt(request, deadline), grace, adopt, record)
                 return await _attempt(request, deadline)
         except StorageUnavailable as exc:
+            if history is not None:
+                history.append(exc)
             cause = exc.__cause__
             delay = min(policy.backoff_max, policy.backoff * 2**attempt) * random.random()
             if (
