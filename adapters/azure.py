@@ -47,7 +47,7 @@ from ..errors import (
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ._inflight import Background, no_hidden_resend, track_connections
-from ._options import Options, UrlForm
+from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
 
 try:
@@ -307,6 +307,7 @@ class AzureBlobStorage(StorageBase):
                     "Azure Blob storage needs a connection string (option connection_string or "
                     f"${ENV_CONNECTION_STRING}) or an account_url (URL parameter or option)"
                 )
+        _register_secrets(connection_string, account_url, credential)
         if connection_string is not None and account_url is not None:
             raise ConfigurationError(
                 "give either an Azure connection string or an account_url, not both"
@@ -343,6 +344,7 @@ class AzureBlobStorage(StorageBase):
             account_url = _OPTS.replace_endpoint(account_url, endpoint)
         if credential is None:
             credential = os.environ.get(ENV_ACCOUNT_KEY) or os.environ.get(ENV_SAS_TOKEN) or None
+            _register_secrets(None, None, credential)
         try:
             return ContainerClient(account_url, self.container, credential=credential, **options)
         except (ValueError, TypeError) as exc:
@@ -391,6 +393,7 @@ class AzureBlobStorage(StorageBase):
             self._check_open()
             if not self._opened:
                 if not self._entered:
+                    SECRETS.install("azure")  # the SDK redacts; this is a second line of defence
                     with self._translate_errors("open", None):
                         await self._client.__aenter__()
                     self._entered = True
@@ -928,6 +931,22 @@ def _plain_boundary(request: Any) -> None:
     new = f"batch_{secrets.token_hex(16)}"
     http.set_bytes_body(http.data.replace(old.encode(), new.encode()))
     http.headers["Content-Type"] = f"multipart/mixed; boundary={new}"
+
+
+def _register_secrets(connection_string: Any, account_url: Any, credential: Any) -> None:
+    """Have :data:`~checkpointkit.adapters._options.SECRETS` redact these credentials."""
+    values: list[object] = [connection_string, credential]
+    if isinstance(connection_string, str):  # its AccountKey and SharedAccessSignature
+        values += [part.partition("=")[2] for part in connection_string.split(";")]
+    for text in (connection_string, account_url, credential):
+        if isinstance(text, str):  # a SAS: its signature
+            values += re.findall(r"(?:^|[?&;])sig=([^&;]+)", text)
+    named = getattr(credential, "named_key", None)  # AzureNamedKeyCredential
+    if named is not None:
+        values.append(getattr(named, "key", None))
+    signature = getattr(credential, "signature", None)  # AzureSasCredential
+    values.append(signature)
+    SECRETS.add(*values)
 
 
 def _body(data: bytes) -> bytes | io.BytesIO:

@@ -48,7 +48,7 @@ from ..errors import (
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ._inflight import Background, no_hidden_resend, track_connections
-from ._options import Options, UrlForm
+from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
 
 try:
@@ -149,6 +149,9 @@ _LOST = (TimeoutError, bexc.BotoCoreError, aiohttp.ClientError, OSError)
 """Errors of a request without a (whole) answer."""
 _UNKNOWN_STATUS = frozenset((500, 502, 504))
 """Answers to a write that do not say whether it happened (503 and 429 say it did not)."""
+
+_SDK_LOGGERS = ("botocore", "aiobotocore", "boto3", "aioboto3", "s3transfer", "urllib3")
+"""The loggers that :data:`~checkpointkit.adapters._options.SECRETS` filters."""
 
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
 _SECRET_PARAMS = frozenset(
@@ -294,6 +297,7 @@ class S3Storage(StorageBase):
                 "S3 options access_key_id and secret_access_key go together: give both or neither"
             )
         self._credentials = (access_key_id, secret_access_key, session_token)
+        SECRETS.add(secret_access_key, session_token)  # never in the SDK's logs (see _open)
         self._profile = profile
         self._create = _OPTS.check_bool("create", create)
         self._threshold = _OPTS.check_int("multipart_threshold", multipart_threshold, 1)
@@ -389,6 +393,8 @@ class S3Storage(StorageBase):
                 with self._translate_errors("open", None):
                     self._client = await cm.__aenter__()
                 self._client_cm = cm
+                # botocore's DEBUG lines hold the session token and signatures: redacted
+                SECRETS.install(*_SDK_LOGGERS)
                 self._client.meta.events.register("before-send.s3", _expect_only_large_bodies)
                 if self._create:
                     await self._ensure_bucket()
