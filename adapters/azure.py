@@ -15,7 +15,11 @@ throttling) with exponential backoff and jitter until its ``timeout``; the
 SDK's own retries are off, so that one policy holds and a conditional write
 retried after a lost reply can recognize its own success (each conditional
 write carries a random token in its metadata, checked when a retried write
-meets a failed condition).
+meets a failed condition). A write that fails after its request may have left the
+client (a timeout, a lost reply, a 500) raises
+:class:`~checkpointkit.errors.OutcomeUnknown`, and so does a retry's failure after
+such an attempt (see :mod:`checkpointkit.adapters._retry`). ``delete_many`` sends
+blob batch requests of 256 deletes.
 
 See ``docs/adapters/azure.md`` for the URL, the options, the costs and the
 consistency notes.

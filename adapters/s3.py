@@ -19,6 +19,11 @@ throttling) with exponential backoff and jitter until its ``timeout``; the
 client's own retries are off, so that one policy holds and a conditional write
 retried after a lost reply can recognize its own success (each conditional
 write carries a random token in its metadata, checked on a 412 after a retry).
+A write that fails after its request may have left the client (a timeout, a lost
+reply, a 500) raises :class:`~checkpointkit.errors.OutcomeUnknown`, and so does a
+retry's failure after such an attempt (see :mod:`checkpointkit.adapters._retry`).
+``delete_many`` sends ``DeleteObjects`` per 1000 keys. A logging filter keeps the
+session token and signatures out of botocore's DEBUG output.
 
 See ``docs/adapters/s3.md`` for the URL, the options, the costs and the
 consistency notes.
