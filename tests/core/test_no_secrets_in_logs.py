@@ -48,6 +48,8 @@ LOGGERS = ("checkpointkit", "botocore", "aiobotocore", "azure", "redis")
 
 SECRET_KEY = f"ckkSecretKey{secrets.token_hex(16)}/+Q"
 SESSION_TOKEN = f"ckkSessionToken{secrets.token_hex(24)}/+Q=="
+ENV_SECRET_KEY = f"ckkEnvSecretKey{secrets.token_hex(16)}"
+ENV_SESSION_TOKEN = f"ckkEnvSessionToken{secrets.token_hex(24)}//+=="
 PASSWORD = f"ckk-Pa55:word@{secrets.token_hex(8)}"
 WRONG_ACCOUNT_KEY = "V3Jvbmcga2V5IGZvciBhIGNoZWNrcG9pbnRraXQgdGVzdCAxMjM0NTY3ODkwYWJj+/=="
 
@@ -150,20 +152,25 @@ def s3(endpoint_url: str, bucket: str, **options: Any) -> S3Storage:
 
 
 async def test_s3_keeps_its_secret_key_and_session_token_out_of_logs_reprs_and_errors(
-    moto: str, seen: Seen
+    moto: str, seen: Seen, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bucket = unique_bucket_name("ckk-secrets")
     create_bucket(moto, bucket)
     await exercise(s3(moto, bucket), seen)
-    assert seen.errors == []  # the success path
+    # credentials from the environment: the adapter never sees them, the patterns catch them
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIACHECKPOINTKITENV")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ENV_SECRET_KEY)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", ENV_SESSION_TOKEN)
+    await exercise(S3Storage(bucket, "env", endpoint_url=moto, region=REGION), seen)
+    assert seen.errors == []  # the success paths
     await exercise(s3(moto, unique_bucket_name("ckk-missing")), seen)
     unreachable = f"http://127.0.0.1:{free_port()}"
     await exercise(s3(unreachable, bucket, timeout=1.0, retries=1), seen)
     with moto_auth_server() as strict:  # rejects every access key
         await exercise(s3(strict, bucket, retries=0), seen)
     assert ConfigurationError in seen.errors and StorageUnavailable in seen.errors
-    assert any("x-amz-security-token" in line.lower() for line in seen.logs.lines)  # logged...
-    seen.assert_free_of(SECRET_KEY, SESSION_TOKEN)  # ...and redacted
+    assert any("x-amz-security-token:***" in line for line in seen.logs.lines)  # redacted
+    seen.assert_free_of(SECRET_KEY, SESSION_TOKEN, ENV_SECRET_KEY, ENV_SESSION_TOKEN)
 
 
 # -- Azure Blob on Azurite: an account key, a SAS, a connection string ---------------------
@@ -262,3 +269,27 @@ async def test_redis_keeps_its_password_out_of_logs_reprs_and_errors(seen: Seen)
     assert any("authentication failed" in text for text in seen.texts)  # the wrong password
     assert any("***" in text for text in seen.texts)  # where the password would have been
     seen.assert_free_of(PASSWORD)
+
+
+# -- the filter on its own -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("x-amz-security-token:TOKENabc/def+ghi==\nhost:127.0.0.1", "TOKENabc/def+ghi=="),
+        ("headers={'X-Amz-Security-Token': b'TOKENabc', 'Accept': b'*'}", "TOKENabc"),
+        ("Credential=AKIA/x, SignedHeaders=host, Signature=" + "ab12" * 16, "ab12" * 16),
+        ("Signature:\n" + "cd34" * 16, "cd34" * 16),
+        ("http://h/c/k?sv=2020&sig=SIGabc%2Bdef%3D&se=1", "SIGabc%2Bdef%3D"),
+        ("AccountName=a;AccountKey=KEYabc+/==;BlobEndpoint=http://h", "KEYabc+/=="),
+        ("BlobEndpoint=http://h;SharedAccessSignature=sv=1&sig=SASabc", "sv=1&sig=SASabc"),
+        ("Authorization: SharedKey acct:MACabc+/=", "MACabc+/="),
+        ("redis://user:PASSabc@127.0.0.1:6379/0", "PASSabc"),
+    ],
+)
+def test_filter_redacts_every_shape_of_secret_it_knows(line: str, secret: str) -> None:
+    from checkpointkit.adapters._options import SecretFilter
+
+    record = logging.LogRecord("botocore.auth", logging.DEBUG, __file__, 1, "%s", (line,), None)
+    assert SecretFilter().filter(record) is True  # kept, never dropped
+    message = record.getMessage()
+    assert secret not in message and "***" in message
