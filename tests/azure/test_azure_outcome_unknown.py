@@ -130,3 +130,11 @@ async def test_delete_retried_after_a_lost_reply_is_outcome_unknown_not_missing(
             assert isinstance(info.value.__cause__, NotFound)
         with pytest.raises(NotFound):
             await direct.get("k")
+
+
+async def test_aiohttp_never_resends_a_write_unseen(az: AzureBlobStorage) -> None:
+    # aiohttp resends a PUT or DELETE once on a dropped kept-alive connection; the adapter
+    # turns that off, so that every resend goes through its own retries (and their rules)
+    await az.put("k", b"v")
+    session = az.client._pipeline._transport.session
+    assert session is not None and session._retry_connection is False

@@ -139,3 +139,11 @@ def _options(storage: S3Storage) -> dict[str, Any]:
         "secret_access_key": secret,
         "session_token": token,
     }
+
+
+async def test_aiohttp_never_resends_a_write_unseen(s3: S3Storage) -> None:
+    # aiohttp resends a PUT or DELETE once on a dropped kept-alive connection; the adapter
+    # turns that off, so that every resend goes through its own retries (and their rules)
+    await s3.put("k", b"v")
+    sessions = list(s3.client._endpoint.http_session._sessions.values())
+    assert sessions and all(session._retry_connection is False for session in sessions)
