@@ -147,3 +147,28 @@ async def test_aiohttp_never_resends_a_write_unseen(s3: S3Storage) -> None:
     await s3.put("k", b"v")
     sessions = list(s3.client._endpoint.http_session._sessions.values())
     assert sessions and all(session._retry_connection is False for session in sessions)
+
+
+async def test_write_whose_retries_run_out_after_an_indeterminate_attempt_stays_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # attempt 1 times out after sending (may have landed), attempt 2 cannot connect:
+    # "unavailable" would hide that the first one may still land
+    from checkpointkit.adapters import _retry
+
+    storage = S3Storage("bkt", endpoint_url="http://127.0.0.1:1", retries=1, retry_backoff=0)
+    failures = iter([TimeoutError(), bexc.EndpointConnectionError(endpoint_url="x")])
+    sent = iter([True, False])
+    monkeypatch.setattr(_retry, "settle", lambda attempt, grace, adopt, record: attempt())
+
+    async def attempt() -> None:
+        raise next(failures)
+
+    def translate(_: Callable[[], bool] | None) -> Any:
+        return storage._translate_errors("put", "k", sent=lambda: next(sent))
+
+    with pytest.raises(OutcomeUnknown, match="attempt 2 then failed") as info:
+        await _retry.call(
+            attempt, storage._policy, translate, lambda e: True, write=True, adopt=print
+        )
+    assert type(info.value.__cause__) is StorageUnavailable  # cannot connect, chained
