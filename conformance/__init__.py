@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .concurrency import ConcurrencyTests
     from .faults import Fault, FaultyStorage
     from .fixtures import GROUPS, StorageFixtures
+    from .histories import LinearizabilityTests
     from .hygiene import HygieneError, HygieneReport, hygiene
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
@@ -59,6 +60,7 @@ __all__ = [
     "HygieneReport",
     "HygieneTests",
     "LifecycleTests",
+    "LinearizabilityTests",
     "PrefixedStorage",
     "Progress",
     "Report",
@@ -89,6 +91,7 @@ _WHERE = {
     "HygieneReport": "hygiene",
     "HygieneTests": "hygiene_rules",
     "LifecycleTests": "lifecycle",
+    "LinearizabilityTests": "histories",
     "PrefixedStorage": "target",
     "Progress": "api",
     "Report": "report",

@@ -13,6 +13,9 @@ Options:
     run only these groups; also applies to subclasses of the suite's classes.
 ``--checkpointkit-scale FACTOR``
     multiply request counts of the heavier tests (default 1).
+``--checkpointkit-seed N``
+    the seed of the linearizability group's random histories (default: a
+    fresh one, printed; also ``$CHECKPOINTKIT_SEED``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="FACTOR",
         help="multiply the request counts of the heavier conformance tests (default 1)",
+    )
+    group.addoption(
+        "--checkpointkit-seed",
+        default=None,
+        metavar="N",
+        help="seed of the linearizability group's random histories (default: random, printed; "
+        "also $CHECKPOINTKIT_SEED)",
     )
 
 
