@@ -15,10 +15,11 @@ after it was invoked, or never. For an adapter that declares
 ``settles_cancelled_writes`` a cancelled write is settled when
 ``CancelledError`` reaches the caller: if it took effect, it did so before.
 
-Seeds: every run prints its seed (``linearizability seed N``) and a failure
-names it. Replay the same random choices with ``--checkpointkit-seed N`` or the
-environment variable ``CHECKPOINTKIT_SEED=N`` (the interleaving itself depends
-on timing, so a replay is likelier, not certain, to fail the same way).
+Seeds: one per session, shown in pytest's header
+(``checkpointkit linearizability seed: N``) and in every failure. Replay the
+same random draws with ``--checkpointkit-seed N`` or the environment variable
+``CHECKPOINTKIT_SEED=N``; the interleaving itself depends on timing, so a
+replay is likelier, not certain, to fail the same way.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .target import Target, new_location
 
 __all__ = [
     "SEED_ENV",
+    "SEED_KEY",
     "HistoryPlan",
     "HistoryRecorder",
     "LinearizabilityTests",
@@ -54,6 +56,9 @@ __all__ = [
 
 SEED_ENV = "CHECKPOINTKIT_SEED"
 """The environment variable that fixes the seed of the random histories."""
+
+SEED_KEY = pytest.StashKey[int]()
+"""Where the session's seed is kept in ``config.stash`` (set by the plugin)."""
 
 
 def resolve_seed(option: object = None, environ: dict[str, str] | None = None) -> int:
@@ -274,28 +279,30 @@ async def _wait_point(point: int | float, task: asyncio.Future[Any]) -> None:
         await asyncio.wait({task}, timeout=point)
 
 
-def _choose(rng: random.Random, plan: HistoryPlan, value: bytes, versions: list[str]) -> _Call:
-    """One random call; ``versions`` are the versions of the key seen so far (newest last)."""
-    roll = rng.random()
-    if roll < 0.3:
+def _choose(d: list[float], plan: HistoryPlan, value: bytes, versions: list[str]) -> _Call:
+    """One call from the draws ``d`` (uniform in [0, 1)) and the key's versions seen so far.
+
+    Every operation uses the same number of draws, so that a seed replays the
+    same draws whatever the interleaving (which versions were seen may differ).
+    """
+    if d[0] < 0.3:
         return _Call("get")
-    if roll < 0.8:
+    if d[0] < 0.8:
         modes = ["overwrite"]
         if plan.conditional_put:
             modes += ["create"] + (["if-match", "if-match"] if versions else [])
-        mode = rng.choice(modes)
-        expected = _pick_version(rng, versions) if mode == "if-match" else None
+        mode = modes[int(d[1] * len(modes))]
+        expected = _pick_version(d, versions) if mode == "if-match" else None
         return _Call("put", mode, value, expected)
     expected = None
-    if plan.conditional_delete and versions and rng.random() < 0.6:
-        expected = _pick_version(rng, versions)
+    if plan.conditional_delete and versions and d[1] < 0.6:
+        expected = _pick_version(d, versions)
     return _Call("delete", expected=expected)
 
 
-def _pick_version(rng: random.Random, versions: list[str]) -> str:
-    if rng.random() < 0.7:
-        return versions[-1]
-    return rng.choice(versions)
+def _pick_version(d: list[float], versions: list[str]) -> str:
+    """The newest version seen (70 %) or any version seen (a stale one, often)."""
+    return versions[-1] if d[2] < 0.7 else versions[int(d[3] * len(versions))]
 
 
 async def record_history(
@@ -331,13 +338,14 @@ async def record_history(
         storage = clients[i % len(clients)]
         rate = plan.cancel_rate if cancel_rates is None else cancel_rates[i]
         for j in range(plan.ops_per_client):
-            key = r.choice(keys)
-            call = _choose(r, plan, f"{tag}{name}.{j}".encode(), seen[key])
-            cancel_at = r.choice(_CANCEL_POINTS) if r.random() < rate else None
+            d = [r.random() for _ in range(8)]
+            key = keys[int(d[4] * len(keys))]
+            call = _choose(d, plan, f"{tag}{name}.{j}".encode(), seen[key])
+            cancel_at = _CANCEL_POINTS[int(d[6] * len(_CANCEL_POINTS))] if d[5] < rate else None
             op = await recorder.perform(name, storage, key, call, cancel_at)
             if op is not None and op.outcome == "ok" and op.version is not None:
                 seen[key].append(op.version)
-            if r.random() < 0.3:
+            if d[7] < 0.3:
                 await asyncio.sleep(0)
 
     await asyncio.gather(*(client(i) for i in range(plan.clients)))
@@ -354,15 +362,13 @@ class LinearizabilityTests(StorageFixtures):
     @pytest.fixture
     def linearizability_seed(self, request: pytest.FixtureRequest) -> int:
         """The seed of this test's histories (``--checkpointkit-seed``, ``$CHECKPOINTKIT_SEED``)."""
-        try:
-            option = request.config.getoption("checkpointkit_seed")
-        except ValueError:  # the plugin is not loaded
-            option = None
-        try:
-            seed = resolve_seed(option)
-        except ConfigurationError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        print(f"linearizability seed {seed} (replay: --checkpointkit-seed {seed})")
+        seed = request.config.stash.get(SEED_KEY, None)
+        if seed is None:  # the plugin is not loaded
+            try:
+                seed = resolve_seed()
+            except ConfigurationError as exc:
+                pytest.fail(str(exc), pytrace=False)
+            request.config.stash[SEED_KEY] = seed
         return seed
 
     async def test_concurrent_history_is_linearizable(
@@ -518,7 +524,8 @@ async def _run_rounds(
                 "every history of concurrent operations must be linearizable",
                 expected="each key's operations to fit one order consistent with their "
                 f"times, as on one atomic register ({model})",
-                observed=f"round {r + 1} of {rounds} ({how}, "
-                f"{len(history)} operations) is not:\n{result.describe()}\n",
-                detail=f"Seed {seed}: replay with --checkpointkit-seed {seed} or {SEED_ENV}={seed}",
+                observed=f"history {r + 1} of {rounds} ({how}, {len(history)} operations) "
+                f"is not (seed {seed}: replay with --checkpointkit-seed {seed} or "
+                f"{SEED_ENV}={seed})",
+                detail=result.describe(),
             )

@@ -27,6 +27,7 @@ import pytest
 
 from ..errors import ConfigurationError
 from .fixtures import GROUPS, group_of
+from .histories import SEED_KEY, resolve_seed
 from .target import Target, resolve_target
 
 __all__ = ["TARGET_KEY", "suite_path"]
@@ -96,6 +97,7 @@ def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...
 def pytest_configure(config: pytest.Config) -> None:
     try:
         selected_groups(config.getoption("checkpointkit_group"))
+        config.stash[SEED_KEY] = resolve_seed(config.getoption("checkpointkit_seed"))
     except ConfigurationError as exc:
         raise pytest.UsageError(str(exc)) from None
     spec = config.getoption("checkpointkit_storage")
@@ -119,9 +121,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [path]
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     target = config.stash.get(TARGET_KEY, None)
-    return None if target is None else f"checkpointkit conformance target: {target.name}"
+    lines = [] if target is None else [f"checkpointkit conformance target: {target.name}"]
+    return [*lines, f"checkpointkit linearizability seed: {config.stash[SEED_KEY]}"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
