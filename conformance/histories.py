@@ -454,15 +454,15 @@ async def _delete_everything(storage: Storage) -> None:
 
 
 async def _stall_now_and_then(proxy: StallProxy, rng: random.Random, done: asyncio.Event) -> None:
-    """Stall the proxy for random spans (a few ms to 30 ms) until ``done``."""
+    """Stall the proxy for random spans (5 to 30 ms), between gaps of 0 to 10 ms, until ``done``."""
     while not done.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), rng.uniform(0.002, 0.02))
+            await asyncio.wait_for(done.wait(), rng.uniform(0, 0.01))
         if done.is_set():
             break
         proxy.stall(rng.choice(["request", "response", "both"]), partial=rng.random() < 0.5)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), rng.uniform(0.003, 0.03))
+            await asyncio.wait_for(done.wait(), rng.uniform(0.005, 0.03))
         proxy.resume()
     proxy.resume()
 

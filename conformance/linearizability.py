@@ -226,6 +226,9 @@ class Violation:
             the search found (indices into ``minimal``), and the state after it.
         reason: a sentence for a violation found before the search (two
             writes that returned one version), or "".
+        left_out: writes of the history left out of ``minimal`` because
+            the search let them take effect at any moment, or never, and still
+            found no order.
     """
 
     key: str
@@ -233,6 +236,7 @@ class Violation:
     minimal: list[Operation]
     closest: list[int] = field(default_factory=list)
     reason: str = ""
+    left_out: int = 0
 
     def describe(self) -> str:
         """The minimal history as a readable table, with times and what fits.
@@ -283,6 +287,12 @@ class Violation:
                 lines.append(
                     "  No operation can come first: each result contradicts an absent key."
                 )
+        if self.left_out:
+            lines.append(
+                f"  Left out: {self.left_out} other write{'s' if self.left_out != 1 else ''} and "
+                "the reads that do not matter; letting each of those writes take effect at "
+                "any moment, as often as it likes, or never, still leaves no valid order."
+            )
         if alias:
             lines.append("  Versions: " + ", ".join(f"{a} = {v!r}" for v, a in alias.items()))
         return "\n".join(lines)
@@ -342,6 +352,8 @@ class _Prepared:
     required: int  # bit mask of the operations that must be linearized
     ver: list[str | None]  # the version each put minted (None: never seen)
     data: list[bytes | None]
+    state_of: list[int]  # the model state a put leaves (one for all puts nobody observes)
+    free: list[int]  # operations that may take effect at any moment, any number of times
 
 
 def _prepare(ops: Sequence[Operation], ver: dict[int, str | None]) -> _Prepared:
@@ -351,13 +363,32 @@ def _prepare(ops: Sequence[Operation], ver: dict[int, str | None]) -> _Prepared:
     for i, op in enumerate(ops):
         if op.outcome != "unknown":
             required |= 1 << i
+    versions = [ver.get(id(op)) for op in ops]
+    read = {op.data for op in ops if op.kind == "get" and op.outcome == "ok"}
+    expected = {op.expected for op in ops if op.expected is not None}
+    # Puts whose bytes nobody read and whose version nobody expects leave states that no
+    # operation can tell apart: one state stands for them all (fewer configurations).
+    state_of = list(range(len(ops)))
+    unseen = -1
+    for i, op in enumerate(ops):
+        if op.kind == "put" and op.data not in read and versions[i] not in expected:
+            unseen = i if unseen < 0 else unseen
+            state_of[i] = unseen
+    # Free operations (set by the shrinking) may take effect at any moment, any number of
+    # times, or never: they are state transitions that do not count as placed.
+    free = [
+        op.outcome == "unknown" and inv[i] == -math.inf and ret[i] == math.inf
+        for i, op in enumerate(ops)
+    ]
     return _Prepared(
         list(ops),
         inv,
         ret,
         required,
-        [ver.get(id(op)) for op in ops],
+        versions,
         [op.data if op.kind == "put" else None for op in ops],
+        state_of,
+        [i for i in range(len(ops)) if free[i]],
     )
 
 
@@ -424,11 +455,12 @@ def _step(p: _Prepared, i: int, state: int) -> int | None:
             holds = state == _ABSENT
         else:
             holds = state != _ABSENT and current == op.expected
-        if unknown:
-            return i if holds else None
-        if op.outcome == "ok":
-            return i if holds else None
-        return None if holds else state  # failed: the precondition did not hold
+        if op.outcome == "failed":
+            return None if holds else state  # the precondition did not hold
+        if not holds:
+            return None
+        after = p.state_of[i]
+        return None if unknown and after == state else after
     # delete
     holds = op.expected is None or state == _ABSENT or current == op.expected
     if unknown:
@@ -450,7 +482,8 @@ def _search(p: _Prepared, budget: int) -> tuple[bool, int, list[int]]:
     operations are explored once.
     """
     n = len(p.ops)
-    order = sorted(range(n), key=lambda i: p.inv[i])
+    free = p.free
+    order = sorted((i for i in range(n) if i not in free), key=lambda i: p.inv[i])
     required = p.required
     # expired[h]: the optional operations that end before operation h is invoked.
     expired = [0] * n
@@ -496,6 +529,10 @@ def _search(p: _Prepared, budget: int) -> tuple[bool, int, list[int]]:
                 newest = i if latest < 0 or p.inv[i] > max_inv else latest
                 child = (mask | 1 << i, after, newest, (*path, i))
                 (firsts if required >> i & 1 else lasts).append(child)
+        for i in free:  # a free operation changes the state, and stays available
+            after = _step(p, i, state)
+            if after is not None and after != state:
+                lasts.append((mask, after, latest, path))
         stack.extend(reversed(lasts))
         stack.extend(reversed(firsts))
     return False, explored, best
@@ -531,9 +568,9 @@ def check_key(
     ok, explored, _ = _search(_prepare(ops, ver), budget)
     if ok:
         return None, explored
-    minimal = _shrink(ops, ver, budget) if shrink else ops
+    minimal, left_out = _shrink(ops, ver, budget) if shrink else (ops, 0)
     _, more, closest = _search(_prepare(minimal, ver), budget)
-    return Violation(ops[0].key, ops, minimal, closest=closest), explored + more
+    return Violation(ops[0].key, ops, minimal, closest, left_out=left_out), explored + more
 
 
 def _sharing_pair(ops: list[Operation], ver: dict[int, str | None]) -> list[Operation]:
@@ -551,33 +588,45 @@ def _sharing_pair(ops: list[Operation], ver: dict[int, str | None]) -> list[Oper
     return ops  # pragma: no cover - only called when two writes share a version
 
 
-def _shrink(ops: list[Operation], ver: dict[int, str | None], budget: int) -> list[Operation]:
+SHRINK_BUDGET = 200_000
+"""Search states per attempt while shrinking (an attempt over it keeps the operation)."""
+
+
+def _shrink(
+    ops: list[Operation], ver: dict[int, str | None], budget: int
+) -> tuple[list[Operation], int]:
     """A small sub-history of ``ops`` that is still not linearizable, and proves it.
 
-    Two steps that can never turn a linearizable history into one that is not
-    (so what is left is evidence, not an artifact): drop a read or a failed
-    operation, and weaken a write that returned into an unknown one (it may
-    take effect at any moment of its span, or not). Each is kept while the
-    history stays non-linearizable. Then the writes that ended unknown and
-    that no remaining operation refers to are left out of what is shown: the
-    search let them take effect anywhere in their span, or not, and found no
-    order. The operations shown are the originals.
+    Two steps that can never turn a linearizable history into one that is not,
+    so that what is left is evidence, not an artifact: drop a read or a failed
+    operation; set a write *free* (it may take effect at any moment at all, as
+    often as it likes, or never; its result is ignored). Each step is kept while the history
+    stays non-linearizable. The free writes that no remaining operation refers
+    to are then left out of what is shown (whatever they did, no order fits);
+    the operations shown are the originals.
+
+    Returns:
+        The operations to show, and how many free writes were left out.
     """
     n = len(ops)
+    budget = min(budget, SHRINK_BUDGET)
     alive = [True] * n
-    weak = [False] * n
-    weakened: dict[int, Operation] = {}
+    free = [False] * n
+    freed: dict[int, Operation] = {}
     ver2 = dict(ver)
 
     def variant(i: int) -> Operation:
-        if not weak[i]:
+        if not free[i]:
             return ops[i]
-        if i not in weakened:
+        if i not in freed:
             op = ops[i]
-            copy = replace(op, outcome="unknown", version=None, existed=None)
+            copy = replace(
+                op, invoked=-math.inf, completed=None, outcome="unknown", version=None,
+                existed=None, error=None,
+            )  # fmt: skip
             ver2[id(copy)] = ver.get(id(op))
-            weakened[i] = copy
-        return weakened[i]
+            freed[i] = copy
+        return freed[i]
 
     def still_violated() -> bool:
         current = [variant(i) for i in range(n) if alive[i]]
@@ -587,41 +636,38 @@ def _shrink(ops: list[Operation], ver: dict[int, str | None], budget: int) -> li
             return False
         return not ok
 
+    def is_read(i: int) -> bool:
+        return not ops[i].is_write or ops[i].outcome == "failed"
+
     changed = True
     while changed:
         changed = False
-        # Reads and failed operations first (cheap and most of a history), newest first.
-        for i in sorted(
-            range(n), key=lambda i: (ops[i].is_write and ops[i].outcome != "failed", -i)
-        ):
-            op = ops[i]
-            if not alive[i] or weak[i]:
+        # Reads and failed operations first (cheap, and most of a history), newest first.
+        for i in sorted(range(n), key=lambda i: (not is_read(i), -i)):
+            if not alive[i] or free[i]:
                 continue
-            if not op.is_write or op.outcome == "failed":
+            if is_read(i):
                 alive[i] = False
                 if still_violated():
                     changed = True
                 else:
                     alive[i] = True
-            elif op.outcome == "ok":
-                weak[i] = True
+            else:
+                free[i] = True
                 if still_violated():
                     changed = True
                 else:
-                    weak[i] = False
-    kept = {
-        i
-        for i in range(n)
-        if alive[i] and not (ops[i].is_write and (weak[i] or ops[i].outcome == "unknown"))
-    }
+                    free[i] = False
+    kept = {i for i in range(n) if alive[i] and not free[i]}
     grew = True
-    while grew:  # the unknown writes that a kept operation refers to, transitively
+    while grew:  # the free writes that a kept operation refers to, transitively
         grew = False
         for i in range(n):
             if alive[i] and i not in kept and any(_refers(ops[j], ops[i], ver) for j in kept):
                 kept.add(i)
                 grew = True
-    return [ops[i] for i in sorted(kept)]
+    left_out = sum(1 for i in range(n) if alive[i] and free[i] and i not in kept)
+    return [ops[i] for i in sorted(kept)], left_out
 
 
 def _refers(op: Operation, write: Operation, ver: dict[int, str | None]) -> bool:
