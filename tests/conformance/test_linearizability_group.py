@@ -26,8 +26,9 @@ from checkpointkit.conformance.histories import (
     resolve_seed,
 )
 from checkpointkit.errors import ConfigurationError
+from checkpointkit.storage import Capabilities
 
-from .broken.adapters import IOMemoryStorage
+from .broken.adapters import IOMemoryStorage, LandsLater
 from .broken.nonlinear import CheckThenWrite
 
 RUNS = 10
@@ -132,3 +133,20 @@ def test_bad_seed_is_refused_naming_where_it_came_from(
 ) -> None:
     with pytest.raises(ConfigurationError, match=words):
         resolve_seed(option, env)
+
+
+async def test_settling_adapter_whose_cancelled_put_lands_later_fails_in_ten_runs_of_ten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LandsLater finishes a cancelled put in a detached task: fine for an adapter that
+    promises nothing, a violation for one that declares settles_cancelled_writes."""
+    settling = Capabilities(durable=False, shared=False, settles_cancelled_writes=True)
+    for seed in range(RUNS):
+        monkeypatch.setenv(SEED_ENV, str(seed))
+        report = await run(
+            Target(LandsLater, name="lands-later", capabilities=settling), groups=GROUP
+        )
+        assert PLAIN in report.failed_names(), f"seed {seed}:\n{report.summary()}"
+        reason = report.result(PLAIN).reason
+        assert "only before CancelledError reached the caller" in reason
+        assert "unknown (cancelled)" in reason
