@@ -94,6 +94,9 @@ class HistoryPlan:
         cancel_rate: chance that an operation is cancelled at a random moment.
         conditional_put: use ``create`` and ``IfMatch`` puts.
         conditional_delete: use ``delete(if_match=...)``.
+        final_read_after: once every client is done, each key is read, and
+            read again after these seconds (to see a write that lands late; the
+            verdict never depends on this timing, only the chance to see one).
     """
 
     clients: int = 3
@@ -102,6 +105,7 @@ class HistoryPlan:
     cancel_rate: float = 0.15
     conditional_put: bool = True
     conditional_delete: bool = True
+    final_read_after: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -345,10 +349,23 @@ async def record_history(
             op = await recorder.perform(name, storage, key, call, cancel_at)
             if op is not None and op.outcome == "ok" and op.version is not None:
                 seen[key].append(op.version)
+            if op is not None and op.outcome == "unknown":
+                # Read back at once, as a caller would: a write that lands after this
+                # read shows up as a change that nothing explains.
+                back = await recorder.perform(name, storage, key, _Call("get"))
+                if back is not None and back.outcome == "ok" and back.version is not None:
+                    seen[key].append(back.version)
             if d[7] < 0.3:
                 await asyncio.sleep(0)
 
     await asyncio.gather(*(client(i) for i in range(plan.clients)))
+    # One get of each key at once, and one a moment later: a write landing in between
+    # (after it was cancelled, say) shows as a change with no write to explain it.
+    for key in keys:
+        await recorder.perform("end", clients[-1], key, _Call("get"))
+    await asyncio.sleep(plan.final_read_after)
+    for key in keys:
+        await recorder.perform("end", clients[-1], key, _Call("get"))
     return recorder.operations
 
 
