@@ -99,9 +99,7 @@ async def test_cancelled_get_is_left_out_of_the_history() -> None:
 
 
 async def test_same_seed_draws_the_same_calls() -> None:
-    plan = HistoryPlan(
-        clients=3, keys=2, ops_per_client=12, cancel_rate=0.0, final_read_after=0.0
-    )
+    plan = HistoryPlan(clients=3, keys=2, ops_per_client=12, cancel_rate=0.0, final_read_after=0.0)
 
     async def calls(seed: int) -> list[tuple[str, str, str, bytes | None]]:
         async with MemoryStorage() as storage:
