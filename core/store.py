@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, unquote
 
+from . import reconcile
 from .codec import Codec, default_codec
 from .errors import (
     CheckpointCorrupted,
@@ -71,8 +72,7 @@ __all__ = [
 ]
 
 _MAX_SEQ = 2**64 - 1
-_RETRIES = 3
-"""Attempts of one write whose outcome came back unknown (it is safe to repeat)."""
+_RETRIES = reconcile.ATTEMPTS
 _TERMINAL = frozenset({"completed", "failed"})
 _MAX_RUN_ID = 200
 _BAD_RUN_CHARS = re.compile(r"[\x00-\x1f\x7f/\\]")
@@ -278,25 +278,8 @@ class CheckpointStore:
     # -- runs ----------------------------------------------------------------------------
     # -- writes safe under unknown outcomes -------------------------------------------
     async def _create(self, key: str, data: bytes) -> GetResult | None:
-        """Create ``key`` once; None if this call stored ``data``, else what is stored.
-
-        An attempt whose outcome is unknown is repeated: a repeat either
-        creates the key or finds it, and the caller compares what it finds
-        (its own earlier attempt stored the same bytes).
-        """
-        for attempt in range(_RETRIES):
-            try:
-                await self.storage.put(key, data, mode="create")
-                return None
-            except PreconditionFailed:
-                try:
-                    return await self.storage.get(key)
-                except NotFound:
-                    continue  # deleted in between: try again
-            except OutcomeUnknown:
-                if attempt == _RETRIES - 1:
-                    raise
-        raise OutcomeUnknown(f"could not create {key!r}: it was deleted under every attempt")
+        """Create ``key`` once; None if this call stored ``data``, else what is stored."""
+        return await reconcile.create(self.storage, key, data)
 
     async def _ensure(self, key: str, data: bytes) -> None:
         """Create ``key`` unless it exists (with any content): idempotent markers."""

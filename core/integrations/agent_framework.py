@@ -77,6 +77,7 @@ from agent_framework._workflows._checkpoint_encoding import (
     encode_checkpoint_value,
 )
 
+from .. import reconcile
 from ..crypto import Encryption
 from ..envelope import open_envelope, seal
 from ..errors import CheckpointkitError, NotFound, PreconditionFailed
@@ -273,7 +274,7 @@ class CheckpointkitCheckpointStorage:
 
     async def _write_head(self, key: str, name: str, mode: PutMode) -> None:
         data = seal(name.encode(), codec_tag=CODEC_AGENT_FRAMEWORK_HEAD)
-        self._remember_head(key, await self.storage.put(key, data, mode=mode), name)
+        self._remember_head(key, await reconcile.put(self.storage, key, data, mode=mode), name)
 
     def _remember_head(self, key: str, version: str, name: str) -> None:
         self._heads[key] = (version, name)
@@ -334,7 +335,7 @@ class CheckpointkitCheckpointStorage:
             first = await self._first_marker(workflow_prefix)
             try:
                 if first is None:
-                    await self.storage.delete(key, if_match=version)
+                    await reconcile.delete(self.storage, key, if_match=version)
                 else:
                     await self._write_head(key, first, IfMatch(version))
             except PreconditionFailed:
@@ -421,7 +422,7 @@ class CheckpointkitCheckpointStorage:
         async def write_checkpoint() -> str | None:
             """Write it; return the marker of an earlier save of this id if it moved."""
             try:
-                await self.storage.put(key, data, mode="create")
+                await reconcile.put(self.storage, key, data, mode="create")
             except PreconditionFailed:
                 pass
             else:
@@ -430,15 +431,15 @@ class CheckpointkitCheckpointStorage:
                 old = await self._read(key)
             except WorkflowCheckpointException:
                 old = None  # unreadable: replaced below all the same
-            await self.storage.put(key, data)
+            await reconcile.put(self.storage, key, data)
             old_marker = None if old is None else self._marker_of(old, checkpoint_id)
             return old_marker if old_marker != marker else None
 
         # Both at once: a marker whose checkpoint is missing (a failed save) is
         # skipped by readers, so the order does not matter.
-        stale, _ = await _gather((write_checkpoint(), self.storage.put(marker, b"")))
+        stale, _ = await _gather((write_checkpoint(), reconcile.put(self.storage, marker, b"")))
         if stale is not None:
-            await self.storage.delete(stale)
+            await reconcile.delete(self.storage, stale)
             if self._use_heads:
                 await self._repair_head(stale)
         return checkpoint_id
@@ -481,8 +482,8 @@ class CheckpointkitCheckpointStorage:
             return False
         marker = self._marker_of(encoded, checkpoint_id)
         if marker is not None:
-            await self.storage.delete(marker)
-        existed = await self.storage.delete(key)
+            await reconcile.delete(self.storage, marker)
+        existed = await reconcile.delete(self.storage, key)
         if marker is not None and self._use_heads:
             await self._repair_head(marker)
         return existed

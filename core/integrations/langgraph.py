@@ -111,6 +111,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .. import reconcile
 from ..crypto import Encryption
 from ..envelope import open_envelope, seal
 from ..errors import (
@@ -458,7 +459,9 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
 
     async def _write_head(self, key: str, checkpoint_id: str, mode: PutMode) -> None:
         data = seal(checkpoint_id.encode(), codec_tag=CODEC_LANGGRAPH_HEAD)
-        self._remember_head(key, await self.storage.put(key, data, mode=mode), checkpoint_id)
+        self._remember_head(
+            key, await reconcile.put(self.storage, key, data, mode=mode), checkpoint_id
+        )
 
     def _remember_head(self, key: str, version: str, checkpoint_id: str) -> None:
         cache = self._rt.heads
@@ -518,7 +521,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             newest = await self._newest_id(thread_id, ns)
             try:
                 if newest is None:
-                    await self.storage.delete(key, if_match=version)
+                    await reconcile.delete(self.storage, key, if_match=version)
                 else:
                     await self._write_head(key, newest, IfMatch(version))
             except PreconditionFailed:
@@ -922,15 +925,15 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             writes.append(self._advance_head(thread_id, ns, checkpoint_id))
         if writes:
             await _gather_limited(writes)
-        await self.storage.put(self._checkpoint_key(thread_id, ns, checkpoint_id), data)
+        await reconcile.put(self.storage, self._checkpoint_key(thread_id, ns, checkpoint_id), data)
         return self._config(thread_id, ns, checkpoint_id)
 
     async def _upload(self, key: str, data: bytes, overwrite: bool) -> None:
         if overwrite:
-            await self.storage.put(key, data)
+            await reconcile.put(self.storage, key, data)
             return
         with contextlib.suppress(PreconditionFailed):
-            await self.storage.put(key, data, mode="create")
+            await reconcile.put(self.storage, key, data, mode="create")
 
     async def aput_writes(
         self,
@@ -992,7 +995,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         return [key async for key in self.storage.list(prefix)]
 
     async def _delete_keys(self, keys: Sequence[str]) -> None:
-        await _gather_limited([self.storage.delete(key) for key in keys])
+        await _gather_limited([reconcile.delete(self.storage, key) for key in keys])
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and value of a thread (all namespaces).
@@ -1033,7 +1036,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                     doomed.append(key)
             for key in doomed:
                 thread_id, ns, checkpoint_id = self._parse_checkpoint_key(key)
-                await self.storage.delete(key)
+                await reconcile.delete(self.storage, key)
                 await self._delete_keys(
                     await self._keys(self._writes_prefix(thread_id, ns, checkpoint_id))
                 )
@@ -1059,7 +1062,9 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             async def copy(key: str, prefix: str = prefix, kind: str = kind) -> None:
                 data = await self._get_or_none(key)
                 if data is not None:
-                    await self.storage.put(f"{self._p}{kind}/{target}/{key[len(prefix) :]}", data)
+                    await reconcile.put(
+                        self.storage, f"{self._p}{kind}/{target}/{key[len(prefix) :]}", data
+                    )
 
             await _gather_limited([copy(key) for key in keys])
         if not self._use_heads:
