@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .faults import Fault, FaultyStorage
     from .fixtures import StorageFixtures
     from .groups import GROUPS
+    from .histories import LinearizabilityTests
     from .hygiene import HygieneError, HygieneReport, hygiene
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
@@ -60,6 +61,7 @@ __all__ = [
     "HygieneReport",
     "HygieneTests",
     "LifecycleTests",
+    "LinearizabilityTests",
     "PrefixedStorage",
     "Progress",
     "Report",
@@ -90,6 +92,7 @@ _WHERE = {
     "HygieneReport": "hygiene",
     "HygieneTests": "hygiene_rules",
     "LifecycleTests": "lifecycle",
+    "LinearizabilityTests": "histories",
     "PrefixedStorage": "target",
     "Progress": "api",
     "Report": "report",

@@ -66,7 +66,7 @@ async def run(
             string (a storage URL, ``module:factory``, ``file`` or ``memory``).
         groups: run only these groups (default: all): ``semantics``,
             ``concurrency``, ``bad-input``, ``cancellation``, ``lifecycle``,
-            ``hygiene``, ``capabilities``.
+            ``hygiene``, ``capabilities``, ``linearizability``.
         pattern: run only tests matching this pytest ``-k`` expression.
         scale: multiply the request counts of the heavier tests.
         capabilities: override what the adapter declares.

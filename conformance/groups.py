@@ -18,6 +18,7 @@ GROUPS = (
     "lifecycle",
     "hygiene",
     "capabilities",
+    "linearizability",
 )
 """Every group of the suite, in the order the report lists them."""
 

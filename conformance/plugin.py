@@ -13,6 +13,9 @@ Options:
     run only these groups; also applies to subclasses of the suite's classes.
 ``--checkpointkit-scale FACTOR``
     multiply request counts of the heavier tests (default 1).
+``--checkpointkit-seed N``
+    the seed of the linearizability group's random histories (default: a
+    fresh one, printed; also ``$CHECKPOINTKIT_SEED``).
 
 Installing checkpointkit registers this plugin in every pytest session of the
 environment, so it imports nothing optional when pytest starts: no
@@ -30,6 +33,7 @@ import pytest
 
 from ..errors import ConfigurationError
 from .groups import GROUPS, group_of
+from .seed import SEED_KEY, resolve_seed
 
 if TYPE_CHECKING:
     from .target import Target
@@ -73,6 +77,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FACTOR",
         help="multiply the request counts of the heavier conformance tests (default 1)",
     )
+    group.addoption(
+        "--checkpointkit-seed",
+        default=None,
+        metavar="N",
+        help="seed of the linearizability group's random histories (default: random, printed; "
+        "also $CHECKPOINTKIT_SEED)",
+    )
 
 
 def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -94,6 +105,7 @@ def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...
 def pytest_configure(config: pytest.Config) -> None:
     try:
         selected_groups(config.getoption("checkpointkit_group"))
+        config.stash[SEED_KEY] = resolve_seed(config.getoption("checkpointkit_seed"))
     except ConfigurationError as exc:
         raise pytest.UsageError(str(exc)) from None
     spec = config.getoption("checkpointkit_storage")
@@ -131,9 +143,14 @@ def _require_suite_dependencies() -> None:
         ) from None
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     target = config.stash.get(TARGET_KEY, None)
-    return None if target is None else f"checkpointkit conformance target: {target.name}"
+    if target is None:  # the suite is not in use: say nothing in other projects' runs
+        return None
+    return [
+        f"checkpointkit conformance target: {target.name}",
+        f"checkpointkit linearizability seed: {config.stash[SEED_KEY]}",
+    ]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
