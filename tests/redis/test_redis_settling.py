@@ -1,0 +1,284 @@
+"""A cancelled Redis write never lands after ``CancelledError`` (``settles_cancelled_writes``).
+
+Each test stalls the server while many writes are in flight, cancels them all,
+lets the server run again, and then watches every key through a *second*
+storage (its own client) for :data:`WATCH` seconds: a key whose value changes
+from what it held before the writes is a late landing. Two ways to stall:
+
+- the real server frozen with ``SIGSTOP``: the cancelled requests sit complete
+  in the server's socket (a barrier on the kernel's receive queues, read from
+  ``/proc/net/tcp``, says so before the cancel), and the server executes them
+  once it gets ``SIGCONT``; the server's command counters prove that it did;
+- the repository's stall proxy (:class:`~checkpointkit.conformance.proxy.StallProxy`)
+  holding the requests, resumed as soon as the cancellations returned.
+
+Standalone and the 3-node cluster alike (the ``redis_url`` fixture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from checkpointkit import NotFound, Storage
+from checkpointkit.adapters.redis import RedisStorage
+from checkpointkit.conformance.hygiene import hygiene
+
+from .conftest import fresh_prefix
+from .test_redis_cancellation import proxied
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="SIGSTOP and /proc/net/tcp: Linux only"
+)
+
+PUTS = 100
+"""Cancelled writes per size (and per test for deletes)."""
+WATCH = 2.0
+"""Seconds during which every cancelled key is watched for a late landing."""
+SLACK = 0.15
+"""Seconds allowed beyond the grace for the event loop of a loaded machine."""
+KiB = 1024
+
+
+# -- helpers ---------------------------------------------------------------------------------
+async def _info(storage: RedisStorage, key: str, section: str) -> dict[str, Any]:
+    """``INFO section`` of the node that holds ``key`` (the server, on standalone)."""
+    client = storage.client
+    if storage.cluster:
+        await storage._cluster_ready()
+        name = storage._names(storage._scope(key)).h
+        node = client.get_node_from_key(name)  # type: ignore[union-attr]
+        return dict(await client.execute_command("INFO", section, target_nodes=node))
+    return dict(await client.info(section))
+
+
+async def _server_of(storage: RedisStorage, key: str) -> tuple[int, int]:
+    """(pid, port) of the server process that holds ``key``."""
+    info = await _info(storage, key, "server")
+    return int(info["process_id"]), int(info["tcp_port"])
+
+
+async def _scripts_run(storage: RedisStorage, key: str) -> int:
+    """How many ``EVALSHA`` the node holding ``key`` has executed (without error) so far."""
+    stats = (await _info(storage, key, "commandstats")).get("cmdstat_evalsha", {})
+    return int(stats.get("calls", 0)) - int(stats.get("failed_calls", 0))
+
+
+def _received_unread(port: int) -> int:
+    """Bytes that reached the server's sockets on ``port`` and that it has not read yet."""
+    total = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.read().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) == port and fields[3] == "01":  # ESTABLISHED
+                total += int(fields[4].split(":")[1], 16)
+    return total
+
+
+async def _until(condition: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
+    """Wait (bounded) until ``condition()`` holds."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {seconds:g} s"
+        await asyncio.sleep(0.01)
+
+
+@contextmanager
+def _frozen(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> list[float]:
+    """Cancel every task at once; return each one's seconds from cancel() to its end."""
+    loop = asyncio.get_running_loop()
+    ended: dict[asyncio.Task[Any], float] = {}
+    for task in tasks:
+        task.add_done_callback(lambda t: ended.setdefault(t, loop.time()))
+    start = loop.time()
+    for task in tasks:
+        task.cancel()
+    _, pending = await asyncio.wait(tasks, timeout=10)
+    assert not pending, f"{len(pending)} cancelled writes were still running after 10 s"
+    not_cancelled = [t for t in tasks if not t.cancelled()]
+    assert not not_cancelled, f"{len(not_cancelled)} writes did not raise CancelledError: " + str(
+        [t.exception() or t.result() for t in not_cancelled][:3]
+    )
+    return [ended[t] - start for t in tasks]
+
+
+async def _value(storage: Storage, key: str) -> bytes | None:
+    try:
+        return (await storage.get(key)).data
+    except NotFound:
+        return None
+
+
+async def _late_landings(observer: Storage, before: dict[str, bytes | None]) -> list[str]:
+    """The keys whose value, watched for WATCH seconds, ever differs from ``before``."""
+    late: set[str] = set()
+    keys = sorted(before)
+    deadline = time.monotonic() + WATCH
+    while True:
+        now = await asyncio.gather(*(_value(observer, k) for k in keys))
+        late.update(k for k, v in zip(keys, now, strict=True) if v != before[k])
+        if time.monotonic() >= deadline:
+            return sorted(late)
+        await asyncio.sleep(0.05)
+
+
+def _sizes() -> list[tuple[str, bytes]]:
+    """PUTS keys of 1 KiB and PUTS of 256 KiB (above inline_max: the staged path)."""
+    out = []
+    for size, label in ((KiB, "small"), (256 * KiB, "big")):
+        for i in range(PUTS):
+            out.append((f"runs/late/{label}{i:03d}", bytes([65 + i % 26]) * size))
+    return out
+
+
+async def _opened(url: str, prefix: str, **options: Any) -> RedisStorage:
+    return RedisStorage.from_url(url, prefix=prefix, max_connections=2 * PUTS + 10, **options)
+
+
+# -- SIGSTOP ---------------------------------------------------------------------------------
+async def _stopped_server_round(
+    writer: RedisStorage,
+    observer: RedisStorage,
+    before: dict[str, bytes | None],
+    write: Callable[[str], Awaitable[Any]],
+    request_bytes: int,
+) -> tuple[list[str], list[float], int]:
+    """Freeze the server, start ``write(key)`` for every key, wait until every request is
+    in the server's socket, cancel them all, thaw the server, watch through ``observer``.
+
+    Returns the late keys, each cancel's latency, and how many scripts the server ran
+    for the cancelled requests.
+    """
+    some = next(iter(before))
+    pid, port = await _server_of(observer, some)
+    scripts = await _scripts_run(observer, some)
+    baseline = _received_unread(port)
+    with _frozen(pid):
+        tasks = [asyncio.ensure_future(write(k)) for k in before]
+        await _until(
+            lambda: _received_unread(port) - baseline >= request_bytes,
+            "every cancelled request reaching the stopped server's socket",
+        )
+        latencies = await _cancel_all(tasks)
+    late = await _late_landings(observer, before)
+    ran = await _scripts_run(observer, some) - scripts
+    return late, latencies, ran
+
+
+async def test_cancelled_put_never_lands_after_cancel_with_server_stopped(redis_url: str) -> None:
+    prefix = fresh_prefix()
+    values = dict(_sizes())
+    async with (
+        hygiene(),
+        await _opened(redis_url, prefix) as writer,
+        await _opened(redis_url, prefix) as observer,
+    ):
+        # warm: one connection per concurrent put, whose receive buffers on the server
+        # have grown to hold a 256 KiB request (the kernel grows them as the server reads)
+        for _ in range(2):
+            await asyncio.gather(*(writer.put(k, b"w" * 256 * KiB) for k in values))
+        await asyncio.gather(*(writer.put(k, b"old") for k in values))
+        before: dict[str, bytes | None] = dict.fromkeys(values, b"old")
+        late, latencies, ran = await _stopped_server_round(
+            writer,
+            observer,
+            before,
+            lambda k: writer.put(k, values[k]),
+            sum(map(len, values.values())) + 200 * len(values),
+        )
+    assert ran >= len(values), f"the server ran only {ran} of the {len(values)} cancelled puts"
+    assert late == [], f"{len(late)} of {len(values)} cancelled puts landed later: {late[:5]}"
+    grace = writer.cancel_grace
+    assert max(latencies) <= grace + SLACK, f"a cancel took {max(latencies):.3f} s"
+
+
+async def test_cancelled_delete_never_lands_after_cancel_with_server_stopped(
+    redis_url: str,
+) -> None:
+    prefix = fresh_prefix()
+    keys = [f"runs/late/d{i:03d}" for i in range(PUTS)]
+    async with (
+        hygiene(),
+        await _opened(redis_url, prefix) as writer,
+        await _opened(redis_url, prefix) as observer,
+    ):
+        for _ in range(2):  # warm: one connection per concurrent delete
+            await asyncio.gather(*(writer.put(k, b"still here") for k in keys))
+        await writer.delete("runs/late/none")  # and the delete's script loaded
+        before: dict[str, bytes | None] = dict.fromkeys(keys, b"still here")
+        late, latencies, ran = await _stopped_server_round(
+            writer, observer, before, writer.delete, 200 * len(keys)
+        )
+    assert ran >= len(keys), f"the server ran only {ran} of the {len(keys)} cancelled deletes"
+    assert late == [], f"{len(late)} of {len(keys)} cancelled deletes landed later: {late[:5]}"
+    assert max(latencies) <= writer.cancel_grace + SLACK, f"a cancel took {max(latencies):.3f} s"
+
+
+# -- the stall proxy -------------------------------------------------------------------------
+async def _proxied_round(
+    redis_url: str, prefix: str, before: dict[str, bytes | None], op: str, values: dict[str, bytes]
+) -> tuple[list[str], list[float], float]:
+    async with (
+        proxied(redis_url, prefix=prefix, max_connections=2 * PUTS + 10) as (writer, proxies),
+        await _opened(redis_url, prefix) as observer,
+    ):
+        for key, value in before.items():
+            if value is not None:
+                await writer.put(key, value)
+        await asyncio.gather(*(writer.put("runs/late/warm", b"") for _ in range(2 * PUTS)))
+        await writer.delete("runs/late/none")  # the delete's script loaded
+        proxies.stall("request", partial=False)
+        if op == "put":
+            tasks = [asyncio.ensure_future(writer.put(k, v)) for k, v in values.items()]
+            expected = sum(map(len, values.values()))
+        else:
+            tasks = [asyncio.ensure_future(writer.delete(k)) for k in before]
+            expected = 100 * len(before)
+        await _until(
+            lambda: sum(p.held_bytes for p in proxies.proxies) >= expected,
+            "every request reaching the proxy",
+        )
+        latencies = await _cancel_all(tasks)
+        proxies.resume()
+        late = await _late_landings(observer, before)
+        return late, latencies, writer.cancel_grace
+
+
+async def test_cancelled_put_never_lands_after_cancel_through_a_stalling_proxy(
+    redis_url: str,
+) -> None:
+    values = dict(_sizes())
+    before: dict[str, bytes | None] = dict.fromkeys(values, b"old")
+    async with hygiene():
+        late, latencies, grace = await _proxied_round(
+            redis_url, fresh_prefix(), before, "put", values
+        )
+    assert late == [], f"{len(late)} of {len(values)} cancelled puts landed later: {late[:5]}"
+    assert max(latencies) <= grace + SLACK, f"a cancel took {max(latencies):.3f} s"
+
+
+async def test_cancelled_delete_never_lands_after_cancel_through_a_stalling_proxy(
+    redis_url: str,
+) -> None:
+    before: dict[str, bytes | None] = {f"runs/late/d{i:03d}": b"still here" for i in range(PUTS)}
+    async with hygiene():
+        late, latencies, grace = await _proxied_round(
+            redis_url, fresh_prefix(), before, "delete", {}
+        )
+    assert late == [], f"{len(late)} of {len(before)} cancelled deletes landed later: {late[:5]}"
+    assert max(latencies) <= grace + SLACK, f"a cancel took {max(latencies):.3f} s"
