@@ -22,17 +22,20 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from checkpointkit import NotFound, Storage
 from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.conformance.hygiene import hygiene
+from checkpointkit.conformance.relay import LateRelay
+from checkpointkit.conformance.servers.redis import _pinned_node
 
 from .conftest import fresh_prefix
-from .test_redis_cancellation import proxied
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="SIGSTOP and /proc/net/tcp: Linux only"
@@ -44,6 +47,12 @@ WATCH = 2.0
 """Seconds during which every cancelled key is watched for a late landing."""
 SLACK = 0.15
 """Seconds allowed beyond the grace for the event loop of a loaded machine."""
+RELAY_GRACE = 1.0
+"""The writer's cancel_grace behind the late relay."""
+RELAY_DELAY = 0.5
+"""Seconds the late relay holds each request: less than the grace (the writes that are
+not cancelled must still arrive before their deadline), more than the observer needs to
+read every key once the cancellations returned."""
 KiB = 1024
 
 
@@ -229,56 +238,137 @@ async def test_cancelled_delete_never_lands_after_cancel_with_server_stopped(
     assert max(latencies) <= writer.cancel_grace + SLACK, f"a cancel took {max(latencies):.3f} s"
 
 
-# -- the stall proxy -------------------------------------------------------------------------
-async def _proxied_round(
-    redis_url: str, prefix: str, before: dict[str, bytes | None], op: str, values: dict[str, bytes]
+# -- a relay that delivers requests late ------------------------------------------------------
+@asynccontextmanager
+async def _relayed(
+    url: str, prefix: str, delay: float
+) -> AsyncIterator[tuple[RedisStorage, RedisStorage, LateRelay]]:
+    """A writer whose requests reach the server ``delay`` s late, even after it reset them
+    (:class:`~checkpointkit.conformance.relay.LateRelay`), and a direct observer. On the
+    cluster both are pinned to one node (``hash_tag``), the one behind the relay."""
+    options: dict[str, Any] = {}
+    cluster = "cluster=true" in url
+    if cluster:
+        upstream, options["hash_tag"] = _pinned_node(url)
+    else:
+        parts = urlsplit(url)
+        upstream = (parts.hostname or "127.0.0.1", parts.port or 6379)
+    async with LateRelay(upstream, delay) as relay:
+        mine = dict(options, endpoint=relay.address, cancel_grace=RELAY_GRACE)
+        if cluster:
+            mine["address_remap"] = lambda addr: relay.address if addr == upstream else addr
+        async with (
+            await _opened(url, prefix, **mine) as writer,
+            await _opened(url, prefix, **options) as observer,
+        ):
+            yield writer, observer, relay
+
+
+def _relayed_bytes(relay: LateRelay) -> int:
+    """Bytes the relay has received from clients so far (it logs each connection's)."""
+    return sum(len(log) for log in relay._logs)
+
+
+async def _relayed_round(
+    redis_url: str, before: dict[str, bytes | None], write: str, values: dict[str, bytes]
 ) -> tuple[list[str], list[float], float]:
-    async with (
-        proxied(redis_url, prefix=prefix, max_connections=2 * PUTS + 10) as (writer, proxies),
-        await _opened(redis_url, prefix) as observer,
-    ):
-        for key, value in before.items():
-            if value is not None:
-                await writer.put(key, value)
-        await asyncio.gather(*(writer.put("runs/late/warm", b"") for _ in range(2 * PUTS)))
+    """Cancel every write once the relay holds its request, then watch: the value seen right
+    after the cancellations returned must never change (the relay delivers them late)."""
+    async with _relayed(redis_url, fresh_prefix(), RELAY_DELAY) as (writer, observer, relay):
+        await asyncio.gather(*(writer.put(k, v) for k, v in before.items() if v is not None))
         await writer.delete("runs/late/none")  # the delete's script loaded
-        proxies.stall("request", partial=False)
-        if op == "put":
+        start = _relayed_bytes(relay)
+        if write == "put":
             tasks = [asyncio.ensure_future(writer.put(k, v)) for k, v in values.items()]
             expected = sum(map(len, values.values()))
         else:
             tasks = [asyncio.ensure_future(writer.delete(k)) for k in before]
             expected = 100 * len(before)
         await _until(
-            lambda: sum(p.held_bytes for p in proxies.proxies) >= expected,
-            "every request reaching the proxy",
+            lambda: _relayed_bytes(relay) - start >= expected, "every request reaching the relay"
         )
         latencies = await _cancel_all(tasks)
-        proxies.resume()
-        late = await _late_landings(observer, before)
+        now = await asyncio.gather(*map(partial(_value, observer), before))
+        seen = dict(zip(before, now, strict=True))
+        parts = [k for k, v in seen.items() if v not in (before[k], values.get(k))]
+        assert parts == [], f"cancelled writes left a part of a value: {parts[:5]}"
+        late = await _late_landings(observer, seen)
         return late, latencies, writer.cancel_grace
 
 
-async def test_cancelled_put_never_lands_after_cancel_through_a_stalling_proxy(
+async def test_cancelled_put_never_lands_after_cancel_through_a_late_relay(
     redis_url: str,
 ) -> None:
     values = dict(_sizes())
     before: dict[str, bytes | None] = dict.fromkeys(values, b"old")
     async with hygiene():
-        late, latencies, grace = await _proxied_round(
-            redis_url, fresh_prefix(), before, "put", values
-        )
+        late, latencies, grace = await _relayed_round(redis_url, before, "put", values)
     assert late == [], f"{len(late)} of {len(values)} cancelled puts landed later: {late[:5]}"
     assert max(latencies) <= grace + SLACK, f"a cancel took {max(latencies):.3f} s"
 
 
-async def test_cancelled_delete_never_lands_after_cancel_through_a_stalling_proxy(
+async def test_cancelled_delete_never_lands_after_cancel_through_a_late_relay(
     redis_url: str,
 ) -> None:
     before: dict[str, bytes | None] = {f"runs/late/d{i:03d}": b"still here" for i in range(PUTS)}
     async with hygiene():
-        late, latencies, grace = await _proxied_round(
-            redis_url, fresh_prefix(), before, "delete", {}
-        )
+        late, latencies, grace = await _relayed_round(redis_url, before, "delete", {})
     assert late == [], f"{len(late)} of {len(before)} cancelled deletes landed later: {late[:5]}"
     assert max(latencies) <= grace + SLACK, f"a cancel took {max(latencies):.3f} s"
+
+
+# -- promptness, and writes that are slow but not cancelled ------------------------------------
+async def test_cancel_returns_within_grace(redis_url: str) -> None:
+    """With ``?cancel_grace=0.1``, a put cancelled while the server is stopped returns
+    within 0.1 s (plus the event loop's slack), and does not land later."""
+    url = redis_url + ("&" if "?" in redis_url else "?") + "cancel_grace=0.1"
+    prefix = fresh_prefix()
+    async with (
+        hygiene(),
+        RedisStorage.from_url(url, prefix=prefix) as writer,
+        await _opened(redis_url, prefix) as observer,
+    ):
+        assert writer.cancel_grace == 0.1
+        key = "runs/grace/k"
+        await writer.put(key, b"old")
+        pid, port = await _server_of(observer, key)
+        baseline = _received_unread(port)
+        with _frozen(pid):
+            task = asyncio.ensure_future(writer.put(key, b"new"))
+            await _until(lambda: _received_unread(port) > baseline, "the put reaching the socket")
+            (latency,) = await _cancel_all([task])
+        assert await _late_landings(observer, {key: b"old"}) == []
+    assert latency <= 0.1 + SLACK, f"the cancel took {latency:.3f} s"
+
+
+async def test_a_write_that_reaches_the_server_after_its_deadline_is_sent_again(
+    redis_url: str,
+) -> None:
+    """Not cancelled, only slow (the server stopped for longer than the grace): the
+    script finds its deadline passed and does nothing, and the storage sends it again
+    with a fresh deadline; the put and the delete succeed, once each."""
+    prefix = fresh_prefix()
+    async with (
+        hygiene(),
+        RedisStorage.from_url(redis_url, prefix=prefix, cancel_grace=0.1) as writer,
+        await _opened(redis_url, prefix) as observer,
+    ):
+        await writer.put("runs/slow/gone", b"to delete")
+        for _ in range(2):  # warm two connections, whose server side can then hold 200 KiB
+            await asyncio.gather(*(writer.put("runs/slow/k", bytes(256 * KiB)) for _ in range(2)))
+        pid, port = await _server_of(observer, "runs/slow/k")
+        scripts = await _scripts_run(observer, "runs/slow/k")
+        baseline = _received_unread(port)
+        with _frozen(pid):
+            put = asyncio.ensure_future(writer.put("runs/slow/k", bytes(200 * KiB)))
+            delete = asyncio.ensure_future(writer.delete("runs/slow/gone"))
+            await _until(
+                lambda: _received_unread(port) - baseline > 200 * KiB, "the writes reaching it"
+            )
+            await asyncio.sleep(0.3)  # the scripts' deadlines pass while the server is stopped
+        version = await asyncio.wait_for(put, 10)
+        assert await asyncio.wait_for(delete, 10) is True
+        assert await observer.get("runs/slow/k") == (bytes(200 * KiB), version)
+        assert await _value(observer, "runs/slow/gone") is None
+        # each script ran twice: once too late (a no-op), once with a fresh deadline
+        assert await _scripts_run(observer, "runs/slow/k") - scripts >= 4
