@@ -166,19 +166,20 @@ async def _stopped_server_round(
     before: dict[str, bytes | None],
     write: Callable[[str], Awaitable[Any]],
     request_bytes: int,
+    calls: int | None = None,
 ) -> tuple[list[str], list[float], int]:
     """Freeze the server, start ``write(key)`` for every key, wait until every request is
     in the server's socket, cancel them all, thaw the server, watch through ``observer``.
 
     Returns the late keys, each cancel's latency, and how many scripts the server ran
-    for the cancelled requests.
+    for the cancelled requests. ``calls``: start only that many writes (the first keys).
     """
     some = next(iter(before))
     pid, port = await _server_of(observer, some)
     scripts = await _scripts_run(observer, some)
     baseline = _received_unread(port)
     with _frozen(pid):
-        tasks = [asyncio.ensure_future(write(k)) for k in before]
+        tasks = [asyncio.ensure_future(write(k)) for k in list(before)[:calls]]
         await _until(
             lambda: _received_unread(port) - baseline >= request_bytes,
             "every cancelled request reaching the stopped server's socket",
@@ -236,6 +237,34 @@ async def test_cancelled_delete_never_lands_after_cancel_with_server_stopped(
     assert ran >= len(keys), f"the server ran only {ran} of the {len(keys)} cancelled deletes"
     assert late == [], f"{len(late)} of {len(keys)} cancelled deletes landed later: {late[:5]}"
     assert max(latencies) <= writer.cancel_grace + SLACK, f"a cancel took {max(latencies):.3f} s"
+
+
+async def test_cancelled_delete_many_never_lands_after_cancel_with_server_stopped(
+    redis_url: str,
+) -> None:
+    prefix = fresh_prefix()
+    keys = [f"runs/late/m{i:04d}" for i in range(10 * PUTS)]  # two scripts in one pipeline
+    async with (
+        hygiene(),
+        RedisStorage.from_url(redis_url, prefix=prefix, max_connections=1) as writer,
+        await _opened(redis_url, prefix) as observer,
+    ):
+        await asyncio.gather(*(observer.put(k, b"still here") for k in keys))
+        for _ in range(2):  # its one connection can then hold the whole request on the server
+            await writer.put("runs/late/warm", bytes(256 * KiB))
+        await writer.delete_many(["runs/late/none"])  # the script loaded
+        before: dict[str, bytes | None] = dict.fromkeys(keys, b"still here")
+        late, latencies, ran = await _stopped_server_round(
+            writer,
+            observer,
+            before,
+            lambda _key: writer.delete_many(keys),
+            100 * len(keys),  # each key: its name and its two value names
+            calls=1,
+        )
+    assert ran >= 2, f"the server ran only {ran} of the 2 scripts of the cancelled delete_many"
+    assert late == [], f"{len(late)} of {len(keys)} keys were deleted after the cancel: {late[:5]}"
+    assert max(latencies) <= writer.cancel_grace + SLACK, f"the cancel took {max(latencies):.3f} s"
 
 
 # -- a relay that delivers requests late ------------------------------------------------------
