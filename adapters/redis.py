@@ -294,9 +294,9 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
     redis.call('HDEL', KEYS[1], '\0live')
     redis.call('HSET', KEYS[3], 'dead:' .. live, '1')
     redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[3]))
-    return {1, #gone, live, now[1], now[2]}
+    return {1, live, now[1], now[2], #gone}
   end
-  return {1, #gone, '', now[1], now[2]}
+  return {1, '', now[1], now[2], #gone}
 end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 and #gone > 0 then
@@ -308,12 +308,13 @@ if ttl > 0 and #gone > 0 then
     end
   end
 end
-return {1, #gone, '', now[1], now[2]}
+return {1, '', now[1], now[2], #gone}
 """
 )
 """Deletes up to DELETE_CHUNK keys of one scope. KEYS: h, i, r, e, then for each key its
 x and xv names. ARGV: deadline (server µs), ttl ms, dead-token ms, the keys.
-Returns {1, how many existed, retired token or '', TIME...} or {5, ...} past the deadline."""
+Returns {1, retired token or '', TIME (2 items), how many existed}, or {5, '', TIME}
+past the deadline."""
 
 _READ = """
 local got = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2], ARGV[3])
@@ -1247,13 +1248,13 @@ class RedisStorage(StorageBase):
                     continue
                 if isinstance(res, BaseException):
                     raise res
-                clock.add(res[3], res[4], sent, received)
+                clock.add(res[2], res[3], sent, received)
                 if res[0] == _EXPIRED:  # it reached the server too late, and did nothing
                     again.append((scope, part))
                     continue
-                existed += int(res[1])
-                if res[2]:
-                    retired.append(self._member(scope, res[2].decode()))
+                existed += int(res[4])
+                if res[1]:
+                    retired.append(self._member(scope, res[1].decode()))
             if load:
                 await self._client.script_load(_DELETE_MANY)
             if not again:

@@ -373,31 +373,39 @@ async def test_cancel_returns_within_grace(redis_url: str) -> None:
 async def test_a_write_that_reaches_the_server_after_its_deadline_is_sent_again(
     redis_url: str,
 ) -> None:
-    """Not cancelled, only slow (the server stopped for longer than the grace): the
+    """Not cancelled, only slow (the server stopped for longer than the grace): each
     script finds its deadline passed and does nothing, and the storage sends it again
-    with a fresh deadline; the put and the delete succeed, once each."""
+    with a fresh deadline; the put (100 KiB, inline: staged with a SET before it is sent
+    again), the delete and the delete_many succeed, once each."""
     prefix = fresh_prefix()
+    many = [f"runs/slow/m{i}" for i in range(3)]
     async with (
         hygiene(),
         RedisStorage.from_url(redis_url, prefix=prefix, cancel_grace=0.1) as writer,
         await _opened(redis_url, prefix) as observer,
     ):
         await writer.put("runs/slow/gone", b"to delete")
-        for _ in range(2):  # warm two connections, whose server side can then hold 200 KiB
-            await asyncio.gather(*(writer.put("runs/slow/k", bytes(256 * KiB)) for _ in range(2)))
+        await asyncio.gather(*(writer.put(k, b"to delete") for k in many))
+        await writer.delete_many(["runs/slow/none"])  # its script loaded
+        for _ in range(2):  # warm three connections, whose server side can then hold 100 KiB
+            await asyncio.gather(*(writer.put("runs/slow/k", bytes(256 * KiB)) for _ in range(3)))
         pid, port = await _server_of(observer, "runs/slow/k")
         scripts = await _scripts_run(observer, "runs/slow/k")
         baseline = _received_unread(port)
+        value = bytes(range(256)) * 400  # 100 KiB
         with _frozen(pid):
-            put = asyncio.ensure_future(writer.put("runs/slow/k", bytes(200 * KiB)))
+            put = asyncio.ensure_future(writer.put("runs/slow/k", value))
             delete = asyncio.ensure_future(writer.delete("runs/slow/gone"))
+            delete_many = asyncio.ensure_future(writer.delete_many(many))
             await _until(
-                lambda: _received_unread(port) - baseline > 200 * KiB, "the writes reaching it"
+                lambda: _received_unread(port) - baseline > len(value) + 900,
+                "the writes reaching it",
             )
             await asyncio.sleep(0.3)  # the scripts' deadlines pass while the server is stopped
         version = await asyncio.wait_for(put, 10)
         assert await asyncio.wait_for(delete, 10) is True
-        assert await observer.get("runs/slow/k") == (bytes(200 * KiB), version)
-        assert await _value(observer, "runs/slow/gone") is None
+        assert await asyncio.wait_for(delete_many, 10) == 3
+        assert await observer.get("runs/slow/k") == (value, version)
+        assert [k async for k in observer.list("runs/slow/")] == ["runs/slow/k"]
         # each script ran twice: once too late (a no-op), once with a fresh deadline
-        assert await _scripts_run(observer, "runs/slow/k") - scripts >= 4
+        assert await _scripts_run(observer, "runs/slow/k") - scripts >= 6
