@@ -104,6 +104,8 @@ DELETE_CHUNK = 500
 
 _MARGIN = 0.002
 """Seconds added to every settling wait: TIME's microseconds and float rounding."""
+_SLOWER = 1 / (1 - DRIFT)
+"""Local seconds for a server second to surely pass, at the worst drift."""
 _EXPIRED = 5
 """What a write script returns when it ran after its deadline (and did nothing)."""
 _ATTEMPTS = 8
@@ -631,6 +633,9 @@ class RedisStorage(StorageBase):
         """Seconds within which a cancelled write settles and raises CancelledError."""
         # a server's clock estimate is refreshed when its drift allowance reaches grace/8
         self._refresh = self.cancel_grace / (16 * DRIFT)
+        # a script's window, before the clock estimate's width is taken off (_script_deadline)
+        self._window = (self.cancel_grace - _MARGIN) * (1 - DRIFT)
+        self._window_min = self.cancel_grace / 4
         self._clocks: dict[str, _Clock] = {}
         _check_prefix(prefix)
         self._ns = prefix
@@ -936,16 +941,20 @@ class RedisStorage(StorageBase):
         """
         now = asyncio.get_running_loop().time()
         aged = DRIFT * (now - clock.at)
-        lo, hi = clock.lo - aged, clock.hi + aged
-        grace = self.cancel_grace
-        window = max((grace - _MARGIN) * (1 - DRIFT) - (hi - lo), grace / 4)
+        lo = clock.lo - aged
+        hi = clock.hi + aged
+        window = self._window - (hi - lo)
+        if window < self._window_min:
+            window = self._window_min
         deadline = now + hi + window
-        # the script may be redirected (MOVED) to another node: wait for every known clock
-        settle = max(
-            (deadline - c.lo - DRIFT * c.at) / (1 - DRIFT)
-            for c in self._clocks.values()
-            if c.lo > -math.inf
-        )
+        settle = now + (hi - lo + window) * _SLOWER
+        if len(self._clocks) > 1:
+            # the script may be redirected (MOVED) to another node: wait for every known clock
+            for other in self._clocks.values():
+                if other is not clock and other.lo > -math.inf:
+                    until = (deadline - other.lo - DRIFT * other.at) * _SLOWER
+                    if until > settle:
+                        settle = until
         return math.ceil(deadline * 1e6), settle + _MARGIN
 
     async def _settle_on_error(self, write: _Write, exc: BaseException) -> None:
