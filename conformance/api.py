@@ -19,12 +19,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import ConfigurationError
 from ..storage import Capabilities
 from .checks import ConformanceFailure
-from .fixtures import GROUPS, group_of
+from .groups import GROUPS, group_of
 from .hygiene import HygieneError
 from .report import Report, TestResult, merge_reasons
-from .target import Factory, Target, check_seconds, resolve_target
+from .settings import check_seconds
+from .target import Factory, Target, resolve_target
 from .timing import recorder
 
 __all__ = ["Progress", "run"]
@@ -67,7 +69,7 @@ async def run(
             string (a storage URL, ``module:factory``, ``file`` or ``memory``).
         groups: run only these groups (default: all): ``semantics``,
             ``concurrency``, ``bad-input``, ``cancellation``, ``lifecycle``,
-            ``hygiene``, ``capabilities``.
+            ``hygiene``, ``capabilities``, ``linearizability``.
         pattern: run only tests matching this pytest ``-k`` expression.
         scale: multiply the request counts of the heavier tests.
         capabilities: override what the adapter declares.
@@ -78,11 +80,14 @@ async def run(
             ``CancelledError`` (default 0.5).
 
     Raises:
-        ConfigurationError: the target cannot be resolved, an unknown group,
-            or a settle window or cancel bound that is not a number of seconds.
+        ConfigurationError: the target cannot be resolved or opened for a
+            reason of configuration (an unknown scheme, a bad URL, a missing
+            extra, a directory that does not exist), an unknown group, or a
+            settle window or cancel bound that is not a number of seconds.
         ImportError: pytest or pytest-asyncio is not installed
             (``pip install "checkpointkit[conformance]"``).
     """
+    _require_pytest()
     from .plugin import selected_groups
 
     overrides: dict[str, Any] = {}
@@ -115,6 +120,8 @@ async def run(
                             "settles_cancelled_writes",
                         )
                     }
+        except ConfigurationError:
+            raise  # an unknown scheme, a bad URL, a missing extra: the caller's to fix
         except Exception as exc:
             report.errors.append(
                 f"the target {resolved.name!r} could not be opened: {type(exc).__name__}: {exc}"
@@ -130,6 +137,19 @@ async def run(
         report.duration = time.perf_counter() - start
         if owns_cleanup and resolved.cleanup is not None:
             resolved.cleanup()
+
+
+def _require_pytest() -> None:
+    """Raise the error naming the extra if pytest or pytest-asyncio is missing."""
+    try:
+        import pytest  # noqa: F401
+        import pytest_asyncio  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"the conformance suite needs pytest and pytest-asyncio ({exc}); "
+            'install them with: pip install "checkpointkit[conformance]"',
+            name=exc.name,
+        ) from exc
 
 
 def _run_pytest(collector: _Collector, pattern: str | None) -> None:

@@ -102,6 +102,7 @@ async def _cancel(
 ) -> _Outcome:
     """Start ``op`` (or take ``task``), cancel it at ``point`` (or once ``started`` is set),
     and see how it ends."""
+    __tracebackhide__ = True
     if task is None:
         task = asyncio.ensure_future(op())
     if started is not None:
@@ -156,6 +157,7 @@ async def _cancel(
 
 
 def _check_raised(outcomes: list[_Outcome], what: str, bound: float = CANCEL_BOUND) -> None:
+    __tracebackhide__ = True
     for o in outcomes:
         if not o.took:
             continue
@@ -218,6 +220,7 @@ class CancellationTests(StorageFixtures):
         prefix: str = "cancel",
         after_each: Callable[[int, _Outcome], Awaitable[None]] | None = None,
     ) -> list[_Outcome]:
+        __tracebackhide__ = True
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
             key = f"{prefix}/{i:02d}"
@@ -514,6 +517,7 @@ class CancellationTests(StorageFixtures):
 
 
 async def _own_answer(storage: Storage, key: str, what: str) -> None:
+    __tracebackhide__ = True
     await storage.put(key, f"answer for {key}".encode())
     await expect_value(
         storage,
@@ -525,6 +529,7 @@ async def _own_answer(storage: Storage, key: str, what: str) -> None:
 
 
 async def _bounded(aw: Awaitable[T], seconds: float, what: str, key: str) -> T:
+    __tracebackhide__ = True
     try:
         async with asyncio.timeout(seconds):
             return await aw
@@ -543,6 +548,7 @@ async def _through_proxy(
     settle: SettleWatch,
     bound: float,
 ) -> None:
+    __tracebackhide__ = True
     if not target.proxyable:
         pytest.skip(
             "the target does not accept an endpoint (no stall proxy): give its factory an "

@@ -51,6 +51,7 @@ async def _bounded(
 ) -> T:
     """``await aw`` within ``seconds``; fail at once if ``run`` ends first (it never will
     make the awaited progress then), so that no test waits out its bound needlessly."""
+    __tracebackhide__ = True
     task = asyncio.ensure_future(aw)
     waiting: set[asyncio.Future[Any]] = {task} if run is None else {task, run}
     await asyncio.wait(waiting, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)

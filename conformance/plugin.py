@@ -18,28 +18,40 @@ Options:
     (default 2); also applies to subclasses of the suite's classes.
 ``--checkpointkit-cancel-bound SECONDS``
     how soon a cancelled operation must raise ``CancelledError`` (default 0.5).
+``--checkpointkit-seed N``
+    the seed of the linearizability group's random histories (default: a
+    fresh one, printed; also ``$CHECKPOINTKIT_SEED``).
 
 A test that saw a late landing on an adapter that does not declare
 ``settles_cancelled_writes`` is shown as ``INDETERMINATE`` (``?``): the
 protocol allows it, so it does not fail the run, and the terminal summary
 lists what was seen.
+
+Installing checkpointkit registers this plugin in every pytest session of the
+environment, so it imports nothing optional when pytest starts: no
+pytest-asyncio, no adapter, no suite module. They are imported only when
+``--checkpointkit-storage`` is given (or a test class of the suite is
+collected); a project with pytest alone runs its own tests untouched.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import ConfigurationError
-from .fixtures import GROUPS, group_of
-from .settle import INDETERMINATE
-from .target import Target, check_seconds, resolve_target
+from .groups import GROUPS, group_of
+from .seed import SEED_KEY, resolve_seed
+from .settings import INDETERMINATE, check_seconds
+
+if TYPE_CHECKING:
+    from .target import Target
 
 __all__ = ["TARGET_KEY", "suite_path"]
 
-TARGET_KEY = pytest.StashKey[Target]()
+TARGET_KEY: pytest.StashKey[Target] = pytest.StashKey()
 """Where the session's target is kept in ``config.stash``."""
 
 _OWNED_KEY = pytest.StashKey[bool]()
@@ -90,6 +102,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="a cancelled operation must raise CancelledError within this (default 0.5)",
     )
+    group.addoption(
+        "--checkpointkit-seed",
+        default=None,
+        metavar="N",
+        help="seed of the linearizability group's random histories (default: random, printed; "
+        "also $CHECKPOINTKIT_SEED)",
+    )
 
 
 def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -112,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     overrides: dict[str, Any] = {}
     try:
         selected_groups(config.getoption("checkpointkit_group"))
+        config.stash[SEED_KEY] = resolve_seed(config.getoption("checkpointkit_seed"))
         for option, name, zero in (
             ("checkpointkit_settle_window", "settle_window", True),
             ("checkpointkit_cancel_bound", "cancel_bound", False),
@@ -124,6 +144,9 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = config.getoption("checkpointkit_storage")
     if not spec:
         return
+    _require_suite_dependencies()
+    from .target import resolve_target
+
     scale = config.getoption("checkpointkit_scale")
     if scale is not None:
         overrides["scale"] = scale
@@ -141,9 +164,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [path]
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def _require_suite_dependencies() -> None:
+    """Fail the session with the extra to install if the suite cannot run here."""
+    try:
+        import pytest_asyncio  # noqa: F401  (the suite's async tests and fixtures need it)
+    except ImportError as exc:
+        raise pytest.UsageError(
+            f"--checkpointkit-storage: the conformance suite needs pytest-asyncio ({exc}); "
+            'install it with: pip install "checkpointkit[conformance]"'
+        ) from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     target = config.stash.get(TARGET_KEY, None)
-    return None if target is None else f"checkpointkit conformance target: {target.name}"
+    if target is None:  # the suite is not in use: say nothing in other projects' runs
+        return None
+    return [
+        f"checkpointkit conformance target: {target.name}",
+        f"checkpointkit linearizability seed: {config.stash[SEED_KEY]}",
+    ]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -158,6 +197,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    target = config.stash.get(TARGET_KEY, None)
+    if target is not None and config.stash.get(_OWNED_KEY, False) and target.cleanup is not None:
+        target.cleanup()
 
 
 def indeterminate_reason(report: pytest.TestReport) -> str | None:
@@ -181,9 +226,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.section("checkpointkit: indeterminate outcomes", sep="-", yellow=True)
     for report in reports:
         terminalreporter.line(f"INDETERMINATE {report.nodeid}: {indeterminate_reason(report)}")
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    target = config.stash.get(TARGET_KEY, None)
-    if target is not None and config.stash.get(_OWNED_KEY, False) and target.cleanup is not None:
-        target.cleanup()

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..storage import Storage
 from .checks import describe, fail, get_or_none
+from .settings import DEFAULT_SETTLE_WINDOW, INDETERMINATE
 
 __all__ = [
     "DEFAULT_SETTLE_WINDOW",
@@ -43,11 +44,6 @@ __all__ = [
     "record_indeterminate",
 ]
 
-DEFAULT_SETTLE_WINDOW = 2.0
-"""Seconds a cancelled or failed write is watched for a late landing, by default."""
-
-INDETERMINATE = "checkpointkit_indeterminate"
-"""The ``user_properties`` name under which a test records an indeterminate outcome."""
 
 FIX = (
     "To fix it, make the cancelled operation unable to commit once CancelledError is raised: "

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import math
 import re
 import secrets
 import shutil
@@ -43,11 +42,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigurationError
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage
+from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, check_seconds
 
 __all__ = ["Factory", "PrefixedStorage", "Target", "new_location", "resolve_target"]
 
@@ -58,24 +58,6 @@ Factory = Callable[..., Any]
 def new_location() -> str:
     """A fresh, random location name (``ckc-`` and 16 hex digits)."""
     return f"ckc-{secrets.token_hex(8)}"
-
-
-def check_seconds(name: str, value: object, *, zero: bool = False) -> float:
-    """``value`` as seconds, or a :class:`ConfigurationError` naming ``name``.
-
-    Args:
-        name: the setting, for the message.
-        value: a number of seconds.
-        zero: whether 0 is allowed.
-
-    Raises:
-        ConfigurationError: not a finite number, negative, or zero when that is not allowed.
-    """
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not zero):  # type: ignore[operator]
-        least = "zero or more" if zero else "more than zero"
-        raise ConfigurationError(f"{name} must be a number of seconds, {least}, not {value!r}")
-    return float(value)  # type: ignore[arg-type]
 
 
 def _accepts(factory: Factory, name: str) -> bool:
@@ -128,8 +110,8 @@ class Target:
     scale: float = 1.0
     upstream: tuple[str, int] | None = None
     cleanup: Callable[[], None] | None = None
-    settle_window: float = 2.0
-    cancel_bound: float = 0.5
+    settle_window: float = DEFAULT_SETTLE_WINDOW
+    cancel_bound: float = DEFAULT_CANCEL_BOUND
     foreign_descriptors: Callable[[str], bool] | None = None
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
 
@@ -314,12 +296,19 @@ def _url_target(url: str) -> Target:
 
         return redis_target(url)
     # The upstream address, if the URL names a loopback host:port (netloc or a query parameter).
+    scheme = urlsplit(url).scheme.lower()
+    options: dict[str, Any] = {}
+    if scheme == "file":
+        # The suite writes under the directory it was given, never creates it (or its
+        # parents): a mistyped path is a ConfigurationError now, before any test runs.
+        if "create" not in dict(parse_qsl(urlsplit(url).query)):
+            options["create"] = False
+        open_storage(url, **options)  # checks the root; holds nothing until first used
     match = _ADDRESS.search(url)
     upstream = None
     if match:
         host = match["host"].strip("[]")
         upstream = ("127.0.0.1" if host == "localhost" else host, int(match["port"]))
-    scheme = urlsplit(url).scheme
 
     @asynccontextmanager
     async def url_storage(
@@ -329,18 +318,18 @@ def _url_target(url: str) -> Target:
         if endpoint is not None and match is not None:
             where = url[: match.start()] + f"{endpoint[0]}:{endpoint[1]}" + url[match.end() :]
         prefix = f"{location or new_location()}/"
-        inner = open_storage(where)
+        inner = open_storage(where, **options)
         try:
             async with PrefixedStorage(inner, prefix) as storage:
                 yield storage
         finally:
-            await _delete_prefix(url, prefix)
+            await _delete_prefix(url, prefix, options)
 
     return Target(url_storage, name=_redact(url), upstream=upstream if scheme != "file" else None)
 
 
-async def _delete_prefix(url: str, prefix: str) -> None:
-    async with open_storage(url) as storage:
+async def _delete_prefix(url: str, prefix: str, options: dict[str, Any]) -> None:
+    async with open_storage(url, **options) as storage:
         keys = [key async for key in storage.list(prefix)]
         for key in keys:
             await storage.delete(key)

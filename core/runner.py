@@ -54,6 +54,7 @@ from .errors import (
     NotFound,
     PreconditionFailed,
     RunBusy,
+    RunExists,
     StateClosed,
 )
 from .events import (
@@ -533,7 +534,7 @@ class _Run:
             self.lease.epoch,
         )
         try:
-            data = self.store.encode_step(record)
+            data = self.store.encode_step(record, run_id=self.run_id)
         except BaseException:
             if state is not None:
                 state._discard()
@@ -847,12 +848,12 @@ class Workflow:
         """Start a new run and drive it to completion or pause.
 
         Raises:
-            ValueError: a run with ``run_id`` exists already (use :meth:`resume`).
+            RunExists: a run with ``run_id`` exists already (use :meth:`resume`).
             CheckpointSaveError: a save failed (G9).
             RunBusy: another worker owns the run.
             Exception: whatever the workflow or a step raised.
         """
-        return await self._start(input, run_id, None)
+        return await self._guarded(self._start(input, run_id, None))
 
     async def resume(
         self,
@@ -879,7 +880,25 @@ class Workflow:
         """
         if not isinstance(wait, int | float) or wait < 0:
             raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
-        return await self._resume(run_id, responses, None, wait=float(wait))
+        return await self._guarded(self._resume(run_id, responses, None, wait=float(wait)))
+
+    async def _guarded(self, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
+        """Run ``coro`` in a task of its own, so that a caller's cancel is bounded (G4).
+
+        The run tears itself down within ``cancel_timeout``; should the storage
+        hold it longer (an operation that does not honour cancellation, awaited
+        before the run's own tasks exist, say), the caller still gets its
+        ``CancelledError`` at the bound, and the task is abandoned: kept
+        referenced until it ends, its outcome retrieved.
+        """
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(coro)
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            await _within({task}, loop.time() + self.cancel_timeout + 0.05)
+            raise
+        return task.result()
 
     def stream(
         self,
@@ -946,7 +965,7 @@ class Workflow:
     ) -> RunResult:
         run_id = run_id if run_id is not None else uuid.uuid4().hex
         if not await self.store.create_run(run_id, input):
-            raise ValueError(f"run {run_id!r} exists already; use resume() to continue it")
+            raise RunExists(run_id)
         lease = await self.store.acquire(run_id, ttl=self.lease_ttl)  # G8
         run = _Run(self, run_id, lease, {}, {}, sink)
         return await run.drive(self.fn, input, resumed=False)
