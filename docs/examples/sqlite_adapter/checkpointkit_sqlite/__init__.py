@@ -123,11 +123,12 @@ class SQLiteStorage(StorageBase):
         return self._db
 
     async def _open(self) -> aiosqlite.Connection:
-        # No busy wait inside SQLite (it cannot be cancelled): _sql retries instead.
-        db = await aiosqlite.connect(self.path, timeout=0, isolation_level=None)
+        db = await aiosqlite.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         try:
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute(self._sql_of["schema"])
+            # From here on no busy wait inside SQLite (it cannot be cancelled): _sql retries.
+            await db.execute("PRAGMA busy_timeout = 0")
         except BaseException:
             await db.close()
             raise
@@ -224,8 +225,8 @@ async def _finish(task: asyncio.Future[T]) -> T:
     aiosqlite runs each statement in its own thread: once queued, a statement
     runs even if its caller is cancelled. Waiting for it keeps the promise
     that a cancelled put has fully happened or not at all, and never lands
-    later. Statements are short and never wait for a lock (``timeout=0``), so
-    the wait is brief.
+    later. Statements are short and never wait for a lock (``busy_timeout``
+    is 0 once the connection is set up), so the wait is brief.
     """
     try:
         return await asyncio.shield(task)
