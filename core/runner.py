@@ -983,9 +983,7 @@ class Workflow:
         await self.store.ensure_listed(run_id)  # repairs a create interrupted before its index
         latest: Checkpoint | None = await self.store.latest(run_id)
         if latest is not None and latest.status == "completed" and not responses:
-            if sink is not None:
-                sink(RunCompleted(run_id, latest.output))
-            return RunResult(run_id, "completed", output=latest.output)
+            return self._completed(latest, sink)
         if responses:
             known = {r.id for r in latest.pending} if latest is not None else set()
             unknown = sorted(set(responses) - known)
@@ -995,6 +993,13 @@ class Workflow:
                     f"pending: {sorted(known) or 'none'}"
                 )
         lease = await self._acquire(run_id, wait)  # G8
+        if lease is None:  # another worker completed the run meanwhile: nothing to drive
+            latest = await self.store.latest(run_id)
+            if latest is None or responses:
+                raise ValueError(
+                    f"run {run_id!r} completed meanwhile; it has no pending input request"
+                )
+            return self._completed(latest, sink)
         try:
             for request_id, value in (responses or {}).items():
                 await self.store.save_response(run_id, request_id, value)
@@ -1012,13 +1017,24 @@ class Workflow:
         run = _Run(self, run_id, lease, records, stored, sink)
         return await run.drive(self.fn, input, resumed=True)
 
-    async def _acquire(self, run_id: str, wait: float) -> Lease:
-        """Take the run's lease, waiting up to ``wait`` seconds for a holder's to expire."""
+    @staticmethod
+    def _completed(latest: Checkpoint, sink: Callable[[Event], None] | None) -> RunResult:
+        if sink is not None:
+            sink(RunCompleted(latest.run_id, latest.output))
+        return RunResult(latest.run_id, "completed", output=latest.output)
+
+    async def _acquire(self, run_id: str, wait: float) -> Lease | None:
+        """Take the run's lease, waiting up to ``wait`` seconds for a holder's to expire.
+
+        Returns None if the run has completed (checked in the same compare-and-swap
+        that takes it, so a run completed by another worker meanwhile is never
+        driven again).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while True:
             try:
-                return await self.store.acquire(run_id, ttl=self.lease_ttl)
+                return await self.store.acquire_unless_completed(run_id, ttl=self.lease_ttl)
             except RunBusy as exc:
                 left = deadline - loop.time()
                 if left <= 0:

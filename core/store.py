@@ -224,6 +224,19 @@ class RunInfo:
         return self.lease_expires > time.time()
 
 
+_CREATION_STALE = 30.0
+"""Seconds after which an index entry without an input is an interrupted creation."""
+
+
+def _stale_creation(token: bytes) -> bool:
+    """Whether an index entry's creation token is older than :data:`_CREATION_STALE`."""
+    try:
+        made = float(token.split(b" ", 1)[0]) if token else 0.0
+    except ValueError:
+        made = 0.0
+    return time.time() - made >= _CREATION_STALE
+
+
 def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -286,17 +299,31 @@ class CheckpointStore:
     async def create_run(self, run_id: str, input: Any) -> bool:
         """Register a new run and store its input once; return False if it existed.
 
-        The input is written first and the index entry second; a process killed
-        between the two leaves a run that :meth:`ensure_listed` (called by every
-        resume) puts back in the index.
+        The index entry is written first, create-only, holding a token unique
+        to this call: finding its own token after a write whose outcome was
+        unknown tells this call from another creator of the same run id (equal
+        inputs could not). The input follows. A process killed between the two
+        leaves an index entry without an input: a later ``create_run`` of that
+        id takes the entry over (compare-and-swap) and completes the creation,
+        once the entry is older than 30 seconds (younger, it is another call
+        creating the run right now, and this call returns False).
+        Runs created before this order (input first) are put back in the index
+        by :meth:`ensure_listed`, which every resume calls.
         """
+        index = self._index_key(run_id)
         key = self._input_key(run_id)
         data = self.codec.encode(input, path="input", key=key)
+        token = f"{time.time():.3f} {uuid.uuid4().hex}".encode()
+        stored = await self._create(index, token)
+        if stored is not None and stored.data != token:
+            if await self.run_exists(run_id) or not _stale_creation(stored.data):
+                return False  # another creator's run, or one being created right now
+            try:  # an interrupted creation: take its index entry over, then finish it
+                await reconcile.put(self.storage, index, token, IfMatch(stored.version))
+            except PreconditionFailed:
+                return False  # another creator took it over first
         stored = await self._create(key, data)
-        if stored is not None and stored.data != data:
-            return False
-        await self.ensure_listed(run_id)
-        return True
+        return stored is None or stored.data == data
 
     async def ensure_listed(self, run_id: str) -> None:
         """Put the run in the index if it is missing there (repairs an interrupted create)."""
@@ -582,6 +609,23 @@ class CheckpointStore:
             RunBusy: another worker holds an unexpired lease, or won the race;
                 its ``retry_after`` says when that lease expires.
         """
+        lease = await self._acquire(run_id, owner, ttl, unless_completed=False)
+        assert lease is not None
+        return lease
+
+    async def acquire_unless_completed(
+        self, run_id: str, *, owner: str | None = None, ttl: float = 30.0
+    ) -> Lease | None:
+        """As :meth:`acquire`, but return None if the run has completed.
+
+        The check and the take are one compare-and-swap on the head, so a run
+        that completes meanwhile is never taken (and never marked running) again.
+        """
+        return await self._acquire(run_id, owner, ttl, unless_completed=True)
+
+    async def _acquire(
+        self, run_id: str, owner: str | None, ttl: float, *, unless_completed: bool
+    ) -> Lease | None:
         if ttl <= 0:
             raise ValueError(f"lease ttl must be positive, not {ttl!r}")
         owner = owner or _default_owner()
@@ -595,6 +639,8 @@ class CheckpointStore:
             version = None
         else:
             old, version = current
+            if unless_completed and old.get("status") == "completed":
+                return None
             if old["expires"] > now and old["owner"] != owner:
                 left = old["expires"] - now
                 raise RunBusy(
