@@ -1,0 +1,222 @@
+"""A chaos worker: drives the shared runs to completion until every run is done (a script).
+
+Usage: ``python _worker.py CONFIG SLOT TOKEN``. ``CONFIG`` is the JSON file the
+coordinator wrote (backend, runs and their inputs, lease ttl, log directory),
+``SLOT`` numbers the worker (a replacement takes the slot of the one it
+replaces) and ``TOKEN`` only marks the command line, so that the coordinator
+can find any process of its own that outlived the test.
+
+The worker loops: read the shared ``done`` hints, pick a run that is not known
+to be completed (starting at its slot's share of the runs), ``run`` it (or
+``resume`` it when it exists already), move on when another worker owns it.
+It exits 0 once every run is completed. Everything it does goes to
+append-only files in the log directory, one line per write (``O_APPEND``, so a
+SIGKILL never leaves half of another process's line):
+
+- ``exec-<pid>.log``: ``exec RUN STEP PID T_START T_ATTEMPT`` when a step
+  starts executing (``T_ATTEMPT``: when the ``run``/``resume`` call that
+  executes it began; wall-clock seconds);
+- ``attempts-<pid>.log``: one JSON object per ``run``/``resume`` call and its
+  outcome;
+- ``done.log`` (shared): ``RUN`` once a call returned the run as completed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from checkpointkit import (
+    CheckpointSaveError,
+    LeaseLost,
+    RunBusy,
+    Storage,
+    StorageUnavailable,
+    Workflow,
+    context,
+    parallel,
+    step,
+)
+
+PID = os.getpid()
+ATTEMPT_STARTED = 0.0  # wall-clock start of the run/resume call in progress
+LOGS = Path(".")
+
+
+def append(name: str, line: str) -> None:
+    """Append one line to ``LOGS/name`` in one write(2) with O_APPEND."""
+    fd = os.open(LOGS / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def record_execution() -> None:
+    ctx = context()
+    append(
+        f"exec-{PID}.log",
+        f"exec {ctx.run_id} {ctx.step} {PID} {time.time():.6f} {ATTEMPT_STARTED:.6f}",
+    )
+
+
+@step(name="part")
+async def part(x: int, i: int) -> int:
+    """One branch of the fan-out: records its execution, stages a state write."""
+    record_execution()
+    await asyncio.sleep(random.uniform(0.02, 0.12))
+    value = x * 100 + i * i + 1
+    context().state.set(f"p{i}", value)
+    return value
+
+
+@step(name="combine")
+async def combine(parts: list[int]) -> dict[str, int]:
+    """The joining step: the parts' sum, and the sum of the state the parts committed."""
+    record_execution()
+    await asyncio.sleep(random.uniform(0.02, 0.08))
+    state = context().state.export()
+    return {"sum": sum(parts), "state": sum(state.values()), "keys": len(state)}
+
+
+async def fan_out(input: dict[str, int]) -> dict[str, int]:
+    parts = await parallel(*(part(input["x"], i) for i in range(input["k"])))
+    return await combine(parts)
+
+
+@contextlib.asynccontextmanager
+async def open_storage(cfg: dict[str, Any]) -> AsyncIterator[Storage]:
+    backend = cfg["backend"]
+    if backend == "file":
+        from checkpointkit.adapters.file import FileStorage
+
+        async with FileStorage(cfg["root"]) as storage:
+            yield storage
+    elif backend == "redis":
+        from checkpointkit.adapters.redis import RedisStorage
+
+        remap = {tuple(k): tuple(v) for k, v in cfg["remap"]}  # node -> its proxy
+
+        def via_proxy(address: tuple[str, int]) -> tuple[str, int]:
+            return remap.get(address, address)  # type: ignore[return-value]
+
+        async with RedisStorage.from_url(
+            cfg["url"],
+            prefix=cfg["prefix"],
+            endpoint=tuple(cfg["endpoint"]),
+            address_remap=via_proxy,
+            timeout=cfg["timeout"],
+        ) as storage:
+            yield storage
+    elif backend == "s3":
+        from checkpointkit.adapters.s3 import S3Storage
+
+        async with S3Storage(
+            cfg["bucket"],
+            cfg["prefix"],
+            endpoint_url=cfg["endpoint_url"],
+            endpoint=tuple(cfg["endpoint"]),
+            region=cfg["region"],
+            access_key_id=cfg["access_key_id"],
+            secret_access_key=cfg["secret_access_key"],
+            timeout=cfg["timeout"],
+        ) as storage:
+            yield storage
+    else:
+        raise ValueError(f"unknown backend {backend!r}")
+
+
+def read_hints(seen: set[str]) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        seen.update((LOGS / "done.log").read_text().split())
+
+
+async def attempt(wf: Workflow, run_id: str, input: Any, fresh: bool) -> dict[str, Any]:
+    """One ``run`` (or ``resume``) call of ``run_id``; its outcome as a dict."""
+    global ATTEMPT_STARTED
+    ATTEMPT_STARTED = time.time()
+    entry: dict[str, Any] = {"run": run_id, "pid": PID, "t0": ATTEMPT_STARTED}
+    call = "run" if fresh else "resume"
+    try:
+        if fresh:
+            try:
+                result = await wf.run(input, run_id=run_id)
+            except ValueError as exc:
+                if "exists already" not in str(exc):
+                    raise
+                call = "resume"
+                result = await wf.resume(run_id)
+        else:
+            result = await wf.resume(run_id)
+    except RunBusy as exc:  # LeaseLost included
+        entry["outcome"] = "lease_lost" if isinstance(exc, LeaseLost) else "busy"
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+    except (CheckpointSaveError, StorageUnavailable, TimeoutError) as exc:
+        entry["outcome"] = "failed"
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+        cause = exc.__cause__
+        if cause is not None:
+            entry["cause"] = f"{type(cause).__name__}: {cause}"
+    except Exception as exc:  # anything else is a finding: keep the traceback
+        entry["outcome"] = "unexpected"
+        entry["error"] = f"{type(exc).__name__}: {exc}"
+        entry["traceback"] = traceback.format_exc()
+    else:
+        entry["outcome"] = "completed"
+        entry["output"] = result.output
+        entry["executed"] = list(result.executed)
+        entry["replayed"] = list(result.replayed)
+    entry["call"] = call
+    entry["t1"] = time.time()
+    append(f"attempts-{PID}.log", json.dumps(entry, sort_keys=True))
+    return entry
+
+
+async def main(config: Path, slot: int) -> int:
+    global LOGS
+    cfg = json.loads(config.read_text())
+    LOGS = Path(cfg["logs"])
+    runs: dict[str, Any] = cfg["runs"]
+    ids = sorted(runs)
+    share = slot * len(ids) // cfg["slots"]
+    order = ids[share:] + ids[:share]  # each slot starts at its own share of the runs
+    done: set[str] = set()
+    created: set[str] = set()  # runs this process knows to exist
+    not_before: dict[str, float] = {}  # run -> monotonic time before which it is skipped
+    ttl = float(cfg["lease_ttl"])
+    async with open_storage(cfg) as storage:
+        wf = Workflow(fan_out, storage=storage, lease_ttl=ttl)
+        while True:
+            read_hints(done)
+            todo = [r for r in order if r not in done]
+            if not todo:
+                return 0
+            now = time.monotonic()
+            ready = [r for r in todo if not_before.get(r, 0.0) <= now]
+            if not ready:
+                await asyncio.sleep(max(0.01, min(not_before[r] for r in todo) - now))
+                continue
+            run_id = ready[0]
+            entry = await attempt(wf, run_id, runs[run_id], run_id not in created)
+            created.add(run_id)
+            outcome = entry["outcome"]
+            if outcome == "completed":
+                done.add(run_id)
+                append("done.log", run_id)
+            elif outcome == "busy":  # owned by a live (or recently dead) worker
+                not_before[run_id] = time.monotonic() + random.uniform(0.3, 0.6) * ttl
+            else:
+                not_before[run_id] = time.monotonic() + random.uniform(0.1, 0.3)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2]))))
