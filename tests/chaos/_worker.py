@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import sys
 import time
 import traceback
@@ -73,7 +74,7 @@ def record_execution() -> None:
 async def part(x: int, i: int) -> int:
     """One branch of the fan-out: records its execution, stages a state write."""
     record_execution()
-    await asyncio.sleep(random.uniform(0.02, 0.12))
+    await asyncio.sleep(random.uniform(0.1, 0.4))
     value = x * 100 + i * i + 1
     context().state.set(f"p{i}", value)
     return value
@@ -83,7 +84,7 @@ async def part(x: int, i: int) -> int:
 async def combine(parts: list[int]) -> dict[str, int]:
     """The joining step: the parts' sum, and the sum of the state the parts committed."""
     record_execution()
-    await asyncio.sleep(random.uniform(0.02, 0.08))
+    await asyncio.sleep(random.uniform(0.05, 0.15))
     state = context().state.export()
     return {"sum": sum(parts), "state": sum(state.values()), "keys": len(state)}
 
@@ -140,6 +141,29 @@ def read_hints(seen: set[str]) -> None:
         seen.update((LOGS / "done.log").read_text().split())
 
 
+async def evidence(wf: Workflow, run_id: str, text: str) -> dict[str, Any]:
+    """What the storage holds right after a call was told another worker took its run.
+
+    The run's head (its owner, whose second field is the owner's pid, and its
+    epoch) and, for a refused step record, that record's epoch: the
+    coordinator checks that another worker really was involved.
+    """
+    found: dict[str, Any] = {}
+    store = wf.store
+    try:
+        async with asyncio.timeout(10):
+            data, _ = await store.storage.get(f"runs/{run_id}/head")
+            head = store.codec.decode(data)
+            found["head_owner"], found["head_epoch"] = head["owner"], head["epoch"]
+            step_match = re.search(r"step '([^']+)' of run", text)
+            if step_match is not None:
+                data, _ = await store.storage.get(store.step_key(run_id, step_match[1]))
+                found["record_epoch"] = store.decode_step(data).epoch
+    except Exception as exc:  # evidence is best effort: say why it is missing
+        found["unavailable"] = f"{type(exc).__name__}: {exc}"
+    return found
+
+
 async def attempt(wf: Workflow, run_id: str, input: Any, fresh: bool) -> dict[str, Any]:
     """One ``run`` (or ``resume``) call of ``run_id``; its outcome as a dict."""
     global ATTEMPT_STARTED
@@ -177,14 +201,14 @@ async def attempt(wf: Workflow, run_id: str, input: Any, fresh: bool) -> dict[st
         entry["replayed"] = list(result.replayed)
     entry["call"] = call
     entry["t1"] = time.time()
+    text = f"{entry.get('error', '')} {entry.get('cause', '')}"
+    if "taken over" in text or "recorded by another worker" in text:
+        entry["evidence"] = await evidence(wf, run_id, text)
     append(f"attempts-{PID}.log", json.dumps(entry, sort_keys=True))
     return entry
 
 
-async def main(config: Path, slot: int) -> int:
-    global LOGS
-    cfg = json.loads(config.read_text())
-    LOGS = Path(cfg["logs"])
+async def main(cfg: dict[str, Any], slot: int) -> int:
     runs: dict[str, Any] = cfg["runs"]
     ids = sorted(runs)
     share = slot * len(ids) // cfg["slots"]
@@ -219,4 +243,6 @@ async def main(config: Path, slot: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2]))))
+    config = json.loads(Path(sys.argv[1]).read_text())
+    LOGS = Path(config["logs"])
+    sys.exit(asyncio.run(main(config, int(sys.argv[2]))))

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -335,6 +336,54 @@ def read_executions(logs: Path) -> list[Execution]:
     return executions
 
 
+def error_kinds(attempts: list[dict[str, Any]]) -> Counter[str]:
+    """How many calls failed, by error type and the gist of its message."""
+    kinds: Counter[str] = Counter()
+    for a in attempts:
+        if a["outcome"] in ("completed", "busy"):
+            continue
+        text = f"{a.get('error', '')} {a.get('cause', '')}"
+        gist = next(
+            (g for g in ("taken over", "expired", "recorded by another worker") if g in text),
+            text.split(":", 1)[0],
+        )
+        kinds[f"{a['error'].split(':', 1)[0]}: {gist}"] += 1
+    return kinds
+
+
+def false_takeovers(attempts: list[dict[str, Any]]) -> list[str]:
+    """Calls told that another worker took their run, while the storage says none did.
+
+    Right after such an error the worker read the run's head (and the refused
+    step record). If the head still names this worker's pid at the epoch of
+    the call's lease, nobody acquired the run in between: the call lost its
+    own lease to a write of its own (a renewal that landed although its reply
+    was lost, a retried create that found its first attempt).
+    """
+    problems = []
+    for a in attempts:
+        found = a.get("evidence")
+        if not found or "head_owner" not in found:
+            continue
+        text = f"{a.get('error', '')} {a.get('cause', '')}"
+        owner_pid = int(str(found["head_owner"]).split(":")[-2])
+        if owner_pid != a["pid"]:
+            continue  # another process holds the head now: a real takeover
+        epoch = re.search(r"\(epoch (\d+)\) was taken over", text)
+        if epoch is not None:
+            own = int(epoch[1]) == found["head_epoch"]
+        else:
+            own = found.get("record_epoch") == found["head_epoch"]
+        if own:
+            problems.append(
+                f"run {a['run']}: pid {a['pid']} {a['call']} was told another worker took the "
+                f"run, but the head still names pid {owner_pid} at epoch {found['head_epoch']}"
+                f"{'' if epoch else ' and the refused record has that epoch'} "
+                f"(nobody acquired it in between): {text.strip()[:300]}"
+            )
+    return problems
+
+
 async def dump_stuck(store: CheckpointStore, runs: dict[str, Any], logs: Path) -> str:
     """Which runs are not completed, who holds them, and their last attempts."""
     done = set((logs / "done.log").read_text().split()) if (logs / "done.log").exists() else set()
@@ -477,9 +526,11 @@ async def test_many_workers_complete_every_run_under_chaos(
         if missing:
             failures.append(f"steps with a record but no execution logged: {missing[:10]}")
 
-        # Calls that ended in an error nobody expects, or completed with a wrong output.
+        # Calls that ended in an error nobody expects, or completed with a wrong output,
+        # or were told that another worker took their run when none did.
         attempts = read_attempts(logs)
         outcomes = Counter(a["outcome"] for a in attempts)
+        failures += false_takeovers(attempts)
         for a in attempts:
             if a["outcome"] == "unexpected":
                 failures.append(
@@ -508,10 +559,12 @@ async def test_many_workers_complete_every_run_under_chaos(
         "re_executions": len(executions) - steps,
         "raced": raced,
         "outcomes": dict(sorted(outcomes.items())),
+        "errors": dict(sorted(error_kinds(attempts).items())),
         "processes": chaos.spawned,
         "observer_scans": observer.scans,
         "passed": not failures,
     }
+    (logs / "events.log").write_text("\n".join(chaos.events) + "\n")
     print(f"{tag}: {json.dumps(figures)}")
     if os.environ.get(FIGURES_ENV):
         with open(os.environ[FIGURES_ENV], "a") as out:
