@@ -192,6 +192,9 @@ class Chaos:
         t0 = time.monotonic()
         for slot in range(WORKERS):
             self.spawn(slot)
+        self.events.append(f"  0.00s start, wall clock {time.time():.3f}")
+        budget = MAX_KILLS + MAX_STOPS + (MAX_STALLS if self.proxies else 0)
+        acted = 0
         next_event = t0 + self.rng.uniform(0.5, 1.5)
         while self.workers:
             now = time.monotonic()
@@ -209,9 +212,16 @@ class Chaos:
                 for proxy in self.proxies:
                     proxy.resume()
                 self.note(t0, "proxy resumed")
-            if now >= next_event and self.workers:
-                self.act(t0, now)
-                next_event = now + self.rng.uniform(0.4, 1.2)
+            # The events are spread over the workload: the i-th waits until 90 % * i /
+            # budget of the runs are done, so slow and fast backends get the same chaos.
+            if (
+                now >= next_event
+                and self.workers
+                and acted < budget
+                and self.done() >= RUNS * 0.9 * acted / budget
+            ):
+                acted += self.act(t0, now)
+                next_event = now + self.rng.uniform(0.3, 1.0)
             await asyncio.sleep(0.05)  # a coordinator tick: reap, wake, resume, act
         return True
 
@@ -231,22 +241,29 @@ class Chaos:
             else:
                 self.note(t0, f"slot {slot} pid {worker.proc.pid} done")
 
-    def act(self, t0: float, now: float) -> None:
-        choices: list[str] = []
-        if self.kills < MAX_KILLS:
-            choices += ["kill", "kill"]
-        if self.stops < MAX_STOPS and self.stopped is None:
-            choices.append("stop")
-        if self.proxies and self.stalls < MAX_STALLS and self.stalled_until is None:
-            choices.append("stall")
+    def done(self) -> int:
+        """How many runs the workers have reported completed (the shared hints)."""
+        try:
+            return len(set((self.logs / "done.log").read_text().split()))
+        except FileNotFoundError:
+            return 0
+
+    def act(self, t0: float, now: float) -> int:
+        """Kill, stop or stall (by the remaining budgets); return 1 if something was done."""
+        weights = {
+            "kill": MAX_KILLS - self.kills,
+            "stop": MAX_STOPS - self.stops if self.stopped is None else 0,
+            "stall": MAX_STALLS - self.stalls if self.proxies and not self.stalled_until else 0,
+        }
+        choices = [a for a, n in weights.items() for _ in range(n)]
         if not choices:
-            return
+            return 0
         action = self.rng.choice(choices)
         slot = self.rng.choice(sorted(self.workers))
         worker = self.workers[slot]
         if action == "kill":
             if worker.proc.poll() is not None:
-                return  # it just exited by itself; reaped at the next tick
+                return 0  # it just exited by itself; reaped at the next tick
             os.kill(worker.proc.pid, signal.SIGKILL)
             worker.proc.wait()
             worker.killed = True
@@ -259,7 +276,7 @@ class Chaos:
             self.spawn(slot)
         elif action == "stop":
             if worker.proc.poll() is not None:
-                return
+                return 0
             duration = self.rng.uniform(LEASE_TTL + 0.5, LEASE_TTL + 2.0)
             os.kill(worker.proc.pid, signal.SIGSTOP)
             self.stopped = (worker, now + duration)
@@ -279,6 +296,7 @@ class Chaos:
                 f"stall {len(which)}/{len(self.proxies)} proxies ({direction}, "
                 f"partial={partial}) for {duration:.1f} s",
             )
+        return 1
 
     def kill_all(self) -> None:
         """End every process still running (after a failure): SIGKILL by pid, then reap."""
