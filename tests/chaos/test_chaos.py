@@ -354,6 +354,32 @@ def read_executions(logs: Path) -> list[Execution]:
     return executions
 
 
+def first_calls(logs: Path, run_ids: list[str], chaos: Chaos) -> list[str]:
+    """The first call of each run: who made it, when, and how it ended (or was killed)."""
+    killed = {w.proc.pid for w in chaos.ended if w.killed}
+    ended = {(a["run"], a["pid"], round(a["t0"], 6)) for a in read_attempts(logs)}
+    found = []
+    for run_id in run_ids:
+        begun = sorted(
+            (float(t), int(pid))
+            for line in read_lines(logs, "begun-*.log")
+            for r, pid, t in [line.split()]
+            if r == run_id
+        )
+        if not begun:
+            found.append(f"{run_id}: no call logged")
+            continue
+        t, pid = begun[0]
+        if (run_id, pid, round(t, 6)) in ended:
+            how = "ended (see its attempts log)"
+        elif pid in killed:
+            how = "never ended: the process was SIGKILLed during the call"
+        else:
+            how = "never ended"
+        found.append(f"{run_id}: first call by pid {pid} at {t:.3f}, {how}")
+    return found
+
+
 def error_kinds(attempts: list[dict[str, Any]]) -> Counter[str]:
     """How many calls failed, by error type and the gist of its message."""
     kinds: Counter[str] = Counter()
@@ -498,7 +524,8 @@ async def test_many_workers_complete_every_run_under_chaos(
         if sorted(listed) != sorted(runs):
             failures.append(
                 f"list_runs is missing {sorted(set(runs) - set(listed))} "
-                f"and has extra {sorted(set(listed) - set(runs))}"
+                f"and has extra {sorted(set(listed) - set(runs))}; the first calls of the "
+                f"missing runs: {first_calls(logs, sorted(set(runs) - set(listed)), chaos)}"
             )
 
         # Every step record is right; no write-once key changed.
