@@ -131,7 +131,17 @@ class StateClosed(CheckpointkitError, RuntimeError):
 
 
 class RunBusy(CheckpointkitError):
-    """Another worker holds the run's lease."""
+    """Another worker holds the run's lease, or took it over.
+
+    Attributes:
+        retry_after: seconds until the holder's lease expires, if known (a
+            worker killed mid-run holds it until then; ``Workflow.resume(...,
+            wait=...)`` waits for it).
+    """
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class LeaseLost(RunBusy):

@@ -17,8 +17,11 @@ The guarantees, each kept where it is marked ``# Gn`` below:
 - G3 sibling-failure preservation: when a step fails (or pauses), still-running
   sibling steps are cancelled, but every completed step's save finishes.
 - G4 caller-cancel promptness: when the caller cancels, in-flight saves are
-  cancelled too and the run ends within ``cancel_timeout``, also if cancelled
-  again during teardown.
+  cancelled too and the run ends within ``cancel_timeout`` (plus 0.1 s at
+  most), whatever the storage does, also if cancelled again during teardown,
+  in ``run``, ``resume`` and ``stream`` alike. Cleanup writes (releasing the
+  lease) share that bound; one that does not finish in time is abandoned,
+  indeterminate, and harmless (a compare-and-swap on this worker's own epoch).
 - G5 hygiene: no never-awaited coroutine, no pending task, on every path.
 - G6 pause for input: :meth:`StepContext.request_input` pauses the run with a
   checkpoint of the pending requests; resume with responses continues.
@@ -50,6 +53,7 @@ from .errors import (
     NondeterminismError,
     NotFound,
     PreconditionFailed,
+    RunBusy,
     StateClosed,
 )
 from .events import (
@@ -96,6 +100,89 @@ _MISSING: Any = object()
 
 class _PauseRequested(BaseException):
     """Unwinds a step that asked for input. A BaseException, so ``except Exception`` keeps out."""
+
+
+_UNWIND = 0.03
+"""Seconds given to a task cancelled at the end of a bound to unwind before it is abandoned."""
+
+_abandoned: set[asyncio.Task[Any]] = set()
+"""Tasks that outlived their bound (a storage ignoring cancellation): kept referenced
+until they end, and their outcome retrieved, so none is destroyed pending or leaves an
+exception unretrieved."""
+
+
+def _reap(task: asyncio.Task[Any]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("abandoned task %s ended with %r", task.get_name(), task.exception())
+
+
+def _abandon(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    _abandoned.add(task)
+    task.add_done_callback(_reap)
+
+
+def _retrieve(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Mark the outcome of every finished task as retrieved (G5)."""
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()
+
+
+async def _within(
+    tasks: set[asyncio.Task[Any]], deadline: float, *, cancel: bool = True
+) -> bool:
+    """Wait for ``tasks`` until ``deadline`` (loop time), also through new cancellations.
+
+    Returns True if the caller was cancelled meanwhile (the caller re-raises).
+    Tasks still pending at the deadline are cancelled, given a moment to
+    unwind, then abandoned (kept referenced, their outcome retrieved).
+    """
+    loop = asyncio.get_running_loop()
+    cancelled = False
+    pending = {t for t in tasks if not t.done()}
+    if cancel:
+        for task in pending:
+            task.cancel()
+    while pending:
+        left = deadline - loop.time()
+        if left <= 0:
+            break
+        try:
+            _, pending = await asyncio.wait(pending, timeout=left)
+        except asyncio.CancelledError:
+            cancelled = True  # keep the bound: cancel them (again) and go on waiting
+            for task in pending:
+                task.cancel()
+    if pending:
+        for task in pending:
+            task.cancel()
+        try:
+            _, pending = await asyncio.wait(pending, timeout=_UNWIND)
+        except asyncio.CancelledError:
+            cancelled = True
+        for task in pending:
+            if not task.done():
+                _abandon(task)
+    _retrieve(tasks)
+    return cancelled
+
+
+async def _cleanup(coro: Coroutine[Any, Any, Any], deadline: float, what: str) -> None:
+    """Run a cleanup write until ``deadline`` at most; never raises but CancelledError.
+
+    A cancellation during it does not cut it short (the bound does); it is
+    re-raised once the cleanup has ended or been abandoned.
+    """
+    task = asyncio.get_running_loop().create_task(coro)
+    cancelled = await _within({task}, deadline, cancel=False)
+    if not task.done():
+        log.warning("%s did not finish in time; it may still land (harmlessly)", what)
+    elif not task.cancelled() and task.exception() is not None:
+        log.warning("%s failed: %r", what, task.exception())
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 # -- state ------------------------------------------------------------------------------
@@ -378,6 +465,7 @@ class _Run:
         self.save_errors: list[BaseException] = []
         self.fatal: BaseException | None = None
         self.main: asyncio.Task[Any] | None = None
+        self.heartbeat: asyncio.Task[None] | None = None
 
     def emit(self, event: Event) -> None:
         if self.sink is not None:
@@ -468,10 +556,13 @@ class _Run:
 
     async def _save(self, key: str, data: bytes) -> None:
         try:
+            # A record of the same step stored by an earlier owner (steps run at least
+            # once) is adopted by the store: that is success, not a conflict.
             await self.store.save_step(self.run_id, key, data, lease=self.lease)
         except PreconditionFailed as exc:
-            raise LeaseLost(
-                f"step {key!r} of run {self.run_id!r} was recorded by another worker"
+            raise NondeterminismError(
+                f"step {key!r} of run {self.run_id!r} was recorded by another worker "
+                "with other arguments"
             ) from exc
         self.emit(CheckpointSaved(self.run_id, key))
 
@@ -516,19 +607,18 @@ class _Run:
         ctx.run(_current_run.set, self)
         self.emit(RunStarted(self.run_id, resumed))
         self.main = main = loop.create_task(_call(fn, input), context=ctx)
-        heartbeat = loop.create_task(self._heartbeat())
+        self.heartbeat = heartbeat = loop.create_task(self._heartbeat())
         try:
             try:
                 await asyncio.wait({main})
             except asyncio.CancelledError:
                 # G4: the caller cancelled: cancel everything, saves included, and go.
-                await self._teardown([main, heartbeat, *self.running.values(), *self.saves])
+                await self._teardown()
                 raise
             # G3: the workflow ended. Cancel steps still running (siblings of a
             # failure, or orphans), but let every completed step's save finish.
             await self._settle(list(self.running.values()), cancel=True)
             await self._settle(list(self.saves), cancel=False)
-            heartbeat.cancel()
             await self._settle([heartbeat], cancel=True)
             return await self._conclude(main)
         finally:
@@ -547,45 +637,43 @@ class _Run:
                 _, pending = await asyncio.wait(pending)
             except asyncio.CancelledError:
                 # G4: cancelled while settling: cancel the rest too, saves included.
-                await self._teardown([*pending, *self.running.values(), *self.saves])
+                await self._teardown()
                 raise
             if not cancel:
                 pending |= {t for t in self.saves if not t.done()}
 
-    async def _teardown(self, tasks: Iterable[asyncio.Task[Any]]) -> None:
-        """Cancel ``tasks`` and wait for them, at most ``cancel_timeout`` (G4, G5).
+    async def _teardown(self) -> None:
+        """Cancel every task of the run and release the lease, within ``cancel_timeout`` (G4).
 
         A second cancellation during the wait cancels the tasks again and keeps
-        waiting within the same bound, so that no runner-owned task is left behind.
+        waiting within the same bound. Tasks that outlive it (a storage ignoring
+        cancellation) are abandoned, kept referenced until they end. Every
+        finished task's outcome is retrieved, the workflow's own error included
+        (G5): the caller's cancellation is what propagates.
         """
         loop = asyncio.get_running_loop()
-        pending = {t for t in tasks if not t.done()}
-        for task in pending:
-            task.cancel()
         deadline = loop.time() + self.wf.cancel_timeout
-        while pending:
-            left = deadline - loop.time()
-            if left <= 0:
-                log.warning(
-                    "run %r: %d task(s) ignored cancellation for %.1f s",
-                    self.run_id, len(pending), self.wf.cancel_timeout,
-                )
-                break
-            try:
-                _, pending = await asyncio.wait(pending, timeout=left)
-            except asyncio.CancelledError:
-                for task in pending:
-                    task.cancel()
-        await self._release()
+        tasks: set[asyncio.Task[Any]] = {*self.running.values(), *self.saves}
+        tasks |= {t for t in (self.main, self.heartbeat) if t is not None}
+        await _within(tasks, deadline)
+        if len(_abandoned):
+            log.warning("run %r: task(s) ignored cancellation for %.1f s",
+                        self.run_id, self.wf.cancel_timeout)
+        await self._release(deadline)
 
-    async def _release(self) -> None:
-        """Give the lease back, best effort and bounded: else it expires after its ttl."""
-        try:
-            await asyncio.wait_for(self.store.release(self.lease), self.wf.cancel_timeout)
-        except TimeoutError:
-            log.warning("run %r: releasing its lease timed out", self.run_id)
-        except Exception as exc:
-            log.warning("run %r: could not release its lease: %r", self.run_id, exc)
+    async def _release(self, deadline: float | None = None) -> None:
+        """Give the lease back, best effort and bounded: else it expires after its ttl.
+
+        Bounded by ``deadline`` (loop time; default ``cancel_timeout`` from now),
+        even if the storage is slow to unwind; an abandoned release may land
+        later, harmlessly (it can only release this lease's own epoch).
+        """
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + self.wf.cancel_timeout
+        await _cleanup(
+            self.store.release(self.lease), deadline, f"run {self.run_id!r}: releasing its lease"
+        )
 
     async def _conclude(self, main: asyncio.Task[Any]) -> RunResult:
         failure: BaseException | None
@@ -662,7 +750,9 @@ class _Run:
             if status == "failed":  # the run fails anyway; keep its own error
                 log.warning("run %r: could not save the failure checkpoint: %r", self.run_id, exc)
                 return
-            if self.wf.on_save_error == "warn" and not isinstance(exc, LeaseLost):
+            if isinstance(exc, RunBusy):  # one error for "another owner took the run"
+                raise
+            if self.wf.on_save_error == "warn":
                 self.save_errors.append(exc)
                 self.emit(SaveFailed(self.run_id, str(exc), exc))
                 return
@@ -764,19 +854,32 @@ class Workflow:
         """
         return await self._start(input, run_id, None)
 
-    async def resume(self, run_id: str, responses: Mapping[str, Any] | None = None) -> RunResult:
+    async def resume(
+        self,
+        run_id: str,
+        responses: Mapping[str, Any] | None = None,
+        *,
+        wait: float = 0.0,
+    ) -> RunResult:
         """Continue a stored run; completed steps are replayed, not executed (G2).
 
         Args:
             run_id: the run to continue.
             responses: answers to pending input requests, by request id (G6).
+            wait: seconds to wait for another worker's lease to expire (a worker
+                killed mid-run holds it until its ttl runs out); 0 fails at once.
+                Pair it with :meth:`CheckpointStore.abandoned_runs` to take over
+                the runs of dead workers.
 
         Raises:
             NotFound: no such run.
             ValueError: a response names no pending request.
-            RunBusy: another worker owns the run (G8).
+            RunBusy: another worker owns the run (G8), also after ``wait``;
+                :class:`LeaseLost` if it took the run over during this call.
         """
-        return await self._resume(run_id, responses, None)
+        if not isinstance(wait, int | float) or wait < 0:
+            raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
+        return await self._resume(run_id, responses, None, wait=float(wait))
 
     def stream(
         self,
@@ -829,15 +932,14 @@ class Workflow:
                 if not terminal:  # failed before the run began (RunBusy, a bad run id...)
                     yield RunFailed(run_id or "", exc)
         finally:
-            if not task.done():
-                task.cancel()
-                try:
-                    await asyncio.wait({task}, timeout=self.cancel_timeout * 2)
-                except asyncio.CancelledError:
-                    task.cancel()
-                    raise
-            if task.done() and not task.cancelled():
-                task.exception()  # retrieved: the stream reported it as RunFailed
+            # G4: the run tears down within cancel_timeout; the stream waits that long
+            # (plus its margin), also through a new cancellation, then re-raises it.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.cancel_timeout + 0.05
+            cancelled = await _within({task}, deadline) if not task.done() else False
+            _retrieve([task])  # retrieved: the stream reported it as RunFailed
+            if cancelled:
+                raise asyncio.CancelledError
 
     async def _start(
         self, input: Any, run_id: str | None, sink: Callable[[Event], None] | None
@@ -854,9 +956,12 @@ class Workflow:
         run_id: str,
         responses: Mapping[str, Any] | None,
         sink: Callable[[Event], None] | None,
+        *,
+        wait: float = 0.0,
     ) -> RunResult:
         if not await self.store.run_exists(run_id):
             raise NotFound(f"run {run_id!r} not found")
+        await self.store.ensure_listed(run_id)  # repairs a create interrupted before its index
         latest: Checkpoint | None = await self.store.latest(run_id)
         if latest is not None and latest.status == "completed" and not responses:
             if sink is not None:
@@ -870,7 +975,7 @@ class Workflow:
                     f"run {run_id!r} has no pending input request {unknown[0]!r}; "
                     f"pending: {sorted(known) or 'none'}"
                 )
-        lease = await self.store.acquire(run_id, ttl=self.lease_ttl)  # G8
+        lease = await self._acquire(run_id, wait)  # G8
         try:
             for request_id, value in (responses or {}).items():
                 await self.store.save_response(run_id, request_id, value)
@@ -878,7 +983,26 @@ class Workflow:
             records = await self.store.load_steps(run_id)
             input = await self.store.load_input(run_id)
         except BaseException:
-            await asyncio.shield(self.store.release(lease))
+            # G4: bounded, also when cancelled again; the lease expires after its ttl
+            # if the release cannot be done in time.
+            deadline = asyncio.get_running_loop().time() + self.cancel_timeout
+            await _cleanup(
+                self.store.release(lease), deadline, f"run {run_id!r}: releasing its lease"
+            )
             raise
         run = _Run(self, run_id, lease, records, stored, sink)
         return await run.drive(self.fn, input, resumed=True)
+
+    async def _acquire(self, run_id: str, wait: float) -> Lease:
+        """Take the run's lease, waiting up to ``wait`` seconds for a holder's to expire."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            try:
+                return await self.store.acquire(run_id, ttl=self.lease_ttl)
+            except RunBusy as exc:
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise
+                # The holder's lease expires after retry_after; check again then.
+                await asyncio.sleep(min(left, max(exc.retry_after or 0.0, 0.0) + 0.01))

@@ -15,11 +15,29 @@ chain and bytes grow linearly with the steps. ``latest(run)`` is two gets
 (head, then the checkpoint it names) however many checkpoints exist.
 A checkpoint commit is a compare-and-swap on the head followed by a
 create-only put: a stale owner's CAS fails, so its checkpoint never lands.
+
+Writes whose outcome is unknown (see :mod:`checkpointkit.storage`): the store
+never overwrites anything unconditionally. Records (inputs, step records,
+responses, checkpoints, index entries) are create-only, and a conflict is
+reconciled by reading what is stored: the same bytes, or a complete record of
+the same step with the same argument fingerprint written by an earlier owner,
+is success. The head moves by compare-and-swap only; after a conflict or an
+indeterminate write the store re-reads it and keeps going if the owner and
+epoch are its own (a late-landing renewal of its own, say). Writes that raise
+:class:`~checkpointkit.errors.OutcomeUnknown` are retried, which is safe for
+the same reasons. A late landing can therefore fail its precondition or repeat
+what is stored, never clobber.
+
+Rollback detection: the head carries the number and a digest of the newest
+checkpoint (and of its parent), so :meth:`CheckpointStore.latest` refuses a
+checkpoint whose bytes are not the ones the head names. A writer who can also
+roll the head back is not detected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import socket
@@ -31,19 +49,31 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .codec import Codec, default_codec
-from .errors import InvalidKey, LeaseLost, NotFound, PreconditionFailed, RunBusy
-from .storage import IfMatch, PutMode, Storage
+from .errors import (
+    CheckpointCorrupted,
+    InvalidKey,
+    LeaseLost,
+    NotFound,
+    OutcomeUnknown,
+    PreconditionFailed,
+    RunBusy,
+)
+from .storage import GetResult, IfMatch, PutMode, Storage, delete_many
 
 __all__ = [
     "Checkpoint",
     "CheckpointStore",
     "InputRequest",
     "Lease",
+    "RunInfo",
     "StepRecord",
     "validate_run_id",
 ]
 
 _MAX_SEQ = 2**64 - 1
+_RETRIES = 3
+"""Attempts of one write whose outcome came back unknown (it is safe to repeat)."""
+_TERMINAL = frozenset({"completed", "failed"})
 _MAX_RUN_ID = 200
 _BAD_RUN_CHARS = re.compile(r"[\x00-\x1f\x7f/\\]")
 
@@ -150,6 +180,8 @@ class Lease:
     """``time.monotonic()`` after which this worker no longer trusts the lease."""
     head_seq: int = 0
     created_at: float = 0.0
+    head: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The head as this worker last wrote it (rebased on by later writes)."""
 
     def check(self) -> None:
         """Raise :class:`LeaseLost` if the lease may have expired."""
@@ -158,6 +190,40 @@ class Lease:
                 f"lease on run {self.run_id!r} (epoch {self.epoch}) expired; "
                 "another worker may own the run now"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What the run head says about a run, without reading its checkpoints.
+
+    Attributes:
+        run_id: the run.
+        status: ``"running"`` (started or resumed, not yet concluded),
+            ``"paused"``, ``"completed"``, ``"failed"``, or ``"created"`` when no
+            worker ever took the run.
+        owner: the worker that holds or last held the lease ("" if none).
+        epoch: the fencing epoch of that lease.
+        lease_expires: wall-clock expiry of the lease (0 when released).
+        checkpoint: the number of the newest checkpoint (0 if none).
+        updated_at: wall-clock time of the newest checkpoint (0 if none).
+    """
+
+    run_id: str
+    status: str
+    owner: str = ""
+    epoch: int = 0
+    lease_expires: float = 0.0
+    checkpoint: int = 0
+    updated_at: float = 0.0
+
+    @property
+    def live(self) -> bool:
+        """Whether a worker holds an unexpired lease on the run (by this machine's clock)."""
+        return self.lease_expires > time.time()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _default_owner() -> str:
@@ -210,18 +276,50 @@ class CheckpointStore:
         return f"{self._ns}index/{validate_run_id(run_id)}"
 
     # -- runs ----------------------------------------------------------------------------
+    # -- writes safe under unknown outcomes -------------------------------------------
+    async def _create(self, key: str, data: bytes) -> GetResult | None:
+        """Create ``key`` once; None if this call stored ``data``, else what is stored.
+
+        An attempt whose outcome is unknown is repeated: a repeat either
+        creates the key or finds it, and the caller compares what it finds
+        (its own earlier attempt stored the same bytes).
+        """
+        for attempt in range(_RETRIES):
+            try:
+                await self.storage.put(key, data, mode="create")
+                return None
+            except PreconditionFailed:
+                try:
+                    return await self.storage.get(key)
+                except NotFound:
+                    continue  # deleted in between: try again
+            except OutcomeUnknown:
+                if attempt == _RETRIES - 1:
+                    raise
+        raise OutcomeUnknown(f"could not create {key!r}: it was deleted under every attempt")
+
+    async def _ensure(self, key: str, data: bytes) -> None:
+        """Create ``key`` unless it exists (with any content): idempotent markers."""
+        await self._create(key, data)
+
     async def create_run(self, run_id: str, input: Any) -> bool:
-        """Register a new run and store its input once; return False if it existed."""
+        """Register a new run and store its input once; return False if it existed.
+
+        The input is written first and the index entry second; a process killed
+        between the two leaves a run that :meth:`ensure_listed` (called by every
+        resume) puts back in the index.
+        """
+        key = self._input_key(run_id)
         data = self.codec.encode(input, path="input")
-        try:
-            await self.storage.put(self._input_key(run_id), data, mode="create")
-        except PreconditionFailed:
+        stored = await self._create(key, data)
+        if stored is not None and stored.data != data:
             return False
-        try:
-            await self.storage.put(self._index_key(run_id), b"", mode="create")
-        except PreconditionFailed:
-            pass
+        await self.ensure_listed(run_id)
         return True
+
+    async def ensure_listed(self, run_id: str) -> None:
+        """Put the run in the index if it is missing there (repairs an interrupted create)."""
+        await self._ensure(self._index_key(run_id), b"")
 
     async def load_input(self, run_id: str) -> Any:
         """The input the run was started with.
@@ -256,14 +354,66 @@ class CheckpointStore:
         ]
 
     async def delete_run(self, run_id: str) -> int:
-        """Delete every key of the run, then its index entry; return the keys deleted."""
+        """Delete every key of the run, then its index entry; return the keys deleted.
+
+        The keys go in batches (:func:`~checkpointkit.storage.delete_many`).
+        """
         prefix = self.run_prefix(run_id)
         keys = [key async for key in self.storage.list(prefix)]
-        deleted = 0
-        for key in keys:
-            deleted += await self.storage.delete(key)
+        deleted = await delete_many(self.storage, keys) if keys else 0
         deleted += await self.storage.delete(self._index_key(run_id))
         return deleted
+
+    async def run_info(self, run_id: str) -> RunInfo | None:
+        """What the run's head says (status, owner, lease, newest checkpoint); one get.
+
+        Returns None if the run does not exist. A run created but never taken
+        by a worker has the status ``"created"``.
+        """
+        current = await self._read_head(run_id)
+        if current is None:
+            return RunInfo(run_id, "created") if await self.run_exists(run_id) else None
+        return self._info(run_id, current[0])
+
+    @staticmethod
+    def _info(run_id: str, head: Mapping[str, Any]) -> RunInfo:
+        return RunInfo(
+            run_id=run_id,
+            status=head.get("status", "running"),
+            owner=head["owner"],
+            epoch=head["epoch"],
+            lease_expires=head["expires"],
+            checkpoint=head["seq"],
+            updated_at=head.get("t", 0.0),
+        )
+
+    async def abandoned_runs(
+        self, *, limit: int | None = None, concurrency: int = 16
+    ) -> list[str]:
+        """Runs whose owner is gone: started, not concluded, and with no live lease.
+
+        A worker killed mid-run leaves its run ``"running"`` with a lease that
+        expires after its ttl; a cancelled run releases its lease at once.
+        A pool of workers takes such runs over with ``Workflow.resume``.
+        Paused, completed and failed runs are not listed (they wait for input,
+        or ended). Costs one listing and one get per run.
+        """
+        found: list[str] = []
+        gate = asyncio.Semaphore(concurrency)
+
+        async def check(run_id: str) -> None:
+            async with gate:
+                current = await self._read_head(run_id)
+            if current is None:
+                return
+            info = self._info(run_id, current[0])
+            if info.status == "running" and not info.live:
+                found.append(run_id)
+
+        runs = await self.list_runs()
+        await _gather_all([check(r) for r in runs])
+        found.sort()
+        return found if limit is None else found[:limit]
 
     # -- step records ----------------------------------------------------------------
     def encode_step(self, record: StepRecord) -> bytes:
@@ -296,16 +446,34 @@ class CheckpointStore:
 
     async def save_step(
         self, run_id: str, step: str, data: bytes, *, lease: Lease | None = None
-    ) -> None:
-        """Store a step record once (create-only).
+    ) -> bool:
+        """Store a step record once (create-only); return False if one was adopted.
+
+        If a record of this step is stored already, it is adopted when it is
+        the same bytes (an earlier attempt of this save whose outcome was
+        unknown) or a complete record of the same step called with the same
+        arguments (an earlier owner of the run executed it too: steps run at
+        least once, and the first stored record is the one replayed).
 
         Raises:
             LeaseLost: ``lease`` expired (checked before writing).
-            PreconditionFailed: a record for this step exists already.
+            PreconditionFailed: a record of this step with other arguments is
+                stored.
         """
         if lease is not None:
             lease.check()
-        await self.storage.put(self.step_key(run_id, step), data, mode="create")
+        key = self.step_key(run_id, step)
+        stored = await self._create(key, data)
+        if stored is None or stored.data == data:
+            return True
+        mine = self.decode_step(data, key=key)
+        theirs = self.decode_step(stored.data, key=key)
+        if theirs.step == mine.step and theirs.fingerprint == mine.fingerprint:
+            return False
+        raise PreconditionFailed(
+            f"step {step!r} of run {run_id!r} is recorded already, called with other "
+            f"arguments (fingerprint {theirs.fingerprint!r}, not {mine.fingerprint!r})"
+        )
 
     async def load_steps(self, run_id: str, *, concurrency: int = 32) -> dict[str, StepRecord]:
         """Every step record of the run, by step identity."""
@@ -329,11 +497,8 @@ class CheckpointStore:
     async def save_response(self, run_id: str, request_id: str, value: Any) -> bool:
         """Store the response to an input request once; False if one was stored before."""
         data = self.codec.encode(value, path=f"response {request_id!r}")
-        try:
-            await self.storage.put(self._response_key(run_id, request_id), data, mode="create")
-        except PreconditionFailed:
-            return False
-        return True
+        stored = await self._create(self._response_key(run_id, request_id), data)
+        return stored is None or stored.data == data
 
     async def load_responses(self, run_id: str) -> dict[str, Any]:
         """Every stored input response of the run, by request id."""
@@ -355,17 +520,64 @@ class CheckpointStore:
         return head, version
 
     async def _write_head(
-        self, run_id: str, head: dict[str, Any], version: str | None
+        self, run_id: str, head: Mapping[str, Any], version: str | None
     ) -> str:
-        data = self.codec.encode(head, path="head")
+        data = self.codec.encode(dict(head), path="head")
         mode: PutMode = "create" if version is None else IfMatch(version)
         return await self.storage.put(self._head_key(run_id), data, mode=mode)
+
+    async def _move_head(
+        self, lease: Lease, changes: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], str]:
+        """Apply ``changes`` to the run head by compare-and-swap, as the lease holder.
+
+        After a conflict or an unknown outcome the head is read again: if its
+        owner and epoch are still this lease's, the change is applied on top of
+        what is there (one of this worker's own writes landed, or ``prune``
+        moved its floor), or found applied already. Else the lease is lost.
+
+        Raises:
+            LeaseLost: another worker took the run (or the head is gone).
+        """
+        base: Mapping[str, Any] = lease.head or {
+            "owner": lease.owner,
+            "epoch": lease.epoch,
+            "expires": 0.0,
+            "seq": lease.head_seq,
+        }
+        version = lease.version
+        for attempt in range(_RETRIES + 2):
+            head = {**base, **changes}
+            try:
+                return head, await self._write_head(lease.run_id, head, version)
+            except (PreconditionFailed, OutcomeUnknown) as exc:
+                if isinstance(exc, OutcomeUnknown) and attempt >= _RETRIES:
+                    raise
+            current = await self._read_head(lease.run_id)
+            if (
+                current is None
+                or current[0]["owner"] != lease.owner
+                or current[0]["epoch"] != lease.epoch
+            ):
+                raise LeaseLost(
+                    f"lease on run {lease.run_id!r} (epoch {lease.epoch}) was taken over"
+                )
+            base, version = current
+            if {**base, **changes} == base:
+                return dict(base), version  # this very change landed; its reply was lost
+        raise LeaseLost(
+            f"lease on run {lease.run_id!r} (epoch {lease.epoch}): the head kept moving"
+        )
 
     async def acquire(self, run_id: str, *, owner: str | None = None, ttl: float = 30.0) -> Lease:
         """Take ownership of a run for ``ttl`` seconds, with the next fencing epoch.
 
+        A write of the head whose outcome is unknown is reconciled by reading
+        the head back: if it names this owner and epoch, the run is taken.
+
         Raises:
-            RunBusy: another worker holds an unexpired lease, or won the race.
+            RunBusy: another worker holds an unexpired lease, or won the race;
+                its ``retry_after`` says when that lease expires.
         """
         if ttl <= 0:
             raise ValueError(f"lease ttl must be positive, not {ttl!r}")
@@ -374,20 +586,37 @@ class CheckpointStore:
         now = time.time()
         start = time.monotonic()
         if current is None:
-            head: dict[str, Any] = {"owner": owner, "epoch": 1, "expires": now + ttl, "seq": 0}
+            head: dict[str, Any] = {
+                "owner": owner, "epoch": 1, "expires": now + ttl, "seq": 0, "status": "running"
+            }
             version = None
         else:
             old, version = current
             if old["expires"] > now and old["owner"] != owner:
+                left = old["expires"] - now
                 raise RunBusy(
                     f"run {run_id!r} is owned by {old['owner']} (epoch {old['epoch']}) "
-                    f"for {old['expires'] - now:.1f} s more"
+                    f"for {left:.1f} s more",
+                    retry_after=left,
                 )
-            head = {**old, "owner": owner, "epoch": old["epoch"] + 1, "expires": now + ttl}
+            head = {
+                **old,
+                "owner": owner,
+                "epoch": old["epoch"] + 1,
+                "expires": now + ttl,
+                "status": "running",
+            }
         try:
             new_version = await self._write_head(run_id, head, version)
-        except PreconditionFailed:
-            raise RunBusy(f"run {run_id!r} was taken by another worker just now") from None
+        except (PreconditionFailed, OutcomeUnknown) as exc:
+            again = await self._read_head(run_id)
+            if again is None or again[0] != head:
+                if isinstance(exc, OutcomeUnknown) and again is not None and again[1] == version:
+                    raise  # nothing landed (yet): the caller may try again
+                raise RunBusy(
+                    f"run {run_id!r} was taken by another worker just now", retry_after=0.0
+                ) from None
+            new_version = again[1]  # it was this very write
         return Lease(
             run_id=run_id,
             owner=owner,
@@ -397,35 +626,38 @@ class CheckpointStore:
             deadline=start + ttl * 0.9,
             head_seq=head["seq"],
             created_at=now,
+            head=head,
         )
 
     async def renew(self, lease: Lease, *, head_seq: int | None = None) -> Lease:
-        """Extend the lease by its ttl (and move the head to ``head_seq``).
+        """Extend the lease by its ttl.
 
         Raises:
             LeaseLost: the lease expired or another worker took the run.
         """
         lease.check()
-        now = time.time()
         start = time.monotonic()
-        seq = lease.head_seq if head_seq is None else head_seq
-        head = {"owner": lease.owner, "epoch": lease.epoch, "expires": now + lease.ttl, "seq": seq}
-        try:
-            version = await self._write_head(lease.run_id, head, lease.version)
-        except PreconditionFailed:
-            raise LeaseLost(
-                f"lease on run {lease.run_id!r} (epoch {lease.epoch}) was taken over"
-            ) from None
+        changes: dict[str, Any] = {"expires": time.time() + lease.ttl}
+        if head_seq is not None:
+            changes["seq"] = head_seq
+        head, version = await self._move_head(lease, changes)
         return replace(
-            lease, version=version, deadline=start + lease.ttl * 0.9, head_seq=seq
+            lease,
+            version=version,
+            deadline=start + lease.ttl * 0.9,
+            head_seq=head["seq"],
+            head=head,
         )
 
     async def release(self, lease: Lease) -> None:
-        """Give the run up so another worker can resume it at once (keeps the head)."""
-        head = {"owner": lease.owner, "epoch": lease.epoch, "expires": 0.0, "seq": lease.head_seq}
+        """Give the run up so another worker can resume it at once (keeps the head).
+
+        If the release's outcome is unknown and it lands later, it can only
+        release this lease's own epoch (a compare-and-swap on its version).
+        """
         try:
-            await self._write_head(lease.run_id, head, lease.version)
-        except PreconditionFailed:
+            await self._move_head(lease, {"expires": 0.0})
+        except LeaseLost:
             pass  # someone else owns it already: nothing of ours to release
 
     # -- checkpoints ------------------------------------------------------------------
@@ -487,38 +719,80 @@ class CheckpointStore:
             EncodeError: a value cannot be encoded (nothing is written).
         """
         if lease is not None:
+            lease.check()
             seq = lease.head_seq + 1
             parent = str(lease.head_seq) if lease.head_seq else None
             checkpoint = self._checkpoint(
                 run_id, seq, status, state, pending, output, error, metadata, parent, steps
             )
             data = self.encode_checkpoint(checkpoint)  # encode before moving the head
-            lease = await self.renew(lease, head_seq=seq)
-            await self.storage.put(self._checkpoint_key(run_id, seq), data, mode="create")
+            start = time.monotonic()
+            moved, moved_version = await self._move_head(
+                lease, self._head_changes(lease.head, seq, data, checkpoint, lease.ttl)
+            )
+            lease = replace(
+                lease,
+                version=moved_version,
+                deadline=start + lease.ttl * 0.9,
+                head_seq=seq,
+                head=moved,
+            )
+            await self._put_checkpoint(run_id, seq, data)
             return checkpoint, lease
-        while True:
+        for _ in range(64):
             current = await self._read_head(run_id)
             if current is None:
-                head: dict[str, Any] = {"owner": "", "epoch": 0, "expires": 0.0, "seq": 0}
+                base: dict[str, Any] = {"owner": "", "epoch": 0, "expires": 0.0, "seq": 0}
                 version = None
             else:
-                head, version = current
-            seq = head["seq"] + 1
-            parent = str(head["seq"]) if head["seq"] else None
+                base, version = current
+            seq = base["seq"] + 1
+            parent = str(base["seq"]) if base["seq"] else None
             checkpoint = self._checkpoint(
                 run_id, seq, status, state, pending, output, error, metadata, parent, steps
             )
             data = self.encode_checkpoint(checkpoint)
-            if head["expires"] > time.time():
+            if base["expires"] > time.time():
+                left = base["expires"] - time.time()
                 raise RunBusy(
-                    f"run {run_id!r} is owned by {head['owner']}; save through its lease"
+                    f"run {run_id!r} is owned by {base['owner']}; save through its lease",
+                    retry_after=left,
                 )
+            head = {**base, **self._head_changes(base, seq, data, checkpoint, None)}
             try:
-                await self._write_head(run_id, {**head, "seq": seq}, version)
-            except PreconditionFailed:
-                continue  # another writer moved the head: take the next number
-            await self.storage.put(self._checkpoint_key(run_id, seq), data, mode="create")
+                await self._write_head(run_id, head, version)
+            except (PreconditionFailed, OutcomeUnknown):
+                again = await self._read_head(run_id)
+                if again is None or again[0] != head:
+                    continue  # another writer moved the head: take the next number
+            await self._put_checkpoint(run_id, seq, data)
             return checkpoint, None
+        raise OutcomeUnknown(f"run {run_id!r}: the head kept moving; no checkpoint was saved")
+
+    @staticmethod
+    def _head_changes(
+        base: Mapping[str, Any], seq: int, data: bytes, checkpoint: Checkpoint, ttl: float | None
+    ) -> dict[str, Any]:
+        """The head fields that a new checkpoint sets (with its digest, and its parent's)."""
+        changes: dict[str, Any] = {
+            "seq": seq,
+            "digest": _digest(data),
+            "pdigest": base.get("digest", "") if base.get("seq") == seq - 1 else "",
+            "status": checkpoint.status,
+            "t": checkpoint.created_at,
+        }
+        if ttl is not None:
+            changes["expires"] = time.time() + ttl
+        return changes
+
+    async def _put_checkpoint(self, run_id: str, seq: int, data: bytes) -> None:
+        key = self._checkpoint_key(run_id, seq)
+        stored = await self._create(key, data)
+        if stored is not None and stored.data != data:
+            raise CheckpointCorrupted(
+                f"checkpoint {seq} of run {run_id!r} ({key!r}) holds other bytes than the "
+                "head names: it was written by something other than this run's owner"
+            )
 
     @staticmethod
     def _checkpoint(
@@ -571,17 +845,47 @@ class CheckpointStore:
         return self.decode_checkpoint(data, key=key)
 
     async def latest(self, run_id: str) -> Checkpoint | None:
-        """The newest checkpoint of the run, or None: two gets, however many exist."""
+        """The newest checkpoint of the run, or None: two gets, however many exist.
+
+        The head names the newest checkpoint and its digest. If that checkpoint
+        is not there yet (its writer is between moving the head and writing it,
+        or crashed there), the previous one is returned, checked against the
+        digest the head keeps of it. A run pruned to no checkpoint returns None
+        (its status stays readable through :meth:`run_info`).
+
+        Raises:
+            CheckpointCorrupted: the stored checkpoint is not the one the head
+                names (replaced by other bytes, or rolled back).
+        """
         current = await self._read_head(run_id)
-        if current is not None and current[0]["seq"] > 0:
-            key = self._checkpoint_key(run_id, current[0]["seq"])
+        if current is None:  # no head (data of an older layout): the newest listed
+            async for key in self.storage.list(f"{self.run_prefix(run_id)}c/", limit=1):
+                data, _ = await self.storage.get(key)
+                return self.decode_checkpoint(data, key=key)
+            return None
+        head = current[0]
+        seq = head["seq"]
+        if seq <= head.get("floor", 0):
+            return None
+        for number, digest in ((seq, head.get("digest")), (seq - 1, head.get("pdigest"))):
+            if number <= head.get("floor", 0):
+                break
+            key = self._checkpoint_key(run_id, number)
             try:
                 data, _ = await self.storage.get(key)
             except NotFound:
-                pass  # the head moved but its checkpoint never landed: fall back
-            else:
-                return self.decode_checkpoint(data, key=key)
-        async for key in self.storage.list(f"{self.run_prefix(run_id)}c/", limit=1):
+                continue  # not written yet, or its writer crashed: the previous one
+            if digest and _digest(data) != digest:
+                raise CheckpointCorrupted(
+                    f"checkpoint {number} of run {run_id!r} ({key!r}) is not the one the "
+                    "run head names (its digest differs): it was replaced or rolled back"
+                )
+            return self.decode_checkpoint(data, key=key)
+        # Neither is there: fall back to the newest listed checkpoint older than those.
+        after = self._checkpoint_key(run_id, max(seq - 1, 1))
+        async for key in self.storage.list(
+            f"{self.run_prefix(run_id)}c/", start_after=after, limit=1
+        ):
             data, _ = await self.storage.get(key)
             return self.decode_checkpoint(data, key=key)
         return None
@@ -600,7 +904,34 @@ class CheckpointStore:
             raise ValueError(f"keep_last must be a non-negative int, not {keep_last!r}")
         prefix = f"{self.run_prefix(run_id)}c/"
         old = [key async for key in self.storage.list(prefix)][keep_last:]
-        deleted = 0
-        for key in old:
-            deleted += await self.storage.delete(key)
-        return deleted
+        if not old:
+            return 0
+        newest_gone = _MAX_SEQ - int(old[0][len(prefix) :], 16)
+        await self._raise_floor(run_id, newest_gone)
+        return await delete_many(self.storage, old)
+
+    async def _raise_floor(self, run_id: str, floor: int) -> None:
+        """Record in the head that checkpoints up to ``floor`` are pruned on purpose."""
+        for _ in range(16):
+            current = await self._read_head(run_id)
+            if current is None or current[0].get("floor", 0) >= floor:
+                return
+            head, version = current
+            try:
+                await self._write_head(run_id, {**head, "floor": floor}, version)
+                return
+            except (PreconditionFailed, OutcomeUnknown):
+                continue  # the owner moved the head meanwhile: read it again
+        raise OutcomeUnknown(f"run {run_id!r}: the head kept moving; nothing was pruned")
+
+
+async def _gather_all(coros: list[Any]) -> None:
+    """Await every coroutine; on the first error cancel the rest and raise it (no group)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
