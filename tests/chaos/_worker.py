@@ -8,7 +8,11 @@ can find any process of its own that outlived the test.
 
 The worker loops: read the shared ``done`` hints, pick a run that is not known
 to be completed (starting at its slot's share of the runs), ``run`` it (or
-``resume`` it when it exists already), move on when another worker owns it.
+``resume`` it when it exists already), move on when another worker owns it
+(``RunBusy``; its ``retry_after`` says when to look again). When every run
+left is owned, it resumes the one whose lease expires first with
+``resume(run_id, wait=...)``, which takes the run over once a dead owner's
+lease has expired.
 It exits 0 once every run is completed. Everything it does goes to
 append-only files in the log directory, one line per write (``O_APPEND``, so a
 SIGKILL never leaves half of another process's line):
@@ -166,8 +170,10 @@ async def evidence(wf: Workflow, run_id: str, text: str) -> dict[str, Any]:
     return found
 
 
-async def attempt(wf: Workflow, run_id: str, input: Any, fresh: bool) -> dict[str, Any]:
-    """One ``run`` (or ``resume``) call of ``run_id``; its outcome as a dict."""
+async def attempt(
+    wf: Workflow, run_id: str, input: Any, fresh: bool, wait: float = 0.0
+) -> dict[str, Any]:
+    """One ``run`` (or ``resume``, waiting ``wait`` s for a lease) call; its outcome as a dict."""
     global ATTEMPT_STARTED
     ATTEMPT_STARTED = time.time()
     entry: dict[str, Any] = {"run": run_id, "pid": PID, "t0": ATTEMPT_STARTED}
@@ -183,9 +189,10 @@ async def attempt(wf: Workflow, run_id: str, input: Any, fresh: bool) -> dict[st
                 call = "resume"
                 result = await wf.resume(run_id)
         else:
-            result = await wf.resume(run_id)
+            result = await wf.resume(run_id, wait=wait)
     except RunBusy as exc:  # LeaseLost included
         entry["outcome"] = "lease_lost" if isinstance(exc, LeaseLost) else "busy"
+        entry["retry_after"] = exc.retry_after
         entry["error"] = f"{type(exc).__name__}: {exc}"
     except (CheckpointSaveError, StorageUnavailable, TimeoutError) as exc:
         entry["outcome"] = "failed"
@@ -203,6 +210,7 @@ async def attempt(wf: Workflow, run_id: str, input: Any, fresh: bool) -> dict[st
         entry["executed"] = list(result.executed)
         entry["replayed"] = list(result.replayed)
     entry["call"] = call
+    entry["wait"] = wait
     entry["t1"] = time.time()
     text = f"{entry.get('error', '')} {entry.get('cause', '')}"
     if "taken over" in text or "recorded by another worker" in text:
@@ -229,18 +237,19 @@ async def main(cfg: dict[str, Any], slot: int) -> int:
                 return 0
             now = time.monotonic()
             ready = [r for r in todo if not_before.get(r, 0.0) <= now]
-            if not ready:
-                await asyncio.sleep(max(0.01, min(not_before[r] for r in todo) - now))
-                continue
-            run_id = ready[0]
-            entry = await attempt(wf, run_id, runs[run_id], run_id not in created)
+            if ready:
+                run_id, wait = ready[0], 0.0
+            else:  # every run left is owned: wait for the lease that expires first
+                run_id, wait = min(todo, key=lambda r: not_before[r]), ttl + 0.5
+            entry = await attempt(wf, run_id, runs[run_id], run_id not in created, wait)
             created.add(run_id)
             outcome = entry["outcome"]
             if outcome == "completed":
                 done.add(run_id)
                 append("done.log", run_id)
-            elif outcome == "busy":  # owned by a live (or recently dead) worker
-                not_before[run_id] = time.monotonic() + random.uniform(0.3, 0.6) * ttl
+            elif outcome == "busy":  # owned by a live worker, or a dead one until its ttl
+                left = entry.get("retry_after") or ttl / 2
+                not_before[run_id] = time.monotonic() + left + random.uniform(0.05, 0.3)
             else:
                 not_before[run_id] = time.monotonic() + random.uniform(0.1, 0.3)
 
