@@ -106,15 +106,15 @@ async def open_storage(cfg: dict[str, Any]) -> AsyncIterator[Storage]:
     if backend == "file":
         from checkpointkit.adapters.file import FileStorage
 
-        async with FileStorage(cfg["root"]) as storage:
-            yield storage
+        async with FileStorage(cfg["root"]) as fs:
+            yield fs
     elif backend == "redis":
         from checkpointkit.adapters.redis import RedisStorage
 
-        remap = {tuple(k): tuple(v) for k, v in cfg["remap"]}  # node -> its proxy
+        remap = {(k[0], int(k[1])): (v[0], int(v[1])) for k, v in cfg["remap"]}  # node -> proxy
 
         def via_proxy(address: tuple[str, int]) -> tuple[str, int]:
-            return remap.get(address, address)  # type: ignore[return-value]
+            return remap.get(address, address)
 
         async with RedisStorage.from_url(
             cfg["url"],
@@ -122,8 +122,8 @@ async def open_storage(cfg: dict[str, Any]) -> AsyncIterator[Storage]:
             endpoint=tuple(cfg["endpoint"]),
             address_remap=via_proxy,
             timeout=cfg["timeout"],
-        ) as storage:
-            yield storage
+        ) as rs:
+            yield rs
     elif backend == "s3":
         from checkpointkit.adapters.s3 import S3Storage
 
@@ -136,8 +136,8 @@ async def open_storage(cfg: dict[str, Any]) -> AsyncIterator[Storage]:
             access_key_id=cfg["access_key_id"],
             secret_access_key=cfg["secret_access_key"],
             timeout=cfg["timeout"],
-        ) as storage:
-            yield storage
+        ) as s3s:
+            yield s3s
     else:
         raise ValueError(f"unknown backend {backend!r}")
 

@@ -551,18 +551,18 @@ async def test_many_workers_complete_every_run_under_chaos(
         per_step = Counter((e.run, e.step) for e in executions)
         raced = 0
         for e in executions:
-            seen = observer.first.get(f"runs/{e.run}/s/{e.step}")
-            if seen is None:
+            landed = observer.first.get(f"runs/{e.run}/s/{e.step}")
+            if landed is None:
                 failures.append(f"run {e.run}: step {e.step} executed (pid {e.pid}) but no record")
                 continue
-            if e.attempt > seen.at:
+            if e.attempt > landed.at:
                 failures.append(
                     f"run {e.run}: step {e.step} executed again by pid {e.pid} at {e.started:.3f} "
-                    f"in a call begun at {e.attempt:.3f}, {e.attempt - seen.at:.3f} s after its "
-                    f"record was stored (seen at {seen.at:.3f}, epoch "
-                    f"{store.decode_step(seen.data).epoch})"
+                    f"in a call begun at {e.attempt:.3f}, {e.attempt - landed.at:.3f} s after its "
+                    f"record was stored (seen at {landed.at:.3f}, epoch "
+                    f"{store.decode_step(landed.data).epoch})"
                 )
-            elif e.started > seen.at:
+            elif e.started > landed.at:
                 raced += 1  # the record landed while this call was running: allowed
         steps = sum(len(expected_steps(i)) for i in runs.values())
         missing = [
