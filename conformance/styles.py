@@ -117,7 +117,7 @@ class PutGate(StorageWrapper):
 
     Attributes:
         entered: set once a held put is waiting at the gate.
-        finished: set once a held put has completed in ``inner``.
+        finished: set once a held put (or a retry of it) has completed in ``inner``.
         keys: every key whose put was held, in order.
     """
 
@@ -146,7 +146,10 @@ class PutGate(StorageWrapper):
             version = await self.inner.put(key, data, mode=mode)
             self.finished.set()
             return version
-        return await self.inner.put(key, data, mode=mode)
+        version = await self.inner.put(key, data, mode=mode)
+        if key in self.keys:  # a retry of a held put (its first outcome was unknown)
+            self.finished.set()
+        return version
 
 
 def wrap_all(storage: Storage, *wrappers: Callable[[Storage], Any]) -> Any:

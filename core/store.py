@@ -606,17 +606,7 @@ class CheckpointStore:
                 "expires": now + ttl,
                 "status": "running",
             }
-        try:
-            new_version = await self._write_head(run_id, head, version)
-        except (PreconditionFailed, OutcomeUnknown) as exc:
-            again = await self._read_head(run_id)
-            if again is None or again[0] != head:
-                if isinstance(exc, OutcomeUnknown) and again is not None and again[1] == version:
-                    raise  # nothing landed (yet): the caller may try again
-                raise RunBusy(
-                    f"run {run_id!r} was taken by another worker just now", retry_after=0.0
-                ) from None
-            new_version = again[1]  # it was this very write
+        new_version = await self._take_head(run_id, head, version)
         return Lease(
             run_id=run_id,
             owner=owner,
@@ -628,6 +618,32 @@ class CheckpointStore:
             created_at=now,
             head=head,
         )
+
+    async def _take_head(self, run_id: str, head: dict[str, Any], version: str | None) -> str:
+        """Write a head that takes the run; reconcile a conflict or an unknown outcome.
+
+        After either, the head is read back: if it is this very head, the write
+        landed (its reply was lost); if it is still the one this write replaces,
+        nothing landed yet and the write is repeated (a compare-and-swap, so the
+        first attempt can no longer land after it); else another worker won.
+        """
+        for attempt in range(_RETRIES):
+            try:
+                return await self._write_head(run_id, head, version)
+            except (PreconditionFailed, OutcomeUnknown) as exc:
+                again = await self._read_head(run_id)
+                if again is not None and again[0] == head:
+                    return again[1]  # it was this very write
+                unchanged = again is None if version is None else (
+                    again is not None and again[1] == version
+                )
+                if isinstance(exc, PreconditionFailed) or not unchanged:
+                    raise RunBusy(
+                        f"run {run_id!r} was taken by another worker just now", retry_after=0.0
+                    ) from None
+                if attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def renew(self, lease: Lease, *, head_seq: int | None = None) -> Lease:
         """Extend the lease by its ttl.

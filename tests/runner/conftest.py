@@ -1,5 +1,6 @@
 """Fixtures for the runner's lifecycle tests: every test runs over each save style,
-on the memory adapter and on the file adapter, inside the hygiene checker (G5)."""
+on the memory adapter and on the file adapter, and over memory with writes whose
+outcome is unknown (late landings, late replies), inside the hygiene checker (G5)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance.hygiene import hygiene
+from checkpointkit.conformance.late import LateLanding, LateReply
 from checkpointkit.conformance.styles import STYLES
 from checkpointkit.storage import Storage
 
@@ -20,7 +22,14 @@ BACKENDS = [
     "memory-task-spawning",
     "memory-gather",
     pytest.param("file-inline", marks=pytest.mark.skipif(not HAVE_FILE, reason="no file adapter")),
+    "late-inline",
+    "latereply-inline",
 ]
+
+
+def _seed(tmp_path: Path) -> int:
+    """A seed per test, stable across runs (from the test's own directory name)."""
+    return sum(tmp_path.name.encode())
 
 
 def _make(kind: str, tmp_path: Path) -> Storage:
@@ -30,6 +39,10 @@ def _make(kind: str, tmp_path: Path) -> Storage:
         from checkpointkit.adapters.file import FileStorage
 
         inner = FileStorage(tmp_path / "store")
+    elif backend == "late":  # cancelled and timed-out writes land up to 50 ms later
+        inner = LateLanding(MemoryStorage(), seed=_seed(tmp_path), max_delay=0.05)
+    elif backend == "latereply":  # writes land at once, replies come up to 20 ms late
+        inner = LateReply(MemoryStorage(), seed=_seed(tmp_path), max_delay=0.02)
     else:
         inner = MemoryStorage()
     return STYLES[style](inner)
