@@ -143,5 +143,5 @@ async def chaos_backend(
                 config,
                 lambda: S3Storage(bucket, prefix, timeout=20.0, **storage_options(endpoint_url)),
                 proxies,
-                observe_every=0.3,
+                observe_every=0.5,
             )

@@ -503,6 +503,7 @@ async def test_many_workers_complete_every_run_under_chaos(
             chaos.kill_all()
             stop.set()
             await watcher
+        checks_started = time.monotonic()
         await observer.scan()  # the final sight of every key
         failures += chaos.failures
         leftovers = leftover_processes(token)
@@ -602,6 +603,7 @@ async def test_many_workers_complete_every_run_under_chaos(
         "backend": backend.name,
         "seed": seed,
         "wall_s": round(wall, 1),
+        "checks_s": round(time.monotonic() - checks_started, 1),
         "kills": chaos.kills,
         "stops": chaos.stops,
         "stalls": chaos.stalls,
