@@ -42,6 +42,8 @@ class ChaosBackend:
         direct: opens a storage on the same data, not through the proxies.
         proxies: the stall proxies between the workers and the server (none for file).
         observe_every: seconds between two scans of the observer.
+        records_only: the observer watches step records and checkpoints only,
+            not the inputs and index entries (S3: fewer requests to moto).
     """
 
     name: str
@@ -49,6 +51,7 @@ class ChaosBackend:
     direct: Callable[[], AbstractAsyncContextManager[Storage]]
     proxies: list[StallProxy] = field(default_factory=list)
     observe_every: float = 0.1
+    records_only: bool = False
 
 
 @pytest.fixture(scope="session")
@@ -143,5 +146,6 @@ async def chaos_backend(
                 config,
                 lambda: S3Storage(bucket, prefix, timeout=20.0, **storage_options(endpoint_url)),
                 proxies,
-                observe_every=0.5,
+                observe_every=1.0,
+                records_only=True,
             )
