@@ -852,7 +852,7 @@ class Workflow:
             RunBusy: another worker owns the run.
             Exception: whatever the workflow or a step raised.
         """
-        return await self._start(input, run_id, None)
+        return await self._guarded(self._start(input, run_id, None))
 
     async def resume(
         self,
@@ -879,7 +879,25 @@ class Workflow:
         """
         if not isinstance(wait, int | float) or wait < 0:
             raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
-        return await self._resume(run_id, responses, None, wait=float(wait))
+        return await self._guarded(self._resume(run_id, responses, None, wait=float(wait)))
+
+    async def _guarded(self, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
+        """Run ``coro`` in a task of its own, so that a caller's cancel is bounded (G4).
+
+        The run tears itself down within ``cancel_timeout``; should the storage
+        hold it longer (an operation that does not honour cancellation, awaited
+        before the run's own tasks exist, say), the caller still gets its
+        ``CancelledError`` at the bound, and the task is abandoned: kept
+        referenced until it ends, its outcome retrieved.
+        """
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(coro)
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            await _within({task}, loop.time() + self.cancel_timeout + 0.05)
+            raise
+        return task.result()
 
     def stream(
         self,
