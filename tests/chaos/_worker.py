@@ -20,7 +20,7 @@ SIGKILL never leaves half of another process's line):
 - ``exec-<pid>.log``: ``exec RUN STEP PID T_START T_ATTEMPT`` when a step
   starts executing (``T_ATTEMPT``: when the ``run``/``resume`` call that
   executes it began; wall-clock seconds);
-- ``begun-<pid>.log``: ``RUN PID T_ATTEMPT`` when a ``run``/``resume`` call
+- ``begun-<pid>.log``: ``RUN PID T_ATTEMPT CALL`` when a ``run``/``resume`` call
   begins (a call cut short by a SIGKILL leaves only this line);
 - ``attempts-<pid>.log``: one JSON object per ``run``/``resume`` call and its
   outcome;
@@ -177,8 +177,8 @@ async def attempt(
     global ATTEMPT_STARTED
     ATTEMPT_STARTED = time.time()
     entry: dict[str, Any] = {"run": run_id, "pid": PID, "t0": ATTEMPT_STARTED}
-    append(f"begun-{PID}.log", f"{run_id} {PID} {ATTEMPT_STARTED:.6f}")  # a kill leaves only this
     call = "run" if fresh else "resume"
+    append(f"begun-{PID}.log", f"{run_id} {PID} {ATTEMPT_STARTED:.6f} {call}")  # a kill leaves this
     try:
         if fresh:
             try:

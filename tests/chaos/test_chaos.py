@@ -369,7 +369,7 @@ def first_calls(logs: Path, run_ids: list[str], chaos: Chaos) -> list[str]:
         begun = sorted(
             (float(t), int(pid))
             for line in read_lines(logs, "begun-*.log")
-            for r, pid, t in [line.split()]
+            for r, pid, t, _call in [line.split()]
             if r == run_id
         )
         if not begun:
@@ -555,6 +555,11 @@ async def test_many_workers_complete_every_run_under_chaos(
 
         # No step executed in a call that began after the step's record was stored.
         executions = read_executions(logs)
+        calls = {  # (pid, call start) -> "run" or "resume"
+            (int(pid), t): call
+            for line in read_lines(logs, "begun-*.log")
+            for _run, pid, t, call in [line.split()]
+        }
         per_step = Counter((e.run, e.step) for e in executions)
         raced = 0
         for e in executions:
@@ -563,10 +568,11 @@ async def test_many_workers_complete_every_run_under_chaos(
                 failures.append(f"run {e.run}: step {e.step} executed (pid {e.pid}) but no record")
                 continue
             if e.attempt > landed.at:
+                call = calls.get((e.pid, f"{e.attempt:.6f}"), "call")
                 failures.append(
                     f"run {e.run}: step {e.step} executed again by pid {e.pid} at {e.started:.3f} "
-                    f"in a call begun at {e.attempt:.3f}, {e.attempt - landed.at:.3f} s after its "
-                    f"record was stored (seen at {landed.at:.3f}, epoch "
+                    f"in a {call} begun at {e.attempt:.3f}, {e.attempt - landed.at:.3f} s after "
+                    f"its record was stored (seen at {landed.at:.3f}, epoch "
                     f"{store.decode_step(landed.data).epoch})"
                 )
             elif e.started > landed.at:
