@@ -45,7 +45,14 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["SETTLE_BOUND", "Background", "settle", "track_connections"]
+__all__ = [
+    "SETTLE_BOUND",
+    "Attempt",
+    "Background",
+    "no_hidden_resend",
+    "settle",
+    "track_connections",
+]
 
 T = TypeVar("T")
 
@@ -58,13 +65,26 @@ _LINGER_RESET = struct.pack("HH" if sys.platform == "win32" else "ii", 1, 0)
 _TRACKED = "_checkpointkit_tracked"
 
 
-class _Attempt:
-    """The connections that one request attempt has taken from its connector."""
+class Attempt:
+    """The connections that one request attempt has taken from its connector.
+
+    :func:`settle` records them; :meth:`sent` then tells whether the attempt's
+    request may have left the client (a write that fails after that is
+    indeterminate, see :class:`~checkpointkit.errors.OutcomeUnknown`).
+    """
 
     __slots__ = ("connections",)
 
     def __init__(self) -> None:
         self.connections: list[Any] = []  # aiohttp Connection objects
+
+    def sent(self) -> bool:
+        """Whether the attempt was ever handed a connection: its request may have left.
+
+        False means that it never got a connection (the TCP connect failed or
+        never finished), so nothing of the request reached a server.
+        """
+        return bool(self.connections)
 
     def on_wire(self) -> bool:
         """Whether the attempt holds a connection: its request may have been (partly) sent.
@@ -88,7 +108,7 @@ class _Attempt:
             transport.abort()
 
 
-_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
+_ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
     "checkpointkit_http_attempt", default=None
 )
 
@@ -120,10 +140,27 @@ def track_connections(connector: Any) -> Any:
     return connector
 
 
+def no_hidden_resend(session: Any) -> Any:
+    """Stop an ``aiohttp.ClientSession`` from resending a request by itself; returns it.
+
+    aiohttp resends an idempotent request (``PUT`` and ``DELETE`` included) once
+    when a kept-alive connection drops before the reply. For a write, the first
+    send may have been applied: resent unseen, its outcome is hidden from the
+    adapter, whose own retries know that an earlier attempt was indeterminate
+    (see :func:`checkpointkit.adapters._retry.call`). The switch is aiohttp's
+    private ``_retry_connection`` (aiohttp 3.9 and later); without it, nothing
+    changes.
+    """
+    if session is not None and hasattr(session, "_retry_connection"):
+        session._retry_connection = False
+    return session
+
+
 async def settle(
     attempt: Callable[[], Coroutine[Any, Any, T]],
     grace: float,
     adopt: Callable[[asyncio.Task[Any]], None],
+    record: Attempt | None = None,
 ) -> T:
     """Run one write attempt; on cancellation, let it settle for ``grace`` s, else reset it.
 
@@ -133,13 +170,15 @@ async def settle(
             once the caller is cancelled; 0 resets it at once.
         adopt: takes an attempt's task that ignored its cancellation for
             :data:`SETTLE_BOUND` seconds (the storage waits for it when closed).
+        record: where the attempt's connections are recorded (a fresh one if
+            None); the caller reads :meth:`Attempt.sent` from it afterwards.
 
     Raises:
         asyncio.CancelledError: the caller was cancelled (always raised again,
             whatever the attempt's outcome).
         Exception: whatever the attempt raised.
     """
-    record = _Attempt()
+    record = Attempt() if record is None else record
     context = contextvars.copy_context()
     context.run(_ATTEMPT.set, record)
     task = asyncio.get_running_loop().create_task(attempt(), context=context)
@@ -152,7 +191,7 @@ async def settle(
 
 async def _wind_down(
     task: asyncio.Task[Any],
-    record: _Attempt,
+    record: Attempt,
     grace: float,
     adopt: Callable[[asyncio.Task[Any]], None],
 ) -> None:

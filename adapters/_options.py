@@ -5,10 +5,14 @@ messages, its typed URL parameters, the words that mark a secret) and uses it
 to parse URL parameters, check constructor options, redact URLs and check its
 prefix and endpoint. What is about one backend (bucket or container names,
 credentials, the client) stays in the adapter.
+
+:data:`SECRETS` keeps credentials out of the SDKs' logs: see
+:class:`SecretFilter`.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Callable
@@ -19,7 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 from ..errors import ConfigurationError, InvalidKey
 from ..keys import validate_key
 
-__all__ = ["Options", "UrlForm"]
+__all__ = ["SECRETS", "Options", "SecretFilter", "UrlForm"]
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
@@ -324,3 +328,100 @@ class Options:
             netloc = "***@" + netloc.rpartition("@")[2]
         tail = self._secret.sub(r"\1***", tail)
         return f"{head}{sep}{netloc}{slash}{tail}"
+
+
+# -- secrets in logs -----------------------------------------------------------------------
+
+_REDACTED = "***"
+_SECRET_PATTERNS = tuple(
+    re.compile(pattern, re.IGNORECASE)
+    for pattern in (
+        # SigV4: the session token header (canonical request, headers dict, presigned query)
+        r"(x-amz-security-token['\"]?\s*[:=]\s*b?['\"]?)[^\s'\"&,;]+",
+        # SigV4: the signature (Authorization header, presigned query, botocore's own line)
+        r"((?:x-amz-)?signature\s*=\s*)[0-9a-f]{16,}",
+        r"(signature:\s*)[0-9a-f]{64}",
+        # Azure: a SAS's signature, a connection string's key or SAS, a Shared Key header
+        r"([?&;]sig=)[^\s'\"&;]+",
+        r"((?:AccountKey|SharedAccessSignature)\s*=\s*)[^\s'\";]+",
+        r"(SharedKey(?:Lite)?\s+[^:\s'\"]+:)[A-Za-z0-9+/=]+",
+        # user:password@ in a URL (redis://:secret@host)
+        r"([a-z][a-z0-9+.-]*://[^/@\s:'\"]*:)[^/@\s'\"]+(?=@)",
+    )
+)
+
+
+class SecretFilter(logging.Filter):
+    """Redacts credentials from log records (a filter of the SDKs' loggers).
+
+    At DEBUG level botocore prints each SigV4 canonical request, which holds
+    the session token (``x-amz-security-token:...``), and each prepared request
+    with its ``X-Amz-Security-Token`` and ``Authorization`` headers. The filter
+    rewrites such a record before any handler sees it: the values of the
+    secrets registered with :meth:`add` (an adapter's explicit credentials),
+    and whatever the patterns recognize (a session token header, a SigV4 or
+    SAS signature, a connection string's ``AccountKey``, a Shared Key header,
+    a URL's password), become ``***``. A record's exception text is redacted
+    too. It never drops a record.
+
+    A filter of a logger sees the records logged on that logger only, not
+    those of its children: :meth:`install` adds it to every existing logger
+    under the given names.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._values: set[str] = set()
+        self._exact: re.Pattern[str] | None = None
+
+    def add(self, *values: object) -> None:
+        """Redact these exact values from now on (non-str and short values are ignored)."""
+        new = {v for v in values if isinstance(v, str) and len(v) >= 6} - self._values
+        if new:
+            self._values |= new
+            ordered = sorted(self._values, key=len, reverse=True)  # longest first
+            self._exact = re.compile("|".join(map(re.escape, ordered)))
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret that the filter knows or recognizes as ``***``."""
+        if self._exact is not None:
+            text = self._exact.sub(_REDACTED, text)
+        for pattern in _SECRET_PATTERNS:
+            text = pattern.sub(rf"\g<1>{_REDACTED}", text)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite ``record``'s message (and exception text) without secrets; keep it."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken record: leave it to the logging module's own handling
+            return True
+        clean = self.redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        return True
+
+    def install(self, *names: str) -> None:
+        """Add the filter to the loggers ``names`` and to every existing logger under them.
+
+        Idempotent; call it again once more SDK modules have been imported (an
+        adapter does when it opens its client).
+        """
+        manager = logging.Logger.manager
+        loggers = [logging.getLogger(name) for name in names]
+        for name, logger in list(manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger) and any(
+                name.startswith(f"{root}.") for root in names
+            ):
+                loggers.append(logger)
+        for logger in loggers:
+            if self not in logger.filters:
+                logger.addFilter(self)
+
+
+SECRETS = SecretFilter()
+"""The filter that the S3 and Azure adapters install on their SDKs' loggers."""

@@ -6,7 +6,22 @@ adapter judges it) is retried after an exponential backoff with full jitter,
 at most ``retries`` times, and no retry starts after the request's deadline
 (``timeout``, plus one second per MiB of body). A write runs each attempt
 through :func:`~checkpointkit.adapters._inflight.settle`, so that a cancelled
-write does not land later.
+write settles within its grace, or is reset.
+
+Writes whose outcome is unknown. An attempt of a write that fails after its
+request may have left the client (it was handed a connection) without a
+definite answer (a timeout, a lost connection, a 500) is indeterminate: the
+adapter's translation raises :class:`~checkpointkit.errors.OutcomeUnknown`.
+Retrying such a write is safe for the data (a create-only or if-match write
+cannot land twice), but it makes the *answer* of a later attempt ambiguous: a
+412 or 409 (create-only: "the key exists"; if-match: "another version"), or a
+404 of a delete, may be the echo of the earlier attempt that did land. So once
+an attempt of a call was indeterminate, whatever a later attempt raises is
+raised as ``OutcomeUnknown``, chained from that later error (the adapters first
+look for their own write by its token, and answer success when they find it);
+never a ``PreconditionFailed`` or ``NotFound`` that may be false. The same
+holds when the retries run out on a plain ``StorageUnavailable``: the earlier
+attempt may still have landed.
 """
 
 from __future__ import annotations
@@ -18,8 +33,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import StorageUnavailable
-from ._inflight import settle
+from ..errors import OutcomeUnknown, StorageUnavailable
+from ._inflight import Attempt, settle
 from ._options import Options
 
 __all__ = ["RetryPolicy", "call"]
@@ -84,24 +99,32 @@ class RetryPolicy:
         )
 
 
+Translate = Callable[[Callable[[], bool] | None], AbstractContextManager[None]]
+"""Makes the context manager that translates one attempt's errors. Its argument is
+None for a read, and for a write a function telling whether the attempt's request
+may have left the client (:meth:`~checkpointkit.adapters._inflight.Attempt.sent`)."""
+
+
 async def call(
     request: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
-    translate: Callable[[], AbstractContextManager[None]],
+    translate: Translate,
     is_transient: Callable[[BaseException | None], bool],
     *,
     size: int = 0,
     write: bool = False,
     grace: float = 0.0,
     adopt: Callable[[asyncio.Task[Any]], None] | None = None,
+    history: list[Exception] | None = None,
 ) -> T:
     """Run ``request`` with retries and backoff for transient failures, errors translated.
 
     Args:
         request: makes one attempt (a fresh awaitable each time).
         policy: the deadline and retries.
-        translate: a fresh context manager per attempt that turns the SDK's
-            errors into checkpointkit errors, the SDK's error as the cause.
+        translate: makes a fresh context manager per attempt that turns the
+            SDK's errors into checkpointkit errors, the SDK's error as the
+            cause (see :data:`Translate`).
         is_transient: whether a retry may succeed after the cause of a
             :class:`~checkpointkit.errors.StorageUnavailable`.
         size: the request body's size: one more second of deadline per MiB.
@@ -111,8 +134,14 @@ async def call(
             cancellation propagates).
         grace: see ``write``.
         adopt: see ``write`` (required with it).
+        history: receives each failed attempt's translated error, so that a
+            caller can tell that a successful answer came after an attempt
+            whose outcome is unknown (a batch delete's 404s, say).
 
     Raises:
+        OutcomeUnknown: a write's attempt failed after its request may have
+            left, and no later attempt succeeded (whatever that later attempt
+            raised is chained, see the module documentation).
         StorageUnavailable: the last attempt's, naming the number of attempts
             when there were several.
         Exception: whatever ``translate`` raises otherwise (not retried).
@@ -122,13 +151,17 @@ async def call(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + policy.timeout + size / MiB
     attempt = 0
+    unknown: OutcomeUnknown | None = None  # an earlier attempt that may have landed
     while True:
+        record = Attempt()
         try:
-            with translate():
+            with translate(record.sent if write else None):
                 if write and adopt is not None:
-                    return await settle(lambda: _attempt(request, deadline), grace, adopt)
+                    return await settle(lambda: _attempt(request, deadline), grace, adopt, record)
                 return await _attempt(request, deadline)
         except StorageUnavailable as exc:
+            if history is not None:
+                history.append(exc)
             cause = exc.__cause__
             delay = min(policy.backoff_max, policy.backoff * 2**attempt) * random.random()
             if (
@@ -136,11 +169,27 @@ async def call(
                 or not is_transient(cause)
                 or loop.time() + delay >= deadline
             ):
+                if unknown is not None and not isinstance(exc, OutcomeUnknown):
+                    raise _still_unknown(unknown, exc, attempt) from exc
                 if attempt:
-                    raise StorageUnavailable(f"{exc} (after {attempt + 1} attempts)") from cause
+                    raise type(exc)(f"{exc} (after {attempt + 1} attempts)") from cause
                 raise
+            if isinstance(exc, OutcomeUnknown):
+                unknown = exc
+        except Exception as exc:
+            if unknown is not None:
+                raise _still_unknown(unknown, exc, attempt) from exc
+            raise
         attempt += 1
         await asyncio.sleep(delay)
+
+
+def _still_unknown(unknown: OutcomeUnknown, later: Exception, attempt: int) -> OutcomeUnknown:
+    """The error of a write whose earlier attempt was indeterminate and a later one failed."""
+    return OutcomeUnknown(
+        f"{unknown}; retried, attempt {attempt + 1} then failed ({later}), "
+        "which may be the echo of the earlier attempt"
+    )
 
 
 async def _attempt(request: Callable[[], Awaitable[T]], deadline: float) -> T:

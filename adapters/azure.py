@@ -15,7 +15,11 @@ throttling) with exponential backoff and jitter until its ``timeout``; the
 SDK's own retries are off, so that one policy holds and a conditional write
 retried after a lost reply can recognize its own success (each conditional
 write carries a random token in its metadata, checked when a retried write
-meets a failed condition).
+meets a failed condition). A write that fails after its request may have left the
+client (a timeout, a lost reply, a 500) raises
+:class:`~checkpointkit.errors.OutcomeUnknown`, and so does a retry's failure after
+such an attempt (see :mod:`checkpointkit.adapters._retry`). ``delete_many`` sends
+blob batch requests of 256 deletes.
 
 See ``docs/adapters/azure.md`` for the URL, the options, the costs and the
 consistency notes.
@@ -36,16 +40,18 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import (
+    CheckpointkitError,
     ConfigurationError,
     InvalidKey,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import Background, track_connections
-from ._options import Options, UrlForm
+from ._inflight import Background, no_hidden_resend, track_connections
+from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
 
 try:
@@ -71,6 +77,8 @@ MiB = 1024 * KiB
 MAX_BLOCKS = 50_000
 MAX_BLOCK_SIZE = 4000 * MiB
 MAX_PAGE = 5000
+MAX_DELETE_BATCH = 256
+"""The most sub-requests in one blob batch request."""
 STREAM_ABOVE = 1 * MiB
 """Request bodies larger than this are sent from a stream (see ``_body``)."""
 READ_BLOCK_SIZE = 256 * KiB
@@ -116,6 +124,12 @@ _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+
+_LOST = (TimeoutError, aexc.ServiceRequestError, aexc.ServiceResponseError, aiohttp.ClientError,
+         OSError)  # fmt: skip
+"""Errors of a request without a (whole) answer."""
+_UNKNOWN_STATUS = frozenset((500, 502, 504))
+"""Answers to a write that do not say whether it happened (503 and 429 say it did not)."""
 
 _CONTAINER = re.compile(r"^(?:\$root|[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62})$")
 _NOT_XML = re.compile("[\ufffe\uffff]")
@@ -297,6 +311,7 @@ class AzureBlobStorage(StorageBase):
                     "Azure Blob storage needs a connection string (option connection_string or "
                     f"${ENV_CONNECTION_STRING}) or an account_url (URL parameter or option)"
                 )
+        _register_secrets(connection_string, account_url, credential)
         if connection_string is not None and account_url is not None:
             raise ConfigurationError(
                 "give either an Azure connection string or an account_url, not both"
@@ -333,6 +348,7 @@ class AzureBlobStorage(StorageBase):
             account_url = _OPTS.replace_endpoint(account_url, endpoint)
         if credential is None:
             credential = os.environ.get(ENV_ACCOUNT_KEY) or os.environ.get(ENV_SAS_TOKEN) or None
+            _register_secrets(None, None, credential)
         try:
             return ContainerClient(account_url, self.container, credential=credential, **options)
         except (ValueError, TypeError) as exc:
@@ -381,6 +397,7 @@ class AzureBlobStorage(StorageBase):
             self._check_open()
             if not self._opened:
                 if not self._entered:
+                    SECRETS.install("azure")  # the SDK redacts; this is a second line of defence
                     with self._translate_errors("open", None):
                         await self._client.__aenter__()
                     self._entered = True
@@ -414,7 +431,12 @@ class AzureBlobStorage(StorageBase):
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
     def _translate_errors(
-        self, op: str, key: str | None, *, condition: str | None = None
+        self,
+        op: str,
+        key: str | None,
+        *,
+        condition: str | None = None,
+        sent: Callable[[], bool] | None = None,
     ) -> Iterator[None]:
         """Turn Azure SDK and aiohttp errors into checkpointkit errors, the cause chained.
 
@@ -422,6 +444,8 @@ class AzureBlobStorage(StorageBase):
             op: what was being done (``"get"``, ``"put"``...), for the message.
             key: the storage key concerned, if any (named in the message).
             condition: the put's or delete's condition, named when it fails.
+            sent: for a write, tells whether its request may have left the
+                client (it was handed a connection); None for a read.
 
         Raises:
             NotFound: no such blob.
@@ -430,7 +454,12 @@ class AzureBlobStorage(StorageBase):
             ConfigurationError: a missing container (with the ``create=True``
                 hint), rejected credentials, an authorization failure.
             StorageClosed: the storage was closed while the call ran.
-            StorageUnavailable: anything else (connection errors, timeouts, 5xx).
+            OutcomeUnknown: a write whose request may have left got no definite
+                answer: a timeout, a lost connection or reply, HTTP 500
+                (``OperationTimedOut`` included), 502 or 504. It may have
+                happened, or may still happen.
+            StorageUnavailable: anything else (could not connect, 503,
+                throttling, an unexpected error).
         """
         try:
             yield
@@ -444,16 +473,21 @@ class AzureBlobStorage(StorageBase):
         ):
             raise
         except Exception as exc:
-            self._raise_translated(exc, op, key, condition)
+            self._raise_translated(exc, op, key, condition, sent is not None and sent())
 
     def _raise_translated(
-        self, exc: Exception, op: str, key: str | None, condition: str | None
+        self, exc: Exception, op: str, key: str | None, condition: str | None, sent: bool
     ) -> NoReturn:
         what = f"Azure {op} of key {key!r}" if key is not None else f"Azure {op}"
         where = f"container {self.container!r} at {self.account_url}"
+        unknown = "its request was sent, so it may have happened, or may still happen"
         if self._closed:
             raise StorageClosed(f"{what} failed: the storage was closed") from exc
         if isinstance(exc, aexc.IncompleteReadError):  # an HttpResponseError, but transient
+            if sent:
+                raise OutcomeUnknown(
+                    f"{what}: the reply from {where} was cut ({type(exc).__name__}); {unknown}"
+                ) from exc
             raise StorageUnavailable(f"{what} failed on {where}: {type(exc).__name__}") from exc
         if isinstance(exc, aexc.HttpResponseError):
             code = _code(exc)
@@ -498,7 +532,16 @@ class AzureBlobStorage(StorageBase):
                 ) from exc
             if code == "InvalidResourceName":
                 raise ConfigurationError(f"Azure refused the container name {self.container!r}")
+            if sent and (status in _UNKNOWN_STATUS or code == "OperationTimedOut"):
+                raise OutcomeUnknown(
+                    f"{what} failed: {code or 'error'} (HTTP {status}) on {where}; {unknown}"
+                ) from exc
             raise StorageUnavailable(f"{what} failed: {code or 'error'} (HTTP {status})") from exc
+        if sent and isinstance(exc, _LOST):
+            # an answer that never came, or came cut: the server may hold the whole request
+            lost = f"lost ({type(exc).__name__})"
+            detail = "timed out" if isinstance(exc, TimeoutError) else lost
+            raise OutcomeUnknown(f"{what} {detail} on {where}; {unknown}") from exc
         if isinstance(exc, aexc.ServiceRequestError):
             raise StorageUnavailable(f"{what} failed: cannot connect to {where}") from exc
         if isinstance(exc, aexc.ServiceResponseError | TimeoutError):
@@ -520,22 +563,26 @@ class AzureBlobStorage(StorageBase):
         condition: str | None = None,
         size: int = 0,
         write: bool = False,
+        history: list[Exception] | None = None,
     ) -> T:
         """Run ``request`` with retries and backoff for transient failures, errors translated.
 
-        A ``write`` (``Put Blob``, ``Put Block List``, ``Delete Blob``) cancelled
-        while its request is on the wire settles first: see
+        A ``write`` (``Put Blob``, ``Put Block List``, ``Delete Blob``, a batch)
+        cancelled while its request is on the wire settles first: see
         :func:`~checkpointkit.adapters._inflight.settle` and ``cancel_grace``.
+        ``history`` receives each failed attempt's error (see
+        :func:`~checkpointkit.adapters._retry.call`).
         """
         return await call(
             request,
             self._policy,
-            lambda: self._translate_errors(op, key, condition=condition),
+            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
             _is_transient,
             size=size,
             write=write,
             grace=self._cancel_grace,
             adopt=self._background.spawn,
+            history=history,
         )
 
     # -- the protocol ------------------------------------------------------------------
@@ -587,12 +634,22 @@ class AzureBlobStorage(StorageBase):
                 f"key {key!r} does not exist (if-match {getattr(mode, 'version', '')})"
             ) from None
         except PreconditionFailed:
-            # A conditional write resent after a lost reply (by this storage's retries, or
-            # by aiohttp, which resends a PUT once on a dropped connection) meets its own
-            # write: that is a success. One more request per failed condition tells them apart.
+            # A conditional write meets its own write (resent by aiohttp after a lost
+            # reply, where aiohttp still does): that is a success. One more request per
+            # failed condition tells them apart.
             version = await self._own_write(blob, key, token)
             if version is not None:
                 return version
+            raise
+        except OutcomeUnknown as exc:
+            # An attempt that may have landed, then a retry that failed (a failed condition,
+            # say: see adapters/_retry.py): the put's own write if the blob carries its token.
+            # Otherwise the earlier attempt may have landed and been replaced since, so the
+            # later failure proves nothing: the outcome stays unknown.
+            if token and isinstance(exc.__cause__, CheckpointkitError):
+                version = await self._own_write(blob, key, token)
+                if version is not None:
+                    return version
             raise
         return str(resp["etag"])
 
@@ -758,6 +815,61 @@ class AzureBlobStorage(StorageBase):
             raise
         return True
 
+    async def _delete_many(self, keys: list[str]) -> int:
+        """Delete ``keys`` with blob batch requests, 256 a request; return how many existed.
+
+        Each sub-request answers on its own: 202 (deleted) or 404 (did not
+        exist), so the count is the service's. A service that refuses the batch
+        as a whole (an emulator or a gateway without the blob batch API) gets
+        one ``Delete Blob`` per key instead. Not atomic: on an error, any
+        earlier batch is deleted.
+
+        Raises:
+            OutcomeUnknown: a batch was sent again after an attempt whose
+                outcome is unknown, and answered 404 for some keys: they are
+                deleted, but whether they existed is unknown.
+        """
+        client = await self._open()
+        ordered = list(dict.fromkeys(keys))  # each key once, as one delete after another
+        existed = 0
+        for start in range(0, len(ordered), MAX_DELETE_BATCH):
+            chunk = ordered[start : start + MAX_DELETE_BATCH]
+            names = [self._name(key) for key in chunk]
+            history: list[Exception] = []
+
+            async def batch(names: list[str] = names) -> list[Any]:
+                parts = await client.delete_blobs(
+                    *names,
+                    delete_snapshots="include",
+                    raise_on_any_failure=False,
+                    raw_request_hook=_plain_boundary,
+                )
+                return [part async for part in parts]
+
+            parts = await self._call(
+                f"delete of {len(chunk)} keys", None, batch, write=True, history=history
+            )
+            if len(parts) != len(chunk):  # refused as a whole: one answer for the batch
+                for key in chunk:
+                    existed += await self._delete(key, None)
+                continue
+            missing = 0
+            for key, part in zip(chunk, parts, strict=True):
+                status = part.status_code
+                if status == 404 and part.headers.get("x-ms-error-code") in (None, "BlobNotFound"):
+                    missing += 1
+                elif not 200 <= status < 300:
+                    with self._translate_errors("delete (in a batch)", key):
+                        raise aexc.HttpResponseError(response=part)
+            if missing and any(isinstance(e, OutcomeUnknown) for e in history):
+                raise OutcomeUnknown(
+                    f"Azure delete of {len(chunk)} keys: every key is deleted, but an earlier "
+                    f"attempt's outcome is unknown, so whether the {missing} that answered "
+                    "'not found' existed is unknown"
+                ) from history[-1]
+            existed += len(chunk) - missing
+        return existed
+
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
@@ -795,14 +907,50 @@ class _TrackingTransport(AioHttpTransport):  # type: ignore[misc]
     """azure-core's aiohttp transport, its connector wrapped by ``track_connections``.
 
     So that a write cancelled while on the wire can be settled or reset
-    (:mod:`checkpointkit.adapters._inflight`). The SDK opens the transport before
-    every request; wrapping is done once.
+    (:mod:`checkpointkit.adapters._inflight`), and so that aiohttp never resends
+    a write unseen (:func:`~checkpointkit.adapters._inflight.no_hidden_resend`).
+    The SDK opens the transport before every request; wrapping is done once.
     """
 
     async def open(self) -> None:
         await super().open()
         if self.session is not None:
             track_connections(self.session.connector)
+            no_hidden_resend(self.session)
+
+
+def _plain_boundary(request: Any) -> None:
+    """Give a blob batch request a boundary of letters, digits and ``_`` (a request hook).
+
+    The SDK's multipart boundary comes from :mod:`email`, ``===============N==``;
+    the service accepts it, but Azurite reads the boundary as the text between
+    the first two ``=`` of the Content-Type and refuses every batch. The hook
+    runs before the request is signed, so the signature covers the new one.
+    """
+    http = request.http_request
+    ctype = str(http.headers.get("Content-Type", ""))
+    old = ctype.partition("boundary=")[2].strip('"')
+    if not old or "=" not in old or not isinstance(http.data, bytes):
+        return
+    new = f"batch_{secrets.token_hex(16)}"
+    http.set_bytes_body(http.data.replace(old.encode(), new.encode()))
+    http.headers["Content-Type"] = f"multipart/mixed; boundary={new}"
+
+
+def _register_secrets(connection_string: Any, account_url: Any, credential: Any) -> None:
+    """Have :data:`~checkpointkit.adapters._options.SECRETS` redact these credentials."""
+    values: list[object] = [connection_string, credential]
+    if isinstance(connection_string, str):  # its AccountKey and SharedAccessSignature
+        values += [part.partition("=")[2] for part in connection_string.split(";")]
+    for text in (connection_string, account_url, credential):
+        if isinstance(text, str):  # a SAS: its signature
+            values += re.findall(r"(?:^|[?&;])sig=([^&;]+)", text)
+    named = getattr(credential, "named_key", None)  # AzureNamedKeyCredential
+    if named is not None:
+        values.append(getattr(named, "key", None))
+    signature = getattr(credential, "signature", None)  # AzureSasCredential
+    values.append(signature)
+    SECRETS.add(*values)
 
 
 def _body(data: bytes) -> bytes | io.BytesIO:

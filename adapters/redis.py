@@ -40,12 +40,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import heapq
+import math
 import os
 import re
 import secrets
 import socket
 import struct
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -54,6 +56,7 @@ from ..errors import (
     CheckpointkitError,
     ConfigurationError,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageUnavailable,
 )
@@ -88,6 +91,29 @@ hash; bigger ones are staged in a key of their own with a plain SET (no copy thr
 STAGED_MS = 60_000
 """A staged value that no script adopted (the writer died) expires after this long."""
 
+CANCEL_GRACE = 0.25
+"""Default ``cancel_grace``: seconds within which a cancelled write raises CancelledError,
+having made sure that it can no longer land (see "Settling cancelled writes" in the docs)."""
+
+DRIFT = 1e-3
+"""How fast, at most, the server's clock and the client's monotonic clock drift apart
+(seconds per second): NTP slews a clock by at most 500 ppm, so two by at most 1,000."""
+
+DELETE_CHUNK = 500
+"""Keys per delete_many script (each a few Lua stack slots; Lua's limit is about 8,000)."""
+
+_MARGIN = 0.002
+"""Seconds added to every settling wait: TIME's microseconds and float rounding."""
+_SLOWER = 1 / (1 - DRIFT)
+"""Local seconds for a server second to surely pass, at the worst drift."""
+_EXPIRED = 5
+"""What a write script returns when it ran after its deadline (and did nothing)."""
+_ATTEMPTS = 8
+"""Round trips of one write: scope registration, a re-stage, a deadline passed."""
+_RESTAGE_MIN = 16 * 1024
+"""An inline value at least this big whose script arrived late is staged (SET) before
+its next attempt, so that the script itself is small and quick to arrive."""
+
 
 class _Names(NamedTuple):
     """The Redis names of one scope (one hash slot)."""
@@ -101,7 +127,18 @@ class _Names(NamedTuple):
     v: bytes  # prefix of big-value version keys: v + key
 
 
-_PUT = """
+_FENCE = """
+local now = redis.call('TIME')
+if tonumber(now[1]) * 1000000 + tonumber(now[2]) > tonumber(ARGV[%d]) then
+  return {5, '', now[1], now[2]}
+end
+"""
+"""The first lines of every write script: past its deadline (server µs, ARGV[n]) it does
+nothing and returns {5}; else it runs, and returns the server's TIME with its result."""
+
+_PUT = (
+    _FENCE % 10
+    + """
 local key = ARGV[1]
 local vf, df, xf = 'v:' .. key, 'd:' .. key, 'x:' .. key
 local ext = ARGV[9] == '1'
@@ -110,19 +147,19 @@ local got = redis.call('HMGET', KEYS[1], vf, xf, '\\0live')
 local cur, big, live = got[1], got[2], got[3]
 if cur == ARGV[5] then
   if ext then redis.call('DEL', KEYS[5]) end
-  return {1, live or ''}
+  return {1, live or '', now[1], now[2]}
 end
 local mode = ARGV[3]
 if (mode == 'c' and cur) or (mode == 'm' and ((not cur) or cur ~= ARGV[4])) then
   if ext then redis.call('DEL', KEYS[5]) end
-  return {0, cur or ''}
+  return {0, cur or '', now[1], now[2]}
 end
-if ext and redis.call('EXISTS', KEYS[5]) == 0 then return {4, ''} end
+if ext and redis.call('EXISTS', KEYS[5]) == 0 then return {4, '', now[1], now[2]} end
 local fields = {vf, ARGV[5]}
 if not live then
   local token = ARGV[7]
-  if token == '' then return {2, ''} end
-  if redis.call('HEXISTS', KEYS[3], 'dead:' .. token) == 1 then return {3, ''} end
+  if token == '' then return {2, '', now[1], now[2]} end
+  if redis.call('HEXISTS', KEYS[3], 'dead:' .. token) == 1 then return {3, '', now[1], now[2]} end
   live = token
   fields[#fields + 1] = '\\0live'
   fields[#fields + 1] = token
@@ -162,27 +199,31 @@ if ttl > 0 then
     end
   end
 end
-return {1, live}
+return {1, live, now[1], now[2]}
 """
+)
 """KEYS: h, i, r, e, s (where this write staged a big value), x (the key's big-value
 key), xv (the version of the key's big value, beside it, so that one MGET reads both).
 ARGV: key, data ('' when staged), mode (o|c|m), expected version, new version,
 ttl ms (0: none), registration token ('' if none yet), dead-token ms, staged ('1': the
-data was put in s by a SET sent just before, in the same pipeline; it is renamed to x,
-which replaces the previous big value at once).
+data was put in s by a SET sent before; it is renamed to x, which replaces the previous
+big value at once), deadline (server µs, see _FENCE).
 Returns {1, live token} written, {0, current} precondition failed,
 {2} scope not registered, {3} registration token retired: draw another,
-{4} the staged data is gone (expired): stage it again.
+{4} the staged data is gone (expired): stage it again, {5} past the deadline: nothing
+done; each followed by the server's TIME (seconds, µs).
 The scope's live registration token is the field NUL "live" of its hash (no
 key holds NUL), so it expires with the scope's data and index."""
 
-_DELETE = r"""
+_DELETE = (
+    _FENCE % 5
+    + r"""
 local key = ARGV[1]
 local vf, xf = 'v:' .. key, 'x:' .. key
 local got = redis.call('HMGET', KEYS[1], vf, xf, '\0live')
 local cur, big, live = got[1], got[2], got[3]
-if not cur then return {0, ''} end
-if ARGV[2] ~= '' and cur ~= ARGV[2] then return {-1, cur} end
+if not cur then return {0, '', now[1], now[2]} end
+if ARGV[2] ~= '' and cur ~= ARGV[2] then return {-1, cur, now[1], now[2]} end
 if big then
   redis.call('DEL', KEYS[5], KEYS[6])
   redis.call('SREM', KEYS[4], KEYS[5], KEYS[6])
@@ -194,9 +235,9 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
     redis.call('HDEL', KEYS[1], '\0live')
     redis.call('HSET', KEYS[3], 'dead:' .. live, '1')
     redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[4]))
-    return {1, live}
+    return {1, live, now[1], now[2]}
   end
-  return {1, ''}
+  return {1, '', now[1], now[2]}
 end
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then
@@ -208,11 +249,74 @@ if ttl > 0 then
     end
   end
 end
-return {1, ''}
+return {1, '', now[1], now[2]}
 """
+)
 """KEYS: h, i, r, e, x, xv. ARGV: key, if-match version ('' if none), ttl ms,
-dead-token ms.
-Returns {0} missing, {-1, current} version mismatch, {1, retired token or ''}."""
+dead-token ms, deadline (server µs).
+Returns {0} missing, {-1, current} version mismatch, {1, retired token or ''},
+{5} past the deadline: nothing done; each followed by the server's TIME."""
+
+_DELETE_MANY = (
+    _FENCE % 1
+    + r"""
+local n = #ARGV - 3
+local vf, xf = {}, {}
+for j = 1, n do
+  vf[j] = 'v:' .. ARGV[j + 3]
+  xf[j] = 'x:' .. ARGV[j + 3]
+end
+local cur = redis.call('HMGET', KEYS[1], unpack(vf))
+local big = redis.call('HMGET', KEYS[1], unpack(xf))
+local gone, fields, names = {}, {}, {}
+for j = 1, n do
+  if cur[j] then
+    local key = ARGV[j + 3]
+    gone[#gone + 1] = key
+    fields[#fields + 1] = vf[j]
+    fields[#fields + 1] = 'd:' .. key
+    fields[#fields + 1] = xf[j]
+    if big[j] then
+      names[#names + 1] = KEYS[3 + 2 * j]
+      names[#names + 1] = KEYS[4 + 2 * j]
+    end
+  end
+end
+if #gone > 0 then
+  redis.call('HDEL', KEYS[1], unpack(fields))
+  redis.call('ZREM', KEYS[2], unpack(gone))
+  if #names > 0 then
+    redis.call('DEL', unpack(names))
+    redis.call('SREM', KEYS[4], unpack(names))
+  end
+end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local live = redis.call('HGET', KEYS[1], '\0live')
+  if live then
+    redis.call('HDEL', KEYS[1], '\0live')
+    redis.call('HSET', KEYS[3], 'dead:' .. live, '1')
+    redis.call('PEXPIRE', KEYS[3], tonumber(ARGV[3]))
+    return {1, live, now[1], now[2], #gone}
+  end
+  return {1, '', now[1], now[2], #gone}
+end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 and #gone > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if redis.call('PEXPIRE', KEYS[4], ttl) == 1 then
+    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+      redis.call('PEXPIRE', name, ttl)
+    end
+  end
+end
+return {1, '', now[1], now[2], #gone}
+"""
+)
+"""Deletes up to DELETE_CHUNK keys of one scope. KEYS: h, i, r, e, then for each key its
+x and xv names. ARGV: deadline (server µs), ttl ms, dead-token ms, the keys.
+Returns {1, retired token or '', TIME (2 items), how many existed}, or {5, '', TIME}
+past the deadline."""
 
 _READ = """
 local got = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2], ARGV[3])
@@ -242,6 +346,7 @@ empty, so that its ``ns:top`` entry may be removed. Returns {0} not empty,
 {1, also-retired live token or ''}."""
 
 _URL_PARAMS = (
+    "cancel_grace",
     "client_name",
     "cluster",
     "connect_timeout",
@@ -290,6 +395,37 @@ def _abort(writer: asyncio.StreamWriter | None) -> None:
     transport.abort()
 
 
+class _Write:
+    """The requests of one write operation in flight (the context variable ``_WRITE``).
+
+    The write *arms* it before it sends a script, with the local time after
+    which the server has surely passed the script's deadline; a connection
+    marks it ``sent`` when it starts writing the request (not the connection's
+    handshake). Once the reply is read the write calls :meth:`answered`.
+    """
+
+    __slots__ = ("armed", "sent", "settle", "tracked")
+
+    def __init__(self, tracked: bool) -> None:
+        self.tracked = tracked  # the storage's own connections report what they send
+        self.armed = False
+        self.sent = False
+        self.settle = 0.0
+
+    def arm(self, settle: float) -> None:
+        self.armed = True
+        self.settle = settle
+        if not self.tracked:  # a client passed in: assume the request left at once
+            self.sent = True
+
+    def answered(self) -> None:
+        self.armed = self.sent = False
+
+
+_WRITE: ContextVar[_Write | None] = ContextVar("checkpointkit_redis_write", default=None)
+"""The write operation of the current task, if any (pipelines' child tasks share it)."""
+
+
 class _AbortingConnection(Connection):
     """A connection that, when dropped on an error or a cancellation, resets instead of flushing.
 
@@ -297,21 +433,37 @@ class _AbortingConnection(Connection):
     command fails or is cancelled mid-way. Its graceful close would still
     send the rest of a cancelled request, so a cancelled put could land after
     ``CancelledError``; a reset discards it (a partial command never runs).
+
+    It also tells the write operation in flight (:data:`_WRITE`) when it starts
+    sending that operation's request, so that a connection error before that
+    is "could not connect", and one after it "outcome unknown".
     """
 
+    _handshake = False
+
     async def disconnect(self, nowait: bool = False, *args: Any, **kwargs: Any) -> None:
         if nowait:
             _abort(self._writer)
         await super().disconnect(nowait, *args, **kwargs)
 
+    async def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        self._handshake = True  # HELLO, AUTH, SELECT...: not the write's request
+        try:
+            await super().connect_check_health(*args, **kwargs)
+        finally:
+            self._handshake = False
 
-class _AbortingSSLConnection(SSLConnection):
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self.is_connected:
+            await self.connect_check_health(check_health=False)
+        write = _WRITE.get()
+        if write is not None and write.armed and not self._handshake:
+            write.sent = True
+        await super().send_packed_command(command, check_health)
+
+
+class _AbortingSSLConnection(_AbortingConnection, SSLConnection):
     """:class:`_AbortingConnection` for TLS."""
-
-    async def disconnect(self, nowait: bool = False, *args: Any, **kwargs: Any) -> None:
-        if nowait:
-            _abort(self._writer)
-        await super().disconnect(nowait, *args, **kwargs)
 
 
 def _use_aborting_connections(client: Redis | RedisCluster, ssl: bool) -> None:
@@ -324,6 +476,50 @@ def _use_aborting_connections(client: Redis | RedisCluster, ssl: bool) -> None:
     client.nodes_manager.connection_kwargs["connection_class"] = kind
     for node in client.nodes_manager.startup_nodes.values():
         node.connection_class = kind
+
+
+class _Clock:
+    """What the client knows of one server's clock.
+
+    ``server time - loop.time()`` (seconds) lies in ``[lo, hi]`` as of the
+    local time ``at``, and the interval widens by :data:`DRIFT` per second
+    since. Every ``TIME`` the server reports (each write script returns one)
+    narrows it: the server read its clock between the request's send and the
+    reply's arrival.
+    """
+
+    __slots__ = ("at", "hi", "lo")
+
+    def __init__(self) -> None:
+        self.lo = -math.inf
+        self.hi = math.inf
+        self.at = -math.inf
+
+    def add(self, sec: bytes | int, usec: bytes | int, sent: float, received: float) -> None:
+        """Narrow the interval with the server's ``TIME`` read between ``sent`` and ``received``."""
+        server = int(sec) + int(usec) * 1e-6
+        slack = DRIFT * (received - sent)
+        lo, hi = server - received - slack, server - sent + slack
+        aged = DRIFT * (received - self.at) if self.at > -math.inf else 0.0
+        new_lo, new_hi = max(lo, self.lo - aged), min(hi, self.hi + aged)
+        if new_lo > new_hi:  # the server's clock was stepped: only the new sample holds
+            new_lo, new_hi = lo, hi
+        self.lo, self.hi, self.at = new_lo, new_hi, received
+
+
+async def _settle(until: float) -> bool:
+    """Wait until the local time ``until``, also if cancelled meanwhile (bounded: a grace).
+
+    Returns whether a cancellation arrived during the wait (the caller raises it).
+    """
+    loop = asyncio.get_running_loop()
+    cancelled = False
+    while (left := until - loop.time()) > 0:
+        try:
+            await asyncio.sleep(left)
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
 
 
 class RedisStorage(StorageBase):
@@ -372,13 +568,20 @@ class RedisStorage(StorageBase):
         client_name: ``CLIENT SETNAME`` for the connections.
         address_remap: for a cluster, a function mapping a node's announced
             ``(host, port)`` to the one to connect to (a proxy, a tunnel).
+        cancel_grace: seconds (0.01 to 60, default 0.25) within which a
+            cancelled put or delete raises ``CancelledError``, having waited
+            until the server's clock has passed the deadline its script
+            carries, so that it can never land later (see "Settling cancelled
+            writes" in ``docs/adapters/redis.md``). It is also the longest a
+            write's script may take to reach the server before it must be sent
+            again.
         close_client: close a passed ``client`` in :meth:`aclose`.
 
     Raises:
         ConfigurationError: a bad option, or a client with ``decode_responses=True``.
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(ttl=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(ttl=False, settles_cancelled_writes=True)
     page_size: ClassVar[int] = 1000
     scan_width: ClassVar[int] = 64
     """Scopes merged per page when a listing's prefix spans several scopes."""
@@ -414,8 +617,26 @@ class RedisStorage(StorageBase):
         client_name: str | None = None,
         address_remap: Callable[[tuple[str, int]], tuple[str, int]] | None = None,
         close_client: bool | None = None,
+        cancel_grace: float = CANCEL_GRACE,
     ) -> None:
         self._closed = False
+        if (
+            isinstance(cancel_grace, bool)
+            or not isinstance(cancel_grace, int | float)
+            or not 0.01 <= cancel_grace <= 60
+        ):
+            raise ConfigurationError(
+                "redis option cancel_grace must be a number of seconds from 0.01 to 60, "
+                f"not {cancel_grace!r}"
+            )
+        self.cancel_grace = float(cancel_grace)
+        """Seconds within which a cancelled write settles and raises CancelledError."""
+        # a server's clock estimate is refreshed when its drift allowance reaches grace/8
+        self._refresh = self.cancel_grace / (16 * DRIFT)
+        # a script's window, before the clock estimate's width is taken off (_script_deadline)
+        self._window = (self.cancel_grace - _MARGIN) * (1 - DRIFT)
+        self._window_min = self.cancel_grace / 4
+        self._clocks: dict[str, _Clock] = {}
         _check_prefix(prefix)
         self._ns = prefix
         if hash_tag is not None and (
@@ -481,6 +702,7 @@ class RedisStorage(StorageBase):
             self._owns_client = bool(close_client)
             self._where = f"redis client {type(client).__name__}"
             self._secret = None
+            self._tracked = False  # its connections do not report what they send
             return
         if not isinstance(host, str) or not host:
             raise ConfigurationError(f"redis host must be a non-empty str, not {host!r}")
@@ -537,6 +759,7 @@ class RedisStorage(StorageBase):
             self._client = Redis(host=host, port=port, db=db,
                                  max_connections=max_connections or 100, **common)  # fmt: skip
         _use_aborting_connections(self._client, ssl)
+        self._tracked = True
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -544,7 +767,7 @@ class RedisStorage(StorageBase):
         """Open ``redis://[user:password@]host[:port][/db][?param=value&...]``.
 
         ``rediss://`` connects with TLS. Parameters: ``prefix``, ``ttl``
-        (seconds), ``timeout``, ``connect_timeout`` (seconds), ``retries``,
+        (seconds), ``timeout``, ``connect_timeout``, ``cancel_grace`` (seconds), ``retries``,
         ``cluster`` (true/false), ``scope_depth``, ``inline_max``, ``max_connections``,
         ``client_name``, ``ssl_ca_certs``, ``ssl_cert_reqs``,
         ``ssl_check_hostname``. Keyword ``options`` take the constructor's
@@ -679,8 +902,92 @@ class RedisStorage(StorageBase):
             await self._client.script_load(source)
             return await self._client.evalsha(sha, len(keys), *keys, *args)
 
+    # -- the server's clock: deadlines of write scripts ---------------------------------
+    async def _clock(self, name: bytes) -> _Clock:
+        """The clock estimate of the server (the node, on a cluster) that holds ``name``.
+
+        Measured with ``TIME`` when unknown or when its drift allowance has
+        grown past ``cancel_grace / 8`` (an idle storage); otherwise every
+        write's reply keeps it fresh.
+        """
+        node = None
+        ident = ""
+        if self.cluster:
+            node = cast(RedisCluster, self._client).get_node_from_key(name)  # type: ignore[arg-type]
+            ident = node.name if node is not None else ""
+        clock = self._clocks.get(ident)
+        if clock is None:
+            clock = self._clocks[ident] = _Clock()
+        loop = asyncio.get_running_loop()
+        if loop.time() - clock.at > self._refresh:
+            for _ in range(3):  # the narrowest of three round trips
+                sent = loop.time()
+                if node is None:
+                    sec, usec = await self._client.time()
+                else:
+                    sec, usec = await self._client.execute_command("TIME", target_nodes=node)
+                clock.add(sec, usec, sent, loop.time())
+        return clock
+
+    def _script_deadline(self, clock: _Clock) -> tuple[int, float]:
+        """A deadline for a script about to be sent to ``clock``'s server, and when to settle.
+
+        Returns the deadline in the server's microseconds, and the local time
+        (``loop.time()``) after which every server this storage knows has
+        surely passed it: a cancelled write waits until then. The script gets
+        as long as possible (``window``) while that wait stays within
+        ``cancel_grace`` of now; the wait grows beyond it only when the clock
+        estimate is wider than three quarters of the grace (a very slow link).
+        """
+        now = asyncio.get_running_loop().time()
+        aged = DRIFT * (now - clock.at)
+        lo = clock.lo - aged
+        hi = clock.hi + aged
+        window = self._window - (hi - lo)
+        if window < self._window_min:
+            window = self._window_min
+        deadline = now + hi + window
+        settle = now + (hi - lo + window) * _SLOWER
+        if len(self._clocks) > 1:
+            # the script may be redirected (MOVED) to another node: wait for every known clock
+            for other in self._clocks.values():
+                if other is not clock and other.lo > -math.inf:
+                    until = (deadline - other.lo - DRIFT * other.at) * _SLOWER
+                    if until > settle:
+                        settle = until
+        return math.ceil(deadline * 1e6), settle + _MARGIN
+
+    async def _settle_on_error(self, write: _Write, exc: BaseException) -> None:
+        """After ``exc`` (a cancellation, a lost connection...), wait out what ``write`` sent.
+
+        Raises CancelledError if a cancellation arrived during the wait and
+        ``exc`` is not one already.
+        """
+        if (
+            write.sent
+            and await _settle(write.settle)
+            and not isinstance(exc, asyncio.CancelledError)
+        ):
+            raise asyncio.CancelledError() from exc
+
     # -- the protocol ------------------------------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        write = _Write(self._tracked)
+        reset = _WRITE.set(write)
+        try:
+            with _translate_errors("put", key, self._where, self._secret, write), self._deadline():
+                try:
+                    async with self._slots:
+                        if self.cluster:
+                            await self._cluster_ready()
+                        return await self._put_attempts(key, data, mode, write)
+                except BaseException as exc:
+                    await self._settle_on_error(write, exc)
+                    raise
+        finally:
+            _WRITE.reset(reset)
+
+    async def _put_attempts(self, key: str, data: bytes, mode: PutMode, write: _Write) -> str:
         scope = self._scope(key)
         names = self._names(scope)
         version = secrets.token_hex(12)
@@ -695,51 +1002,70 @@ class RedisStorage(StorageBase):
         kb = key.encode()
         keys = (*names[:4], names.s + version.encode(), names.x + kb, names.v + kb)
         token = ""
-        stage = external
-        with _translate_errors("put", key, self._where, self._secret), self._deadline():
-            async with self._slots:
-                if self.cluster:
-                    await self._cluster_ready()
-                for _ in range(8):
-                    args = (
-                        key,
-                        b"" if external else data,
-                        code,
-                        expected,
-                        version,
-                        self._ttl_ms,
-                        token,
-                        DEAD_TOKEN_MS,
-                        "1" if external else "0",
-                    )
-                    if stage:
-                        # a big value goes into its own key with a plain SET (no copy
-                        # through Lua), in the same round trip as the script that adopts it
-                        res = await self._staged_script(keys, args, data)
-                        stage = False
-                    else:
-                        res = await self._script(_PUT, keys, args)
-                    status = res[0]
-                    if status == 1:
-                        self._remember_big(key, external)
-                        if token and res[1].decode() != token:
-                            # another client registered the scope first: ours is a stray
-                            await self._client.zrem(self._top, self._member(scope, token))
-                        return version
-                    if status == 0:
-                        raise _precondition(key, mode, res[1])
-                    if status == 4:  # the staged value expired before the script ran
-                        stage = True
-                        continue
-                    # 2: the scope is not registered; 3: our token was retired meanwhile
-                    token = secrets.token_hex(8)
-                    await self._client.zadd(self._top, {self._member(scope, token): 0})
+        stage = "pipelined" if external else ""
+        loop = asyncio.get_running_loop()
+        expired = 0
+        for _ in range(_ATTEMPTS):
+            if stage == "alone":  # a SET of its own: the script after it is small
+                await self._client.set(keys[4], data, px=STAGED_MS)
+                stage = ""
+            clock = await self._clock(names.h)
+            deadline, settle = self._script_deadline(clock)
+            args = (
+                key,
+                b"" if external else data,
+                code,
+                expected,
+                version,
+                self._ttl_ms,
+                token,
+                DEAD_TOKEN_MS,
+                "1" if external else "0",
+                deadline,
+            )
+            write.arm(settle)
+            sent = loop.time()
+            if stage:
+                # a big value goes into its own key with a plain SET (no copy
+                # through Lua), in the same round trip as the script that adopts it
+                res = await self._staged_script(keys, args, data)
+                stage = ""
+            else:
+                res = await self._script(_PUT, keys, args)
+            write.answered()
+            clock.add(res[2], res[3], sent, loop.time())
+            status = res[0]
+            if status == 1:
+                self._remember_big(key, external)
+                if token and res[1].decode() != token:
+                    # another client registered the scope first: ours is a stray
+                    await self._client.zrem(self._top, self._member(scope, token))
+                return version
+            if status == 0:
+                raise _precondition(key, mode, res[1])
+            if status == _EXPIRED:  # it reached the server too late, and did nothing
+                expired += 1
+                if not external and len(data) >= _RESTAGE_MIN:
+                    external, stage = True, "alone"
+                continue
+            if status == 4:  # the staged value expired before the script ran
+                stage = "alone"
+                continue
+            # 2: the scope is not registered; 3: our token was retired meanwhile
+            token = secrets.token_hex(8)
+            await self._client.zadd(self._top, {self._member(scope, token): 0})
+        if expired:
+            raise StorageUnavailable(
+                f"put {key!r} on {self._where}: the server ran the write after its deadline "
+                f"{expired} times (an overloaded server, or a link slower than "
+                f"cancel_grace={self.cancel_grace:g} s allows); nothing was written"
+            )
         raise StorageUnavailable(  # pragma: no cover - needs 8 racing retirements
             f"put {key!r}: could not register scope {scope!r} on {self._where}"
         )
 
     async def _staged_script(self, keys: Sequence[bytes], args: Sequence[Any], data: bytes) -> Any:
-        """``SET x data PX`` then the put script, pipelined: one round trip."""
+        """``SET s data PX`` then the put script, pipelined: one round trip."""
         sha = self._sha.get(_PUT) or self._sha.setdefault(
             _PUT, hashlib.sha1(_PUT.encode()).hexdigest()
         )
@@ -801,26 +1127,155 @@ class RedisStorage(StorageBase):
         return (res[0] if res else None), (res[1] if len(res) > 1 else None)
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
+        self._big.pop(key, None)
+        write = _Write(self._tracked)
+        reset = _WRITE.set(write)
+        try:
+            with (
+                _translate_errors("delete", key, self._where, self._secret, write),
+                self._deadline(),
+            ):
+                try:
+                    async with self._slots:
+                        if self.cluster:
+                            await self._cluster_ready()
+                        return await self._delete_attempts(key, if_match, write)
+                except BaseException as exc:
+                    await self._settle_on_error(write, exc)
+                    raise
+        finally:
+            _WRITE.reset(reset)
+
+    async def _delete_attempts(self, key: str, if_match: str | None, write: _Write) -> bool:
         scope = self._scope(key)
         names = self._names(scope)
-        self._big.pop(key, None)
-        with _translate_errors("delete", key, self._where, self._secret), self._deadline():
-            async with self._slots:
-                if self.cluster:
-                    await self._cluster_ready()
-                res = await self._script(
-                    _DELETE,
-                    (*names[:4], names.x + key.encode(), names.v + key.encode()),
-                    (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS),
+        keys = (*names[:4], names.x + key.encode(), names.v + key.encode())
+        loop = asyncio.get_running_loop()
+        for _ in range(_ATTEMPTS):
+            clock = await self._clock(names.h)
+            deadline, settle = self._script_deadline(clock)
+            write.arm(settle)
+            sent = loop.time()
+            res = await self._script(
+                _DELETE, keys, (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS, deadline)
+            )
+            write.answered()
+            clock.add(res[2], res[3], sent, loop.time())
+            if res[0] == _EXPIRED:  # it reached the server too late, and did nothing
+                continue
+            if res[0] == -1:
+                raise PreconditionFailed(
+                    f"key {key!r} is at version {res[1].decode()}, not {if_match} (if-match delete)"
                 )
-                if res[0] == -1:
-                    raise PreconditionFailed(
-                        f"key {key!r} is at version {res[1].decode()}, not {if_match} "
-                        "(if-match delete)"
-                    )
-                if res[0] == 1 and res[1]:
-                    await self._client.zrem(self._top, self._member(scope, res[1].decode()))
-        return bool(res[0] == 1)
+            if res[0] == 1 and res[1]:
+                await self._client.zrem(self._top, self._member(scope, res[1].decode()))
+            return bool(res[0] == 1)
+        raise StorageUnavailable(
+            f"delete {key!r} on {self._where}: the server ran the delete after its deadline "
+            f"{_ATTEMPTS} times (an overloaded server, or a link slower than "
+            f"cancel_grace={self.cancel_grace:g} s allows); nothing was deleted"
+        )
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        """Delete ``keys`` with one pipeline: one script per scope (per DELETE_CHUNK keys).
+
+        Each script deletes its keys from the scope's hash, index and big-value
+        keys and, when the scope is left empty, retires its registration, just
+        as :meth:`delete` does; the scope's ``ns:top`` entries are removed after.
+        """
+        scopes: dict[str, dict[str, None]] = {}
+        for key in keys:
+            scopes.setdefault(self._scope(key), {})[key] = None  # (a key given twice: once)
+            self._big.pop(key, None)
+        chunks = [
+            (scope, part[i : i + DELETE_CHUNK])
+            for scope, members in scopes.items()
+            for part in [list(members)]
+            for i in range(0, len(part), DELETE_CHUNK)
+        ]
+        what = keys[0] if len(keys) == 1 else f"{keys[0]}, ... ({len(keys)} keys)"
+        write = _Write(self._tracked)
+        reset = _WRITE.set(write)
+        try:
+            with (
+                _translate_errors("delete_many", what, self._where, self._secret, write),
+                self._deadline(),
+            ):
+                try:
+                    async with self._slots:
+                        if self.cluster:
+                            await self._cluster_ready()
+                        return await self._delete_chunks(chunks, write)
+                except BaseException as exc:
+                    await self._settle_on_error(write, exc)
+                    raise
+        finally:
+            _WRITE.reset(reset)
+
+    async def _delete_chunks(self, chunks: list[tuple[str, list[str]]], write: _Write) -> int:
+        sha = self._sha.get(_DELETE_MANY) or self._sha.setdefault(
+            _DELETE_MANY, hashlib.sha1(_DELETE_MANY.encode()).hexdigest()
+        )
+        loop = asyncio.get_running_loop()
+        existed = 0
+        retired: list[bytes] = []
+        for _ in range(_ATTEMPTS):
+            pipe = self._client.pipeline(transaction=False)
+            clocks: list[_Clock] = []
+            settle = 0.0
+            for scope, part in chunks:
+                names = self._names(scope)
+                clock = await self._clock(names.h)
+                deadline, until = self._script_deadline(clock)
+                settle = max(settle, until)
+                clocks.append(clock)
+                names_of_keys = [
+                    name for k in part for name in (names.x + k.encode(), names.v + k.encode())
+                ]
+                pipe.execute_command(
+                    "EVALSHA",
+                    sha,
+                    4 + len(names_of_keys),
+                    *names[:4],
+                    *names_of_keys,
+                    deadline,
+                    self._ttl_ms,
+                    DEAD_TOKEN_MS,
+                    *part,
+                )
+            write.arm(settle)
+            sent = loop.time()
+            results = await pipe.execute(raise_on_error=False)
+            write.answered()
+            received = loop.time()
+            again: list[tuple[str, list[str]]] = []
+            load = False
+            for (scope, part), clock, res in zip(chunks, clocks, results, strict=True):
+                if isinstance(res, rexc.NoScriptError):
+                    load = True
+                    again.append((scope, part))
+                    continue
+                if isinstance(res, BaseException):
+                    raise res
+                clock.add(res[2], res[3], sent, received)
+                if res[0] == _EXPIRED:  # it reached the server too late, and did nothing
+                    again.append((scope, part))
+                    continue
+                existed += int(res[4])
+                if res[1]:
+                    retired.append(self._member(scope, res[1].decode()))
+            if load:
+                await self._client.script_load(_DELETE_MANY)
+            if not again:
+                if retired:
+                    await self._client.zrem(self._top, *retired)
+                return existed
+            chunks = again
+        raise StorageUnavailable(
+            f"delete_many on {self._where}: the server ran {len(chunks)} of its scripts after "
+            f"their deadline {_ATTEMPTS} times (an overloaded server, or a link slower than "
+            f"cancel_grace={self.cancel_grace:g} s allows); those keys were not deleted"
+        )
 
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
@@ -1013,7 +1468,7 @@ class _Deadline:
 class _RedisStorageWithTTL(RedisStorage):
     """A :class:`RedisStorage` created with ``ttl``: it declares the TTL capability."""
 
-    capabilities: ClassVar[Capabilities] = Capabilities(ttl=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(ttl=True, settles_cancelled_writes=True)
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -1039,6 +1494,17 @@ _UNAVAILABLE: tuple[tuple[type[BaseException], str], ...] = (
 )
 """Every foreign error :func:`_translate_errors` maps to StorageUnavailable, most specific first."""
 
+_ANSWERED: tuple[type[BaseException], ...] = (
+    rexc.AuthenticationError,
+    rexc.AuthenticationWrongNumberOfArgsError,
+    rexc.BusyLoadingError,
+    rexc.MaxConnectionsError,
+    rexc.ResponseError,
+)
+"""Errors that say the server refused the request, or that it was never sent: a write
+that failed with one of these did not happen. Any other failure after a write's request
+left is OutcomeUnknown."""
+
 
 class _translate_errors:  # lower case: used like a function, ``with _translate_errors(...)``
     """Turn redis-py's errors into checkpointkit's, chained with ``from``.
@@ -1046,23 +1512,30 @@ class _translate_errors:  # lower case: used like a function, ``with _translate_
     Checkpointkit's own errors and cancellation pass through. ``MOVED`` or
     ``ASK`` from a standalone client becomes :class:`ConfigurationError`
     (the server is a cluster node); everything in :data:`_UNAVAILABLE`
-    becomes :class:`StorageUnavailable`. The password never reaches a message.
-    (A class, not a generator: it wraps every operation, so it must be cheap.)
+    becomes :class:`StorageUnavailable`, or :class:`OutcomeUnknown` when it
+    hit a write whose request had started to leave (a timeout or a lost
+    connection, not a refusal: see :data:`_ANSWERED`). The password never
+    reaches a message. (A class, not a generator: it wraps every operation,
+    so it must be cheap.)
 
     Args:
         op: the operation (``"put"``), for the message.
         subject: the key or prefix, for the message.
         where: the redacted server address.
         secret: the password, scrubbed from the server's messages.
+        write: the write operation's tracker, None for a read.
     """
 
-    __slots__ = ("op", "secret", "subject", "where")
+    __slots__ = ("op", "secret", "subject", "where", "write")
 
-    def __init__(self, op: str, subject: str, where: str, secret: str | None) -> None:
+    def __init__(
+        self, op: str, subject: str, where: str, secret: str | None, write: _Write | None = None
+    ) -> None:
         self.op = op
         self.subject = subject
         self.where = where
         self.secret = secret
+        self.write = write
 
     def __enter__(self) -> None:
         return None
@@ -1081,17 +1554,26 @@ class _translate_errors:  # lower case: used like a function, ``with _translate_
             raise ConfigurationError(
                 f"{what}: {where} is a Redis Cluster node; open it with ?cluster=true"
             ) from exc
+        write = self.write
+        unknown = write is not None and write.sent and not isinstance(exc, _ANSWERED)
+        kind = OutcomeUnknown if unknown else StorageUnavailable
+        tail = (
+            " (the request had been sent: the write may have happened, but it will not "
+            "happen later)"
+            if unknown
+            else ""
+        )
         if isinstance(exc, AttributeError):
             if _raised_in_redis(exc):
                 # redis-py's cluster client can close a connection that a command is using
-                raise StorageUnavailable(
-                    f"{what} on {where}: the connection was closed under the command: {exc}"
+                raise kind(
+                    f"{what} on {where}: the connection was closed under the command{tail}: {exc}"
                 ) from exc
             return
-        for kind, reason in _UNAVAILABLE:
-            if isinstance(exc, kind):
+        for foreign, reason in _UNAVAILABLE:
+            if isinstance(exc, foreign):
                 detail = _scrub(str(exc) or type(exc).__name__, self.secret)
-                raise StorageUnavailable(f"{what} on {where}: {reason}: {detail}") from exc
+                raise kind(f"{what} on {where}: {reason}{tail}: {detail}") from exc
 
 
 _REDIS_DIR = os.path.dirname(os.path.abspath(_redis_package.__file__ or "")) + os.sep
@@ -1171,7 +1653,7 @@ def _parse_param(shown: str, name: str, value: str) -> Any:
             if low in _FALSE:
                 return False
             raise ValueError
-        if name in ("ttl", "timeout", "connect_timeout"):
+        if name in ("ttl", "timeout", "connect_timeout", "cancel_grace"):
             return float(value)
         if name in ("retries", "scope_depth", "max_connections", "inline_max"):
             return int(value)

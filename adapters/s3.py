@@ -19,6 +19,11 @@ throttling) with exponential backoff and jitter until its ``timeout``; the
 client's own retries are off, so that one policy holds and a conditional write
 retried after a lost reply can recognize its own success (each conditional
 write carries a random token in its metadata, checked on a 412 after a retry).
+A write that fails after its request may have left the client (a timeout, a lost
+reply, a 500) raises :class:`~checkpointkit.errors.OutcomeUnknown`, and so does a
+retry's failure after such an attempt (see :mod:`checkpointkit.adapters._retry`).
+``delete_many`` sends ``DeleteObjects`` per 1000 keys. A logging filter keeps the
+session token and signatures out of botocore's DEBUG output.
 
 See ``docs/adapters/s3.md`` for the URL, the options, the costs and the
 consistency notes.
@@ -37,16 +42,18 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 from ..errors import (
+    CheckpointkitError,
     ConfigurationError,
     InvalidKey,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
-from ._inflight import Background, track_connections
-from ._options import Options, UrlForm
+from ._inflight import Background, no_hidden_resend, track_connections
+from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
 
 try:
@@ -74,6 +81,8 @@ MAX_PARTS = 10_000
 MAX_NAME_BYTES = 1024
 """S3's longest object name, in UTF-8 bytes."""
 MAX_SINGLE_PUT = 5 * GiB
+MAX_DELETE_BATCH = 1000
+"""S3's most keys in one ``DeleteObjects``."""
 """S3's largest single ``PutObject``."""
 
 HEADER_MAGIC = b"ckv1"
@@ -139,6 +148,15 @@ _TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+
+_TIMEOUTS = (TimeoutError, bexc.ReadTimeoutError, bexc.ConnectTimeoutError)
+_LOST = (TimeoutError, bexc.BotoCoreError, aiohttp.ClientError, OSError)
+"""Errors of a request without a (whole) answer."""
+_UNKNOWN_STATUS = frozenset((500, 502, 504))
+"""Answers to a write that do not say whether it happened (503 and 429 say it did not)."""
+
+_SDK_LOGGERS = ("botocore", "aiobotocore", "boto3", "aioboto3", "s3transfer", "urllib3")
+"""The loggers that :data:`~checkpointkit.adapters._options.SECRETS` filters."""
 
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
 _SECRET_PARAMS = frozenset(
@@ -284,6 +302,7 @@ class S3Storage(StorageBase):
                 "S3 options access_key_id and secret_access_key go together: give both or neither"
             )
         self._credentials = (access_key_id, secret_access_key, session_token)
+        SECRETS.add(secret_access_key, session_token)  # never in the SDK's logs (see _open)
         self._profile = profile
         self._create = _OPTS.check_bool("create", create)
         self._threshold = _OPTS.check_int("multipart_threshold", multipart_threshold, 1)
@@ -379,6 +398,8 @@ class S3Storage(StorageBase):
                 with self._translate_errors("open", None):
                     self._client = await cm.__aenter__()
                 self._client_cm = cm
+                # botocore's DEBUG lines hold the session token and signatures: redacted
+                SECRETS.install(*_SDK_LOGGERS)
                 self._client.meta.events.register("before-send.s3", _expect_only_large_bodies)
                 if self._create:
                     await self._ensure_bucket()
@@ -419,7 +440,12 @@ class S3Storage(StorageBase):
     # -- errors and retries ------------------------------------------------------------
     @contextlib.contextmanager
     def _translate_errors(
-        self, op: str, key: str | None, *, condition: str | None = None
+        self,
+        op: str,
+        key: str | None,
+        *,
+        condition: str | None = None,
+        sent: Callable[[], bool] | None = None,
     ) -> Iterator[None]:
         """Turn botocore and aiohttp errors into checkpointkit errors, the cause chained.
 
@@ -427,6 +453,8 @@ class S3Storage(StorageBase):
             op: what was being done (``"get"``, ``"put"``...), for the message.
             key: the storage key concerned, if any (named in the message).
             condition: the put's or delete's condition, named when it fails.
+            sent: for a write, tells whether its request may have left the
+                client (it was handed a connection); None for a read.
 
         Raises:
             NotFound: no such key.
@@ -436,7 +464,11 @@ class S3Storage(StorageBase):
                 hint), rejected or missing credentials, access denied, a bad
                 region or bucket name.
             StorageClosed: the storage was closed while the call ran.
-            StorageUnavailable: anything else (connection errors, timeouts, 5xx).
+            OutcomeUnknown: a write whose request may have left got no definite
+                answer: a timeout, a lost connection or reply, HTTP 500, 502 or
+                504. It may have happened, or may still happen.
+            StorageUnavailable: anything else (could not connect, 503,
+                throttling, an unexpected error).
         """
         try:
             yield
@@ -450,15 +482,16 @@ class S3Storage(StorageBase):
         ):
             raise
         except Exception as exc:
-            self._raise_translated(exc, op, key, condition)
+            self._raise_translated(exc, op, key, condition, sent is not None and sent())
 
     def _raise_translated(
-        self, exc: Exception, op: str, key: str | None, condition: str | None
+        self, exc: Exception, op: str, key: str | None, condition: str | None, sent: bool
     ) -> NoReturn:
         what = f"S3 {op} of key {key!r}" if key is not None else f"S3 {op}"
         where = f"bucket {self.bucket!r}" + (
             f" at {self.endpoint_url}" if self.endpoint_url else ""
         )
+        unknown = "its request was sent, so it may have happened, or may still happen"
         if self._closed:
             raise StorageClosed(f"{what} failed: the storage was closed") from exc
         if isinstance(exc, bexc.ClientError):
@@ -502,6 +535,10 @@ class S3Storage(StorageBase):
                 ) from exc
             if code == "InvalidBucketName":
                 raise ConfigurationError(f"S3 refused the bucket name {self.bucket!r}") from exc
+            if sent and (status in _UNKNOWN_STATUS or code == "InternalError"):
+                raise OutcomeUnknown(
+                    f"{what} failed: {code} (HTTP {status}) on {where}; {unknown}"
+                ) from exc
             raise StorageUnavailable(f"{what} failed: {code} (HTTP {status}) on {where}") from exc
         if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
             raise ConfigurationError(
@@ -518,7 +555,11 @@ class S3Storage(StorageBase):
             raise ConfigurationError(
                 f"{what}: the S3 client refused the request ({detail})"
             ) from exc
-        if isinstance(exc, TimeoutError | bexc.ReadTimeoutError | bexc.ConnectTimeoutError):
+        if sent and isinstance(exc, _LOST):
+            # an answer that never came, or came cut: the server may hold the whole request
+            detail = "timed out" if isinstance(exc, _TIMEOUTS) else f"lost ({type(exc).__name__})"
+            raise OutcomeUnknown(f"{what} {detail} on {where}; {unknown}") from exc
+        if isinstance(exc, _TIMEOUTS):
             raise StorageUnavailable(f"{what} timed out on {where}") from exc
         if isinstance(exc, bexc.EndpointConnectionError):
             raise StorageUnavailable(f"{what} failed: cannot connect to {where}") from exc
@@ -545,7 +586,7 @@ class S3Storage(StorageBase):
         return await call(
             request,
             self._policy,
-            lambda: self._translate_errors(op, key, condition=condition),
+            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
             _is_transient,
             size=size,
             write=write,
@@ -594,9 +635,8 @@ class S3Storage(StorageBase):
                 "put", key, put_object, condition=condition, size=len(data), write=True
             )
         except (PreconditionFailed, NotFound) as exc:
-            # A write resent after a lost reply (by this storage's retries, or by aiohttp,
-            # which resends a PUT once on a dropped connection) meets its own write: that
-            # is a success. One HEAD per failure tells them apart.
+            # A write meets its own write (resent by aiohttp after a lost reply, where
+            # aiohttp still does): that is a success. One HEAD per failure tells them apart.
             version = await self._own_write(client, key, name, token) if token else None
             if version is not None:
                 return version
@@ -609,6 +649,16 @@ class S3Storage(StorageBase):
             raise StorageUnavailable(  # NoSuchUpload: the multipart upload vanished
                 f"S3 put of key {key!r} failed: the multipart upload was lost"
             ) from exc
+        except OutcomeUnknown as exc:
+            # An attempt that may have landed, then a retry that failed (a failed condition,
+            # say: see adapters/_retry.py): the put's own write if the object carries its
+            # token. Otherwise the earlier attempt may have landed and been replaced since,
+            # so the later failure proves nothing: the outcome stays unknown.
+            if token and isinstance(exc.__cause__, CheckpointkitError):
+                version = await self._own_write(client, key, name, token)
+                if version is not None:
+                    return version
+            raise
         return str(resp["ETag"])
 
     async def _own_write(self, client: Any, key: str, name: str, token: str) -> str | None:
@@ -756,6 +806,69 @@ class S3Storage(StorageBase):
             f"S3 delete of key {key!r}: the object kept changing under the delete"
         )
 
+    async def _delete_many(self, keys: list[str]) -> int:
+        """Delete ``keys`` with ``DeleteObjects``, 1000 a request; return how many existed.
+
+        ``DeleteObjects`` reports every key as deleted, whether it existed or
+        not (only a versioned bucket tells them apart, by delete markers), so
+        the keys that exist are counted first, from a listing of the range that
+        each request covers (``ListObjectsV2`` from its first key to its last,
+        under their common prefix): about one listing request per 1000 keys
+        when the keys are close together, as a run's are. A key created or
+        deleted by someone else between the listing and the delete is counted
+        as the listing saw it. Not atomic: on an error, any earlier chunk is
+        deleted.
+        """
+        client = await self._open()
+        names = {key: self._name(key) for key in keys}
+        ordered = sorted(set(keys))
+        existed = 0
+        for start in range(0, len(ordered), MAX_DELETE_BATCH):
+            chunk = ordered[start : start + MAX_DELETE_BATCH]
+            existed += await self._count_existing(chunk)
+            objects = [{"Key": names[key]} for key in chunk]
+
+            async def delete_objects(objects: list[dict[str, str]] = objects) -> Any:
+                return await client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+                )
+
+            resp = await self._call(
+                f"delete of {len(chunk)} keys", None, delete_objects, write=True
+            )
+            errors = resp.get("Errors") or []
+            if errors:
+                first = errors[0]
+                key = str(first.get("Key", ""))[len(self._root) :]
+                error = bexc.ClientError(
+                    {"Error": {"Code": first.get("Code", ""), "Message": first.get("Message", "")}},
+                    "DeleteObjects",
+                )
+                with self._translate_errors(f"delete ({len(errors)} of {len(chunk)} failed)", key):
+                    raise error
+        return existed
+
+    async def _count_existing(self, chunk: list[str]) -> int:
+        """How many of ``chunk`` (sorted keys) exist, from one listing of their range."""
+        wanted = set(chunk)
+        last = chunk[-1]
+        common = 0  # the keys' common prefix (character-wise): that of the first and the last
+        while common < min(len(chunk[0]), len(last)) and chunk[0][common] == last[common]:
+            common += 1
+        prefix = last[:common]
+        # start just before the first key: its parent string sorts before it
+        start_after: str | None = chunk[0][:-1] or None
+        found = 0
+        cursor: Any = None
+        first = True
+        while first or cursor is not None:
+            page = await self._list_page(prefix, start_after, cursor, self._page_size)
+            first, cursor = False, page.cursor
+            found += sum(1 for key in page.keys if key in wanted)
+            if page.keys and page.keys[-1] >= last:
+                break
+        return found
+
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
@@ -786,8 +899,12 @@ class _TrackingSession(AIOHTTPSession):  # type: ignore[misc]
     """aiobotocore's aiohttp session, its connector wrapped by ``track_connections``.
 
     So that a write cancelled while on the wire can be settled or reset
-    (:mod:`checkpointkit.adapters._inflight`).
+    (:mod:`checkpointkit.adapters._inflight`), and that aiohttp never resends a
+    write unseen (:func:`~checkpointkit.adapters._inflight.no_hidden_resend`).
     """
+
+    async def _get_session(self, *args: Any, **kwargs: Any) -> Any:
+        return no_hidden_resend(await super()._get_session(*args, **kwargs))
 
     def _create_connector(self, *args: Any, **kwargs: Any) -> Any:
         made = super()._create_connector(*args, **kwargs)

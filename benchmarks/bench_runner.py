@@ -96,7 +96,8 @@ def per_step_file(n: int, repeat: int) -> tuple[float, int]:
 
 def raw_file_put(count: int) -> float:
     record = CheckpointStore(MemoryStorage()).encode_step(
-        __import__("checkpointkit").store.StepRecord("noop@0", 1, fingerprint="x", seq=1)
+        __import__("checkpointkit").store.StepRecord("noop@0", 1, fingerprint="x", seq=1),
+        run_id="r",
     )
 
     async def go() -> None:
@@ -174,10 +175,11 @@ def store_overhead(count: int) -> tuple[float, float]:
             for i in range(count):
                 from checkpointkit.store import StepRecord
 
-                data = store.encode_step(StepRecord(f"s@{i}", value, seq=i))
+                data = store.encode_step(StepRecord(f"s@{i}", value, seq=i), run_id="r")
                 await store.save_step("r", f"s@{i}", data)
-                got, _ = await storage.get(store.step_key("r", f"s@{i}"))
-                store.decode_step(got)
+                key = store.step_key("r", f"s@{i}")
+                got, _ = await storage.get(key)
+                store.decode_step(got, key=key)
 
     return median_time(raw, 5) / count, median_time(via_store, 5) / count
 

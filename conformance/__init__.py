@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from .checks import ConformanceFailure
     from .concurrency import ConcurrencyTests
     from .faults import Fault, FaultyStorage
-    from .fixtures import GROUPS, StorageFixtures
+    from .fixtures import StorageFixtures
+    from .groups import GROUPS
+    from .histories import LinearizabilityTests
     from .hygiene import HygieneError, HygieneReport, hygiene
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
@@ -59,6 +61,7 @@ __all__ = [
     "HygieneReport",
     "HygieneTests",
     "LifecycleTests",
+    "LinearizabilityTests",
     "PrefixedStorage",
     "Progress",
     "Report",
@@ -76,7 +79,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "GROUPS": "fixtures",
+    "GROUPS": "groups",
     "BadInputTests": "bad_input",
     "CancellationTests": "cancellation",
     "CapabilityTests": "capabilities",
@@ -89,6 +92,7 @@ _WHERE = {
     "HygieneReport": "hygiene",
     "HygieneTests": "hygiene_rules",
     "LifecycleTests": "lifecycle",
+    "LinearizabilityTests": "histories",
     "PrefixedStorage": "target",
     "Progress": "api",
     "Report": "report",
@@ -110,7 +114,17 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'checkpointkit.conformance' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    try:
+        imported = importlib.import_module(f".{module}", __name__)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("pytest", "_pytest", "pytest_asyncio"):
+            raise
+        raise ModuleNotFoundError(
+            f"checkpointkit.conformance.{name} needs pytest and pytest-asyncio ({exc}); "
+            'install them with: pip install "checkpointkit[conformance]"',
+            name=exc.name,
+        ) from exc
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 

@@ -19,9 +19,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import ConfigurationError
 from ..storage import Capabilities
 from .checks import ConformanceFailure
-from .fixtures import GROUPS, group_of
+from .groups import GROUPS, group_of
 from .hygiene import HygieneError
 from .report import Report, TestResult, merge_reasons
 from .target import Factory, Target, resolve_target
@@ -65,17 +66,20 @@ async def run(
             string (a storage URL, ``module:factory``, ``file`` or ``memory``).
         groups: run only these groups (default: all): ``semantics``,
             ``concurrency``, ``bad-input``, ``cancellation``, ``lifecycle``,
-            ``hygiene``, ``capabilities``.
+            ``hygiene``, ``capabilities``, ``linearizability``.
         pattern: run only tests matching this pytest ``-k`` expression.
         scale: multiply the request counts of the heavier tests.
         capabilities: override what the adapter declares.
         progress: told the number of tests, then each result as it comes.
 
     Raises:
-        ConfigurationError: the target cannot be resolved, or an unknown group.
+        ConfigurationError: the target cannot be resolved or opened for a
+            reason of configuration (an unknown scheme, a bad URL, a missing
+            extra, a directory that does not exist), or an unknown group.
         ImportError: pytest or pytest-asyncio is not installed
             (``pip install "checkpointkit[conformance]"``).
     """
+    _require_pytest()
     from .plugin import selected_groups
 
     overrides: dict[str, Any] = {}
@@ -103,6 +107,8 @@ async def run(
                             "ttl",
                         )
                     }
+        except ConfigurationError:
+            raise  # an unknown scheme, a bad URL, a missing extra: the caller's to fix
         except Exception as exc:
             report.errors.append(
                 f"the target {resolved.name!r} could not be opened: {type(exc).__name__}: {exc}"
@@ -118,6 +124,19 @@ async def run(
         report.duration = time.perf_counter() - start
         if owns_cleanup and resolved.cleanup is not None:
             resolved.cleanup()
+
+
+def _require_pytest() -> None:
+    """Raise the error naming the extra if pytest or pytest-asyncio is missing."""
+    try:
+        import pytest  # noqa: F401
+        import pytest_asyncio  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError(
+            f"the conformance suite needs pytest and pytest-asyncio ({exc}); "
+            'install them with: pip install "checkpointkit[conformance]"',
+            name=exc.name,
+        ) from exc
 
 
 def _run_pytest(collector: _Collector, pattern: str | None) -> None:

@@ -48,6 +48,7 @@ async def _plant(storage: Storage) -> None:
 
 
 async def _check_sentinels(storage: Storage, after: str) -> None:
+    __tracebackhide__ = True
     promise = f"refused input must lose nothing stored ({after})"
     for key, data in SENTINELS.items():
         await expect_value(storage, key, data, promise=promise)

@@ -83,6 +83,7 @@ async def _cancel(
     started: asyncio.Event | None = None,
 ) -> _Outcome:
     """Start ``op``, cancel it at ``point`` (or once ``started`` is set), and see how it ends."""
+    __tracebackhide__ = True
     task = asyncio.ensure_future(op())
     if started is not None:
         try:
@@ -119,6 +120,7 @@ async def _cancel(
 
 
 def _check_raised(outcomes: list[_Outcome], what: str) -> None:
+    __tracebackhide__ = True
     for o in outcomes:
         if not o.took:
             continue
@@ -148,6 +150,7 @@ async def _watch(
     storage: Storage, outcomes: list[_Outcome], *, seconds: float, interval: float, what: str
 ) -> None:
     """Poll every cancelled key for ``seconds``; fail at the first change."""
+    __tracebackhide__ = True
     deadline = time.monotonic() + seconds
     rounds = 0
     while True:
@@ -178,6 +181,7 @@ class CancellationTests(StorageFixtures):
     async def _sweep_puts(
         self, storage: Storage, size: int = 64 * 1024, *, check_whole: bool = True
     ) -> list[_Outcome]:
+        __tracebackhide__ = True
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
             key = f"cancel/{i:02d}"
@@ -352,6 +356,7 @@ class CancellationTests(StorageFixtures):
 
 
 async def _own_answer(storage: Storage, key: str, what: str) -> None:
+    __tracebackhide__ = True
     await storage.put(key, f"answer for {key}".encode())
     await expect_value(
         storage,
@@ -363,6 +368,7 @@ async def _own_answer(storage: Storage, key: str, what: str) -> None:
 
 
 async def _bounded(aw: Awaitable[T], seconds: float, what: str, key: str) -> T:
+    __tracebackhide__ = True
     try:
         async with asyncio.timeout(seconds):
             return await aw
@@ -378,6 +384,7 @@ async def _bounded(aw: Awaitable[T], seconds: float, what: str, key: str) -> T:
 async def _through_proxy(
     target: Target, direction: Literal["request", "response"], scale: float
 ) -> None:
+    __tracebackhide__ = True
     if not target.proxyable:
         import pytest
 

@@ -96,6 +96,7 @@ def fail(
     Raises:
         ConformanceFailure: always.
     """
+    __tracebackhide__ = True  # pytest shows the test's line, then the message
     where = f" (key {short_key(key)})" if key is not None else ""
     text = f"{promise}{where}: expected {expected}, but {observed}."
     if detail:
@@ -107,6 +108,7 @@ def expect(
     condition: bool, promise: str, *, key: str | None = None, expected: str, observed: str
 ) -> None:
     """:func:`fail` unless ``condition`` holds."""
+    __tracebackhide__ = True  # pytest shows the test's line, then the message
     if not condition:
         fail(promise, key=key, expected=expected, observed=observed)
 
@@ -136,6 +138,7 @@ async def expect_value(
     Returns:
         What ``get`` returned (None for a missing key).
     """
+    __tracebackhide__ = True  # pytest shows the test's line, then the message
     got = await get_or_none(storage, key)
     if expected is None:
         if got is not None:
@@ -192,6 +195,7 @@ async def expect_value(
 
 async def expect_missing(storage: Storage, key: str, *, promise: str, detail: str = "") -> None:
     """Check that ``get(key)`` raises NotFound."""
+    __tracebackhide__ = True  # pytest shows the test's line, then the message
     await expect_value(storage, key, None, promise=promise, detail=detail)
 
 
@@ -215,6 +219,7 @@ async def expect_raises(
     Returns:
         The exception raised.
     """
+    __tracebackhide__ = True  # pytest shows the test's line, then the message
     names = (
         exc_type.__name__
         if isinstance(exc_type, type)
@@ -259,6 +264,7 @@ async def expect_keys(
     limit: int | None = None,
 ) -> list[str]:
     """Check that a listing returns exactly ``expected``, in that order."""
+    __tracebackhide__ = True  # pytest shows the test's line, then the message
     call = f"list({prefix!r}" + (
         f", start_after={start_after!r}" if start_after is not None else ""
     )
@@ -304,6 +310,7 @@ async def watch_stable(
 
     A bounded observation, not a sleep: it returns early only with a failure.
     """
+    __tracebackhide__ = True  # pytest shows the test's line, then the message
     deadline = time.monotonic() + seconds
     polls = 0
     while True:

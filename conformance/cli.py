@@ -1,4 +1,4 @@
-"""``checkpointkit conformance SPEC``: run the suite with a progress display and a report.
+"""``checkpointkit conformance SPEC``: run the suite with progress lines and a report.
 
 SPEC is a storage URL (``redis://127.0.0.1:6379/0``; each test works under its
 own random key prefix, deleted afterwards), ``module:factory`` (a factory or
@@ -7,188 +7,276 @@ directory per test) or ``memory``.
 
 Exit status: 0 when every test that was not skipped passed; 1 when a test
 failed, the target could not be opened or no test was selected; 2 for a bad
-command line.
+command line or environment (an unknown scheme or group, a directory that does
+not exist, pytest or an adapter's extra not installed).
+
+This module imports neither pytest nor the suite until the command runs, so
+that ``checkpointkit --help`` works after a base install.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+import shutil
+import textwrap
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-
+from ..cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Output, command
 from ..errors import ConfigurationError
+from .groups import GROUPS
 
 if TYPE_CHECKING:
     from .report import Report, TestResult
 
-__all__ = ["conformance_command", "print_report"]
+__all__ = ["PROGRESS_INTERVAL", "ProgressLines", "conformance_command", "print_report"]
 
-_GROUP_HELP = (
-    "run only this group (repeatable): semantics, concurrency, bad-input, cancellation, "
-    "lifecycle, hygiene, capabilities"
-)
+PROGRESS_INTERVAL = 10.0
+"""Seconds between two progress lines when standard error is not a terminal."""
 
 
-class _Live:
-    """Shows a progress bar on stderr and each failure as it happens."""
+class ProgressLines:
+    """The suite's progress on standard error, fed from pytest's worker thread.
 
-    def __init__(self, progress: Progress, name: str) -> None:
-        self.progress = progress
-        self.task = progress.add_task(f"conformance of {escape(name)}", total=None)
+    On a terminal, one status line redrawn in place (each failure printed
+    above it as it happens). Elsewhere (CI logs, a pipe), plain lines: the
+    number of tests at the start, each failure as it happens, and a line
+    every ``interval`` seconds, so a long run shows that it is alive.
+
+    Args:
+        out: where to write.
+        name: the target's name.
+        interval: seconds between two progress lines off a terminal.
+        clock: the time source (``time.monotonic``).
+    """
+
+    def __init__(
+        self,
+        out: Output,
+        name: str,
+        *,
+        interval: float = PROGRESS_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out
+        self.name = name
+        self.interval = interval
+        self.clock = clock
+        self.live = out.err_is_terminal
+        self.total: int | None = None
+        self.done = 0
         self.failed = 0
+        self.started = clock()
+        self.last_line = self.started
+        self._drawn = False
 
     def collected(self, total: int) -> None:
-        self.progress.update(self.task, total=total)
+        """Told the number of tests that will run."""
+        self.total = total
+        self.last_line = self.clock()
+        if not self.live:
+            self.out.info(f"conformance of {self.name}: running {total} tests")
 
     def finished(self, result: TestResult) -> None:
+        """Told one test's result."""
+        self.done += 1
         if result.outcome == "failed":
             self.failed += 1
-            self.progress.console.print(
-                f"[red]FAILED[/] {escape(result.group)}::{escape(result.name)}", highlight=False
+            self._clear()
+            self.out.info(
+                f"{self.out.paint('FAILED', 'red', err=True)} {result.group}::{result.name}"
             )
-        suffix = f" [red]{self.failed} failed[/]" if self.failed else ""
-        self.progress.update(
-            self.task,
-            advance=1,
-            description=f"{escape(result.group):<13} {escape(result.name[:48])}{suffix}",
-        )
+        now = self.clock()
+        if self.live:
+            self._draw(f"{result.group:<13} {result.name[:48]}")
+        elif now - self.last_line >= self.interval:
+            self.last_line = now
+            self.out.info(self._counts(now))
+
+    def close(self) -> None:
+        """Remove the status line (on a terminal)."""
+        self._clear()
+
+    def _counts(self, now: float) -> str:
+        total = "?" if self.total is None else str(self.total)
+        failed = f", {self.failed} failed" if self.failed else ""
+        return f"progress: {self.done}/{total} tests done{failed}, {now - self.started:.0f} s"
+
+    def _draw(self, what: str) -> None:
+        self.out.stderr.write(f"\r\x1b[K{self._counts(self.clock())}  {what}")
+        self.out.stderr.flush()
+        self._drawn = True
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self.out.stderr.write("\r\x1b[K")
+            self.out.stderr.flush()
+            self._drawn = False
 
 
-def conformance_command(
-    spec: Annotated[
-        str,
-        typer.Argument(
-            metavar="SPEC",
-            help="what to test: a storage URL, module:factory, 'file' or 'memory'",
-            show_default=False,
-        ),
-    ],
-    json_path: Annotated[
-        Path | None, typer.Option("--json", metavar="FILE", help="write the report as JSON")
-    ] = None,
-    junit_xml: Annotated[
-        Path | None,
-        typer.Option("--junit-xml", metavar="FILE", help="write the report as JUnit XML"),
-    ] = None,
-    pattern: Annotated[
-        str | None,
-        typer.Option("-k", metavar="PATTERN", help="run only tests matching this -k expression"),
-    ] = None,
-    group: Annotated[
-        list[str] | None, typer.Option("--group", metavar="NAME", help=_GROUP_HELP)
-    ] = None,
-    scale: Annotated[
-        float | None,
-        typer.Option(
-            "--scale",
-            metavar="FACTOR",
-            help="multiply request counts of the heavier tests (0.2 for a slow local server)",
-        ),
-    ] = None,
-) -> None:
-    """Run the conformance suite against a storage and report what holds."""
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "spec",
+        metavar="SPEC",
+        help="what to test: a storage URL, module:factory, 'file' or 'memory'",
+    )
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help="write the report as JSON to FILE; without FILE (or with '-') print it on "
+        "standard output, as the command's one document, instead of the table",
+    )
+    parser.add_argument("--junit-xml", metavar="FILE", help="write the report as JUnit XML")
+    parser.add_argument(
+        "-k", dest="pattern", metavar="PATTERN", help="run only tests matching this -k expression"
+    )
+    parser.add_argument(
+        "--group",
+        action="append",
+        metavar="NAME",
+        help=f"run only this group (repeatable): {', '.join(GROUPS)}",
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        metavar="FACTOR",
+        help="multiply request counts of the heavier tests (0.2 for a slow local server)",
+    )
+
+
+@command(
+    "conformance",
+    help="Run the conformance suite against a storage and report what holds.",
+    arguments=_arguments,
+    storage=False,
+    json_flag=False,
+)
+def conformance_command(args: argparse.Namespace, out: Output) -> int:
+    """Run the conformance suite against a storage and report what holds.
+
+    SPEC is a storage URL (each test works under its own random key prefix,
+    deleted afterwards), module:factory (your factory of fresh storages),
+    'file' (a fresh temporary directory per test) or 'memory'.
+    """
+    out.json = args.json == "-"
     try:
+        import pytest  # noqa: F401
+        import pytest_asyncio  # noqa: F401
+
         from .api import run
     except ImportError as exc:
-        Console(stderr=True).print(
-            f"[red]error:[/] the conformance suite needs pytest and pytest-asyncio ({exc}); "
-            'install them with: pip install "checkpointkit[conformance]"'
-        )
-        raise typer.Exit(2) from None
-    err = Console(stderr=True)
-    out = Console()
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
+        raise CliError(
+            f"the conformance suite needs pytest and pytest-asyncio ({exc}); "
+            'install them with: pip install "checkpointkit[conformance]"',
+            EXIT_USAGE,
+        ) from None
+    progress = ProgressLines(out, args.spec)
     try:
-        with Progress(*columns, console=err, transient=True) as progress:
-            live = _Live(progress, spec)
-            report = asyncio.run(
-                run(spec, groups=group or None, pattern=pattern, scale=scale, progress=live)
+        report = asyncio.run(
+            run(
+                args.spec,
+                groups=args.group or None,
+                pattern=args.pattern,
+                scale=args.scale,
+                progress=progress,
             )
+        )
     except ConfigurationError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from None
-    print_report(report, out)
-    if json_path is not None:
-        report.write_json(json_path)
-        err.print(f"JSON report written to {escape(str(json_path))}")
-    if junit_xml is not None:
-        report.write_junit_xml(junit_xml)
-        err.print(f"JUnit XML report written to {escape(str(junit_xml))}")
+        raise CliError(str(exc), EXIT_USAGE) from None
+    finally:
+        progress.close()
+    if out.json:
+        out.document(report.to_dict())
+    else:
+        print_report(report, out)
+    if args.json not in (None, "-"):
+        report.write_json(args.json)
+        out.info(f"JSON report written to {args.json}")
+    if args.junit_xml is not None:
+        report.write_junit_xml(args.junit_xml)
+        out.info(f"JUnit XML report written to {args.junit_xml}")
     if not report.results and not report.errors:
-        err.print("[red]no test was selected[/] (check --group and -k)")
-    raise typer.Exit(0 if report.ok else 1)
+        out.info("no test was selected (check --group and -k)")
+    return EXIT_OK if report.ok else EXIT_FAILED
 
 
-def print_report(report: Report, console: Console) -> None:
-    """Print the report: per-group table, failures with reasons, skips, latency, level."""
-    table = Table(title=f"Conformance of {escape(report.target)}", title_justify="left")
-    table.add_column("group")
-    table.add_column("passed", justify="right", style="green")
-    table.add_column("failed", justify="right", style="red")
-    table.add_column("skipped", justify="right", style="yellow")
+def _reason(text: str, out: Output) -> str:
+    """A failure's reason, indented; wrapped to the terminal's width on a terminal only."""
+    if not out.color:
+        return f"  {text}"
+    width = shutil.get_terminal_size((100, 24)).columns
+    return textwrap.fill(
+        text,
+        width=max(40, width - 1),
+        initial_indent="  ",
+        subsequent_indent="  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def print_report(report: Report, out: Output) -> None:
+    """Print the report: per-group table, failures with reasons, skips, latency, verdict."""
+    out.print(f"Conformance of {report.target}")
+    rows: list[tuple[str, ...]] = []
     totals = [0, 0, 0]
     for name, s in report.groups().items():
-        table.add_row(name, str(s.passed), str(s.failed), str(s.skipped))
+        rows.append((name, str(s.passed), str(s.failed), str(s.skipped)))
         totals = [totals[0] + s.passed, totals[1] + s.failed, totals[2] + s.skipped]
-    table.add_section()
-    table.add_row("total", *map(str, totals), style="bold")
-    console.print(table)
+    rows.append(("total", *map(str, totals)))
+    out.table(("group", "passed", "failed", "skipped"), rows, right=(1, 2, 3))
 
     for error in report.errors:
-        console.print(f"[red bold]error:[/] {escape(error)}")
+        out.print(f"{out.paint('error:', 'red')} {error}")
     if report.failures:
-        console.print("\n[bold red]Failures[/]")
+        out.print()
+        out.print(out.paint("Failures", "bold"))
         order = {g: i for i, g in enumerate(report.groups())}
         for r in sorted(report.failures, key=lambda r: order.get(r.group, len(order))):
-            console.print(f"[red]✗ {escape(r.group)}::{escape(r.name)}[/]")
-            console.print(f"  {escape(r.reason)}", highlight=False)
+            out.print(out.paint(f"✗ {r.group}::{r.name}", "red"))
+            out.print(_reason(r.reason, out))
     skips: dict[str, list[str]] = {}
     for r in report.skipped:
         skips.setdefault(r.reason, []).append(r.name)
     if skips:
-        console.print("\n[bold yellow]Skipped[/]")
+        out.print()
+        out.print(out.paint("Skipped", "bold"))
         for reason, names in skips.items():
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            console.print(
-                f"[yellow]-[/] {escape(reason)} [dim]({escape(shown)})[/]", highlight=False
-            )
+            out.print(f"- {reason} ({shown})")
     if report.latency:
-        lat = Table(title="Storage latency (ms)", title_justify="left")
-        for column in ("operation", "count", "p50", "p99", "max"):
-            lat.add_column(column, justify="left" if column == "operation" else "right")
-        for op, v in report.latency.items():
-            lat.add_row(
-                op,
-                str(int(v["count"])),
-                f"{v['p50_ms']:.3f}",
-                f"{v['p99_ms']:.3f}",
-                f"{v['max_ms']:.3f}",
-            )
-        console.print()
-        console.print(lat)
-    style = {"full": "green", "basic": "yellow", "none": "red"}[report.level]
-    verdict = "[green]passed[/]" if report.ok else "[red]FAILED[/]"
-    console.print(
-        f"\nConformance level: [bold {style}]{report.level}[/] ({escape(report.level_reason)})"
-        f"  ·  {verdict}  ·  "
-        f"{len(report.results)} tests in {report.duration:.1f} s"
-    )
+        out.print()
+        out.print("Storage latency (ms)")
+        out.table(
+            ("operation", "count", "p50", "p99", "max"),
+            [
+                (
+                    op,
+                    str(int(v["count"])),
+                    f"{v['p50_ms']:.3f}",
+                    f"{v['p99_ms']:.3f}",
+                    f"{v['max_ms']:.3f}",
+                )
+                for op, v in report.latency.items()
+            ],
+            right=(1, 2, 3, 4),
+        )
+    verdict = out.paint("passed", "green") if report.ok else out.paint("FAILED", "red")
+    tests = f"{len(report.results)} tests in {report.duration:.1f} s"
+    out.print()
+    if set(report.groups_run) == set(GROUPS):
+        out.print(
+            f"Conformance level: {out.paint(report.level, 'bold')} ({report.level_reason})"
+            f"  ·  {verdict}  ·  {tests}"
+        )
+    else:
+        # A level is a verdict on every group: a run of some groups passes or fails, no level.
+        out.print(
+            f"Conformance level: not rated (only {', '.join(report.groups_run)} ran; "
+            f"a level needs every group)  ·  {verdict}  ·  {tests}"
+        )

@@ -29,28 +29,26 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, ClassVar
 
 import pytest
-import pytest_asyncio
+
+try:
+    import pytest_asyncio
+except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the extra
+    raise ModuleNotFoundError(
+        f"the conformance suite's test classes need pytest-asyncio ({_exc}); "
+        'install it with: pip install "checkpointkit[conformance]"',
+        name=_exc.name,
+    ) from _exc
 
 from ..storage import Capabilities, Storage, StorageBase
 from .checks import ConformanceFailure
 from .faults import FaultyStorage
+from .groups import GROUPS, group_of
 from .hygiene import hygiene
 from .styles import StorageWrapper
 from .target import Factory, PrefixedStorage, Target
 from .timing import TimedStorage
 
 __all__ = ["GROUPS", "StorageFixtures", "group_of", "raw_storage"]
-
-GROUPS = (
-    "semantics",
-    "concurrency",
-    "bad-input",
-    "cancellation",
-    "lifecycle",
-    "hygiene",
-    "capabilities",
-)
-"""Every group of the suite, in the order the report lists them."""
 
 _WRAPPERS = (TimedStorage, PrefixedStorage, FaultyStorage, StorageWrapper)
 
@@ -62,16 +60,12 @@ def raw_storage(storage: Any) -> Any:
     return storage
 
 
-def group_of(function: Any) -> str | None:
-    """The conformance group of a test function of the suite (None if not one)."""
-    return getattr(function, "__conformance_group__", None)
-
-
 def _time_limited(
     fn: Callable[..., Coroutine[Any, Any, None]], group: str | None
 ) -> Callable[..., Coroutine[Any, Any, None]]:
     @functools.wraps(fn)
     async def test(self: StorageFixtures, *args: Any, **kwargs: Any) -> None:
+        __tracebackhide__ = True
         limit = self.time_limit
         scope = asyncio.timeout(limit)
         try:

@@ -24,6 +24,7 @@ __all__ = ["HygieneTests"]
 
 
 def _expect_finding(report: HygieneReport, needle: str, rule: str) -> None:
+    __tracebackhide__ = True
     if not any(needle in finding for finding in report.findings):
         fail(
             f"the hygiene checker must catch {rule}",

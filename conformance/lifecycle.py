@@ -43,6 +43,7 @@ class Boom(Exception):
 
 
 async def _bounded(aw: Awaitable[T], seconds: float, what: str) -> T:
+    __tracebackhide__ = True
     try:
         async with asyncio.timeout(seconds):
             return await aw

@@ -13,22 +13,34 @@ Options:
     run only these groups; also applies to subclasses of the suite's classes.
 ``--checkpointkit-scale FACTOR``
     multiply request counts of the heavier tests (default 1).
+``--checkpointkit-seed N``
+    the seed of the linearizability group's random histories (default: a
+    fresh one, printed; also ``$CHECKPOINTKIT_SEED``).
+
+Installing checkpointkit registers this plugin in every pytest session of the
+environment, so it imports nothing optional when pytest starts: no
+pytest-asyncio, no adapter, no suite module. They are imported only when
+``--checkpointkit-storage`` is given (or a test class of the suite is
+collected); a project with pytest alone runs its own tests untouched.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import ConfigurationError
-from .fixtures import GROUPS, group_of
-from .target import Target, resolve_target
+from .groups import GROUPS, group_of
+from .seed import SEED_KEY, resolve_seed
+
+if TYPE_CHECKING:
+    from .target import Target
 
 __all__ = ["TARGET_KEY", "suite_path"]
 
-TARGET_KEY = pytest.StashKey[Target]()
+TARGET_KEY: pytest.StashKey[Target] = pytest.StashKey()
 """Where the session's target is kept in ``config.stash``."""
 
 _OWNED_KEY = pytest.StashKey[bool]()
@@ -65,6 +77,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FACTOR",
         help="multiply the request counts of the heavier conformance tests (default 1)",
     )
+    group.addoption(
+        "--checkpointkit-seed",
+        default=None,
+        metavar="N",
+        help="seed of the linearizability group's random histories (default: random, printed; "
+        "also $CHECKPOINTKIT_SEED)",
+    )
 
 
 def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -86,11 +105,15 @@ def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...
 def pytest_configure(config: pytest.Config) -> None:
     try:
         selected_groups(config.getoption("checkpointkit_group"))
+        config.stash[SEED_KEY] = resolve_seed(config.getoption("checkpointkit_seed"))
     except ConfigurationError as exc:
         raise pytest.UsageError(str(exc)) from None
     spec = config.getoption("checkpointkit_storage")
     if not spec:
         return
+    _require_suite_dependencies()
+    from .target import resolve_target
+
     overrides: dict[str, Any] = {}
     scale = config.getoption("checkpointkit_scale")
     if scale is not None:
@@ -109,9 +132,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args[:] = [path]
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def _require_suite_dependencies() -> None:
+    """Fail the session with the extra to install if the suite cannot run here."""
+    try:
+        import pytest_asyncio  # noqa: F401  (the suite's async tests and fixtures need it)
+    except ImportError as exc:
+        raise pytest.UsageError(
+            f"--checkpointkit-storage: the conformance suite needs pytest-asyncio ({exc}); "
+            'install it with: pip install "checkpointkit[conformance]"'
+        ) from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     target = config.stash.get(TARGET_KEY, None)
-    return None if target is None else f"checkpointkit conformance target: {target.name}"
+    if target is None:  # the suite is not in use: say nothing in other projects' runs
+        return None
+    return [
+        f"checkpointkit conformance target: {target.name}",
+        f"checkpointkit linearizability seed: {config.stash[SEED_KEY]}",
+    ]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

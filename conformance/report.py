@@ -41,6 +41,7 @@ ALL_GROUPS = (
     "lifecycle",
     "hygiene",
     "capabilities",
+    "linearizability",
 )
 BASIC_GROUPS = ("semantics", "bad-input")
 

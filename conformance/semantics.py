@@ -491,6 +491,7 @@ def _need(flag: bool, capability: str) -> None:
 
 
 async def _round_trip_all(storage: Storage, keys: list[str], what: str) -> None:
+    __tracebackhide__ = True
     versions = {}
     for i, key in enumerate(keys):
         try:

@@ -6,6 +6,7 @@ from .bad_input import BadInputTests
 from .cancellation import CancellationTests
 from .capabilities import CapabilityTests
 from .concurrency import ConcurrencyTests
+from .histories import LinearizabilityTests
 from .hygiene_rules import HygieneTests
 from .lifecycle import LifecycleTests
 from .semantics import SemanticsTests
@@ -21,6 +22,7 @@ class StorageConformance(
     LifecycleTests,
     HygieneTests,
     CapabilityTests,
+    LinearizabilityTests,
 ):
     """Every group of the conformance suite; subclass it and provide ``storage_factory``."""
 
@@ -33,5 +35,6 @@ GROUP_CLASSES = {
     "lifecycle": LifecycleTests,
     "hygiene": HygieneTests,
     "capabilities": CapabilityTests,
+    "linearizability": LinearizabilityTests,
 }
 """The mixin of each group, by group name."""

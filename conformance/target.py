@@ -42,7 +42,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigurationError
 from ..registry import open_storage
@@ -281,12 +281,19 @@ def _url_target(url: str) -> Target:
 
         return redis_target(url)
     # The upstream address, if the URL names a loopback host:port (netloc or a query parameter).
+    scheme = urlsplit(url).scheme.lower()
+    options: dict[str, Any] = {}
+    if scheme == "file":
+        # The suite writes under the directory it was given, never creates it (or its
+        # parents): a mistyped path is a ConfigurationError now, before any test runs.
+        if "create" not in dict(parse_qsl(urlsplit(url).query)):
+            options["create"] = False
+        open_storage(url, **options)  # checks the root; holds nothing until first used
     match = _ADDRESS.search(url)
     upstream = None
     if match:
         host = match["host"].strip("[]")
         upstream = ("127.0.0.1" if host == "localhost" else host, int(match["port"]))
-    scheme = urlsplit(url).scheme
 
     @asynccontextmanager
     async def url_storage(
@@ -296,18 +303,18 @@ def _url_target(url: str) -> Target:
         if endpoint is not None and match is not None:
             where = url[: match.start()] + f"{endpoint[0]}:{endpoint[1]}" + url[match.end() :]
         prefix = f"{location or new_location()}/"
-        inner = open_storage(where)
+        inner = open_storage(where, **options)
         try:
             async with PrefixedStorage(inner, prefix) as storage:
                 yield storage
         finally:
-            await _delete_prefix(url, prefix)
+            await _delete_prefix(url, prefix, options)
 
     return Target(url_storage, name=_redact(url), upstream=upstream if scheme != "file" else None)
 
 
-async def _delete_prefix(url: str, prefix: str) -> None:
-    async with open_storage(url) as storage:
+async def _delete_prefix(url: str, prefix: str, options: dict[str, Any]) -> None:
+    async with open_storage(url, **options) as storage:
         keys = [key async for key in storage.list(prefix)]
         for key in keys:
             await storage.delete(key)

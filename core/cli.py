@@ -1,238 +1,954 @@
-"""The ``checkpointkit`` command line: inspect runs, run the conformance suite, run the demo."""
+"""The ``checkpointkit`` command line: inspect runs, run the conformance suite, run the demo.
+
+Built on :mod:`argparse` from the standard library, so it works after a base
+install (``pip install checkpointkit``): no extra is needed for ``--help``, the
+run commands or the demo; ``conformance`` needs ``checkpointkit[conformance]``.
+
+Output: plain aligned text (colour only on a terminal, never with ``NO_COLOR``),
+or with ``--json`` one JSON document on standard output whose field names are
+documented in ``docs/cli.md``. Errors are one line on standard error. Exit
+status: :data:`EXIT_OK` (0), :data:`EXIT_FAILED` (1: the command ran and found
+a failure: an unknown run, a storage error, a failed conformance test) and
+:data:`EXIT_USAGE` (2: a bad command line or environment: an unknown option or
+scheme, a missing directory or extra).
+
+Adding a command takes one function::
+
+    @command("verify", help="Check the checksums of a run's checkpoints.", arguments=run_argument)
+    def verify_command(args: argparse.Namespace, out: Output) -> int:
+        async def action(store: CheckpointStore) -> dict[str, Any]:
+            await require_run(store, args.run)
+            ...
+        found = with_store(args, action)
+        if out.json:
+            out.document(found)
+        else:
+            out.print(...)
+        return EXIT_OK if found["ok"] else EXIT_FAILED
+
+``storage=True`` (the default) gives it ``--storage``/``-s`` and
+``--namespace``/``-n``; every command gets ``--json`` and ``-h``. Raise
+:class:`CliError` for a one-line error with its exit status. A command that
+deletes or rewrites adds :func:`destructive_arguments` and calls
+:func:`confirm` first. A command defined in another module is registered when
+that module is imported: list it in :data:`COMMAND_MODULES`.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import base64
+import inspect
+import json
+import math
+import os
+import pprint
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NoReturn, TextIO, TypeVar
 
-import typer
-from rich.console import Console
-from rich.pretty import Pretty
-from rich.table import Table
-
-from .errors import CheckpointkitError
+from .errors import CheckpointkitError, ConfigurationError
 from .registry import open_storage, url_scheme
-from .store import CheckpointStore
+from .store import Checkpoint, CheckpointStore
 
-__all__ = ["app", "main"]
+__all__ = [
+    "COMMANDS",
+    "COMMAND_MODULES",
+    "DEFAULT_STORAGE",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "Command",
+    "Output",
+    "build_parser",
+    "command",
+    "confirm",
+    "destructive_arguments",
+    "invoke",
+    "iso_time",
+    "jsonable",
+    "main",
+    "require_run",
+    "run_argument",
+    "storage_url",
+    "with_store",
+]
 
 DEFAULT_STORAGE = "./.checkpoints"
+"""The storage when neither ``--storage`` nor ``CHECKPOINTKIT_STORAGE`` names one."""
 
-app = typer.Typer(
-    name="checkpointkit",
-    help="Durable checkpoints for async workflows: inspect stored runs, prove a storage backend.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-console = Console()
-errors = Console(stderr=True)
+EXIT_OK = 0
+"""Done, nothing wrong found."""
+EXIT_FAILED = 1
+"""The command ran and found a failure: an unknown run, a storage error, a failed test."""
+EXIT_USAGE = 2
+"""A bad command line or environment: unknown option or scheme, missing directory or extra."""
 
 T = TypeVar("T")
 
-StorageOption = Annotated[
-    str,
-    typer.Option(
-        "--storage",
-        "-s",
-        help="Storage URL: a path, file:///path, memory://, s3://..., az://..., redis://...",
-        envvar="CHECKPOINTKIT_STORAGE",
-    ),
-]
-NamespaceOption = Annotated[
-    str, typer.Option("--namespace", "-n", help="Key prefix of the application's runs.")
-]
+
+class CliError(Exception):
+    """An error to print as one line on standard error, with the exit status to return.
+
+    Args:
+        message: what was wrong (without the ``error:`` prefix).
+        code: :data:`EXIT_FAILED` or :data:`EXIT_USAGE`.
+    """
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
 
 
-def _fail(message: str, code: int = 1) -> None:
-    errors.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+# -- output ----------------------------------------------------------------------------------
+def _wants_color(stream: TextIO) -> bool:
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
-def _run(url: str, namespace: str, action: Callable[[CheckpointStore], Awaitable[T]]) -> T:
-    """Open the storage, run ``action`` on a store over it, close; errors become one line.
+class Output:
+    """Where a command writes: text or one JSON document on stdout, messages on stderr.
+
+    Text is plain: aligned columns, nothing cut to the terminal's width, colour
+    only when the stream is a terminal and ``NO_COLOR`` is not set.
+
+    Args:
+        json: the command was given ``--json``.
+        stdout: the output stream (default ``sys.stdout``).
+        stderr: the message stream (default ``sys.stderr``).
+        stdin: where confirmations are read (default ``sys.stdin``).
+    """
+
+    def __init__(
+        self,
+        *,
+        json: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+        stdin: TextIO | None = None,
+    ) -> None:
+        self.json = json
+        self.stdout = stdout if stdout is not None else sys.stdout
+        self.stderr = stderr if stderr is not None else sys.stderr
+        self.stdin = stdin if stdin is not None else sys.stdin
+        self.color = _wants_color(self.stdout)
+        self.err_color = _wants_color(self.stderr)
+
+    @property
+    def interactive(self) -> bool:
+        """Whether a person can answer a question (standard input is a terminal)."""
+        isatty = getattr(self.stdin, "isatty", None)
+        return bool(isatty and isatty())
+
+    @property
+    def err_is_terminal(self) -> bool:
+        """Whether standard error is a terminal (a progress line can be redrawn)."""
+        isatty = getattr(self.stderr, "isatty", None)
+        return bool(isatty and isatty())
+
+    def paint(self, text: str, style: str, *, err: bool = False) -> str:
+        """``text`` in ``style`` (bold, red, green, yellow, dim) on a colour terminal."""
+        if not (self.err_color if err else self.color):
+            return text
+        code = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}[style]
+        return f"\x1b[{code}m{text}\x1b[0m"
+
+    def print(self, text: str = "") -> None:
+        """One line (or several) on standard output."""
+        self.stdout.write(text + "\n")
+        self.stdout.flush()
+
+    def info(self, text: str) -> None:
+        """A message for the person (progress, where a file went) on standard error."""
+        self.stderr.write(text + "\n")
+        self.stderr.flush()
+
+    def error(self, message: str) -> None:
+        """The one-line error on standard error: ``error: message``."""
+        one_line = " ".join(message.split("\n"))
+        self.info(f"{self.paint('error:', 'red', err=True)} {one_line}")
+
+    def document(self, doc: Mapping[str, Any]) -> None:
+        """The command's one JSON document on standard output."""
+        self.stdout.write(json.dumps(jsonable(doc), indent=2, ensure_ascii=False) + "\n")
+        self.stdout.flush()
+
+    def table(
+        self,
+        columns: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        *,
+        right: Sequence[int] = (),
+    ) -> None:
+        """Rows under a header, columns padded to their widest value (nothing is cut)."""
+        cells = [[_cell(v) for v in row] for row in rows]
+        widths = [len(c) for c in columns]
+        for row in cells:
+            widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+
+        def line(values: Sequence[str]) -> str:
+            parts = [
+                v.rjust(w) if i in right else v.ljust(w)
+                for i, (v, w) in enumerate(zip(values, widths, strict=True))
+            ]
+            return "  ".join(parts).rstrip()
+
+        self.print(self.paint(line(columns), "bold"))
+        for row in cells:
+            self.print(line(row))
+
+
+def _cell(value: str) -> str:
+    """A table cell on one line: control characters shown as escapes."""
+    if value.isprintable():
+        return value
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data: the conversion every ``--json`` document goes through.
+
+    Mappings become objects (keys that are not ``str`` become their ``repr``),
+    tuples, lists and sets become arrays, bytes become base64 strings,
+    datetimes ISO 8601 strings, dataclasses and msgspec structs objects,
+    infinite or NaN floats strings; anything else its ``repr``.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, Mapping):
+        return {(k if isinstance(k, str) else repr(k)): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        items = [jsonable(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    try:
+        import msgspec
+
+        converted = msgspec.to_builtins(value)
+    except Exception:
+        return repr(value)
+    return repr(value) if converted is value else jsonable(converted)
+
+
+def iso_time(timestamp: float | None) -> str | None:
+    """A stored wall-clock time (seconds since the epoch) as ISO 8601 in UTC; None if unknown."""
+    if not timestamp:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+def _human_time(timestamp: float | None) -> str:
+    if not timestamp:
+        return "-"
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# -- commands --------------------------------------------------------------------------------
+Handler = Callable[[argparse.Namespace, Output], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One subcommand of ``checkpointkit``.
+
+    Attributes:
+        name: what the user types.
+        help: one line for the list of commands.
+        handler: runs the command, returns the exit status.
+        arguments: adds the command's own arguments to its parser.
+        storage: the command takes ``--storage`` and ``--namespace``.
+        json_flag: give the command the standard ``--json`` flag (a command
+            that defines its own ``--json`` sets this to False).
+    """
+
+    name: str
+    help: str
+    handler: Handler
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    storage: bool = True
+    json_flag: bool = True
+
+
+COMMANDS: dict[str, Command] = {}
+"""Every registered command, in the order of ``checkpointkit --help``."""
+
+
+def command(
+    name: str,
+    *,
+    help: str,
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    storage: bool = True,
+    json_flag: bool = True,
+) -> Callable[[Handler], Handler]:
+    """Register a function as the command ``name``; see the module documentation.
+
+    The function's docstring is the command's description in its ``--help``.
+
+    Raises:
+        ValueError: a command of that name exists.
+    """
+
+    def register(handler: Handler) -> Handler:
+        if name in COMMANDS:
+            raise ValueError(f"a command named {name!r} is registered already")
+        COMMANDS[name] = Command(name, help, handler, arguments, storage, json_flag)
+        return handler
+
+    return register
+
+
+def run_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``RUN`` argument of the commands that act on one run."""
+    parser.add_argument("run", metavar="RUN", help="the run id")
+
+
+def storage_url(args: argparse.Namespace) -> str:
+    """The storage named by ``--storage``, else ``CHECKPOINTKIT_STORAGE``, else the default."""
+    given: str | None = getattr(args, "storage", None)
+    return given or os.environ.get("CHECKPOINTKIT_STORAGE") or DEFAULT_STORAGE
+
+
+def with_store(args: argparse.Namespace, action: Callable[[CheckpointStore], Awaitable[T]]) -> T:
+    """Open the storage, run ``action`` on a store over it, close it; errors become CliError.
 
     The commands inspect or delete what is stored, so a file storage directory
     that does not exist is an error (a mistyped path), never created.
+
+    Raises:
+        CliError: with :data:`EXIT_USAGE` for a :class:`ConfigurationError` (a bad
+            URL, a missing directory or extra), else :data:`EXIT_FAILED`.
     """
-    options: dict[str, Any] = {"create": False} if url_scheme(url) == "file" else {}
+    url = storage_url(args)
+    namespace: str = getattr(args, "namespace", "") or ""
 
     async def go() -> T:
+        options: dict[str, Any] = {"create": False} if url_scheme(url) == "file" else {}
         async with open_storage(url, **options) as storage:
             return await action(CheckpointStore(storage, namespace=namespace))
 
     try:
         return asyncio.run(go())
+    except ConfigurationError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     except CheckpointkitError as exc:
-        _fail(str(exc))
+        raise CliError(str(exc)) from None
     except (ValueError, OSError) as exc:
-        _fail(f"{type(exc).__name__}: {exc}")
-    raise AssertionError("unreachable")
+        raise CliError(f"{type(exc).__name__}: {exc}") from None
 
 
-@app.callback()
-def _root() -> None:
-    """checkpointkit: durable checkpoints for async workflows."""
+async def require_run(store: CheckpointStore, run: str) -> None:
+    """Raise a :class:`CheckpointkitError` naming ``run`` if it was never created."""
+    if not await store.run_exists(run):
+        raise CheckpointkitError(f"run {run!r} not found")
 
 
-@app.command("runs")
-def runs_command(
-    storage: StorageOption = DEFAULT_STORAGE,
-    namespace: NamespaceOption = "",
-    limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs.")] = 100,
-) -> None:
-    """List the runs in the storage, with their latest checkpoint."""
+def confirm(out: Output, args: argparse.Namespace, question: str) -> None:
+    """Ask before deleting (or rewriting), unless ``--yes``; refuse when nobody can answer.
 
-    async def action(store: CheckpointStore) -> list[tuple[str, Any]]:
-        ids = await store.list_runs(limit=limit)
-        return [(run_id, await store.latest(run_id)) for run_id in ids]
+    For commands that add :func:`destructive_arguments`.
 
-    rows = _run(storage, namespace, action)
-    table = Table(title=f"runs in {storage}")
-    table.add_column("run")
-    table.add_column("status")
-    table.add_column("latest checkpoint", justify="right")
-    table.add_column("steps", justify="right")
-    for run_id, latest in rows:
-        if latest is None:
-            table.add_row(run_id, "running or crashed", "-", "-")
-        else:
-            table.add_row(run_id, latest.status, latest.checkpoint_id, str(latest.steps))
-    console.print(table)
-    if not rows:
-        console.print("no runs")
-
-
-@app.command("ls")
-def ls_command(
-    run: Annotated[str, typer.Argument(help="The run id.")],
-    storage: StorageOption = DEFAULT_STORAGE,
-    namespace: NamespaceOption = "",
-) -> None:
-    """List a run's checkpoints (newest first) and completed steps."""
-
-    async def action(store: CheckpointStore) -> tuple[list[Any], dict[str, Any]]:
-        await _require_run(store, run)
-        ids = await store.list_checkpoints(run, limit=50)
-        cps = [await store.load_checkpoint(run, cp) for cp in ids]
-        return cps, await store.load_steps(run)
-
-    checkpoints, steps = _run(storage, namespace, action)
-    table = Table(title=f"checkpoints of run {run}")
-    for col in ("id", "status", "steps", "pending input", "parent"):
-        table.add_column(col)
-    for cp in checkpoints:
-        table.add_row(
-            cp.checkpoint_id,
-            cp.status,
-            str(cp.steps),
-            ", ".join(r.id for r in cp.pending) or "-",
-            cp.parent_id or "-",
+    Raises:
+        CliError: the answer was not yes (exit 1), or standard input is not a
+            terminal and ``--yes`` was not given (exit 2).
+    """
+    if args.yes:
+        return
+    if not out.interactive:
+        raise CliError(
+            f"{question.rstrip('?')}: not confirmed; pass --yes to delete without asking "
+            "(standard input is not a terminal), or --dry-run to see what would go",
+            EXIT_USAGE,
         )
-    console.print(table)
-    steps_table = Table(title=f"completed steps of run {run}")
-    steps_table.add_column("#", justify="right")
-    steps_table.add_column("step")
-    steps_table.add_column("state writes")
-    for record in sorted(steps.values(), key=lambda r: r.seq):
-        steps_table.add_row(str(record.seq), record.step, ", ".join(record.writes) or "-")
-    console.print(steps_table)
+    out.stderr.write(f"{question} [y/N] ")
+    out.stderr.flush()
+    answer = out.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise CliError("nothing deleted: not confirmed")
 
 
-@app.command("show")
-def show_command(
-    run: Annotated[str, typer.Argument(help="The run id.")],
-    checkpoint: Annotated[
-        str | None, typer.Argument(help="Checkpoint id (default: the latest).")
-    ] = None,
-    storage: StorageOption = DEFAULT_STORAGE,
-    namespace: NamespaceOption = "",
-) -> None:
-    """Show one checkpoint of a run, decoded."""
+def destructive_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--dry-run`` and ``--yes``/``-y``, for commands that delete or rewrite what is stored."""
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what would be deleted, delete nothing"
+    )
+    parser.add_argument(
+        "--yes", "-y", action="store_true", help="delete without asking for confirmation"
+    )
 
-    async def action(store: CheckpointStore) -> Any:
-        await _require_run(store, run)
-        if checkpoint is None:
-            latest = await store.latest(run)
-            if latest is None:
-                raise CheckpointkitError(f"run {run!r} has no checkpoint yet")
-            return latest
-        return await store.load_checkpoint(run, checkpoint)
 
-    cp = _run(storage, namespace, action)
-    console.print(f"[bold]run[/] {cp.run_id}  [bold]checkpoint[/] {cp.checkpoint_id}  "
-                  f"[bold]status[/] {cp.status}")
-    console.print(Pretty({
+def _positive_int(text: str) -> int:
+    return _bounded_int(text, 1)
+
+
+def _non_negative_int(text: str) -> int:
+    return _bounded_int(text, 0)
+
+
+def _bounded_int(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be greater than or equal to {minimum}, not {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Pruned:
+    """What the run's head keeps of its newest checkpoint once every checkpoint was pruned."""
+
+    checkpoint_id: str
+    status: str
+    created_at: float
+
+
+async def _pruned(store: CheckpointStore, run: str) -> _Pruned | None:
+    info = await store.run_info(run)
+    if info is None or info.checkpoint <= 0:
+        return None
+    return _Pruned(str(info.checkpoint), info.status, info.updated_at)
+
+
+async def _latest_or_head(
+    store: CheckpointStore, run: str
+) -> tuple[Checkpoint | None, _Pruned | None]:
+    """The newest checkpoint, and if none is left, what the run's head still records."""
+    latest = await store.latest(run)
+    if latest is not None:
+        return latest, None
+    return None, await _pruned(store, run)
+
+
+def _summary(run: str, latest: Checkpoint | None, head: _Pruned | None) -> dict[str, Any]:
+    """The ``runs`` entry of one run (see docs/cli.md for the fields)."""
+    if latest is not None:
+        return {
+            "run_id": run,
+            "status": latest.status,
+            "checkpoint_id": latest.checkpoint_id,
+            "steps": latest.steps,
+            "created_at": iso_time(latest.created_at),
+            "pruned": False,
+        }
+    if head is not None:
+        return {
+            "run_id": run,
+            "status": head.status,
+            "checkpoint_id": head.checkpoint_id,
+            "steps": None,
+            "created_at": iso_time(head.created_at),
+            "pruned": True,
+        }
+    return {
+        "run_id": run,
+        "status": None,
+        "checkpoint_id": None,
+        "steps": None,
+        "created_at": None,
+        "pruned": False,
+    }
+
+
+def _status_text(entry: Mapping[str, Any]) -> str:
+    if entry["status"] is None and entry["checkpoint_id"] is None:
+        return "running or crashed"
+    status: str = entry["status"]
+    return f"{status} (checkpoints pruned)" if entry["pruned"] else status
+
+
+def _runs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="show at most N runs (default 100)",
+    )
+
+
+@command(
+    "runs",
+    help="List the runs in the storage, with their latest checkpoint.",
+    arguments=_runs_arguments,
+)
+def runs_command(args: argparse.Namespace, out: Output) -> int:
+    """List the runs in the storage (ascending run id), with their latest checkpoint.
+
+    A run without any checkpoint shows as "running or crashed"; a run whose
+    checkpoints were all pruned keeps its status from the run's head.
+    """
+
+    async def action(store: CheckpointStore) -> list[dict[str, Any]]:
+        ids = await store.list_runs(limit=args.limit)
+        return [_summary(run, *await _latest_or_head(store, run)) for run in ids]
+
+    runs = with_store(args, action)
+    if out.json:
+        out.document({"storage": storage_url(args), "namespace": args.namespace, "runs": runs})
+        return EXIT_OK
+    if not runs:
+        out.print("no runs")
+        return EXIT_OK
+    out.table(
+        ("run", "status", "latest checkpoint", "steps", "created at"),
+        [
+            (
+                r["run_id"],
+                _status_text(r),
+                r["checkpoint_id"] or "-",
+                "-" if r["steps"] is None else str(r["steps"]),
+                _human_time_iso(r["created_at"]),
+            )
+            for r in runs
+        ],
+        right=(2, 3),
+    )
+    return EXIT_OK
+
+
+def _human_time_iso(iso: str | None) -> str:
+    return "-" if iso is None else _human_time(datetime.fromisoformat(iso).timestamp())
+
+
+def _checkpoint_entry(cp: Checkpoint) -> dict[str, Any]:
+    return {
+        "checkpoint_id": cp.checkpoint_id,
+        "status": cp.status,
+        "steps": cp.steps,
+        "created_at": iso_time(cp.created_at),
+        "pending": [r.id for r in cp.pending],
+        "parent_id": cp.parent_id,
+    }
+
+
+def _ls_arguments(parser: argparse.ArgumentParser) -> None:
+    run_argument(parser)
+    parser.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=50,
+        metavar="N",
+        help="list at most N checkpoints, the newest (default 50)",
+    )
+
+
+@command(
+    "ls",
+    help="List a run's checkpoints (newest first) and completed steps.",
+    arguments=_ls_arguments,
+)
+def ls_command(args: argparse.Namespace, out: Output) -> int:
+    """List a run's checkpoints, newest first, and its completed steps in completion order."""
+    run: str = args.run
+
+    async def action(store: CheckpointStore) -> dict[str, Any]:
+        await require_run(store, run)
+        ids = await store.list_checkpoints(run, limit=args.limit)
+        cps = [await store.load_checkpoint(run, cp) for cp in ids]
+        steps = await store.load_steps(run)
+        head = None if cps else await _pruned(store, run)
+        return {
+            "run_id": run,
+            "checkpoints": [_checkpoint_entry(cp) for cp in cps],
+            "pruned": head is not None,
+            "status": cps[0].status if cps else (head.status if head else None),
+            "steps": [
+                {"seq": r.seq, "step": r.step, "writes": sorted(r.writes)}
+                for r in sorted(steps.values(), key=lambda r: r.seq)
+            ],
+        }
+
+    found = with_store(args, action)
+    if out.json:
+        out.document(found)
+        return EXIT_OK
+    out.print(f"checkpoints of run {run}")
+    if found["checkpoints"]:
+        out.table(
+            ("id", "status", "steps", "created at", "pending input", "parent"),
+            [
+                (
+                    c["checkpoint_id"],
+                    c["status"],
+                    str(c["steps"]),
+                    _human_time_iso(c["created_at"]),
+                    ", ".join(c["pending"]) or "-",
+                    c["parent_id"] or "-",
+                )
+                for c in found["checkpoints"]
+            ],
+        )
+    elif found["pruned"]:
+        out.print(f"none left: every checkpoint was pruned (status {found['status']})")
+    else:
+        out.print("none yet")
+    out.print()
+    out.print(f"completed steps of run {run}")
+    if found["steps"]:
+        out.table(
+            ("#", "step", "state writes"),
+            [(str(s["seq"]), s["step"], ", ".join(s["writes"]) or "-") for s in found["steps"]],
+            right=(0,),
+        )
+    else:
+        out.print("none")
+    return EXIT_OK
+
+
+def _show_arguments(parser: argparse.ArgumentParser) -> None:
+    run_argument(parser)
+    parser.add_argument(
+        "checkpoint", metavar="CHECKPOINT", nargs="?", help="checkpoint id (default: the latest)"
+    )
+
+
+@command("show", help="Show one checkpoint of a run, decoded.", arguments=_show_arguments)
+def show_command(args: argparse.Namespace, out: Output) -> int:
+    """Show one checkpoint of a run, decoded (the latest unless CHECKPOINT is given).
+
+    If every checkpoint of the run was pruned, shows the status its head kept.
+    """
+    run: str = args.run
+    checkpoint: str | None = args.checkpoint
+
+    async def action(store: CheckpointStore) -> tuple[Checkpoint | None, _Pruned | None]:
+        await require_run(store, run)
+        if checkpoint is not None:
+            return await store.load_checkpoint(run, checkpoint), None
+        latest, head = await _latest_or_head(store, run)
+        if latest is None and head is None:
+            raise CheckpointkitError(f"run {run!r} has no checkpoint yet")
+        return latest, head
+
+    cp, head = with_store(args, action)
+    if cp is None:
+        assert head is not None
+        doc: dict[str, Any] = {
+            "run_id": run,
+            "checkpoint_id": head.checkpoint_id,
+            "status": head.status,
+            "created_at": iso_time(head.created_at),
+            "pruned": True,
+        }
+        if out.json:
+            out.document(doc)
+        else:
+            out.print(
+                f"run {run}  checkpoint {head.checkpoint_id}  status {head.status}  "
+                f"created {_human_time(head.created_at)}  (pruned: the checkpoint was deleted; "
+                "the run's head keeps its id, status and time)"
+            )
+        return EXIT_OK
+    doc = {
+        "run_id": cp.run_id,
+        "checkpoint_id": cp.checkpoint_id,
+        "status": cp.status,
+        "created_at": iso_time(cp.created_at),
         "state": dict(cp.state),
         "pending": [{"id": r.id, "step": r.step, "payload": r.payload} for r in cp.pending],
         "output": cp.output,
         "error": cp.error,
         "metadata": dict(cp.metadata),
+        "parent_id": cp.parent_id,
+        "steps": cp.steps,
+        "pruned": False,
+    }
+    if out.json:
+        out.document(doc)
+        return EXIT_OK
+    out.print(
+        f"run {cp.run_id}  checkpoint {cp.checkpoint_id}  status {cp.status}  "
+        f"created {_human_time(cp.created_at)}"
+    )
+    body = {
+        "state": dict(cp.state),
+        "pending": doc["pending"],
+        "output": cp.output,
+        "error": cp.error,
+        "metadata": dict(cp.metadata),
         "parent": cp.parent_id,
         "steps": cp.steps,
-    }, expand_all=True))
+    }
+    out.print(pprint.pformat(body, sort_dicts=False, width=_width()))
+    return EXIT_OK
 
 
-@app.command("rm")
-def rm_command(
-    run: Annotated[str, typer.Argument(help="The run id.")],
-    storage: StorageOption = DEFAULT_STORAGE,
-    namespace: NamespaceOption = "",
-) -> None:
-    """Delete a run: its input, step records, checkpoints and lease."""
-
-    async def action(store: CheckpointStore) -> int:
-        await _require_run(store, run)
-        return await store.delete_run(run)
-
-    deleted = _run(storage, namespace, action)
-    console.print(f"deleted run {run} ({deleted} keys)")
-
-
-@app.command("prune")
-def prune_command(
-    run: Annotated[str, typer.Argument(help="The run id.")],
-    keep: Annotated[int, typer.Option("--keep", min=0, help="Checkpoints to keep.")],
-    storage: StorageOption = DEFAULT_STORAGE,
-    namespace: NamespaceOption = "",
-) -> None:
-    """Delete all but the newest KEEP checkpoints of a run (step records stay)."""
-
-    async def action(store: CheckpointStore) -> int:
-        await _require_run(store, run)
-        return await store.prune(run, keep_last=keep)
-
-    deleted = _run(storage, namespace, action)
-    console.print(f"pruned {deleted} checkpoint(s) of run {run}, kept the newest {keep}")
-
-
-async def _require_run(store: CheckpointStore, run: str) -> None:
-    if not await store.run_exists(run):
-        raise CheckpointkitError(f"run {run!r} not found")
-
-
-def _register_optional() -> None:
-    from .demo import demo_command
-
-    app.command("demo")(demo_command)
+def _width() -> int:
     try:
-        from .conformance.cli import conformance_command
-    except ModuleNotFoundError as exc:  # the suite's CLI is not in this build
-        if exc.name != "checkpointkit.conformance.cli":
-            raise
-        return
-    app.command("conformance")(conformance_command)
+        return max(40, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return 100
 
 
-_register_optional()
+def _rm_arguments(parser: argparse.ArgumentParser) -> None:
+    run_argument(parser)
+    destructive_arguments(parser)
 
 
-def main() -> None:
-    """Entry point of the ``checkpointkit`` console script."""
+@command(
+    "rm",
+    help="Delete a run: its input, step records, checkpoints and lease.",
+    arguments=_rm_arguments,
+)
+def rm_command(args: argparse.Namespace, out: Output) -> int:
+    """Delete every key of a run, then its index entry (asks first unless --yes)."""
+    run: str = args.run
+
+    async def action(store: CheckpointStore) -> dict[str, Any]:
+        await require_run(store, run)
+        keys = [key async for key in store.storage.list(store.run_prefix(run))]
+        doc: dict[str, Any] = {"run_id": run, "dry_run": args.dry_run, "keys": keys, "deleted": 0}
+        if not args.dry_run:
+            confirm(out, args, f"delete run {run!r} ({len(keys)} keys)?")
+            doc["deleted"] = await store.delete_run(run)
+        return doc
+
+    done = with_store(args, action)
+    if out.json:
+        out.document(done)
+    elif args.dry_run:
+        out.print(f"would delete run {run} ({len(done['keys'])} keys and its index entry):")
+        for key in done["keys"]:
+            out.print(f"  {key}")
+    else:
+        out.print(f"deleted run {run} ({done['deleted']} keys)")
+    return EXIT_OK
+
+
+def _prune_arguments(parser: argparse.ArgumentParser) -> None:
+    run_argument(parser)
+    parser.add_argument(
+        "--keep",
+        type=_non_negative_int,
+        required=True,
+        metavar="N",
+        help="checkpoints to keep, the newest (0: delete every checkpoint; the run's "
+        "status stays readable)",
+    )
+    destructive_arguments(parser)
+
+
+@command(
+    "prune",
+    help="Delete all but the newest N checkpoints of a run (step records stay).",
+    arguments=_prune_arguments,
+)
+def prune_command(args: argparse.Namespace, out: Output) -> int:
+    """Delete all but the newest N checkpoints of a run (asks first unless --yes).
+
+    Step records stay, so the run can still be resumed, and the run's head
+    keeps the id and status of its newest checkpoint, so ``runs`` and
+    ``show`` still tell how the run ended after ``--keep 0``.
+    """
+    run: str = args.run
+    keep: int = args.keep
+
+    async def action(store: CheckpointStore) -> dict[str, Any]:
+        await require_run(store, run)
+        doomed = (await store.list_checkpoints(run))[keep:]
+        doc: dict[str, Any] = {
+            "run_id": run,
+            "keep": keep,
+            "dry_run": args.dry_run,
+            "checkpoints": doomed,
+            "deleted": 0,
+        }
+        if doomed and not args.dry_run:
+            confirm(out, args, f"delete {len(doomed)} checkpoint(s) of run {run!r}?")
+            doc["deleted"] = await store.prune(run, keep_last=keep)
+        return doc
+
+    done = with_store(args, action)
+    if out.json:
+        out.document(done)
+    elif args.dry_run:
+        ids = ", ".join(done["checkpoints"]) or "none"
+        out.print(
+            f"would prune {len(done['checkpoints'])} checkpoint(s) of run {run} "
+            f"(ids: {ids}), keeping the newest {keep}"
+        )
+    else:
+        out.print(f"pruned {done['deleted']} checkpoint(s) of run {run}, kept the newest {keep}")
+    return EXIT_OK
+
+
+# -- the parser -------------------------------------------------------------------------------
+_EPILOG = """\
+exit status:
+  0  done, nothing wrong found
+  1  a failure found: an unknown run or checkpoint, a storage error, a failed conformance test
+  2  a bad command line or environment: an unknown option or scheme, a missing directory or
+     extra, pytest missing for 'conformance'
+
+every command takes --json (one JSON document on standard output) and -h/--help.
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def add_usage(
+        self,
+        usage: str | None,
+        actions: Any,
+        groups: Any,
+        prefix: str | None = None,
+    ) -> None:
+        super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on standard error, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"error: {message} (see '{self.prog} --help')\n")
+
+
+def _version() -> str:
     try:
-        app()
-    except KeyboardInterrupt:  # pragma: no cover - interactive
-        sys.exit(130)
+        from importlib.metadata import version
+
+        return version("checkpointkit")
+    except Exception:  # pragma: no cover - running from a source tree without metadata
+        from . import __version__
+
+        return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``checkpointkit`` with every registered command."""
+    parser = _Parser(
+        prog="checkpointkit",
+        description="Durable checkpoints for async workflows: inspect stored runs, "
+        "prove a storage backend.",
+        epilog=_EPILOG,
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"checkpointkit {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for cmd in COMMANDS.values():
+        p = sub.add_parser(
+            cmd.name,
+            help=cmd.help,
+            description=inspect.cleandoc(cmd.handler.__doc__ or cmd.help).replace("``", "'"),
+            formatter_class=_Formatter,
+        )
+        if cmd.arguments is not None:
+            cmd.arguments(p)
+        if cmd.storage:
+            p.add_argument(
+                "--storage",
+                "-s",
+                metavar="URL",
+                default=None,
+                help="storage URL: a path, file:///path, memory://, s3://..., az://..., "
+                f"redis://... (default: $CHECKPOINTKIT_STORAGE, else {DEFAULT_STORAGE})",
+            )
+            p.add_argument(
+                "--namespace",
+                "-n",
+                metavar="NS",
+                default="",
+                help="key prefix of the application's runs",
+            )
+        if cmd.json_flag:
+            p.add_argument(
+                "--json",
+                action="store_true",
+                help="print one JSON document on standard output (fields: docs/cli.md)",
+            )
+        p.set_defaults(command_=cmd)
+    return parser
+
+
+def invoke(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run the command line on ``argv`` and return the exit status (never raises SystemExit).
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+        stdin: where confirmations are read (default ``sys.stdin``).
+        stdout: where output goes (default ``sys.stdout``).
+        stderr: where messages and errors go (default ``sys.stderr``).
+    """
+    out_stream = stdout if stdout is not None else sys.stdout
+    err_stream = stderr if stderr is not None else sys.stderr
+    parser = build_parser()
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out_stream, err_stream  # argparse prints help and errors there
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    finally:
+        sys.stdout, sys.stderr = saved
+    cmd: Command | None = getattr(args, "command_", None)
+    if cmd is None:
+        parser.print_help(err_stream)
+        return EXIT_USAGE
+    out = Output(
+        json=bool(getattr(args, "json", False)), stdout=out_stream, stderr=err_stream, stdin=stdin
+    )
+    try:
+        return cmd.handler(args, out)
+    except CliError as exc:
+        out.error(str(exc))
+        if out.json:
+            out.document({"error": str(exc), "exit_status": exc.code})
+        return exc.code
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Entry point of the ``checkpointkit`` console script: exits with the command's status.
+
+    A reader that stops early (``checkpointkit runs | head -1``) ends the command
+    quietly with status 141, as a process killed by SIGPIPE does.
+    """
+    try:
+        code = invoke(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the flush at exit does not fail again
+        code = 141
+    sys.exit(code)
+
+
+COMMAND_MODULES = ("checkpointkit.demo", "checkpointkit.conformance.cli")
+"""Modules that register more commands when imported; one that is not shipped is skipped."""
+
+
+def _register_modules() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # not in this build (the suite is optional)
+            if exc.name is None or not name.startswith(exc.name):
+                raise
+
+
+_register_modules()

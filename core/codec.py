@@ -450,7 +450,7 @@ class Codec:
 
     # ------------------------------------------------------------------ encoding
 
-    def encode(self, value: Any, *, path: str = "value") -> bytes:
+    def encode(self, value: Any, *, path: str = "value", key: str | None = None) -> bytes:
         """Encode ``value`` into a complete envelope (see :mod:`checkpointkit.envelope`).
 
         Synchronous and without copies of the value beyond shallow copies of the
@@ -460,6 +460,10 @@ class Codec:
             value: What to encode.
             path: How to name the value in error messages (``"state"`` gives
                 paths like ``state.users[3].created``).
+            key: The storage key the envelope will be stored at. It binds the
+                envelope to that key (its checksum and, when encrypted, its
+                AES-GCM associated data cover it), so :meth:`decode` refuses it
+                under any other key. ``None`` writes an unbound envelope.
 
         Returns:
             The envelope bytes.
@@ -467,6 +471,7 @@ class Codec:
         Raises:
             EncodeError: Some part of ``value`` cannot be encoded, or it contains
                 itself; the message names the path to it and its type.
+            ConfigurationError: ``key`` is not a non-empty str.
         """
         return seal(
             self.encode_payload(value, path=path),
@@ -474,6 +479,7 @@ class Codec:
             compress_threshold=self.compress_threshold,
             compression_level=self.compression_level,
             encryption=self.encryption,
+            key=key,
         )
 
     def encode_payload(self, value: Any, *, path: str = "value") -> bytes:
@@ -800,17 +806,21 @@ class Codec:
 
         Args:
             data: The envelope bytes.
-            key: The storage key the bytes came from, named in error messages.
+            key: The storage key the bytes came from: named in error messages,
+                and checked against the key a bound envelope was encoded for
+                (without it, the binding is not checked).
 
         Returns:
             The value, with the same types as when it was encoded.
 
         Raises:
-            CheckpointCorrupted: Not an envelope, truncated, or a checksum or
-                length mismatch.
+            CheckpointCorrupted: Not an envelope, truncated, a checksum or
+                length mismatch, or bound to another key than ``key``.
             DecryptionError: Encrypted, and no :class:`Encryption` is configured,
-                or its key id is unknown, or the key is wrong.
-            DecodeError: An unknown format version, codec tag or compression tag;
+                or its key id is unknown, or the key is wrong; or the
+                :class:`Encryption` refuses it as plaintext or as unbound.
+            DecodeError: An encrypted bound envelope and no ``key``; an unknown format
+                version, codec tag or compression tag;
                 a raw pickle payload; a pickled object while pickle is disabled
                 or of a class outside ``pickle_allow``; a registered-type name
                 that this codec does not know; or a malformed payload.

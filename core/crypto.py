@@ -57,10 +57,17 @@ class Encryption:
             bytes (it is stored in clear in each envelope: do not put secrets in
             it); a key is 16, 24 or 32 random bytes (AES-128, -192, -256).
         active: The key id used for new envelopes; must be in ``keys``.
-        allow_plaintext: Whether a codec using this encryption still reads
-            envelopes that are not encrypted (written before encryption was
-            turned on). Set it to ``False`` to refuse them with
-            :class:`~checkpointkit.errors.DecryptionError`.
+        allow_plaintext: Whether envelopes that are not encrypted are still
+            read. ``False`` (the default) refuses them with
+            :class:`~checkpointkit.errors.DecryptionError`: whoever can write to
+            the storage could otherwise plant a record that is read as genuine.
+            Pass ``True`` only to read a store written before encryption was
+            turned on (and encrypt it with ``rekey``).
+        allow_unbound: Whether envelopes that are not bound to their storage
+            key (format 1: written before format 2, or sealed without a key) are
+            still read. ``True`` (the default) keeps stores written by older
+            checkpointkit versions readable; once ``rekey`` has rewritten them,
+            ``False`` refuses any record that could have been moved between keys.
 
     Raises:
         ConfigurationError: ``cryptography`` is not installed, ``keys`` is empty,
@@ -68,10 +75,15 @@ class Encryption:
             message names the key id, never the key.
     """
 
-    __slots__ = ("_active", "_active_id_bytes", "_ciphers", "allow_plaintext")
+    __slots__ = ("_active", "_active_id_bytes", "_ciphers", "allow_plaintext", "allow_unbound")
 
     def __init__(
-        self, keys: Mapping[str, bytes], active: str, *, allow_plaintext: bool = True
+        self,
+        keys: Mapping[str, bytes],
+        active: str,
+        *,
+        allow_plaintext: bool = False,
+        allow_unbound: bool = True,
     ) -> None:
         aesgcm = _load_aesgcm()
         if not isinstance(keys, Mapping) or not keys:
@@ -92,7 +104,11 @@ class Encryption:
         self._ciphers = ciphers
         self._active = active
         self._active_id_bytes = active.encode()
+        for name, flag in (("allow_plaintext", allow_plaintext), ("allow_unbound", allow_unbound)):
+            if not isinstance(flag, bool):
+                raise ConfigurationError(f"{name} must be True or False, got {flag!r}")
         self.allow_plaintext = allow_plaintext
+        self.allow_unbound = allow_unbound
 
     @staticmethod
     def generate_key(size: int = 32) -> bytes:
@@ -130,7 +146,7 @@ class Encryption:
             nonce: 12 fresh random bytes (see :meth:`new_nonce`).
             plaintext: The bytes to encrypt.
             aad: Associated data that is authenticated but not encrypted (the
-                envelope header).
+                envelope header, and the storage key of a bound envelope).
         """
         return self._ciphers[self._active].encrypt(nonce, plaintext, aad)
 

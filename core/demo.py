@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-from rich.console import Console
-from rich.table import Table
-
-from .errors import CheckpointkitError
+from .cli import EXIT_OK, EXIT_USAGE, CliError, Output, command
+from .errors import CheckpointkitError, ConfigurationError
 from .events import (
     Event,
     RunCompleted,
@@ -25,8 +23,6 @@ from .registry import open_storage
 from .runner import Workflow, context, step
 
 __all__ = ["demo_command", "demo_workflow"]
-
-console = Console()
 
 
 class FlakyError(Exception):
@@ -69,42 +65,66 @@ async def demo_workflow(sources: list[str]) -> str:
     return await summarize(list(results))
 
 
-def _row(table: Table, t0: float, event: Event, attempt: int) -> None:
-    at = f"{(time.monotonic() - t0) * 1000:7.1f} ms"
+def _row(t0: float, event: Event, attempt: int) -> dict[str, Any] | None:
+    """One line of the timeline: time, attempt, step, what happened (None: not shown)."""
     if isinstance(event, RunStarted):
-        table.add_row(at, str(attempt), "run", "[bold]resumed[/]" if event.resumed else "started")
+        step_name, what = "run", "resumed" if event.resumed else "started"
     elif isinstance(event, StepStarted):
-        table.add_row(at, str(attempt), event.step, "[yellow]executing[/]")
+        step_name, what = event.step, "executing"
     elif isinstance(event, StepCompleted):
-        table.add_row(at, str(attempt), event.step, "[green]completed[/]")
+        step_name, what = event.step, "completed"
     elif isinstance(event, StepReplayed):
-        table.add_row(at, str(attempt), event.step, "[cyan]replayed from checkpoint[/]")
+        step_name, what = event.step, "replayed from checkpoint"
     elif isinstance(event, RunFailed):
-        table.add_row(at, str(attempt), "run", f"[red]failed: {event.error}[/]")
+        step_name, what = "run", f"failed: {event.error}"
     elif isinstance(event, RunCompleted):
-        table.add_row(at, str(attempt), "run", f"[bold green]completed: {event.output}[/]")
+        step_name, what = "run", f"completed: {event.output}"
+    else:
+        return None
+    return {
+        "time_ms": round((time.monotonic() - t0) * 1000, 1),
+        "attempt": attempt,
+        "step": step_name,
+        "what": what,
+    }
 
 
-def demo_command(
-    storage: Annotated[
-        str, typer.Option("--storage", "-s", help="Storage URL (default: ./.checkpoints).")
-    ] = "./.checkpoints",
-) -> None:
-    """Run a workflow with parallel steps; one fails, the run resumes from its checkpoints."""
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--storage",
+        "-s",
+        metavar="URL",
+        default="./.checkpoints",
+        help="storage URL (default: ./.checkpoints; created if missing)",
+    )
 
-    async def go() -> None:
+
+@command(
+    "demo",
+    help="Run a workflow with parallel steps; one fails, the run resumes from its checkpoints.",
+    arguments=_demo_arguments,
+    storage=False,
+)
+def demo_command(args: argparse.Namespace, out: Output) -> int:
+    """Run a workflow with parallel steps; one fails, the run resumes from its checkpoints.
+
+    Prints the timeline of both attempts: the steps that completed before the
+    failure are replayed from their checkpoints on resume, not executed again.
+    """
+    storage: str = args.storage
+    rows: list[dict[str, Any]] = []
+
+    async def go() -> dict[str, Any]:
         async with open_storage(storage) as backend:
             wf = Workflow(demo_workflow, storage=backend, namespace="demo")
             run_id = f"demo-{uuid.uuid4().hex[:8]}"
-            table = Table(title=f"run {run_id} on {storage}")
-            for col in ("time", "attempt", "step", "what happened"):
-                table.add_column(col)
             t0 = time.monotonic()
             sources = ["alpha", "beta", "flaky", "gamma"]
             gate = _siblings_done[run_id] = asyncio.Event()
             fetched = 0
             async for event in wf.stream(sources, run_id=run_id):
-                _row(table, t0, event, 1)
+                if (row := _row(t0, event, 1)) is not None:
+                    rows.append(row)
                 if isinstance(event, StepCompleted) and event.step.startswith("fetch"):
                     fetched += 1
                     if fetched == len(sources) - 1:
@@ -112,18 +132,36 @@ def demo_command(
             gate.set()  # whatever happened, nothing waits on it any more
             del _siblings_done[run_id]
             async for event in wf.stream(run_id=run_id, resume=True):
-                _row(table, t0, event, 2)
-            console.print(table)
+                if (row := _row(t0, event, 2)) is not None:
+                    rows.append(row)
             latest = await wf.store.latest(run_id)
             if latest is None or latest.status != "completed":
                 raise CheckpointkitError(f"the demo run {run_id!r} did not complete")
-            console.print(
-                f"completed steps were replayed, not executed again; state: {dict(latest.state)}"
-            )
-            console.print(f"inspect it: checkpointkit ls {run_id} -s {storage} -n demo")
+            return {
+                "run_id": run_id,
+                "storage": storage,
+                "namespace": "demo",
+                "status": latest.status,
+                "output": latest.output,
+                "state": dict(latest.state),
+                "timeline": rows,
+            }
 
     try:
-        asyncio.run(go())
+        result = asyncio.run(go())
+    except ConfigurationError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     except CheckpointkitError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(1) from None
+        raise CliError(str(exc)) from None
+    if out.json:
+        out.document(result)
+        return EXIT_OK
+    out.print(f"run {result['run_id']} on {storage}")
+    out.table(
+        ("time", "attempt", "step", "what happened"),
+        [(f"{r['time_ms']:.1f} ms", str(r["attempt"]), r["step"], r["what"]) for r in rows],
+        right=(0,),
+    )
+    out.print(f"completed steps were replayed, not executed again; state: {result['state']}")
+    out.print(f"inspect it: checkpointkit ls {result['run_id']} -s {storage} -n demo")
+    return EXIT_OK

@@ -2,19 +2,20 @@
 
 Framing only: it knows nothing of how the payload was serialized, so an
 integration that brings its own serializer can still use it (pass your own
-``codec_tag``). Layout (format version 1, integers little-endian)::
+``codec_tag``). Layout (integers little-endian)::
 
     offset  size  field
     0       4     magic b"\\x89CKP"
-    4       1     format version (1)
+    4       1     format version: 1 (not bound to a key) or 2 (bound to its storage key)
     5       1     codec tag (1 = checkpointkit msgpack; see CODEC_*)
     6       1     compression tag (0 = none, 1 = zstd)
     7       1     flags (bit 0 = encrypted; other bits must be 0)
     8       8     payload length: bytes stored after the header
     16      4     CRC-32 of every other byte of the envelope (header and payload)
-    20      1     [encrypted only] key id length n (1..255)
-    21      n     [encrypted only] key id, UTF-8
-    21+n    12    [encrypted only] AES-GCM nonce
+    20      4     [version 2 only] CRC-32 of the storage key (UTF-8) it was written for
+    ..      1     [encrypted only] key id length n (1..255)
+    ..      n     [encrypted only] key id, UTF-8
+    ..      12    [encrypted only] AES-GCM nonce
     ...           payload: compressed (if so tagged), then encrypted (ciphertext + 16-byte tag)
 
 The first 20 bytes keep this shape in every format version, and the CRC covers
@@ -22,10 +23,21 @@ the whole envelope whatever the version, so a bit flip is reported as
 corruption even in the version byte, and an intact envelope of a newer version
 is reported as such. When encrypted, the header (every byte before the payload
 except the CRC) is the AES-GCM associated data, so it cannot be altered either.
+
+**Binding** (format 2). :func:`seal` given ``key=`` binds the envelope to that
+storage key: the key's CRC-32 is stored (the key itself is not: the reader
+knows it) and covered by the envelope's CRC, and, when encrypted, the whole key
+is part of the AES-GCM associated data. :func:`open_envelope` given ``key=``
+then refuses, with :class:`~checkpointkit.errors.CheckpointCorrupted`, an
+envelope written for another key (copied or moved there). The CRC-32 of the key
+tells an accidental copy from a bit flip; against a writer who forges it (and
+the envelope's CRC), only the AES-GCM associated data holds. Envelopes sealed
+without a key are written in format 1, byte for byte as before format 2.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import threading
 import zlib
@@ -48,23 +60,27 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "BytesLike",
     "EnvelopeHeader",
+    "content_digest",
+    "key_checksum",
     "open_envelope",
     "open_view",
     "read_header",
+    "reseal",
     "seal",
 ]
 
 MAGIC = b"\x89CKP"
 """The first four bytes of every envelope (non-ASCII first byte, like PNG's)."""
 
-FORMAT_VERSION = 1
-"""The envelope format version that :func:`seal` writes."""
+FORMAT_VERSION = 2
+"""The newest envelope format version: what :func:`seal` writes when given a ``key``
+(an envelope sealed without a key is written in format 1)."""
 
-SUPPORTED_VERSIONS = (1,)
+SUPPORTED_VERSIONS = (1, 2)
 """The envelope format versions that :func:`open_envelope` reads."""
 
 HEADER_SIZE = 20
-"""Bytes of the fixed header (an encrypted envelope adds 14 plus the key id)."""
+"""Bytes of the fixed header (format 2 adds 4; an encrypted envelope adds 14 plus the key id)."""
 
 CODEC_MSGPACK = 1
 """Codec tag of :class:`checkpointkit.codec.Codec`: msgpack with checkpointkit's extensions."""
@@ -79,6 +95,8 @@ CODEC_JSON = 3
 COMPRESSION_NONE = 0
 COMPRESSION_ZSTD = 1
 
+_UNBOUND = 1  # format version without a key binding
+_BOUND = 2  # format version with the key's CRC-32 after the fixed header
 _FLAG_ENCRYPTED = 0x01
 _KNOWN_FLAGS = _FLAG_ENCRYPTED
 
@@ -86,6 +104,7 @@ _HEAD = struct.Struct("<4sBBBBQ")  # everything before the CRC
 _CRC = struct.Struct("<I")
 _FIELDS = struct.Struct("<BBBBQI")  # from offset 4: version .. crc
 _CRC_AT = 16
+_BINDING_SIZE = 4
 _MAX_LEVEL = 22
 _MIN_LEVEL = -(1 << 17)
 
@@ -100,13 +119,15 @@ class EnvelopeHeader:
     """What the header of an envelope says (see :func:`read_header`).
 
     Attributes:
-        version: Envelope format version.
+        version: Envelope format version (2: bound to a key; 1: not bound).
         codec_tag: Which serializer wrote the payload.
         compression: ``COMPRESSION_NONE`` or ``COMPRESSION_ZSTD``.
         encrypted: Whether the payload is AES-GCM encrypted.
         key_id: The encryption key id, or ``None`` if not encrypted.
         payload_length: Bytes stored after the header.
-        header_length: Bytes of the header, including the key id and nonce.
+        header_length: Bytes of the header, including the key checksum, key id and nonce.
+        key_checksum: CRC-32 of the storage key the envelope is bound to
+            (see :func:`key_checksum`), or ``None`` if it is not bound (format 1).
     """
 
     version: int
@@ -116,10 +137,34 @@ class EnvelopeHeader:
     key_id: str | None
     payload_length: int
     header_length: int
+    key_checksum: int | None = None
+
+    @property
+    def bound(self) -> bool:
+        """Whether the envelope is bound to the storage key it was written for."""
+        return self.key_checksum is not None
 
 
 def _where(key: str | None) -> str:
     return f"the envelope at key {key!r}" if key is not None else "the envelope"
+
+
+def _key_bytes(key: str) -> bytes:
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"an envelope's key must be a non-empty str, got {key!r}")
+    try:
+        return key.encode()
+    except UnicodeEncodeError:
+        raise ConfigurationError(f"the key {key!r} is not valid UTF-8") from None
+
+
+def key_checksum(key: str) -> int:
+    """The CRC-32 of ``key`` (UTF-8) that a bound envelope stores.
+
+    Raises:
+        ConfigurationError: ``key`` is not a non-empty str of valid UTF-8.
+    """
+    return zlib.crc32(_key_bytes(key))
 
 
 def check_compression(compress_threshold: int, compression_level: int) -> None:
@@ -188,6 +233,7 @@ def seal(
     compress_threshold: int = 16 * 1024,
     compression_level: int = 1,
     encryption: Encryption | None = None,
+    key: str | None = None,
 ) -> bytes:
     """Frame ``payload`` into an envelope: header, checksum, optional zstd and AES-GCM.
 
@@ -203,15 +249,19 @@ def seal(
             ``sys.maxsize`` never compresses.
         compression_level: zstd level (1 to 22; default 1, the fastest).
         encryption: Encrypt with its active key; ``None`` stores the payload in clear.
+        key: The storage key the envelope is written for: binds it to that key
+            (format 2), so that it opens only under that key. ``None`` writes an
+            unbound envelope (format 1).
 
     Returns:
         The envelope bytes.
 
     Raises:
-        ConfigurationError: ``codec_tag`` or a compression setting is out of range.
+        ConfigurationError: ``codec_tag``, a compression setting or ``key`` is invalid.
     """
     if not isinstance(codec_tag, int) or not 1 <= codec_tag <= 255:
         raise ConfigurationError(f"codec_tag must be an int from 1 to 255, got {codec_tag!r}")
+    binding = None if key is None else _key_bytes(key)
     data: BytesLike = payload
     size = memoryview(payload).nbytes
     compression = COMPRESSION_NONE
@@ -221,18 +271,30 @@ def seal(
             packed = _compressor(compression_level).compress(payload)
             if len(packed) < size:
                 data, size, compression = packed, len(packed), COMPRESSION_ZSTD
+    return _frame(data, size, codec_tag, compression, encryption, binding)
+
+
+def _frame(
+    data: BytesLike,
+    size: int,
+    codec_tag: int,
+    compression: int,
+    encryption: Encryption | None,
+    binding: bytes | None,
+) -> bytes:
+    """The envelope of an already compressed (or not) payload."""
+    version = _UNBOUND if binding is None else _BOUND
+    bind = b"" if binding is None else _CRC.pack(zlib.crc32(binding))
     if encryption is None:
-        head = _HEAD.pack(MAGIC, FORMAT_VERSION, codec_tag, compression, 0, size)
-        crc = zlib.crc32(data, zlib.crc32(head))
-        return b"".join((head, _CRC.pack(crc), data))
+        head = _HEAD.pack(MAGIC, version, codec_tag, compression, 0, size)
+        crc = zlib.crc32(data, zlib.crc32(bind, zlib.crc32(head)))
+        return b"".join((head, _CRC.pack(crc), bind, data))
     key_id = encryption.active_key_id_bytes
     nonce = encryption.new_nonce()
-    head = _HEAD.pack(
-        MAGIC, FORMAT_VERSION, codec_tag, compression, _FLAG_ENCRYPTED, size + TAG_SIZE
-    )
-    extra = b"".join((bytes((len(key_id),)), key_id, nonce))
+    head = _HEAD.pack(MAGIC, version, codec_tag, compression, _FLAG_ENCRYPTED, size + TAG_SIZE)
+    extra = b"".join((bind, bytes((len(key_id),)), key_id, nonce))
     aad = head + extra
-    sealed = encryption.seal(nonce, data, aad)
+    sealed = encryption.seal(nonce, data, aad if binding is None else aad + binding)
     crc = zlib.crc32(sealed, zlib.crc32(aad))
     return b"".join((head, _CRC.pack(crc), extra, sealed))
 
@@ -240,7 +302,9 @@ def seal(
 def read_header(data: BytesLike, *, key: str | None = None) -> EnvelopeHeader:
     """Parse and check an envelope's header without decrypting or decompressing.
 
-    The checksum over the whole envelope is verified.
+    The checksum over the whole envelope is verified; the key binding is not
+    (compare :attr:`EnvelopeHeader.key_checksum` with :func:`key_checksum`, or
+    use :func:`open_envelope`).
 
     Args:
         data: The envelope.
@@ -285,6 +349,12 @@ def _parse(mv: memoryview, key: str | None) -> tuple[EnvelopeHeader, memoryview]
     if flags & ~_KNOWN_FLAGS:
         raise DecodeError(f"{_where(key)} has unknown header flags {flags:#04x}")
     pos = HEADER_SIZE
+    checksum: int | None = None
+    if version == _BOUND:
+        if n < pos + _BINDING_SIZE:
+            raise CheckpointCorrupted(f"{_where(key)} has a malformed key binding")
+        (checksum,) = _CRC.unpack_from(mv, pos)
+        pos += _BINDING_SIZE
     key_id: str | None = None
     if flags & _FLAG_ENCRYPTED:
         kid_len = mv[pos] if n > pos else 0
@@ -309,6 +379,7 @@ def _parse(mv: memoryview, key: str | None) -> tuple[EnvelopeHeader, memoryview]
         key_id=key_id,
         payload_length=length,
         header_length=pos,
+        key_checksum=checksum,
     )
     return header, mv[pos:]
 
@@ -316,10 +387,10 @@ def _parse(mv: memoryview, key: str | None) -> tuple[EnvelopeHeader, memoryview]
 def _crc_message(mv: memoryview, key: str | None, version: int, flags: int, length: int) -> str:
     # Say "truncated" when the length field (if it can be trusted) explains the mismatch.
     n = len(mv)
-    if version == FORMAT_VERSION and not flags & ~_KNOWN_FLAGS:
-        head = HEADER_SIZE
-        if flags & _FLAG_ENCRYPTED and n > HEADER_SIZE:
-            head += 1 + mv[HEADER_SIZE] + NONCE_SIZE
+    if version in SUPPORTED_VERSIONS and not flags & ~_KNOWN_FLAGS:
+        head = HEADER_SIZE + (_BINDING_SIZE if version == _BOUND else 0)
+        if flags & _FLAG_ENCRYPTED and n > head:
+            head += 1 + mv[head] + NONCE_SIZE
         if n < head + length:
             return (
                 f"{_where(key)} is truncated: {n} bytes, the header says "
@@ -340,21 +411,31 @@ def open_envelope(
 
     Args:
         data: The envelope bytes.
-        key: The storage key it came from, named in error messages.
+        key: The storage key it came from: named in error messages, and checked
+            against the key a bound envelope (format 2) was written for. An
+            unbound envelope (format 1) opens under any key unless
+            ``encryption`` refuses unbound envelopes. Without a key, a bound
+            envelope in clear opens unchecked, and an encrypted one does not
+            open (its associated data includes the key).
         encryption: Keys to decrypt with; needed only for encrypted envelopes.
+            Its ``allow_plaintext`` and ``allow_unbound`` decide whether clear
+            and unbound envelopes are read.
 
     Returns:
         ``(codec_tag, payload)``: the tag given to :func:`seal` and the payload
         as it was before compression and encryption.
 
     Raises:
-        CheckpointCorrupted: Not an envelope (bad magic), truncated, or a checksum
-            or length mismatch (a bit flip anywhere in the envelope).
-        DecodeError: Unknown format version, flags or compression tag, or a
-            payload that does not decompress.
+        CheckpointCorrupted: Not an envelope (bad magic), truncated, a checksum
+            or length mismatch (a bit flip anywhere in the envelope), or an
+            envelope bound to another key than ``key`` (copied or moved there).
+        DecodeError: Unknown format version, flags or compression tag, a
+            payload that does not decompress, or an encrypted bound envelope
+            opened without ``key``.
         DecryptionError: The envelope is encrypted but ``encryption`` is
-            ``None``, its key id is unknown, or the key is wrong; or the envelope
-            is not encrypted but ``encryption`` refuses plaintext.
+            ``None``, its key id is unknown, or the key is wrong; or
+            ``encryption`` refuses it because it is not encrypted
+            (``allow_plaintext=False``) or not bound (``allow_unbound=False``).
     """
     tag, payload = open_view(data, key=key, encryption=encryption)
     return tag, payload if isinstance(payload, bytes) else bytes(payload)
@@ -364,28 +445,7 @@ def open_view(
     data: BytesLike, *, key: str | None = None, encryption: Encryption | None = None
 ) -> tuple[int, bytes | memoryview]:
     """Like :func:`open_envelope`, but the payload may be a view into ``data`` (no copy)."""
-    mv = _view(data)
-    header, body = _parse(mv, key)
-    payload: bytes | memoryview = body
-    if header.compression not in (COMPRESSION_NONE, COMPRESSION_ZSTD):
-        raise DecodeError(
-            f"{_where(key)} has unknown compression tag {header.compression} "
-            "(known: 0 = none, 1 = zstd)"
-        )
-    if header.key_id is not None:
-        if encryption is None:
-            raise DecryptionError(
-                f"{_where(key)} is encrypted (key id {header.key_id!r}) but no Encryption "
-                "is configured to decrypt it"
-            )
-        aad = bytes(mv[:_CRC_AT]) + bytes(mv[HEADER_SIZE : header.header_length])
-        nonce = bytes(mv[header.header_length - NONCE_SIZE : header.header_length])
-        payload = encryption.open(header.key_id, nonce, body, aad, where=_where(key))
-    elif encryption is not None and not encryption.allow_plaintext:
-        raise DecryptionError(
-            f"{_where(key)} is not encrypted, and this Encryption refuses plaintext "
-            "(allow_plaintext=False)"
-        )
+    header, payload = _open_stored(_view(data), key, encryption, None)
     if header.compression == COMPRESSION_ZSTD:
         try:
             payload = _decompressor().decompress(payload)
@@ -394,3 +454,124 @@ def open_view(
                 f"{_where(key)} has a payload that does not decompress: {exc}"
             ) from exc
     return header.codec_tag, payload
+
+
+def _open_stored(
+    mv: memoryview,
+    key: str | None,
+    encryption: Encryption | None,
+    allow_plaintext: bool | None,
+) -> tuple[EnvelopeHeader, bytes | memoryview]:
+    """Check the envelope and its binding and decrypt it; the payload stays compressed."""
+    header, body = _parse(mv, key)
+    if header.compression not in (COMPRESSION_NONE, COMPRESSION_ZSTD):
+        raise DecodeError(
+            f"{_where(key)} has unknown compression tag {header.compression} "
+            "(known: 0 = none, 1 = zstd)"
+        )
+    binding = _check_binding(header, key, encryption)
+    if header.key_id is not None:
+        if encryption is None:
+            raise DecryptionError(
+                f"{_where(key)} is encrypted (key id {header.key_id!r}) but no Encryption "
+                "is configured to decrypt it"
+            )
+        aad = bytes(mv[:_CRC_AT]) + bytes(mv[HEADER_SIZE : header.header_length]) + binding
+        nonce = bytes(mv[header.header_length - NONCE_SIZE : header.header_length])
+        return header, encryption.open(header.key_id, nonce, body, aad, where=_where(key))
+    if allow_plaintext is None:
+        allow_plaintext = encryption is None or encryption.allow_plaintext
+    if not allow_plaintext:
+        raise DecryptionError(
+            f"{_where(key)} is not encrypted, and this Encryption refuses plaintext "
+            "(allow_plaintext=False, the default once keys are configured): either someone "
+            "who can write to the storage planted it, or it was written before encryption "
+            "was turned on; to read such a store, pass Encryption(..., allow_plaintext=True), "
+            "and run rekey to encrypt it"
+        )
+    return header, body
+
+
+def _check_binding(header: EnvelopeHeader, key: str | None, encryption: Encryption | None) -> bytes:
+    """The key bytes that the AES-GCM associated data of ``header`` ends with."""
+    if header.key_checksum is None:
+        if key is not None and encryption is not None and not encryption.allow_unbound:
+            raise DecryptionError(
+                f"{_where(key)} is not bound to its key (envelope format 1, written before "
+                "format 2 or without a key), and this Encryption refuses unbound envelopes "
+                "(allow_unbound=False); run rekey to bind them, or pass "
+                "Encryption(..., allow_unbound=True)"
+            )
+        return b""
+    if key is None:
+        if header.encrypted:  # its associated data ends with the key: no key, no decryption
+            raise DecodeError(
+                "the envelope is encrypted and bound to the storage key it was written for "
+                f"(key checksum {header.key_checksum:#010x}); pass that key (key=...) to open it"
+            )
+        return b""  # in clear: readable, but the binding is not checked without a key
+    binding = _key_bytes(key)
+    expected = zlib.crc32(binding)
+    if expected != header.key_checksum:
+        raise CheckpointCorrupted(
+            f"{_where(key)} does not belong to key {key!r}: it was written for another key "
+            f"(stored key checksum {header.key_checksum:#010x}, {key!r} has "
+            f"{expected:#010x}), so it was copied or moved here"
+        )
+    return binding
+
+
+def content_digest(
+    data: BytesLike, *, key: str | None = None, encryption: Encryption | None = None
+) -> str:
+    """A digest (BLAKE2b, 128 bits, hex) of what an envelope holds, whatever its encryption.
+
+    It covers the codec tag, the compression tag and the payload as stored
+    after decryption (still compressed), so it is the same for an envelope and
+    any :func:`reseal` of it (``rekey`` re-encrypts without changing it), and
+    differs for any other content. The envelope is checked as by
+    :func:`open_envelope` (checksum, binding to ``key``, decryption).
+
+    Raises:
+        CheckpointCorrupted, DecodeError, DecryptionError: As :func:`open_envelope`.
+    """
+    header, stored = _open_stored(_view(data), key, encryption, None)
+    h = hashlib.blake2b(bytes((header.codec_tag, header.compression)), digest_size=16)
+    h.update(stored)
+    return h.hexdigest()
+
+
+def reseal(
+    data: BytesLike,
+    *,
+    key: str,
+    encryption: Encryption | None,
+    to_key: str | None = None,
+    allow_plaintext: bool | None = None,
+) -> bytes:
+    """Open an envelope and seal its payload again: under the active key, bound to its key.
+
+    The payload is neither decompressed nor re-encoded: it keeps its codec tag
+    and compression. Used to re-encrypt stored records after a key rotation
+    (``rekey``) and to copy a record to another key.
+
+    Args:
+        data: The envelope, as stored at ``key``.
+        key: Where it is stored: checked against its binding (if bound).
+        encryption: Decrypts it (any known key id) and encrypts the new envelope
+            (with the active key). ``None`` opens and writes clear envelopes.
+        to_key: The key the new envelope is bound to; defaults to ``key``.
+        allow_plaintext: Read a clear envelope even if ``encryption`` refuses
+            plaintext (``None``: as ``encryption`` says).
+
+    Returns:
+        The new envelope (format 2).
+
+    Raises:
+        CheckpointCorrupted, DecodeError, DecryptionError: As :func:`open_envelope`.
+    """
+    header, stored = _open_stored(_view(data), key, encryption, allow_plaintext)
+    target = _key_bytes(key if to_key is None else to_key)
+    return _frame(
+        stored, memoryview(stored).nbytes, header.codec_tag, header.compression, encryption, target
+    )

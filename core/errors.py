@@ -18,6 +18,7 @@ The tree::
     ├── CheckpointSaveError           a checkpoint save failed and the run failed with it
     ├── NondeterminismError           a replayed workflow called its steps differently
     ├── StateClosed                   a late call on the state of a step or run that has ended
+    ├── RunExists                     run() with the id of a stored run (also a ValueError)
     └── RunBusy                       another worker owns the run
         └── LeaseLost                 this worker's lease expired or was taken over (fenced)
 
@@ -41,6 +42,7 @@ __all__ = [
     "OutcomeUnknown",
     "PreconditionFailed",
     "RunBusy",
+    "RunExists",
     "StateClosed",
     "StorageClosed",
     "StorageError",
@@ -128,6 +130,27 @@ class StateClosed(CheckpointkitError, RuntimeError):
     A dropped stream's cleanup, or a cancellation handler running after its run
     ended, gets this error instead of silently changing a later run's state.
     """
+
+
+class RunExists(CheckpointkitError, ValueError):
+    """``Workflow.run`` was given the id of a run that is stored already.
+
+    Continue it with ``Workflow.resume(run_id)``, or delete it first. A
+    ``ValueError`` too, as it was before this class existed.
+
+    Attributes:
+        run_id: the id of the existing run.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} exists already; use resume() to continue it, "
+            "or delete it first (checkpointkit rm)"
+        )
+        self.run_id = run_id
+
+    def __reduce__(self) -> tuple[type[RunExists], tuple[str]]:
+        return (type(self), (self.run_id,))
 
 
 class RunBusy(CheckpointkitError):

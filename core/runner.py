@@ -54,6 +54,7 @@ from .errors import (
     NotFound,
     PreconditionFailed,
     RunBusy,
+    RunExists,
     StateClosed,
 )
 from .events import (
@@ -533,7 +534,7 @@ class _Run:
             self.lease.epoch,
         )
         try:
-            data = self.store.encode_step(record)
+            data = self.store.encode_step(record, run_id=self.run_id)
         except BaseException:
             if state is not None:
                 state._discard()
@@ -847,7 +848,7 @@ class Workflow:
         """Start a new run and drive it to completion or pause.
 
         Raises:
-            ValueError: a run with ``run_id`` exists already (use :meth:`resume`).
+            RunExists: a run with ``run_id`` exists already (use :meth:`resume`).
             CheckpointSaveError: a save failed (G9).
             RunBusy: another worker owns the run.
             Exception: whatever the workflow or a step raised.
@@ -964,7 +965,7 @@ class Workflow:
     ) -> RunResult:
         run_id = run_id if run_id is not None else uuid.uuid4().hex
         if not await self.store.create_run(run_id, input):
-            raise ValueError(f"run {run_id!r} exists already; use resume() to continue it")
+            raise RunExists(run_id)
         lease = await self.store.acquire(run_id, ttl=self.lease_ttl)  # G8
         run = _Run(self, run_id, lease, {}, {}, sink)
         return await run.drive(self.fn, input, resumed=False)

@@ -30,14 +30,14 @@ what is stored, never clobber.
 
 Rollback detection: the head carries the number and a digest of the newest
 checkpoint (and of its parent), so :meth:`CheckpointStore.latest` refuses a
-checkpoint whose bytes are not the ones the head names. A writer who can also
+checkpoint whose content is not the one the head names. The digest covers the
+content, not the envelope bytes, so re-encrypting (``rekey``) keeps it valid. A writer who can also
 roll the head back is not detected.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import re
 import socket
@@ -48,9 +48,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, unquote
 
+from . import reconcile
 from .codec import Codec, default_codec
+from .envelope import content_digest
 from .errors import (
     CheckpointCorrupted,
+    DecodeError,
     InvalidKey,
     LeaseLost,
     NotFound,
@@ -71,8 +74,7 @@ __all__ = [
 ]
 
 _MAX_SEQ = 2**64 - 1
-_RETRIES = 3
-"""Attempts of one write whose outcome came back unknown (it is safe to repeat)."""
+_RETRIES = reconcile.ATTEMPTS
 _TERMINAL = frozenset({"completed", "failed"})
 _MAX_RUN_ID = 200
 _BAD_RUN_CHARS = re.compile(r"[\x00-\x1f\x7f/\\]")
@@ -222,10 +224,6 @@ class RunInfo:
         return self.lease_expires > time.time()
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
 def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -278,25 +276,8 @@ class CheckpointStore:
     # -- runs ----------------------------------------------------------------------------
     # -- writes safe under unknown outcomes -------------------------------------------
     async def _create(self, key: str, data: bytes) -> GetResult | None:
-        """Create ``key`` once; None if this call stored ``data``, else what is stored.
-
-        An attempt whose outcome is unknown is repeated: a repeat either
-        creates the key or finds it, and the caller compares what it finds
-        (its own earlier attempt stored the same bytes).
-        """
-        for attempt in range(_RETRIES):
-            try:
-                await self.storage.put(key, data, mode="create")
-                return None
-            except PreconditionFailed:
-                try:
-                    return await self.storage.get(key)
-                except NotFound:
-                    continue  # deleted in between: try again
-            except OutcomeUnknown:
-                if attempt == _RETRIES - 1:
-                    raise
-        raise OutcomeUnknown(f"could not create {key!r}: it was deleted under every attempt")
+        """Create ``key`` once; None if this call stored ``data``, else what is stored."""
+        return await reconcile.create(self.storage, key, data)
 
     async def _ensure(self, key: str, data: bytes) -> None:
         """Create ``key`` unless it exists (with any content): idempotent markers."""
@@ -310,7 +291,7 @@ class CheckpointStore:
         resume) puts back in the index.
         """
         key = self._input_key(run_id)
-        data = self.codec.encode(input, path="input")
+        data = self.codec.encode(input, path="input", key=key)
         stored = await self._create(key, data)
         if stored is not None and stored.data != data:
             return False
@@ -416,8 +397,12 @@ class CheckpointStore:
         return found if limit is None else found[:limit]
 
     # -- step records ----------------------------------------------------------------
-    def encode_step(self, record: StepRecord) -> bytes:
-        """Encode a step record to envelope bytes, synchronously (the G1 snapshot)."""
+    def encode_step(self, record: StepRecord, *, run_id: str) -> bytes:
+        """Encode a step record to envelope bytes, synchronously (the G1 snapshot).
+
+        The envelope is bound to the record's key in ``run_id``, so it is
+        refused if it is ever found under another key.
+        """
         body = {
             "step": record.step,
             "result": record.result,
@@ -428,21 +413,28 @@ class CheckpointStore:
             "seq": record.seq,
             "epoch": record.epoch,
         }
-        return self.codec.encode(body, path=f"step {record.step!r}")
+        return self.codec.encode(
+            body, path=f"step {record.step!r}", key=self.step_key(run_id, record.step)
+        )
 
     def decode_step(self, data: bytes, *, key: str | None = None) -> StepRecord:
         """Decode bytes made by :meth:`encode_step`."""
         body = self.codec.decode(data, key=key)
-        return StepRecord(
-            step=body["step"],
-            result=body["result"],
-            writes=body["writes"],
-            deletes=tuple(body["deletes"]),
-            cleared=body["cleared"],
-            fingerprint=body["fp"],
-            seq=body["seq"],
-            epoch=body["epoch"],
-        )
+        try:
+            return StepRecord(
+                step=body["step"],
+                result=body["result"],
+                writes=body["writes"],
+                deletes=tuple(body["deletes"]),
+                cleared=body["cleared"],
+                fingerprint=body["fp"],
+                seq=body["seq"],
+                epoch=body["epoch"],
+            )
+        except (KeyError, TypeError, IndexError) as exc:
+            raise DecodeError(
+                f"the step record at key {key!r} is malformed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def save_step(
         self, run_id: str, step: str, data: bytes, *, lease: Lease | None = None
@@ -476,7 +468,12 @@ class CheckpointStore:
         )
 
     async def load_steps(self, run_id: str, *, concurrency: int = 32) -> dict[str, StepRecord]:
-        """Every step record of the run, by step identity."""
+        """Every step record of the run, by step identity.
+
+        Raises:
+            CheckpointCorrupted, DecodeError, StorageError: the first error of a
+                record (never an ``ExceptionGroup``); the rest are cancelled.
+        """
         prefix = f"{self.run_prefix(run_id)}s/"
         keys = [key async for key in self.storage.list(prefix)]
         records: dict[str, StepRecord] = {}
@@ -488,16 +485,21 @@ class CheckpointStore:
             record = self.decode_step(data, key=key)
             records[record.step] = record
 
-        async with asyncio.TaskGroup() as tg:
-            for key in keys:
-                tg.create_task(load(key))
+        tasks = [asyncio.ensure_future(load(key)) for key in keys]
+        try:
+            await asyncio.gather(*tasks)
+        finally:  # on the first error (or a cancellation), stop and await the others
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         return records
 
     # -- input responses ---------------------------------------------------------------
     async def save_response(self, run_id: str, request_id: str, value: Any) -> bool:
         """Store the response to an input request once; False if one was stored before."""
-        data = self.codec.encode(value, path=f"response {request_id!r}")
-        stored = await self._create(self._response_key(run_id, request_id), data)
+        key = self._response_key(run_id, request_id)
+        data = self.codec.encode(value, path=f"response {request_id!r}", key=key)
+        stored = await self._create(key, data)
         return stored is None or stored.data == data
 
     async def load_responses(self, run_id: str) -> dict[str, Any]:
@@ -522,9 +524,10 @@ class CheckpointStore:
     async def _write_head(
         self, run_id: str, head: Mapping[str, Any], version: str | None
     ) -> str:
-        data = self.codec.encode(dict(head), path="head")
+        key = self._head_key(run_id)
+        data = self.codec.encode(dict(head), path="head", key=key)
         mode: PutMode = "create" if version is None else IfMatch(version)
-        return await self.storage.put(self._head_key(run_id), data, mode=mode)
+        return await self.storage.put(key, data, mode=mode)
 
     async def _move_head(
         self, lease: Lease, changes: Mapping[str, Any]
@@ -692,24 +695,30 @@ class CheckpointStore:
             "t": checkpoint.created_at,
             "steps": checkpoint.steps,
         }
-        return self.codec.encode(body, path="checkpoint")
+        key = self._checkpoint_key(checkpoint.run_id, int(checkpoint.checkpoint_id))
+        return self.codec.encode(body, path="checkpoint", key=key)
 
     def decode_checkpoint(self, data: bytes, *, key: str | None = None) -> Checkpoint:
         """Decode bytes made by :meth:`encode_checkpoint`."""
         body = self.codec.decode(data, key=key)
-        return Checkpoint(
-            run_id=body["run"],
-            checkpoint_id=body["id"],
-            status=body["status"],
-            state=body["state"],
-            pending=tuple(InputRequest(i, s, p) for i, s, p in body["pending"]),
-            output=body["output"],
-            error=body["error"],
-            metadata=body["meta"],
-            parent_id=body["parent"],
-            created_at=body["t"],
-            steps=body["steps"],
-        )
+        try:
+            return Checkpoint(
+                run_id=body["run"],
+                checkpoint_id=body["id"],
+                status=body["status"],
+                state=body["state"],
+                pending=tuple(InputRequest(i, s, p) for i, s, p in body["pending"]),
+                output=body["output"],
+                error=body["error"],
+                metadata=body["meta"],
+                parent_id=body["parent"],
+                created_at=body["t"],
+                steps=body["steps"],
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise DecodeError(
+                f"the checkpoint at key {key!r} is malformed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def save_checkpoint(
         self,
@@ -744,7 +753,10 @@ class CheckpointStore:
             data = self.encode_checkpoint(checkpoint)  # encode before moving the head
             start = time.monotonic()
             moved, moved_version = await self._move_head(
-                lease, self._head_changes(lease.head, seq, data, checkpoint, lease.ttl)
+                lease,
+                self._head_changes(
+                    lease.head, seq, self._digest(run_id, seq, data), checkpoint, lease.ttl
+                ),
             )
             lease = replace(
                 lease,
@@ -774,7 +786,8 @@ class CheckpointStore:
                     f"run {run_id!r} is owned by {base['owner']}; save through its lease",
                     retry_after=left,
                 )
-            head = {**base, **self._head_changes(base, seq, data, checkpoint, None)}
+            digest = self._digest(run_id, seq, data)
+            head = {**base, **self._head_changes(base, seq, digest, checkpoint, None)}
             try:
                 await self._write_head(run_id, head, version)
             except (PreconditionFailed, OutcomeUnknown):
@@ -787,12 +800,12 @@ class CheckpointStore:
 
     @staticmethod
     def _head_changes(
-        base: Mapping[str, Any], seq: int, data: bytes, checkpoint: Checkpoint, ttl: float | None
+        base: Mapping[str, Any], seq: int, digest: str, checkpoint: Checkpoint, ttl: float | None
     ) -> dict[str, Any]:
         """The head fields that a new checkpoint sets (with its digest, and its parent's)."""
         changes: dict[str, Any] = {
             "seq": seq,
-            "digest": _digest(data),
+            "digest": digest,
             "pdigest": base.get("digest", "") if base.get("seq") == seq - 1 else "",
             "status": checkpoint.status,
             "t": checkpoint.created_at,
@@ -800,6 +813,13 @@ class CheckpointStore:
         if ttl is not None:
             changes["expires"] = time.time() + ttl
         return changes
+
+    def _digest(self, run_id: str, seq: int, data: bytes) -> str:
+        """The digest of checkpoint ``seq`` that the head keeps: of its content, so that
+        re-encrypting it (``rekey``) keeps it (see :func:`~checkpointkit.envelope.content_digest`).
+        """
+        key = self._checkpoint_key(run_id, seq)
+        return content_digest(data, key=key, encryption=self.codec.encryption)
 
     async def _put_checkpoint(self, run_id: str, seq: int, data: bytes) -> None:
         key = self._checkpoint_key(run_id, seq)
@@ -891,7 +911,7 @@ class CheckpointStore:
                 data, _ = await self.storage.get(key)
             except NotFound:
                 continue  # not written yet, or its writer crashed: the previous one
-            if digest and _digest(data) != digest:
+            if digest and self._digest(run_id, number, data) != digest:
                 raise CheckpointCorrupted(
                     f"checkpoint {number} of run {run_id!r} ({key!r}) is not the one the "
                     "run head names (its digest differs): it was replaced or rolled back"

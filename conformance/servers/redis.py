@@ -436,7 +436,7 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
         redis_storage,
         name=name or f"redis {kind} ({_redact(url)})",
         # the factory makes expiring storages on request (ttl=...): check that too
-        capabilities=Capabilities(ttl=True),
+        capabilities=Capabilities(ttl=True, settles_cancelled_writes=True),
         upstream=upstream if loopback else None,  # the stall proxy forwards to loopback only
         scale=scale,
     )

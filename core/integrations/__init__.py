@@ -1,1 +1,27 @@
-"""Integrations with other workflow libraries."""
+"""Integrations with other workflow libraries.
+
+Each module needs its library, installed with an extra of checkpointkit:
+``checkpointkit.integrations.langgraph`` (``pip install "checkpointkit[langgraph]"``)
+and ``checkpointkit.integrations.agent_framework``
+(``pip install "checkpointkit[agent-framework]"``). Importing one without its
+extra raises :class:`ModuleNotFoundError` whose message names the extra.
+"""
+
+from __future__ import annotations
+
+__all__ = ["missing_extra"]
+
+
+def missing_extra(module: str, extra: str, exc: ImportError) -> ModuleNotFoundError:
+    """The error to raise when ``module`` cannot import what its ``extra`` installs.
+
+    Args:
+        module: the integration module (``__name__``).
+        extra: the name of checkpointkit's extra that installs the dependency.
+        exc: the original import error (chain it with ``raise ... from exc``).
+    """
+    return ModuleNotFoundError(
+        f"{module} needs {exc.name or 'a package'!s} ({exc}); "
+        f'install it with: pip install "checkpointkit[{extra}]"',
+        name=exc.name,
+    )

@@ -71,15 +71,22 @@ from typing import Any, Self
 from urllib.parse import quote, unquote
 
 import msgspec
-from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
-from agent_framework._workflows._checkpoint_encoding import (
-    decode_checkpoint_value,
-    encode_checkpoint_value,
-)
 
+from . import missing_extra
+
+try:
+    from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
+    from agent_framework._workflows._checkpoint_encoding import (
+        decode_checkpoint_value,
+        encode_checkpoint_value,
+    )
+except ImportError as _exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra(__name__, "agent-framework", _exc) from _exc
+
+from .. import reconcile
 from ..crypto import Encryption
 from ..envelope import open_envelope, seal
-from ..errors import CheckpointkitError, NotFound, PreconditionFailed
+from ..errors import CheckpointCorrupted, CheckpointkitError, NotFound, PreconditionFailed
 from ..keys import validate_prefix
 from ..registry import open_storage
 from ..storage import Capabilities, IfMatch, PutMode, Storage
@@ -89,6 +96,7 @@ __all__ = [
     "CODEC_AGENT_FRAMEWORK_JSON",
     "CODEC_AGENT_FRAMEWORK_MSGPACK",
     "CheckpointkitCheckpointStorage",
+    "WorkflowCheckpointCorrupted",
 ]
 
 CODEC_AGENT_FRAMEWORK_MSGPACK = 140
@@ -101,6 +109,17 @@ CODEC_AGENT_FRAMEWORK_HEAD = 142
 """Envelope codec tag of a workflow's head: the UTF-8 name of its newest marker."""
 
 log = logging.getLogger("checkpointkit.integrations.agent_framework")
+
+
+class WorkflowCheckpointCorrupted(WorkflowCheckpointException, CheckpointCorrupted):
+    """A stored checkpoint is damaged: checksum or length mismatch, or bound to another key.
+
+    Both agent-framework's ``WorkflowCheckpointException`` (what its protocol
+    raises) and checkpointkit's
+    :class:`~checkpointkit.errors.CheckpointCorrupted`, so either ``except``
+    catches it. The message names the key.
+    """
+
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_OFFSET = 2**62  # microseconds, so that times before 1970 stay positive
@@ -272,8 +291,8 @@ class CheckpointkitCheckpointStorage:
         return name, version
 
     async def _write_head(self, key: str, name: str, mode: PutMode) -> None:
-        data = seal(name.encode(), codec_tag=CODEC_AGENT_FRAMEWORK_HEAD)
-        self._remember_head(key, await self.storage.put(key, data, mode=mode), name)
+        data = seal(name.encode(), codec_tag=CODEC_AGENT_FRAMEWORK_HEAD, key=key)
+        self._remember_head(key, await reconcile.put(self.storage, key, data, mode=mode), name)
 
     def _remember_head(self, key: str, version: str, name: str) -> None:
         self._heads[key] = (version, name)
@@ -334,7 +353,7 @@ class CheckpointkitCheckpointStorage:
             first = await self._first_marker(workflow_prefix)
             try:
                 if first is None:
-                    await self.storage.delete(key, if_match=version)
+                    await reconcile.delete(self.storage, key, if_match=version)
                 else:
                     await self._write_head(key, first, IfMatch(version))
             except PreconditionFailed:
@@ -342,7 +361,7 @@ class CheckpointkitCheckpointStorage:
             return
 
     # -- encoding --------------------------------------------------------------------
-    def _encode(self, checkpoint: WorkflowCheckpoint) -> bytes:
+    def _encode(self, checkpoint: WorkflowCheckpoint, key: str) -> bytes:
         # Refuse, now, a checkpoint that could not be restored (as FileCheckpointStorage does).
         try:
             encoded = encode_checkpoint_value(checkpoint.to_dict())
@@ -357,7 +376,7 @@ class CheckpointkitCheckpointStorage:
         except (OverflowError, msgspec.EncodeError):
             payload = json.dumps(encoded, ensure_ascii=False).encode()
             tag = CODEC_AGENT_FRAMEWORK_JSON
-        return seal(payload, codec_tag=tag, **self._seal_options)
+        return seal(payload, codec_tag=tag, key=key, **self._seal_options)
 
     def _open(self, data: bytes, key: str) -> dict[str, Any]:
         """The encoded structure (not yet unpickled) stored at ``key``."""
@@ -372,6 +391,10 @@ class CheckpointkitCheckpointStorage:
                     f"The envelope at key {key!r} has codec tag {tag}, which is not an "
                     "agent-framework checkpoint"
                 )
+        except CheckpointCorrupted as exc:
+            raise WorkflowCheckpointCorrupted(
+                f"The checkpoint at key {key!r} is corrupted: {exc}"
+            ) from exc
         except (CheckpointkitError, ValueError, msgspec.DecodeError) as exc:
             raise WorkflowCheckpointException(
                 f"The checkpoint at key {key!r} cannot be read: {exc}"
@@ -411,7 +434,7 @@ class CheckpointkitCheckpointStorage:
         checkpoint_id = checkpoint.checkpoint_id
         key = self._checkpoint_key(checkpoint_id)
         marker = self._marker_key(checkpoint.workflow_name, checkpoint.timestamp, checkpoint_id)
-        data = self._encode(checkpoint)
+        data = self._encode(checkpoint, key)
         if self._use_heads:
             # The head first: if what follows fails, the head names a missing
             # checkpoint and readers fall back to the listing (never a stale head).
@@ -421,7 +444,7 @@ class CheckpointkitCheckpointStorage:
         async def write_checkpoint() -> str | None:
             """Write it; return the marker of an earlier save of this id if it moved."""
             try:
-                await self.storage.put(key, data, mode="create")
+                await reconcile.put(self.storage, key, data, mode="create")
             except PreconditionFailed:
                 pass
             else:
@@ -430,15 +453,15 @@ class CheckpointkitCheckpointStorage:
                 old = await self._read(key)
             except WorkflowCheckpointException:
                 old = None  # unreadable: replaced below all the same
-            await self.storage.put(key, data)
+            await reconcile.put(self.storage, key, data)
             old_marker = None if old is None else self._marker_of(old, checkpoint_id)
             return old_marker if old_marker != marker else None
 
         # Both at once: a marker whose checkpoint is missing (a failed save) is
         # skipped by readers, so the order does not matter.
-        stale, _ = await _gather((write_checkpoint(), self.storage.put(marker, b"")))
+        stale, _ = await _gather((write_checkpoint(), reconcile.put(self.storage, marker, b"")))
         if stale is not None:
-            await self.storage.delete(stale)
+            await reconcile.delete(self.storage, stale)
             if self._use_heads:
                 await self._repair_head(stale)
         return checkpoint_id
@@ -456,8 +479,10 @@ class CheckpointkitCheckpointStorage:
         """Load a checkpoint by id (one get).
 
         Raises:
+            WorkflowCheckpointCorrupted: The checkpoint is corrupted, or was
+                written for another key (also a ``WorkflowCheckpointException``).
             WorkflowCheckpointException: No checkpoint has this id, or it cannot
-                be read or decoded (corrupted, or a type outside the allow-list).
+                be read or decoded (a type outside the allow-list, encryption).
             StorageError: The storage failed.
         """
         key = self._checkpoint_key(checkpoint_id)
@@ -481,8 +506,8 @@ class CheckpointkitCheckpointStorage:
             return False
         marker = self._marker_of(encoded, checkpoint_id)
         if marker is not None:
-            await self.storage.delete(marker)
-        existed = await self.storage.delete(key)
+            await reconcile.delete(self.storage, marker)
+        existed = await reconcile.delete(self.storage, key)
         if marker is not None and self._use_heads:
             await self._repair_head(marker)
         return existed
@@ -504,7 +529,8 @@ class CheckpointkitCheckpointStorage:
 
         Raises:
             WorkflowCheckpointException: The latest checkpoint cannot be read or
-                decoded (it is not skipped for an older one).
+                decoded (it is not skipped for an older one);
+                :class:`WorkflowCheckpointCorrupted` if it is damaged.
             StorageError: The storage failed.
         """
         prefix = self._workflow_prefix(workflow_name)

@@ -98,21 +98,28 @@ from typing import Any, Self, TypeVar, cast
 from urllib.parse import quote, unquote
 
 import msgspec
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    get_checkpoint_id,
-    get_checkpoint_metadata,
-)
-from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from . import missing_extra
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+except ImportError as _exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra(__name__, "langgraph", _exc) from _exc
+
+from .. import reconcile
 from ..crypto import Encryption
-from ..envelope import open_envelope, seal
+from ..envelope import open_envelope, reseal, seal
 from ..errors import (
     CheckpointCorrupted,
     CheckpointkitError,
@@ -145,6 +152,7 @@ CODEC_LANGGRAPH_HEAD = 131
 """Envelope codec tag of a head: the UTF-8 id of the newest checkpoint of a thread and namespace."""
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 log = logging.getLogger("checkpointkit.integrations.langgraph")
 
@@ -390,11 +398,12 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         return _unseg(thread_seg), _unseg(ns_seg), _uninverted(inv)
 
     # -- encoding ------------------------------------------------------------------------
-    def _seal(self, payload: bytes, tag: int) -> bytes:
-        return seal(payload, codec_tag=tag, **self._seal_options)
+    def _seal(self, payload: bytes, tag: int, key: str) -> bytes:
+        return seal(payload, codec_tag=tag, key=key, **self._seal_options)
 
-    def _open(self, data: bytes, key: str, tag: int) -> bytes:
-        got, payload = open_envelope(data, key=key, encryption=self.encryption)
+    def _open(self, data: bytes, key: str, tag: int, *, clear: bool = False) -> bytes:
+        """The payload stored at ``key``; ``clear``: a record always written in clear (a head)."""
+        got, payload = open_envelope(data, key=key, encryption=None if clear else self.encryption)
         if got != tag:
             raise DecodeError(
                 f"the envelope at key {key!r} has codec tag {got}, expected {tag} "
@@ -450,15 +459,17 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         except NotFound:
             return None
         try:
-            checkpoint_id = self._open(data, key, CODEC_LANGGRAPH_HEAD).decode()
+            checkpoint_id = self._open(data, key, CODEC_LANGGRAPH_HEAD, clear=True).decode()
         except (CheckpointkitError, ValueError) as exc:
             log.warning("ignoring the unreadable head %r: %s", key, exc)
             return None, version
         return (checkpoint_id or None), version
 
     async def _write_head(self, key: str, checkpoint_id: str, mode: PutMode) -> None:
-        data = seal(checkpoint_id.encode(), codec_tag=CODEC_LANGGRAPH_HEAD)
-        self._remember_head(key, await self.storage.put(key, data, mode=mode), checkpoint_id)
+        data = seal(checkpoint_id.encode(), codec_tag=CODEC_LANGGRAPH_HEAD, key=key)
+        self._remember_head(
+            key, await reconcile.put(self.storage, key, data, mode=mode), checkpoint_id
+        )
 
     def _remember_head(self, key: str, version: str, checkpoint_id: str) -> None:
         cache = self._rt.heads
@@ -518,7 +529,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             newest = await self._newest_id(thread_id, ns)
             try:
                 if newest is None:
-                    await self.storage.delete(key, if_match=version)
+                    await reconcile.delete(self.storage, key, if_match=version)
                 else:
                     await self._write_head(key, newest, IfMatch(version))
             except PreconditionFailed:
@@ -701,10 +712,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         writes: list[tuple[str, str, Any]] | None = None,
     ) -> CheckpointTuple:
         if writes is None and record.blobs:
-            async with asyncio.TaskGroup() as tg:
-                writes_task = tg.create_task(self._load_writes(thread_id, ns, checkpoint_id))
-                values_task = tg.create_task(self._load_values(thread_id, ns, record))
-            writes, values = writes_task.result(), values_task.result()
+            writes, values = await _both(
+                self._load_writes(thread_id, ns, checkpoint_id),
+                self._load_values(thread_id, ns, record),
+            )
         else:
             if writes is None:
                 writes = await self._load_writes(thread_id, ns, checkpoint_id)
@@ -724,14 +735,13 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         self, thread_id: str, ns: str, checkpoint_id: str
     ) -> CheckpointTuple | None:
         key = self._checkpoint_key(thread_id, ns, checkpoint_id)
-        async with asyncio.TaskGroup() as tg:  # the record and its writes at once
-            record_task = tg.create_task(self._get_or_none(key))
-            writes_task = tg.create_task(self._load_writes(thread_id, ns, checkpoint_id))
-        data = record_task.result()
+        data, writes = await _both(  # the record and its writes at once
+            self._get_or_none(key), self._load_writes(thread_id, ns, checkpoint_id)
+        )
         if data is None:
             return None
         record = self._decode_record(data, key)
-        return await self._tuple(thread_id, ns, checkpoint_id, record, writes_task.result())
+        return await self._tuple(thread_id, ns, checkpoint_id, record, writes)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint that ``config`` names, or the thread's latest one; None if none.
@@ -903,7 +913,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             key = self._blob_key(thread_id, ns, channel, version)
             # A new version is written; an unchanged one was written when it was new,
             # unless it was never seen here: then write it once more, create-only.
-            uploads.append((key, self._seal(data, CODEC_LANGGRAPH_BLOB), is_new))
+            uploads.append((key, self._seal(data, CODEC_LANGGRAPH_BLOB, key), is_new))
             self._remember_blob(ident, serde_type)
         record = _Record(
             format=_FORMAT,
@@ -913,7 +923,8 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             values=inline,
             blobs=blobs,
         )
-        data = self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_RECORD)
+        record_key = self._checkpoint_key(thread_id, ns, checkpoint_id)
+        data = self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_RECORD, record_key)
         # Values and the head before the record: a record never points at a missing
         # value, and a put that fails half-way leaves a head naming a missing
         # record (readers then use the listing), never a head behind the newest.
@@ -922,15 +933,15 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             writes.append(self._advance_head(thread_id, ns, checkpoint_id))
         if writes:
             await _gather_limited(writes)
-        await self.storage.put(self._checkpoint_key(thread_id, ns, checkpoint_id), data)
+        await reconcile.put(self.storage, record_key, data)
         return self._config(thread_id, ns, checkpoint_id)
 
     async def _upload(self, key: str, data: bytes, overwrite: bool) -> None:
         if overwrite:
-            await self.storage.put(key, data)
+            await reconcile.put(self.storage, key, data)
             return
         with contextlib.suppress(PreconditionFailed):
-            await self.storage.put(key, data, mode="create")
+            await reconcile.put(self.storage, key, data, mode="create")
 
     async def aput_writes(
         self,
@@ -977,13 +988,13 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             record = _Writes(_FORMAT, task_id, task_path, [(special, channel, serde_type, data)])
             key = self._writes_key(thread_id, ns, checkpoint_id, task_id, f"s{-special}")
             uploads.append(
-                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE), True)
+                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE, key), True)
             )
         if regular:
             record = _Writes(_FORMAT, task_id, task_path, regular)
             key = self._writes_key(thread_id, ns, checkpoint_id, task_id, f"r{len(writes)}")
             uploads.append(
-                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE), False)
+                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE, key), False)
             )
         await _gather_limited([self._upload(k, d, o) for k, d, o in uploads])
 
@@ -992,7 +1003,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         return [key async for key in self.storage.list(prefix)]
 
     async def _delete_keys(self, keys: Sequence[str]) -> None:
-        await _gather_limited([self.storage.delete(key) for key in keys])
+        await _gather_limited([reconcile.delete(self.storage, key) for key in keys])
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and value of a thread (all namespaces).
@@ -1033,7 +1044,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                     doomed.append(key)
             for key in doomed:
                 thread_id, ns, checkpoint_id = self._parse_checkpoint_key(key)
-                await self.storage.delete(key)
+                await reconcile.delete(self.storage, key)
                 await self._delete_keys(
                     await self._keys(self._writes_prefix(thread_id, ns, checkpoint_id))
                 )
@@ -1045,9 +1056,13 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
 
         Values and writes are copied before the checkpoints that use them, so
         a reader of the target never sees a checkpoint without its data. Keys of
-        the target that exist are overwritten.
+        the target that exist are overwritten. Each record is sealed again for
+        its new key (records are bound to their key), under the active
+        encryption key if encryption is on; payloads are not decoded.
 
         Raises:
+            CheckpointCorrupted, DecodeError: A source record is damaged or
+                cannot be decrypted (records copied before it stay copied).
             StorageError: The storage failed.
         """
         self._bind()
@@ -1058,8 +1073,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
 
             async def copy(key: str, prefix: str = prefix, kind: str = kind) -> None:
                 data = await self._get_or_none(key)
-                if data is not None:
-                    await self.storage.put(f"{self._p}{kind}/{target}/{key[len(prefix) :]}", data)
+                if data is not None:  # sealed again: a record is bound to its key
+                    to_key = f"{self._p}{kind}/{target}/{key[len(prefix) :]}"
+                    data = reseal(data, key=key, encryption=self.encryption, to_key=to_key)
+                    await reconcile.put(self.storage, to_key, data)
 
             await _gather_limited([copy(key) for key in keys])
         if not self._use_heads:
@@ -1245,6 +1262,21 @@ async def _gather_limited(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
             coro.close()
         raise group.exceptions[0] from None
     return [t.result() for t in tasks]
+
+
+async def _both(first: Coroutine[Any, Any, T], second: Coroutine[Any, Any, U]) -> tuple[T, U]:
+    """Await two coroutines at once; on a failure, cancel the other and raise the first error.
+
+    Not a task group: the error is raised as it is, never in an ``ExceptionGroup``.
+    """
+    a, b = asyncio.ensure_future(first), asyncio.ensure_future(second)
+    try:
+        await asyncio.gather(a, b)
+    finally:
+        for task in (a, b):
+            task.cancel()
+        await asyncio.gather(a, b, return_exceptions=True)
+    return a.result(), b.result()
 
 
 def _check_options(prefix: str, inline_limit: int) -> str:

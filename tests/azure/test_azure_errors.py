@@ -2,7 +2,10 @@
 
 Each case feeds a real exception object, as azure-core or aiohttp raises it,
 to the adapter's one translation point, with the cause chained; an unmapped
-error still becomes ``StorageUnavailable``, never a raw SDK error.
+error still becomes ``StorageUnavailable``, never a raw SDK error. Each case is
+fed again as the error of a write, before and after its request may have left
+the client: only then do the errors without a definite answer become
+``OutcomeUnknown``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from checkpointkit import (
     ConfigurationError,
     InvalidKey,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
     StorageUnavailable,
@@ -113,6 +117,13 @@ CASES: list[tuple[str, BaseException, type[Exception], str, bool]] = [
         True,
     ),
     (
+        "bad-gateway",
+        http_error(aexc.HttpResponseError, 502, None),
+        StorageUnavailable,
+        "502",
+        True,
+    ),
+    (
         "timed-out",
         http_error(aexc.HttpResponseError, 500, "OperationTimedOut"),
         StorageUnavailable,
@@ -189,6 +200,13 @@ CASES: list[tuple[str, BaseException, type[Exception], str, bool]] = [
 ]
 
 
+UNKNOWN_ONCE_SENT = frozenset(
+    ("internal", "bad-gateway", "timed-out", "connect", "connect-timeout", "read", "read-timeout",
+     "incomplete", "aiohttp-disconnected", "aiohttp-payload", "reset", "timeout")
+)  # fmt: skip
+"""The cases that give no definite answer: a write's outcome is unknown once it was sent."""
+
+
 @pytest.fixture
 def storage() -> AzureBlobStorage:
     return AzureBlobStorage("ckk", connection_string=connection_string(1))
@@ -215,6 +233,28 @@ def test_translate_errors_maps_each_error(
     assert "\n" not in message
     assert ACCOUNT_KEY not in message
     assert _is_transient(error) is transient
+
+
+@pytest.mark.parametrize("sent", [False, True], ids=["not-sent", "sent"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_write_error_is_outcome_unknown_only_without_an_answer_once_sent(
+    storage: AzureBlobStorage,
+    case: tuple[str, BaseException, type[Exception], str, bool],
+    sent: bool,
+) -> None:
+    name, error, expected, text, _ = case
+    if sent and name in UNKNOWN_ONCE_SENT:
+        expected, text = OutcomeUnknown, "may have happened"
+    with (
+        pytest.raises(expected) as info,
+        storage._translate_errors("put", "k", sent=lambda: sent),
+    ):
+        raise error
+    assert type(info.value) is expected
+    assert info.value.__cause__ is error
+    message = str(info.value)
+    assert text in message
+    assert "\n" not in message and ACCOUNT_KEY not in message
 
 
 def test_conflict_409_is_a_failed_condition_only_for_a_conditional_write(

@@ -103,12 +103,13 @@ def test_header_is_authenticated() -> None:
         open_envelope(bytes(data), encryption=Encryption({"k": OLD}, "k"))
 
 
-def test_plaintext_envelopes_are_read_unless_refused() -> None:
+def test_plaintext_envelopes_are_refused_unless_allowed() -> None:
     clear = Codec().encode(VALUE)
-    assert codec_with({"k1": OLD}, "k1").decode(clear) == VALUE
-    strict = codec_with({"k1": OLD}, "k1", allow_plaintext=False)
-    with pytest.raises(DecryptionError, match="not encrypted"):
-        strict.decode(clear, key=KEY)
+    with pytest.raises(DecryptionError, match="not encrypted") as info:
+        codec_with({"k1": OLD}, "k1").decode(clear, key=KEY)
+    assert KEY in str(info.value) and "allow_plaintext=True" in str(info.value)
+    legacy = codec_with({"k1": OLD}, "k1", allow_plaintext=True)
+    assert legacy.decode(clear, key=KEY) == VALUE
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ from checkpointkit.envelope import (
     CODEC_MSGPACK,
     COMPRESSION_NONE,
     COMPRESSION_ZSTD,
-    FORMAT_VERSION,
     HEADER_SIZE,
     MAGIC,
     open_envelope,
@@ -30,14 +29,14 @@ KEY = "runs/run-1/steps/000042"
 def craft(
     payload: bytes,
     *,
-    version: int = FORMAT_VERSION,
+    version: int = 1,
     codec_tag: int = CODEC_MSGPACK,
     compression: int = COMPRESSION_NONE,
     flags: int = 0,
     length: int | None = None,
     magic: bytes = MAGIC,
 ) -> bytes:
-    """An envelope with any header fields and a valid CRC."""
+    """An unbound (format 1) envelope with any header fields and a valid CRC."""
     size = len(payload) if length is None else length
     head = struct.pack("<4sBBBBQ", magic, version, codec_tag, compression, flags, size)
     crc = zlib.crc32(payload, zlib.crc32(head))

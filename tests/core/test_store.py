@@ -43,12 +43,12 @@ async def store() -> AsyncIterator[CheckpointStore]:
 
 
 async def test_step_records_are_write_once(store: CheckpointStore) -> None:
-    data = store.encode_step(StepRecord("s@0", {"v": 1}, fingerprint="f", seq=1))
+    data = store.encode_step(StepRecord("s@0", {"v": 1}, fingerprint="f", seq=1), run_id="r")
     await store.save_step("r", "s@0", data)
     from checkpointkit import PreconditionFailed
 
     with pytest.raises(PreconditionFailed):
-        await store.save_step("r", "s@0", store.encode_step(StepRecord("s@0", 2)))
+        await store.save_step("r", "s@0", store.encode_step(StepRecord("s@0", 2), run_id="r"))
     records = await store.load_steps("r")
     assert records["s@0"].result == {"v": 1}
 

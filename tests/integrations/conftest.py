@@ -20,7 +20,9 @@ import pytest
 from checkpointkit import Storage, open_storage
 from checkpointkit.conformance.servers import unavailable
 
-BACKENDS = ["memory", "file", "redis", "s3", "azure"]
+BACKENDS = ["memory", "file", "redis", "s3", "azure", "late", "latereply"]
+"""``late`` and ``latereply`` are memory with writes whose outcome is unknown: cancelled and
+timed-out writes land later, or replies come late (``checkpointkit.conformance.late``)."""
 _ADAPTERS = {"redis": "redis", "s3": "s3", "azure": "azure"}
 
 
@@ -31,10 +33,12 @@ class Location:
     backend: str
     url: str
     options: dict[str, Any] = field(default_factory=dict)
+    wrap: Callable[[Storage], Storage] | None = None
 
     def open(self) -> Storage:
         """A new storage object on this location (use it with ``async with``)."""
-        return open_storage(self.url, **self.options)
+        storage = open_storage(self.url, **self.options)
+        return storage if self.wrap is None else self.wrap(storage)
 
 
 def _fresh() -> str:
@@ -86,6 +90,19 @@ def make_location(backend: str, request: pytest.FixtureRequest, tmp_path: Path) 
     name = _fresh()
     if backend == "memory":
         return Location(backend, f"memory://{name}")
+    if backend in ("late", "latereply"):
+        from checkpointkit.conformance.late import LateLanding, LateReply
+
+        seed = sum(name.encode())
+        if backend == "late":
+            return Location(
+                backend,
+                f"memory://{name}",
+                wrap=lambda s: LateLanding(s, seed=seed, max_delay=0.05),
+            )
+        return Location(
+            backend, f"memory://{name}", wrap=lambda s: LateReply(s, seed=seed, max_delay=0.005)
+        )
     if backend == "file":
         return Location(backend, f"file://{tmp_path / name}")
     if backend == "redis":

@@ -20,7 +20,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Literal
 
 import pytest
-from checkpointkit import IfMatch, NotFound, StorageUnavailable
+from checkpointkit import IfMatch, NotFound, OutcomeUnknown, StorageUnavailable
 from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.conformance.proxy import StallProxy
@@ -268,6 +268,58 @@ async def test_cancelled_put_never_reaches_a_server_that_stopped_reading() -> No
             assert (await s.get("runs/f/k")).data == b"old"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("op", ["put", "delete", "delete_many"])
+async def test_a_write_whose_answer_never_came_raises_outcome_unknown(
+    redis_url: str, op: str
+) -> None:
+    """The request reached the server (and ran), the reply did not come back in time."""
+    async with hygiene(), proxied(redis_url, timeout=0.5) as (s, proxies):
+        await s.put("runs/o/k", b"old")
+        await s.delete("runs/o/none")  # the delete scripts loaded
+        await s.delete_many(["runs/o/none"])
+        write = {
+            "put": lambda: s.put("runs/o/k", b"new"),
+            "delete": lambda: s.delete("runs/o/k"),
+            "delete_many": lambda: s.delete_many(["runs/o/k"]),
+        }[op]
+        proxies.stall("response", partial=False)
+        with pytest.raises(OutcomeUnknown, match=r"runs/o/k.*may have happened"):
+            await write()
+        proxies.resume()
+        got = await s.get("runs/o/k") if op == "put" else None
+        assert got is None or got.data == b"new"  # it had happened
+        if op != "put":
+            with pytest.raises(NotFound):
+                await s.get("runs/o/k")
+
+
+async def test_a_read_that_timed_out_is_storage_unavailable_not_outcome_unknown(
+    redis_url: str,
+) -> None:
+    async with hygiene(), proxied(redis_url, timeout=0.5) as (s, proxies):
+        await s.put("runs/o/k", b"old")
+        proxies.stall("response", partial=False)
+        with pytest.raises(StorageUnavailable) as err:
+            await s.get("runs/o/k")
+        assert not isinstance(err.value, OutcomeUnknown)
+        proxies.resume()
+
+
+async def test_a_write_whose_connection_was_lost_after_sending_raises_outcome_unknown(
+    redis_url: str,
+) -> None:
+    async with hygiene(), proxied(redis_url, retries=0) as (s, proxies):
+        await s.put("runs/o/k", b"old")
+        proxies.stall("request", partial=True)  # half of the request reached the server
+        task = await start_stalled(proxies, s.put("runs/o/k", b"new"))
+        for p in proxies.proxies:
+            await p.drop()  # the connection is reset under it
+        with pytest.raises(OutcomeUnknown, match="put 'runs/o/k'"):
+            await asyncio.wait_for(task, 10)
+        proxies.resume()
+        assert (await s.get("runs/o/k")).data == b"old"  # (half a request never runs)
 
 
 async def test_each_stalled_operation_gets_its_own_full_deadline(redis_standalone_url: str) -> None:

@@ -14,6 +14,7 @@ import redis.exceptions as rexc
 from checkpointkit import (
     ConfigurationError,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageUnavailable,
 )
@@ -104,6 +105,12 @@ async def test_options_override_url_parameters() -> None:
         ("redis://h/0", {"bogus_option": 1}, "bogus_option"),
         ("redis://h/0", {"endpoint": "nohost"}, "endpoint"),
         ("http://h/0", {}, "not a redis URL"),
+        ("redis://h/0?cancel_grace=soon", {}, "cancel_grace"),
+        ("redis://h/0?cancel_grace=0", {}, "cancel_grace"),
+        ("redis://h/0?cancel_grace=nan", {}, "cancel_grace"),
+        ("redis://h/0", {"cancel_grace": 61}, "cancel_grace"),
+        ("redis://h/0", {"cancel_grace": True}, "cancel_grace"),
+        ("redis://h/0", {"cancel_grace": "0.1"}, "cancel_grace"),
     ],
 )
 def test_bad_configuration_gives_one_clear_error(
@@ -111,6 +118,27 @@ def test_bad_configuration_gives_one_clear_error(
 ) -> None:
     with pytest.raises(ConfigurationError, match=named):
         RedisStorage.from_url(url, **options)
+
+
+async def test_cancel_grace_comes_from_the_url_or_an_option_with_a_default() -> None:
+    async with RedisStorage.from_url("redis://h/0?cancel_grace=0.1") as s:
+        assert s.cancel_grace == 0.1
+    async with RedisStorage.from_url("redis://h/0?cancel_grace=0.1", cancel_grace=2) as s:
+        assert s.cancel_grace == 2.0
+    async with RedisStorage.from_url("redis://h/0") as s:
+        assert s.cancel_grace == 0.25
+    with pytest.raises(ConfigurationError, match=r"cancel_grace must be .* from 0\.01 to 60"):
+        RedisStorage(cancel_grace=0.001)
+
+
+async def test_both_storage_classes_declare_that_they_settle_cancelled_writes() -> None:
+    async with (
+        RedisStorage.from_url("redis://h/0") as plain,
+        RedisStorage.from_url("redis://h/0?ttl=60") as expiring,
+    ):
+        for s in (plain, expiring):
+            assert s.capabilities.settles_cancelled_writes
+        assert expiring.capabilities.ttl and not plain.capabilities.ttl
 
 
 def test_unknown_scheme_parameter_error_hides_the_password() -> None:
@@ -162,6 +190,9 @@ async def test_refused_endpoint_gives_storage_unavailable_within_the_timeout(
         with pytest.raises(StorageUnavailable, match=r"127\.0\.0\.1"):
             await s.get("runs/r/k")
         assert time.monotonic() - start < 2 + 1.0
+        with pytest.raises(StorageUnavailable) as err:  # a write that never left: not unknown
+            await s.put("runs/r/k", b"v")
+        assert not isinstance(err.value, OutcomeUnknown)
 
 
 @pytest.fixture
@@ -180,9 +211,11 @@ async def test_silent_endpoint_gives_storage_unavailable_within_the_timeout(
     url = f"redis://127.0.0.1:{silent_listener}/0?timeout=1&cluster={cluster}"
     async with RedisStorage.from_url(url) as s:
         start = time.monotonic()
-        with pytest.raises(StorageUnavailable, match=r"127\.0\.0\.1"):
+        with pytest.raises(StorageUnavailable, match=r"127\.0\.0\.1") as err:
             await s.put("runs/r/k", b"v")
         assert time.monotonic() - start < 1 + 1.0
+        # connected, but the handshake never got an answer: the put itself never left
+        assert not isinstance(err.value, OutcomeUnknown)
 
 
 async def test_a_cluster_node_opened_without_cluster_true_says_so(redis_cluster_url: str) -> None:
@@ -262,10 +295,63 @@ def test_translate_errors_maps_each_foreign_error_to_storage_unavailable(
         redis_adapter._translate_errors("get", "k", "redis://h:1/0", SECRET),
     ):
         raise original
+    assert type(err.value) is StorageUnavailable  # a read: never OutcomeUnknown
     assert err.value.__cause__ is original
     assert "get 'k'" in str(err.value)
     assert "redis://h:1/0" in str(err.value)
     assert SECRET not in str(err.value)
+
+
+def _sent_write() -> redis_adapter._Write:
+    write = redis_adapter._Write(tracked=True)
+    write.arm(0.0)
+    write.sent = True  # what the connection does when it starts writing the request
+    return write
+
+
+@pytest.mark.parametrize(
+    "kind", [kind for kind, _ in redis_adapter._UNAVAILABLE], ids=lambda k: k.__name__
+)
+def test_translate_errors_says_outcome_unknown_only_for_a_sent_write_without_an_answer(
+    kind: type[BaseException],
+) -> None:
+    """A timeout or lost connection after the request left: OutcomeUnknown. A refusal by
+    the server, or anything before the request left: plain StorageUnavailable."""
+    original = _instance(kind)
+    with (
+        pytest.raises(StorageUnavailable) as err,
+        redis_adapter._translate_errors("put", "k", "redis://h:1/0", SECRET, _sent_write()),
+    ):
+        raise original
+    answered = issubclass(kind, redis_adapter._ANSWERED)
+    assert isinstance(err.value, OutcomeUnknown) is not answered
+    if not answered:
+        assert "may have happened" in str(err.value)
+    assert SECRET not in str(err.value)
+    unsent = redis_adapter._Write(tracked=True)
+    unsent.arm(0.0)  # armed, but the connection never started sending
+    with (
+        pytest.raises(StorageUnavailable) as err,
+        redis_adapter._translate_errors("put", "k", "redis://h:1/0", SECRET, unsent),
+    ):
+        raise _instance(kind)
+    assert type(err.value) is StorageUnavailable
+
+
+def test_translate_errors_classifies_timeouts_and_lost_connections_as_unknown() -> None:
+    for original in (rexc.TimeoutError("t"), rexc.ConnectionError("reset"), TimeoutError()):
+        with (
+            pytest.raises(OutcomeUnknown),
+            redis_adapter._translate_errors("put", "k", "w", None, _sent_write()),
+        ):
+            raise original
+    for refused in (rexc.ReadOnlyError("r"), rexc.OutOfMemoryError("o"), rexc.ResponseError()):
+        with (
+            pytest.raises(StorageUnavailable) as err,
+            redis_adapter._translate_errors("put", "k", "w", None, _sent_write()),
+        ):
+            raise refused
+        assert type(err.value) is StorageUnavailable
 
 
 @pytest.mark.parametrize("kind", [rexc.MovedError, rexc.AskError])

@@ -482,10 +482,38 @@ async def test_the_put_script_refuses_to_adopt_a_staged_value_that_expired(
     await storage.put("runs/s/other", b"registers the scope")
     names = storage._names("runs/s")
     keys = (*names[:4], names.s + b"gone", names.x + b"runs/s/k")
-    args = ("runs/s/k", b"", "o", "", "gone", 0, "", DEAD_TOKEN_MS, "1")
+    args = ("runs/s/k", b"", "o", "", "gone", 0, "", DEAD_TOKEN_MS, "1", FAR)
     assert (await storage._script(_PUT, keys, args))[0] == 4
     with pytest.raises(NotFound):
         await storage.get("runs/s/k")
+
+
+FAR = 2**52
+"""A script deadline (server µs) in the year 2112."""
+
+
+async def test_write_scripts_do_nothing_after_their_deadline(storage: RedisStorage) -> None:
+    """The server-side half of settling a cancelled write: a script run late is a no-op."""
+    from checkpointkit.adapters.redis import _DELETE, _DELETE_MANY, _PUT, DEAD_TOKEN_MS
+
+    version = await storage.put("runs/f/k", b"old")
+    await storage.put("runs/f/other", b"other")
+    names = storage._names("runs/f")
+    kb = b"runs/f/k"
+    keys = (*names[:4], names.s + b"v", names.x + kb, names.v + kb)
+    past = 1_000_000  # 1970
+    put_args = ("runs/f/k", b"new", "o", "", "v", 0, "", DEAD_TOKEN_MS, "0", past)
+    assert (await storage._script(_PUT, keys, put_args))[0] == 5
+    delete_args = ("runs/f/k", "", 0, DEAD_TOKEN_MS, past)
+    assert (await storage._script(_DELETE, (*names[:4], *keys[5:]), delete_args))[0] == 5
+    many = (*names[:4], names.x + kb, names.v + kb)
+    assert (await storage._script(_DELETE_MANY, many, (past, 0, DEAD_TOKEN_MS, "runs/f/k")))[0] == 5
+    assert await storage.get("runs/f/k") == (b"old", version)
+    assert [k async for k in storage.list("runs/f/")] == ["runs/f/k", "runs/f/other"]
+    # the same scripts with a deadline to come do their work
+    done = await storage._script(_DELETE_MANY, many, (FAR, 0, DEAD_TOKEN_MS, "runs/f/k"))
+    assert (done[0], done[4]) == (1, 1)  # done, and one key existed
+    assert [k async for k in storage.list("runs/f/")] == ["runs/f/other"]
 
 
 async def test_gets_follow_values_that_turn_big_or_small_through_another_client(

@@ -112,7 +112,9 @@ async def test_stale_owners_late_step_record_is_adopted_by_the_new_owner(
     async def main(_: Any) -> str:
         return await s()
 
-    old = store.encode_step(StepRecord("s@0", "from the old owner", fingerprint="", seq=1, epoch=1))
+    old = store.encode_step(
+        StepRecord("s@0", "from the old owner", fingerprint="", seq=1, epoch=1), run_id="r1"
+    )
     planting = PlantsOldRecord(storage, store.step_key("r1", "s@0"), old)
     result = await Workflow(main, storage=planting).run(run_id="r1")
     assert result.status == "completed" and executed == ["new owner"]

@@ -2,7 +2,9 @@
 
 Each case feeds a real exception object, as botocore or aiohttp raises it, to
 the adapter's one translation point; an unmapped error still becomes
-``StorageUnavailable``, never a raw SDK error.
+``StorageUnavailable``, never a raw SDK error. Each case is fed again as the
+error of a write, before and after its request may have left the client: only
+then do the errors without a definite answer become ``OutcomeUnknown``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from checkpointkit import (
     ConfigurationError,
     InvalidKey,
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
     StorageUnavailable,
@@ -70,6 +73,8 @@ CASES: list[tuple[str, BaseException, type[Exception], str, bool]] = [
     ("bad-bucket", client_error("InvalidBucketName", 400), ConfigurationError, "bucket", False),
     ("slow-down", client_error("SlowDown", 503), StorageUnavailable, "SlowDown", True),
     ("internal", client_error("InternalError", 500), StorageUnavailable, "InternalError", True),
+    ("bad-gateway", client_error("BadGateway", 502), StorageUnavailable, "BadGateway", True),
+    ("gateway-timeout", client_error("504", 504), StorageUnavailable, "504", True),
     ("throttled", client_error("Throttling", 400), StorageUnavailable, "Throttling", True),
     (
         "timeout-400",
@@ -164,6 +169,14 @@ CASES: list[tuple[str, BaseException, type[Exception], str, bool]] = [
 ]
 
 
+UNKNOWN_ONCE_SENT = frozenset(
+    ("internal", "bad-gateway", "gateway-timeout", "connect", "connect-timeout", "read-timeout",
+     "closed", "streaming", "incomplete", "aiohttp-disconnected", "aiohttp-payload", "reset",
+     "timeout")
+)  # fmt: skip
+"""The cases that give no definite answer: a write's outcome is unknown once it was sent."""
+
+
 @pytest.fixture
 def storage() -> S3Storage:
     return S3Storage(
@@ -195,6 +208,27 @@ def test_translate_errors_maps_each_error(
     assert "\n" not in message
     assert SECRET not in message
     assert _is_transient(error) is transient
+
+
+@pytest.mark.parametrize("sent", [False, True], ids=["not-sent", "sent"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_write_error_is_outcome_unknown_only_without_an_answer_once_sent(
+    storage: S3Storage, case: tuple[str, BaseException, type[Exception], str, bool], sent: bool
+) -> None:
+    name, error, expected, text, _ = case
+    if sent and name in UNKNOWN_ONCE_SENT:
+        expected, text = OutcomeUnknown, "may have happened"
+    with (
+        pytest.raises(expected) as info,
+        storage._translate_errors("put", "k", condition="c", sent=lambda: sent),
+    ):
+        raise error
+    if expected is not PreconditionFailed:  # the condition only names a failed one
+        assert type(info.value) is expected
+    assert info.value.__cause__ is error
+    message = str(info.value)
+    assert text in message
+    assert "\n" not in message and SECRET not in message
 
 
 def test_translated_errors_pass_through_unchanged(storage: S3Storage) -> None:

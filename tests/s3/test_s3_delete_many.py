@@ -1,0 +1,96 @@
+"""``S3Storage.delete_many``: ``DeleteObjects`` per 1000 keys, an honest count of existing ones.
+
+``DeleteObjects`` reports every key as deleted, whether it existed or not; the
+adapter counts the existing ones from a listing of each request's range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+from checkpointkit import InvalidKey
+from checkpointkit.adapters import s3 as s3_module
+from checkpointkit.adapters.s3 import S3Storage
+from checkpointkit.conformance.hygiene import hygiene
+
+T = TypeVar("T")
+
+
+class CountingRequests(S3Storage):
+    """Records the operation name of every request."""
+
+    ops: list[str]
+
+    async def _call(
+        self, op: str, key: str | None, request: Callable[[], Awaitable[T]], **kw: Any
+    ) -> T:
+        self.ops.append(op)
+        return await super()._call(op, key, request, **kw)
+
+
+def counting(direct: S3Storage, **options: Any) -> CountingRequests:
+    access, secret, _ = direct._credentials
+    storage = CountingRequests(
+        direct.bucket,
+        direct.prefix,
+        endpoint_url=direct.endpoint_url,
+        region=direct.region,
+        access_key_id=access,
+        secret_access_key=secret,
+        **options,
+    )
+    storage.ops = []
+    return storage
+
+
+async def test_delete_many_deletes_every_key_and_counts_only_those_that_existed(
+    s3: S3Storage,
+) -> None:
+    for key in ("a", "b/c", "b/d", "b/e"):
+        await s3.put(key, b"v")
+    existed = await s3.delete_many(["a", "b/c", "missing", "b/e", "b/zz", "a"])
+    assert existed == 3  # a, b/c, b/e; "a" twice counts once, like one delete after another
+    assert [k async for k in s3.list()] == ["b/d"]
+    assert await s3.delete_many(["a", "b/c"]) == 0  # gone now
+
+
+async def test_delete_many_sends_one_delete_objects_per_batch_and_no_per_key_requests(
+    make_s3: Callable[..., S3Storage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_module, "MAX_DELETE_BATCH", 3)  # S3's 1000, scaled down for moto
+    keys = [f"runs/r1/cp-{i:02d}" for i in range(7)]
+    async with hygiene(), make_s3() as direct, counting(direct, page_size=1000) as storage:
+        for key in keys:
+            await direct.put(key, b"v")
+        await direct.put("runs/r2/cp-00", b"kept")
+        storage.ops.clear()
+        assert await storage.delete_many([*keys, "runs/r1/cp-99"]) == 7
+        deletes = [op for op in storage.ops if op.startswith("delete")]
+        assert deletes == ["delete of 3 keys", "delete of 3 keys", "delete of 2 keys"]
+        assert len(storage.ops) == 6  # and one listing per batch, to count what existed
+        assert [k async for k in direct.list()] == ["runs/r2/cp-00"]
+
+
+async def test_delete_many_stays_inside_the_storage_prefix(
+    make_s3: Callable[..., S3Storage], s3_prefix: str
+) -> None:
+    async with (
+        make_s3(prefix=f"{s3_prefix}/one") as one,
+        make_s3(prefix=f"{s3_prefix}/one-other") as other,
+        make_s3(prefix=s3_prefix) as parent,
+    ):
+        for storage in (one, other):
+            await storage.put("k", b"v")
+            await storage.put("k2", b"v")
+        assert await one.delete_many(["k", "k2"]) == 2
+        assert [k async for k in other.list()] == ["k", "k2"]
+        assert [k async for k in parent.list()] == ["one-other/k", "one-other/k2"]
+
+
+async def test_delete_many_validates_every_key_before_deleting_any(s3: S3Storage) -> None:
+    await s3.put("a", b"v")
+    with pytest.raises(InvalidKey, match=r"\.\."):
+        await s3.delete_many(["a", "../escape"])
+    assert (await s3.get("a")).data == b"v"
