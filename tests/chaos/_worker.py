@@ -158,13 +158,15 @@ async def evidence(wf: Workflow, run_id: str, text: str) -> dict[str, Any]:
     store = wf.store
     try:
         async with asyncio.timeout(10):
-            data, _ = await store.storage.get(f"runs/{run_id}/head")
-            head = store.codec.decode(data)
+            head_key = f"runs/{run_id}/head"
+            data, _ = await store.storage.get(head_key)
+            head = store.codec.decode(data, key=head_key)
             found["head_owner"], found["head_epoch"] = head["owner"], head["epoch"]
             step_match = re.search(r"step '([^']+)' of run", text)
             if step_match is not None:
-                data, _ = await store.storage.get(store.step_key(run_id, step_match[1]))
-                found["record_epoch"] = store.decode_step(data).epoch
+                step_key = store.step_key(run_id, step_match[1])
+                data, _ = await store.storage.get(step_key)
+                found["record_epoch"] = store.decode_step(data, key=step_key).epoch
     except Exception as exc:  # evidence is best effort: say why it is missing
         found["unavailable"] = f"{type(exc).__name__}: {exc}"
     return found

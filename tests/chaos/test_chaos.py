@@ -442,8 +442,9 @@ async def dump_stuck(store: CheckpointStore, runs: dict[str, Any], logs: Path) -
     lines = []
     for run_id in sorted(set(runs) - done):
         try:
-            data, _ = await store.storage.get(f"runs/{run_id}/head")
-            head = store.codec.decode(data)
+            head_key = f"runs/{run_id}/head"
+            data, _ = await store.storage.get(head_key)
+            head = store.codec.decode(data, key=head_key)
             holder = (
                 f"owner {head['owner']} epoch {head['epoch']} "
                 f"expires in {head['expires'] - now:+.1f} s, head seq {head['seq']}"
@@ -573,7 +574,7 @@ async def test_many_workers_complete_every_run_under_chaos(
                     f"run {e.run}: step {e.step} executed again by pid {e.pid} at {e.started:.3f} "
                     f"in a {call} begun at {e.attempt:.3f}, {e.attempt - landed.at:.3f} s after "
                     f"its record was stored (seen at {landed.at:.3f}, epoch "
-                    f"{store.decode_step(landed.data).epoch})"
+                    f"{store.decode_step(landed.data, key=f'runs/{e.run}/s/{e.step}').epoch})"
                 )
             elif e.started > landed.at:
                 raced += 1  # the record landed while this call was running: allowed
@@ -603,14 +604,14 @@ async def test_many_workers_complete_every_run_under_chaos(
         completions = Counter(
             key.split("/")[1]
             for key, seen in observer.first.items()
-            if "/c/" in key and store.decode_checkpoint(seen.data).status == "completed"
+            if "/c/" in key and store.decode_checkpoint(seen.data, key=key).status == "completed"
         )
         driven_again = sum(n - 1 for n in completions.values() if n > 1)
         epochs = 0
         for run_id in runs:
             with contextlib.suppress(NotFound):
                 data, _ = await direct.get(f"runs/{run_id}/head")
-                epochs += int(store.codec.decode(data)["epoch"])
+                epochs += int(store.codec.decode(data, key=f"runs/{run_id}/head")["epoch"])
     figures = {
         "backend": backend.name,
         "seed": seed,
