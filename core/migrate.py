@@ -139,7 +139,7 @@ async def _copy_langgraph(
         parent["checkpoint_id"] = tup.parent_config["configurable"]["checkpoint_id"]
     checkpoint = tup.checkpoint
     await target.aput(
-        {"configurable": parent},  # type: ignore[typeddict-item]
+        {"configurable": parent},
         checkpoint,
         tup.metadata,
         dict(checkpoint["channel_versions"]),  # every value, however old its version
@@ -255,15 +255,13 @@ def _progress(out: Output) -> Progress:
 async def _run_migration(args: argparse.Namespace, out: Output) -> MigrationReport:
     path = Path(args.path)
     if args.kind == "langgraph-sqlite":
-        if not path.is_file():
-            raise CliError(f"no SqliteSaver database at {str(path)!r}", EXIT_USAGE)
         try:
             from langgraph.checkpoint.sqlite import SqliteSaver
 
             from .integrations.langgraph import CheckpointkitSaver
         except ImportError as exc:
             raise CliError(
-                f"{exc}; install them with: pip install \"checkpointkit[langgraph]\" "
+                f'{exc}; install them with: pip install "checkpointkit[langgraph]" '
                 "langgraph-checkpoint-sqlite",
                 EXIT_USAGE,
             ) from None
@@ -276,8 +274,6 @@ async def _run_migration(args: argparse.Namespace, out: Output) -> MigrationRepo
                 )
         finally:
             connection.close()
-    if not path.is_dir():
-        raise CliError(f"no FileCheckpointStorage directory at {str(path)!r}", EXIT_USAGE)
     try:
         from agent_framework import FileCheckpointStorage
 
@@ -307,6 +303,11 @@ def migrate_command(args: argparse.Namespace, out: Output) -> int:
     an agent-framework FileCheckpointStorage directory (agent-framework-file DIR) into the
     storage --to names, keeping ids, parents, metadata, pending writes and order. Safe to run
     again: checkpoints already copied are skipped, so an interrupted migration resumes."""
+    path = Path(args.path)
+    if args.kind == "langgraph-sqlite" and not path.is_file():
+        raise CliError(f"no SqliteSaver database at {str(path)!r}", EXIT_USAGE)
+    if args.kind == "agent-framework-file" and not path.is_dir():
+        raise CliError(f"no FileCheckpointStorage directory at {str(path)!r}", EXIT_USAGE)
     try:
         report = asyncio.run(_run_migration(args, out))
     except ConfigurationError as exc:

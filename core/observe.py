@@ -167,7 +167,9 @@ class Observer:
         """Await ``save`` (a step record's save) inside a save span, and record its metrics."""
         return await self._save(run_span, run_id, "step", {"checkpointkit.step": step}, size, save)
 
-    async def save_checkpoint(self, run_span: Span | None, run_id: str, status: str, save: Any) -> Any:
+    async def save_checkpoint(
+        self, run_span: Span | None, run_id: str, status: str, save: Any
+    ) -> Any:
         """Await ``save`` (a checkpoint's save) inside a checkpoint span, with its metrics."""
         cell: list[int] = []
         token = _sizes.set(cell)  # the store reports the encoded size through note_size
@@ -191,7 +193,11 @@ class Observer:
         span = self.tracer.start_span(
             "checkpointkit.save" if kind == "step" else "checkpointkit.checkpoint",
             context=parent,
-            attributes={"checkpointkit.run_id": run_id, "checkpointkit.save.kind": kind, **attributes},
+            attributes={
+                "checkpointkit.run_id": run_id,
+                "checkpointkit.save.kind": kind,
+                **attributes,
+            },
         )
         start = time.perf_counter()
         error: BaseException | None = None
