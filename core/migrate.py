@@ -232,7 +232,7 @@ def _migrate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix",
         default=None,
-        help="key prefix in the target (default: the integration's, langgraph or agent_framework)",
+        help="key prefix in the target (default: the integration's, langgraph or agent-framework)",
     )
     parser.add_argument("--dry-run", action="store_true", help="count what would be copied")
 
