@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from agent_framework import FileCheckpointStorage, InMemoryCheckpointStorage
-from checkpointkit import Storage, open_storage
+from checkpointkit import PutMode, Storage, open_storage
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.cli import invoke
+from checkpointkit.conformance.styles import StorageWrapper
 from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 from checkpointkit.migrate import MigrationReport, migrate_agent_framework, migrate_langgraph
@@ -154,7 +155,7 @@ class Interrupted(Exception):
     pass
 
 
-async def test_an_interrupted_langgraph_migration_resumes_where_it_stopped(
+async def test_an_interrupted_langgraph_migration_leaves_no_hole_and_resumes(
     target: Target, tmp_path: Path
 ) -> None:
     def stop_after_three(report: MigrationReport) -> None:
@@ -166,9 +167,50 @@ async def test_an_interrupted_langgraph_migration_resumes_where_it_stopped(
         async with saver_on(target) as saver:
             with pytest.raises(Interrupted):
                 await migrate_langgraph(source, saver, progress=stop_after_three)
+            # Oldest first: what was copied is a history without holes (every parent is there).
+            copied = [t async for t in saver.alist(None)]
+            assert len(copied) == 3
+            ids = {t.config["configurable"]["checkpoint_id"] for t in copied}
+            assert all(
+                t.parent_config is None or t.parent_config["configurable"]["checkpoint_id"] in ids
+                for t in copied
+            )
             rest = await migrate_langgraph(source, saver)
             await assert_same_as_source(source, saver, threads)
     assert rest.skipped == 3 and rest.copied == rest.checkpoints - 3
+
+
+class FailingWrites(StorageWrapper):
+    """Memory whose second write of pending writes fails once (a crash mid-checkpoint)."""
+
+    capabilities = MemoryStorage.capabilities
+
+    def __init__(self, inner: Storage) -> None:
+        super().__init__(inner)
+        self.writes_seen = 0
+        self.failed = False
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        if "/w/" in key and not self.failed:
+            self.writes_seen += 1
+            if self.writes_seen == 2:
+                self.failed = True
+                raise Interrupted(key)
+        return await self.inner.put(key, data, mode=mode)
+
+
+async def test_a_checkpoint_whose_writes_failed_is_copied_again_with_them(tmp_path: Path) -> None:
+    with sqlite_source(tmp_path) as (source, _):
+        threads = run_graphs(source)
+        async with MemoryStorage() as memory:
+            failing = FailingWrites(memory)
+            async with CheckpointkitSaver(failing) as saver:
+                with pytest.raises(Interrupted):
+                    await migrate_langgraph(source, saver)
+                assert failing.failed
+                rest = await migrate_langgraph(source, saver)
+                await assert_same_as_source(source, saver, threads)
+    assert rest.copied > 0 and rest.skipped > 0
 
 
 async def test_a_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
@@ -320,7 +362,9 @@ async def test_agent_framework_file_storage_is_copied_exactly_and_the_workflow_r
         await resume_pipeline(storage)
 
 
-async def test_an_interrupted_agent_framework_migration_resumes(target: Target) -> None:
+async def test_an_interrupted_agent_framework_migration_leaves_no_hole_and_resumes(
+    target: Target,
+) -> None:
     def stop_after_two(report: MigrationReport) -> None:
         if report.copied == 2:
             raise Interrupted
@@ -330,6 +374,10 @@ async def test_an_interrupted_agent_framework_migration_resumes(target: Target) 
     async with af_storage_on(target) as storage:
         with pytest.raises(Interrupted):
             await migrate_agent_framework(source, storage, progress=stop_after_two)
+        copied = await storage.list_checkpoints(workflow_name="pipeline")
+        assert len(copied) == 2
+        ids = {c.checkpoint_id for c in copied}
+        assert all(c.previous_checkpoint_id in (None, *ids) for c in copied)  # no hole
         rest = await migrate_agent_framework(source, storage)
         assert rest.skipped == 2 and rest.copied == rest.checkpoints - 2
         await assert_same_workflows(source, storage)
