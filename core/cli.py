@@ -327,7 +327,8 @@ def with_store(args: argparse.Namespace, action: Callable[[CheckpointStore], Awa
     """Open the storage, run ``action`` on a store over it, close it; errors become CliError.
 
     The commands inspect or delete what is stored, so a file storage directory
-    that does not exist is an error (a mistyped path), never created.
+    or SQLite database that does not exist is an error (a mistyped path), never
+    created.
 
     Raises:
         CliError: with :data:`EXIT_USAGE` for a :class:`ConfigurationError` (a bad
@@ -337,7 +338,8 @@ def with_store(args: argparse.Namespace, action: Callable[[CheckpointStore], Awa
     namespace: str = getattr(args, "namespace", "") or ""
 
     async def go() -> T:
-        options: dict[str, Any] = {"create": False} if url_scheme(url) == "file" else {}
+        local = url_scheme(url) in ("file", "sqlite")
+        options: dict[str, Any] = {"create": False} if local else {}
         async with open_storage(url, **options) as storage:
             return await action(CheckpointStore(storage, namespace=namespace))
 
