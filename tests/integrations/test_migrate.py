@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import sqlite3
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore::agent_framework._feature_stage.ExperimentalWarning"
 )
 
-TARGETS = ["file", "memory"]  # no sqlite adapter on main
+TARGETS = ["file", "sqlite", "memory"]
 
 
 class Target:
@@ -40,7 +41,11 @@ class Target:
 
     def __init__(self, kind: str, tmp_path: Path) -> None:
         self.kind = kind
-        self.url = (tmp_path / "target").as_uri() if kind == "file" else "memory://"
+        self.url = {
+            "file": (tmp_path / "target").as_uri(),
+            "sqlite": f"sqlite://{tmp_path / 'target.db'}",  # sqlite:///absolute/path.db
+            "memory": "memory://",
+        }[kind]
         self.memory = MemoryStorage() if kind == "memory" else None
 
     def open(self) -> Storage:
@@ -222,10 +227,14 @@ async def test_a_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
     assert report.dry_run and report.copied == report.checkpoints > 0 and report.groups == 2
 
 
-def test_cli_migrates_a_sqlite_database_with_progress_and_a_json_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheme", ["file", "sqlite"])
+def test_cli_migrates_a_sqlite_database_with_progress_and_a_json_summary(
+    scheme: str, tmp_path: Path
+) -> None:
     with sqlite_source(tmp_path) as (source, db):
         threads = run_graphs(source)
-        url = (tmp_path / "cli-target").as_uri()
+        target = tmp_path / "cli-target"
+        url = target.as_uri() if scheme == "file" else f"sqlite://{target}.db"
         out, err = io.StringIO(), io.StringIO()
         code = invoke(
             ["migrate", "langgraph-sqlite", str(db), "--to", url, "--json"], stdout=out, stderr=err
@@ -253,8 +262,6 @@ def test_cli_migrates_a_sqlite_database_with_progress_and_a_json_summary(tmp_pat
         async def check() -> None:
             async with CheckpointkitSaver.from_url(url) as saver:
                 await assert_same_as_source(source, saver, threads)
-
-        import asyncio
 
         asyncio.run(check())
 
@@ -396,12 +403,13 @@ async def test_a_source_that_cannot_list_its_workflows_needs_their_names() -> No
     assert report.groups == 1 and report.checkpoints == 0
 
 
-def test_cli_migrates_an_agent_framework_directory(tmp_path: Path) -> None:
-    import asyncio
+@pytest.mark.parametrize("scheme", ["file", "sqlite"])
+def test_cli_migrates_an_agent_framework_directory(scheme: str, tmp_path: Path) -> None:
 
     source = FileCheckpointStorage(str(tmp_path / "af"))
     asyncio.run(run_pipeline(source))
-    url = (tmp_path / "cli-target").as_uri()
+    target = tmp_path / "cli-target"
+    url = target.as_uri() if scheme == "file" else f"sqlite://{target}.db"
     out, err = io.StringIO(), io.StringIO()
     code = invoke(
         ["migrate", "agent-framework-file", str(tmp_path / "af"), "--to", url, "--json"],
