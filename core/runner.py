@@ -43,7 +43,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from . import observe
 from .codec import Codec
@@ -73,6 +73,10 @@ from .events import (
 )
 from .storage import Storage
 from .store import Checkpoint, CheckpointStore, InputRequest, Lease, StepRecord
+
+if TYPE_CHECKING:  # the otel extra; imported only when a run is observed
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
 
 __all__ = [
     "RunResult",
@@ -856,8 +860,8 @@ class Workflow:
         lease_ttl: float = 30.0,
         cancel_timeout: float = 0.5,
         max_inflight_saves: int = 256,
-        tracer_provider: Any = None,
-        meter_provider: Any = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         if on_save_error not in ("raise", "warn"):
             raise ValueError(f"on_save_error must be 'raise' or 'warn', not {on_save_error!r}")
