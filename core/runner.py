@@ -519,14 +519,14 @@ class _Run:
         except BaseException as exc:
             if ctx._state is not None:
                 ctx._state._discard()  # G7: a failed or cancelled step's writes are dropped
-            if traced is not None:
-                obs.end_step(*traced, exc)  # type: ignore[union-attr]
+            if obs is not None and traced is not None:
+                obs.end_step(*traced, exc)
             raise
         finally:
             _current_step.reset(token)
             del self.running[key]
-        if traced is not None:
-            obs.end_step(*traced, None)  # type: ignore[union-attr]
+        if obs is not None and traced is not None:
+            obs.end_step(*traced, None)
         state = ctx._state
         if self.closed:  # an orphan step (in a task the run never awaited) outlived its run
             if state is not None:
