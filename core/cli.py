@@ -938,7 +938,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     sys.exit(code)
 
 
-COMMAND_MODULES = ("checkpointkit.demo", "checkpointkit.conformance.cli")
+COMMAND_MODULES = ("checkpointkit.demo", "checkpointkit.conformance.cli", "checkpointkit.migrate")
 """Modules that register more commands when imported; one that is not shipped is skipped."""
 
 

@@ -43,8 +43,9 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
+from . import observe
 from .codec import Codec
 from .errors import (
     CheckpointSaveError,
@@ -72,6 +73,10 @@ from .events import (
 )
 from .storage import Storage
 from .store import Checkpoint, CheckpointStore, InputRequest, Lease, StepRecord
+
+if TYPE_CHECKING:  # the otel extra; imported only when a run is observed
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
 
 __all__ = [
     "RunResult",
@@ -467,6 +472,8 @@ class _Run:
         self.fatal: BaseException | None = None
         self.main: asyncio.Task[Any] | None = None
         self.heartbeat: asyncio.Task[None] | None = None
+        self.obs = wf._observer if wf._observer is not None else observe.current()
+        self.span: Any = None  # the run's span, when observed
 
     def emit(self, event: Event) -> None:
         if self.sink is not None:
@@ -505,15 +512,21 @@ class _Run:
         ctx = StepContext(self, key)
         token = _current_step.set(ctx)
         self.emit(StepStarted(self.run_id, key))
+        obs = self.obs
+        traced = obs.start_step(self.span, self.run_id, key) if obs is not None else None
         try:
             result = await fn.fn(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
             if ctx._state is not None:
                 ctx._state._discard()  # G7: a failed or cancelled step's writes are dropped
+            if obs is not None and traced is not None:
+                obs.end_step(*traced, exc)
             raise
         finally:
             _current_step.reset(token)
             del self.running[key]
+        if obs is not None and traced is not None:
+            obs.end_step(*traced, None)
         state = ctx._state
         if self.closed:  # an orphan step (in a task the run never awaited) outlived its run
             if state is not None:
@@ -559,7 +572,11 @@ class _Run:
         try:
             # A record of the same step stored by an earlier owner (steps run at least
             # once) is adopted by the store: that is success, not a conflict.
-            await self.store.save_step(self.run_id, key, data, lease=self.lease)
+            save = self.store.save_step(self.run_id, key, data, lease=self.lease)
+            if self.obs is None:
+                await save
+            else:
+                await self.obs.save_step(self.span, self.run_id, key, len(data), save)
         except PreconditionFailed as exc:
             raise NondeterminismError(
                 f"step {key!r} of run {self.run_id!r} was recorded by another worker "
@@ -607,8 +624,14 @@ class _Run:
         ctx = contextvars.copy_context()
         ctx.run(_current_run.set, self)
         self.emit(RunStarted(self.run_id, resumed))
+        log.info("run %r %s", self.run_id, "resumed" if resumed else "started")
+        if self.obs is not None:
+            self.span = self.obs.start_run(self.run_id, resumed, type(self.store.storage).__name__)
+            ctx.run(self.obs.activate, self.span)
         self.main = main = loop.create_task(_call(fn, input), context=ctx)
         self.heartbeat = heartbeat = loop.create_task(self._heartbeat())
+        outcome: str | None = None
+        error: BaseException | None = None
         try:
             try:
                 await asyncio.wait({main})
@@ -621,11 +644,27 @@ class _Run:
             await self._settle(list(self.running.values()), cancel=True)
             await self._settle(list(self.saves), cancel=False)
             await self._settle([heartbeat], cancel=True)
-            return await self._conclude(main)
+            result = await self._conclude(main)
+            outcome = result.status
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
             self.closed = True
             if not heartbeat.done():
                 heartbeat.cancel()
+            self._ended(outcome, error)
+
+    def _ended(self, outcome: str | None, error: BaseException | None) -> None:
+        """Log the run's end (INFO; an error by type only) and end its span."""
+        if error is not None:
+            outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "failed"
+            log.info("run %r %s (%s)", self.run_id, outcome, type(error).__qualname__)
+        else:
+            log.info("run %r %s", self.run_id, outcome)
+        if self.obs is not None and self.span is not None:
+            self.obs.end(self.span, outcome, error)
 
     async def _settle(self, tasks: list[asyncio.Task[Any]], *, cancel: bool) -> None:
         """Wait for ``tasks`` (cancelling them first if asked); on caller cancel, tear down."""
@@ -735,7 +774,7 @@ class _Run:
         error: str | None = None,
     ) -> None:
         try:
-            checkpoint, lease = await self.store.save_checkpoint(
+            save = self.store.save_checkpoint(
                 self.run_id,
                 status=status,
                 state=self.committed,
@@ -745,6 +784,9 @@ class _Run:
                 steps=self.seq,
                 lease=self.lease,
             )
+            if self.obs is not None:
+                save = self.obs.save_checkpoint(self.span, self.run_id, status, save)
+            checkpoint, lease = await save
         except EncodeError:
             raise
         except Exception as exc:
@@ -799,6 +841,12 @@ class Workflow:
             cancellation (G4).
         max_inflight_saves: saves running at once before a completed step
             waits for one to finish.
+        tracer_provider: an OpenTelemetry ``TracerProvider``: this workflow's
+            runs emit spans and metrics (see :mod:`checkpointkit.observe`);
+            None follows :func:`checkpointkit.observe.enable`. Needs the
+            ``otel`` extra.
+        meter_provider: an OpenTelemetry ``MeterProvider`` for this workflow's
+            metrics; None uses the global one when ``tracer_provider`` is given.
     """
 
     def __init__(
@@ -812,6 +860,8 @@ class Workflow:
         lease_ttl: float = 30.0,
         cancel_timeout: float = 0.5,
         max_inflight_saves: int = 256,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         if on_save_error not in ("raise", "warn"):
             raise ValueError(f"on_save_error must be 'raise' or 'warn', not {on_save_error!r}")
@@ -828,6 +878,11 @@ class Workflow:
         self.lease_ttl = lease_ttl
         self.cancel_timeout = cancel_timeout
         self.max_inflight_saves = max_inflight_saves
+        self._observer = (
+            observe.Observer(tracer_provider, meter_provider)
+            if tracer_provider is not None or meter_provider is not None
+            else None
+        )
 
     def __repr__(self) -> str:
         return f"Workflow({getattr(self.fn, '__qualname__', self.fn)!r}, {self.store!r})"

@@ -38,6 +38,7 @@ roll the head back is not detected.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import socket
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, unquote
 
-from . import reconcile
+from . import observe, reconcile
 from .codec import Codec, default_codec
 from .envelope import content_digest
 from .errors import (
@@ -62,6 +63,8 @@ from .errors import (
     RunBusy,
 )
 from .storage import GetResult, IfMatch, PutMode, Storage, delete_many
+
+log = logging.getLogger("checkpointkit.store")
 
 __all__ = [
     "Checkpoint",
@@ -483,6 +486,7 @@ class CheckpointStore:
             lease.check()
         key = self.step_key(run_id, step)
         stored = await self._create(key, data)
+        log.debug("run %r: step %r saved (%d bytes)", run_id, step, len(data))
         if stored is None or stored.data == data:
             return True
         mine = self.decode_step(data, key=key)
@@ -869,7 +873,9 @@ class CheckpointStore:
 
     async def _put_checkpoint(self, run_id: str, seq: int, data: bytes) -> None:
         key = self._checkpoint_key(run_id, seq)
+        observe.note_size(len(data))
         stored = await self._create(key, data)
+        log.debug("run %r: checkpoint %d saved (%d bytes)", run_id, seq, len(data))
         if stored is not None and stored.data != data:
             raise CheckpointCorrupted(
                 f"checkpoint {seq} of run {run_id!r} ({key!r}) holds other bytes than the "
