@@ -88,6 +88,8 @@ log = logging.getLogger("checkpointkit.runner")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 _current_run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
     "checkpointkit_run", default=None
@@ -410,8 +412,12 @@ async def parallel(*awaitables: Awaitable[Any]) -> list[Any]:
 
 # -- results ------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(Generic[Out]):
     """How a run ended, when it did not raise.
+
+    Generic in the workflow function's return type: ``Workflow[In, Out].run``
+    returns a ``RunResult[Out]``, whose ``output`` is ``Out | None`` (None
+    while paused; narrow it with ``status == "completed"`` or a check).
 
     Attributes:
         run_id: the run.
@@ -425,7 +431,7 @@ class RunResult:
 
     run_id: str
     status: Literal["completed", "paused"]
-    output: Any = None
+    output: Out | None = None
     pending: tuple[InputRequest, ...] = ()
     executed: tuple[str, ...] = ()
     replayed: tuple[str, ...] = ()
@@ -438,7 +444,7 @@ class _Run:
 
     def __init__(
         self,
-        wf: Workflow,
+        wf: Workflow[Any, Any],
         run_id: str,
         lease: Lease,
         records: dict[str, StepRecord],
@@ -602,7 +608,7 @@ class _Run:
     # -- the whole run -----------------------------------------------------------------
     async def drive(
         self, fn: Callable[[Any], Awaitable[Any]], input: Any, resumed: bool
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(_current_run.set, self)
@@ -676,7 +682,7 @@ class _Run:
             self.store.release(self.lease), deadline, f"run {self.run_id!r}: releasing its lease"
         )
 
-    async def _conclude(self, main: asyncio.Task[Any]) -> RunResult:
+    async def _conclude(self, main: asyncio.Task[Any]) -> RunResult[Any]:
         failure: BaseException | None
         if main.cancelled():
             failure = asyncio.CancelledError()
@@ -713,7 +719,7 @@ class _Run:
         finally:
             await self._release()
 
-    async def _pause(self) -> RunResult:
+    async def _pause(self) -> RunResult[Any]:
         pending = tuple(self.pending)
         await self._checkpoint("paused", pending=pending)  # G6
         self.emit(RunPaused(self.run_id, pending))
@@ -782,8 +788,13 @@ def _only_pauses(exc: BaseException) -> bool:
 
 
 # -- the workflow ----------------------------------------------------------------------------
-class Workflow:
+class Workflow(Generic[In, Out]):
     """A workflow function bound to a checkpoint store.
+
+    Generic in the function's input and output types, inferred from ``fn``:
+    ``Workflow(main, ...)`` with ``async def main(x: int) -> str`` is a
+    ``Workflow[int, str]``, whose ``run`` takes an ``int`` and returns a
+    ``RunResult[str]``.
 
     Args:
         fn: ``async def main(input) -> output`` calling steps.
@@ -803,7 +814,7 @@ class Workflow:
 
     def __init__(
         self,
-        fn: Callable[[Any], Awaitable[Any]],
+        fn: Callable[[In], Awaitable[Out]],
         *,
         storage: Storage | CheckpointStore,
         codec: Codec | None = None,
@@ -844,7 +855,12 @@ class Workflow:
             payload = repr(names).encode()
         return hashlib.blake2b(payload, digest_size=8).hexdigest()
 
-    async def run(self, input: Any = None, *, run_id: str | None = None) -> RunResult:
+    async def run(
+        self,
+        input: In = None,  # type: ignore[assignment]  # a workflow taking None may omit it
+        *,
+        run_id: str | None = None,
+    ) -> RunResult[Out]:
         """Start a new run and drive it to completion or pause.
 
         Raises:
@@ -861,7 +877,7 @@ class Workflow:
         responses: Mapping[str, Any] | None = None,
         *,
         wait: float = 0.0,
-    ) -> RunResult:
+    ) -> RunResult[Out]:
         """Continue a stored run; completed steps are replayed, not executed (G2).
 
         Args:
@@ -882,7 +898,7 @@ class Workflow:
             raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
         return await self._guarded(self._resume(run_id, responses, None, wait=float(wait)))
 
-    async def _guarded(self, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
+    async def _guarded(self, coro: Coroutine[Any, Any, RunResult[Any]]) -> RunResult[Out]:
         """Run ``coro`` in a task of its own, so that a caller's cancel is bounded (G4).
 
         The run tears itself down within ``cancel_timeout``; should the storage
@@ -902,7 +918,7 @@ class Workflow:
 
     def stream(
         self,
-        input: Any = None,
+        input: In = None,  # type: ignore[assignment]  # as in run
         *,
         run_id: str | None = None,
         resume: bool = False,
@@ -962,7 +978,7 @@ class Workflow:
 
     async def _start(
         self, input: Any, run_id: str | None, sink: Callable[[Event], None] | None
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         run_id = run_id if run_id is not None else uuid.uuid4().hex
         if not await self.store.create_run(run_id, input):
             raise RunExists(run_id)
@@ -977,7 +993,7 @@ class Workflow:
         sink: Callable[[Event], None] | None,
         *,
         wait: float = 0.0,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         if not await self.store.run_exists(run_id):
             raise NotFound(f"run {run_id!r} not found")
         await self.store.ensure_listed(run_id)  # repairs a create interrupted before its index
