@@ -702,6 +702,7 @@ class _Run:
             if failure is not None and self.pending and _only_pauses(failure):
                 return await self._pause()
             if failure is not None:
+                _note_completed(failure, self.run_id, self._completed())
                 await self._checkpoint("failed", error=f"{type(failure).__name__}: {failure}")
                 self.emit(RunFailed(self.run_id, failure))
                 raise failure
@@ -718,6 +719,11 @@ class _Run:
             )
         finally:
             await self._release()
+
+    def _completed(self) -> list[str]:
+        """Steps completed in the run so far, in completion order (stored ones first)."""
+        stored = sorted(self.records.values(), key=lambda r: (r.seq, r.step))
+        return [r.step for r in stored] + [k for k in self.executed if k not in self.records]
 
     async def _pause(self) -> RunResult[Any]:
         pending = tuple(self.pending)
@@ -773,6 +779,21 @@ class _Run:
 
 async def _call(fn: Callable[[Any], Awaitable[Any]], input: Any) -> Any:
     return await fn(input)
+
+
+_NOTE_STEPS = 20
+"""Completed steps named, at most, in the note added to a failed run's error."""
+
+
+def _note_completed(exc: BaseException, run_id: str, steps: list[str]) -> None:
+    """Add a note (PEP 678) to a failed run's error: the run and its completed steps."""
+    shown = ", ".join(steps[:_NOTE_STEPS]) or "none"
+    if len(steps) > _NOTE_STEPS:
+        shown += f", ... ({len(steps) - _NOTE_STEPS} more)"
+    exc.add_note(
+        f"checkpointkit: run {run_id!r} failed after {len(steps)} completed step(s), "
+        f"which resume replays: {shown}"
+    )
 
 
 def _only_pauses(exc: BaseException) -> bool:

@@ -494,6 +494,20 @@ class CheckpointStore:
             await asyncio.gather(*tasks, return_exceptions=True)
         return records
 
+    async def completed_steps(self, run_id: str) -> list[str]:
+        """The identities (``name@index``) of the run's completed steps, in completion order.
+
+        The steps a resume replays instead of executing: those of a failed run
+        too. Reads every step record (one listing, one get per step).
+
+        Raises:
+            NotFound: there is no such run.
+        """
+        if not await self.run_exists(run_id):
+            raise NotFound(f"run {run_id!r} not found")
+        records = await self.load_steps(run_id)
+        return [r.step for r in sorted(records.values(), key=lambda r: (r.seq, r.step))]
+
     # -- input responses ---------------------------------------------------------------
     async def save_response(self, run_id: str, request_id: str, value: Any) -> bool:
         """Store the response to an input request once; False if one was stored before."""
