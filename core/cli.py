@@ -44,12 +44,15 @@ import json
 import math
 import os
 import pprint
+import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn, TextIO, TypeVar
 
+from .codec import Codec
 from .errors import CheckpointkitError, ConfigurationError
 from .registry import open_storage, url_scheme
 from .store import Checkpoint, CheckpointStore
@@ -68,6 +71,7 @@ __all__ = [
     "command",
     "confirm",
     "destructive_arguments",
+    "duration",
     "invoke",
     "iso_time",
     "jsonable",
@@ -323,11 +327,17 @@ def storage_url(args: argparse.Namespace) -> str:
     return given or os.environ.get("CHECKPOINTKIT_STORAGE") or DEFAULT_STORAGE
 
 
-def with_store(args: argparse.Namespace, action: Callable[[CheckpointStore], Awaitable[T]]) -> T:
+def with_store(
+    args: argparse.Namespace,
+    action: Callable[[CheckpointStore], Awaitable[T]],
+    *,
+    codec: Codec | None = None,
+) -> T:
     """Open the storage, run ``action`` on a store over it, close it; errors become CliError.
 
     The commands inspect or delete what is stored, so a file storage directory
-    that does not exist is an error (a mistyped path), never created.
+    that does not exist is an error (a mistyped path), never created. ``codec``
+    is the store's codec (the default codec if None).
 
     Raises:
         CliError: with :data:`EXIT_USAGE` for a :class:`ConfigurationError` (a bad
@@ -339,7 +349,7 @@ def with_store(args: argparse.Namespace, action: Callable[[CheckpointStore], Awa
     async def go() -> T:
         options: dict[str, Any] = {"create": False} if url_scheme(url) == "file" else {}
         async with open_storage(url, **options) as storage:
-            return await action(CheckpointStore(storage, namespace=namespace))
+            return await action(CheckpointStore(storage, codec=codec, namespace=namespace))
 
     try:
         return asyncio.run(go())
@@ -393,6 +403,26 @@ def destructive_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _positive_int(text: str) -> int:
     return _bounded_int(text, 1)
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def duration(text: str) -> float:
+    """A duration on the command line in seconds: a number and a unit, ``30s``, ``10m``,
+    ``2h``, ``7d``, ``2w`` (an argparse ``type``).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse exits with status 2).
+    """
+    found = _DURATION.fullmatch(text.strip().lower())
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: use a number and a unit, s, m, h, d or w "
+            "(30s, 10m, 2h, 7d)"
+        )
+    return float(found[1]) * _UNITS[found[2]]
 
 
 def _non_negative_int(text: str) -> int:
@@ -480,6 +510,53 @@ def _runs_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="show at most N runs (default 100)",
     )
+    parser.add_argument(
+        "--status",
+        action="append",
+        metavar="S",
+        help="only runs with this status (running, paused, completed, failed, created); "
+        "repeat it or separate with commas for several",
+    )
+    parser.add_argument(
+        "--older-than",
+        type=duration,
+        metavar="DURATION",
+        help="only runs whose newest checkpoint is older than this (30s, 10m, 2h, 7d)",
+    )
+    parser.add_argument(
+        "--meta",
+        action="append",
+        type=_meta_pair,
+        metavar="KEY=VALUE",
+        help="only runs whose newest checkpoint's metadata has KEY equal to VALUE "
+        "(VALUE read as JSON if it is JSON, else as text); repeatable",
+    )
+
+
+def _meta_pair(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key, value
+
+
+def _run_filters(args: argparse.Namespace) -> dict[str, Any]:
+    """The filters of ``runs`` as :meth:`CheckpointStore.list_runs` takes them."""
+    filters: dict[str, Any] = {}
+    if args.status:
+        statuses = sorted({s.strip() for given in args.status for s in given.split(",")} - {""})
+        if not statuses:
+            raise CliError("--status needs a status (running, paused, completed...)", EXIT_USAGE)
+        filters["status"] = statuses
+    if args.older_than is not None:
+        filters["older_than"] = args.older_than
+    if args.meta:
+        filters["metadata"] = dict(args.meta)
+    return filters
 
 
 @command(
@@ -492,18 +569,29 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
 
     A run without any checkpoint shows as "running or crashed"; a run whose
     checkpoints were all pruned keeps its status from the run's head.
+    --status, --older-than and --meta keep the runs that match all of them
+    (status and age from each run's head: one read per run).
     """
+    filters = _run_filters(args)
 
     async def action(store: CheckpointStore) -> list[dict[str, Any]]:
-        ids = await store.list_runs(limit=args.limit)
+        ids = await store.list_runs(limit=args.limit, **filters)
         return [_summary(run, *await _latest_or_head(store, run)) for run in ids]
 
     runs = with_store(args, action)
     if out.json:
-        out.document({"storage": storage_url(args), "namespace": args.namespace, "runs": runs})
+        doc: dict[str, Any] = {"storage": storage_url(args), "namespace": args.namespace}
+        if filters:  # only when filtered: the unfiltered document keeps its three fields
+            doc["filters"] = {
+                "status": filters.get("status"),
+                "older_than": filters.get("older_than"),
+                "metadata": filters.get("metadata"),
+            }
+        doc["runs"] = runs
+        out.document(doc)
         return EXIT_OK
     if not runs:
-        out.print("no runs")
+        out.print("no runs" if not filters else "no runs match")
         return EXIT_OK
     out.table(
         ("run", "status", "latest checkpoint", "steps", "created at"),
@@ -732,32 +820,54 @@ def rm_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def _prune_arguments(parser: argparse.ArgumentParser) -> None:
-    run_argument(parser)
     parser.add_argument(
+        "run", metavar="RUN", nargs="?", help="the run id (with --older-than: default every run)"
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument(
         "--keep",
         type=_non_negative_int,
-        required=True,
         metavar="N",
         help="checkpoints to keep, the newest (0: delete every checkpoint; the run's "
         "status stays readable)",
     )
+    which.add_argument(
+        "--older-than",
+        type=duration,
+        metavar="DURATION",
+        help="delete the checkpoints saved longer ago than this (30s, 10m, 2h, 7d), of RUN "
+        "or of every run",
+    )
     destructive_arguments(parser)
+
+
+_PRUNE_CONCURRENCY = 16
+"""Runs examined at once by ``prune --older-than`` without a RUN."""
 
 
 @command(
     "prune",
-    help="Delete all but the newest N checkpoints of a run (step records stay).",
+    help="Delete old checkpoints: all but the newest N of a run, or those older than an age.",
     arguments=_prune_arguments,
 )
 def prune_command(args: argparse.Namespace, out: Output) -> int:
-    """Delete all but the newest N checkpoints of a run (asks first unless --yes).
+    """Delete old checkpoints (asks first unless --yes).
 
-    Step records stay, so the run can still be resumed, and the run's head
-    keeps the id and status of its newest checkpoint, so ``runs`` and
-    ``show`` still tell how the run ended after ``--keep 0``.
+    --keep N deletes all but the newest N checkpoints of RUN; --older-than
+    DURATION deletes the checkpoints saved longer ago than DURATION, of RUN or,
+    without RUN, of every run. Step records stay, so a run can still be
+    resumed, and the run's head keeps the id and status of its newest
+    checkpoint, so ``runs`` and ``show`` still tell how the run ended when
+    every checkpoint is gone.
     """
-    run: str = args.run
+    if args.older_than is not None:
+        return _prune_by_age(args, out)
+    run: str | None = args.run
     keep: int = args.keep
+    if run is None:
+        raise CliError(
+            "prune --keep needs a RUN (only --older-than applies to every run)", EXIT_USAGE
+        )
 
     async def action(store: CheckpointStore) -> dict[str, Any]:
         await require_run(store, run)
@@ -785,6 +895,89 @@ def prune_command(args: argparse.Namespace, out: Output) -> int:
         )
     else:
         out.print(f"pruned {done['deleted']} checkpoint(s) of run {run}, kept the newest {keep}")
+    return EXIT_OK
+
+
+def _age_text(seconds: float) -> str:
+    for unit in ("w", "d", "h", "m"):
+        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
+            return f"{seconds / _UNITS[unit]:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def _prune_by_age(args: argparse.Namespace, out: Output) -> int:
+    """``prune [RUN] --older-than DURATION``: what is shown (or confirmed) is what goes."""
+    run: str | None = args.run
+    age: float = args.older_than
+    started = time.time()  # one cutoff for the look and the deletion, however long confirm takes
+
+    async def action(store: CheckpointStore) -> dict[str, Any]:
+        if run is not None:
+            await require_run(store, run)
+            ids = [run]
+        else:
+            ids = await store.list_runs()
+        gate = asyncio.Semaphore(_PRUNE_CONCURRENCY)
+
+        async def doomed(run_id: str) -> list[str]:
+            async with gate:
+                return await store.checkpoints_older_than(run_id, age)
+
+        found = await asyncio.gather(*(doomed(r) for r in ids))
+        runs: list[dict[str, Any]] = [
+            {"run_id": r, "checkpoints": cps, "deleted": 0}
+            for r, cps in zip(ids, found, strict=True)
+            if cps or r == run
+        ]
+        total = sum(len(r["checkpoints"]) for r in runs)
+        if total and not args.dry_run:
+            where = f"run {run!r}" if run is not None else f"{len(runs)} run(s)"
+            confirm(
+                out,
+                args,
+                f"delete {total} checkpoint(s) of {where} older than {_age_text(age)}?",
+            )
+            cutoff_age = age + (time.time() - started)
+
+            async def prune(entry: dict[str, Any]) -> None:
+                async with gate:
+                    entry["deleted"] = await store.prune(entry["run_id"], older_than=cutoff_age)
+
+            await asyncio.gather(*(prune(r) for r in runs if r["checkpoints"]))
+        return {"runs": runs}
+
+    found = with_store(args, action)
+    runs: list[dict[str, Any]] = found["runs"]
+    deleted = sum(r["deleted"] for r in runs)
+    if out.json:
+        if run is not None:
+            out.document(
+                {
+                    "run_id": run,
+                    "older_than": age,
+                    "dry_run": args.dry_run,
+                    "checkpoints": runs[0]["checkpoints"],
+                    "deleted": deleted,
+                }
+            )
+        else:
+            out.document(
+                {"older_than": age, "dry_run": args.dry_run, "runs": runs, "deleted": deleted}
+            )
+        return EXIT_OK
+    older = f"older than {_age_text(age)}"
+    if not any(r["checkpoints"] for r in runs):
+        out.print(f"no checkpoint {older}" + (f" in run {run}" if run is not None else ""))
+        return EXIT_OK
+    for r in runs:
+        count = len(r["checkpoints"])
+        if args.dry_run:
+            ids = ", ".join(r["checkpoints"])
+            out.print(
+                f"would prune {count} checkpoint(s) of run {r['run_id']} {older} (ids: {ids})"
+            )
+        else:
+            out.print(f"pruned {r['deleted']} checkpoint(s) of run {r['run_id']} {older}")
     return EXIT_OK
 
 
