@@ -1145,6 +1145,7 @@ class RecordProgress:
             self.out.stderr.flush()
             self._drawn = True
         elif self.first:
+            self.last = now
             self.out.info(f"{self.what} {progress.total} records")
         elif now - self.last >= self.interval:
             self.last = now
