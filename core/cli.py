@@ -1312,7 +1312,8 @@ def rekey_command(args: argparse.Namespace, out: Output) -> int:
 _EPILOG = """\
 exit status:
   0  done, nothing wrong found
-  1  a failure found: an unknown run or checkpoint, a storage error, a failed conformance test
+  1  a failure found: an unknown run or checkpoint, a storage error, a failed conformance test,
+     a damaged record (verify), a record not re-encrypted (rekey)
   2  a bad command line or environment: an unknown option or scheme, a missing directory or
      extra, pytest missing for 'conformance'
 
