@@ -14,8 +14,8 @@ scheme, a missing directory or extra).
 
 Adding a command takes one function::
 
-    @command("verify", help="Check the checksums of a run's checkpoints.", arguments=run_argument)
-    def verify_command(args: argparse.Namespace, out: Output) -> int:
+    @command("checksums", help="Check a run's checksums.", arguments=run_argument)
+    def checksums_command(args: argparse.Namespace, out: Output) -> int:
         async def action(store: CheckpointStore) -> dict[str, Any]:
             await require_run(store, args.run)
             ...
