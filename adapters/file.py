@@ -34,16 +34,17 @@ one per system call.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import errno
 import fcntl
 import functools
 import hashlib
-import heapq
 import os
 import re
 import threading
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
@@ -217,6 +218,7 @@ class FileStorage(StorageBase):
         self._setup_lock = threading.Lock()
         self._stripe_locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._lock_fds: list[int | None] = [None] * LOCK_STRIPES
+        self._dirs = _DirCache()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> FileStorage:
@@ -363,8 +365,17 @@ class FileStorage(StorageBase):
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
-        after = cursor if cursor is not None else start_after
-        return await self._call(f"prefix {prefix!r}", "list", self._list_sync, prefix, after, limit)
+        if cursor is None:
+            cursor = _Cursor(start_after)
+        what = f"prefix {prefix!r}"
+        return await self._call(what, "list", self._list_sync, prefix, cursor, limit)
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        """Unlink every key, then flush each directory once (not once per key)."""
+        mapped = [(key, self._map(key)) for key in keys]
+        return await self._call_guarded(
+            f"{len(keys)} keys", "delete", self._delete_many_sync, mapped
+        )
 
     async def _aclose(self) -> None:
         pool, self._executor = self._executor, None
@@ -696,7 +707,7 @@ class FileStorage(StorageBase):
                 self._lock_fds[i] = None
                 os.close(fd)
 
-    def _list_sync(self, prefix: str, after: str | None, limit: int) -> ListPage:
+    def _list_sync(self, prefix: str, cursor: _Cursor, limit: int) -> ListPage:
         segments = prefix.split("/")
         complete, partial = segments[:-1], segments[-1]
         dirpath = self.root
@@ -704,8 +715,39 @@ class FileStorage(StorageBase):
             dirpath = f"{dirpath}/{_dir_name(segment)}"
         base = "".join(s + "/" for s in complete)
         out: list[str] = []
-        _walk(dirpath, base, partial, after, limit, out)
-        return ListPage(out, out[-1] if len(out) >= limit else None)
+        _walk(dirpath, base, partial, cursor.after, limit, out, cursor, self._dirs)
+        if len(out) < limit:
+            return ListPage(out, None)
+        cursor.after = out[-1]
+        return ListPage(out, cursor)
+
+    def _delete_many_sync(self, mapped: list[tuple[str, _Mapped]], guard: _Guard) -> int:
+        existed = 0
+        by_dir: dict[str, list[tuple[str, _Mapped]]] = {}
+        for key, m in mapped:
+            if m.longs is not None:  # a shortened name: its sidecar needs the careful path
+                existed += self._delete_sync(key, m, None, guard)
+            else:
+                by_dir.setdefault(m.rel_dir, []).append((key, m))
+        for rel_dir, group in by_dir.items():
+            gone = 0
+            with self._locked(rel_dir):
+                for _key, m in group:
+                    with guard.lock:
+                        if guard.cancelled:
+                            raise _Abandoned
+                        try:
+                            os.unlink(m.path)
+                        except (FileNotFoundError, NotADirectoryError):
+                            continue
+                        guard.committed = True
+                    gone += 1
+            existed += gone
+            if gone:
+                if self.fsync:
+                    self._flush_dir(group[0][1].dirpath)
+                self._prune_dirs(group[0][1])
+        return existed
 
     def _sweep_sync(self, older_than: float) -> int:
         cutoff = time.time() - older_than
@@ -750,16 +792,127 @@ class FileStorage(StorageBase):
 # -- helpers ---------------------------------------------------------------------------
 
 
+Entry = tuple[str, str, bool]
+"""A directory entry as listing sorts it: (sort key, name, is a directory)."""
+
+
+class _Cursor:
+    """The state of one listing between its pages.
+
+    ``after`` is the last key returned; ``snapshots`` holds the sorted
+    entries of every directory this listing has read, so a later page
+    continues from where the previous one stopped (a binary search), without
+    reading or sorting any directory again.
+    """
+
+    __slots__ = ("after", "snapshots")
+
+    def __init__(self, after: str | None) -> None:
+        self.after = after
+        self.snapshots: dict[str, tuple[list[str], list[Entry]] | None] = {}
+
+
+class _DirCache:
+    """Sorted snapshots of large directories, shared by listings while a directory is unchanged.
+
+    A snapshot is reused only if the directory's (device, inode, mtime) is the
+    one seen before it was read, and it was read at least
+    :data:`RACY_NS` after that mtime: a change after the read then gets a
+    later mtime, also on a file system whose clock ticks coarsely (the idea
+    of git's "racy" index entries). A directory changed within that window is
+    read again each time, which is always correct.
+    """
+
+    __slots__ = ("_dirs", "_lock", "_size")
+
+    MIN_ENTRIES: ClassVar[int] = 64
+    MAX_ENTRIES: ClassVar[int] = 500_000
+
+    def __init__(self) -> None:
+        self._dirs: OrderedDict[str, tuple[tuple[int, int, int], list[str], list[Entry]]]
+        self._dirs = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = 0
+
+    def read(self, dirpath: str) -> tuple[list[str], list[Entry]] | None:
+        """The sorted (sort keys, entries) of ``dirpath``; None if it is not a directory."""
+        try:
+            st = os.stat(dirpath)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        stamp = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        with self._lock:
+            hit = self._dirs.get(dirpath)
+            if hit is not None and hit[0] == stamp:
+                self._dirs.move_to_end(dirpath)
+                return hit[1], hit[2]
+        read_at = time.time_ns()
+        try:
+            names = os.listdir(dirpath)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        entries, complete = _classify_all(dirpath, names)
+        entries.sort()
+        keys = [e[0] for e in entries]
+        racy = RACY_NS if st.st_mtime_ns % 1_000_000_000 else 2_000_000_000
+        if complete and len(entries) >= self.MIN_ENTRIES and read_at - st.st_mtime_ns > racy:
+            with self._lock:
+                old = self._dirs.pop(dirpath, None)
+                if old is not None:
+                    self._size -= len(old[2])
+                self._dirs[dirpath] = (stamp, keys, entries)
+                self._size += len(entries)
+                while self._size > self.MAX_ENTRIES and len(self._dirs) > 1:
+                    _, dropped = self._dirs.popitem(last=False)
+                    self._size -= len(dropped[2])
+        return keys, entries
+
+
+RACY_NS = 50_000_000
+"""How long after a directory's mtime a snapshot of it may be cached (50 ms; 2 s on
+file systems with whole-second times)."""
+
+
+def _classify_all(dirpath: str, names: list[str]) -> tuple[list[Entry], bool]:
+    """The entries of ``names`` that are keys or key directories, and whether all were decided."""
+    cache = _NAMES
+    if len(cache) > _NAMES_MAX:
+        cache.clear()
+    entries: list[Entry] = []
+    complete = True
+    for name in names:
+        entry = cache.get(name)
+        if entry is None:
+            entry = _classify(name) if "!" not in name else _classify_long(dirpath, name)
+            if entry is None:
+                complete = False  # a shortened name whose sidecar is missing: not a key (yet)
+                continue
+            cache[name] = entry
+        sort_key, is_dir = entry
+        if sort_key:
+            entries.append((sort_key, name, is_dir))
+    return entries, complete
+
+
 def _walk(
-    dirpath: str, base: str, partial: str, after: str | None, limit: int, out: list[str]
+    dirpath: str,
+    base: str,
+    partial: str,
+    after: str | None,
+    limit: int,
+    out: list[str],
+    cursor: _Cursor,
+    dirs: _DirCache,
 ) -> bool:
     """Append the keys under ``dirpath`` (key prefix ``base``) in ascending order.
 
     Only keys whose first segment here starts with ``partial`` and that are
     greater than ``after`` count; stop at ``limit`` keys in ``out`` (return
     True). Entries sort by ``name`` for a file and ``name + "/"`` for a
-    directory, which is exactly the order of the keys below them; a directory
-    whose keys all sort at or before ``after`` is skipped without reading it.
+    directory, which is exactly the order of the keys below them, so the
+    first entry to visit is found by binary search in the directory's sorted
+    snapshot (read once per listing, see :class:`_Cursor`), and a directory
+    whose keys all sort at or before ``after`` is never read.
     """
     if after is None or after < base:
         rel = None  # every key here sorts after ``after``
@@ -767,58 +920,27 @@ def _walk(
         rel = after[len(base) :]
     else:
         return False  # every key here sorts before ``after``
-    try:
-        names = os.listdir(dirpath)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    cache = _NAMES
-    if len(cache) > _NAMES_MAX:
-        cache.clear()
-    entries: list[tuple[str, str, bool]] = []
-    for name in names:
-        entry = cache.get(name)
-        if entry is None:
-            entry = _classify(name) if "!" not in name else _classify_long(dirpath, name)
-            if entry is None:
-                continue  # a shortened name whose sidecar is missing: not a key (yet)
-            cache[name] = entry
-        sort_key, is_dir = entry
-        if not sort_key or (partial and not sort_key.startswith(partial)):
-            continue  # internal or foreign, or outside the prefix
-        if rel is not None:
-            if is_dir:
-                if rel > sort_key and not rel.startswith(sort_key):
-                    continue  # the whole directory sorts before ``after``
-            elif sort_key <= rel:
-                continue
-        entries.append((sort_key, name, is_dir))
-    need = limit - len(out)
-    if need <= 0:
-        return True
-    if len(entries) > 2 * need + 16:
-        # Few keys wanted from a big directory: take the smallest without a full
-        # sort; sort the rest only if some directories turned out to be empty.
-        first = heapq.nsmallest(need, entries)
-        if _visit(dirpath, base, first, after, limit, out):
-            return True
-        last = first[-1][0]
-        rest = sorted(e for e in entries if e[0] > last)
+    if dirpath in cursor.snapshots:
+        snapshot = cursor.snapshots[dirpath]
     else:
-        rest = sorted(entries)
-    return _visit(dirpath, base, rest, after, limit, out)
-
-
-def _visit(
-    dirpath: str,
-    base: str,
-    entries: list[tuple[str, str, bool]],
-    after: str | None,
-    limit: int,
-    out: list[str],
-) -> bool:
-    for sort_key, name, is_dir in entries:
+        snapshot = cursor.snapshots[dirpath] = dirs.read(dirpath)
+    if snapshot is None:
+        return False
+    keys, entries = snapshot
+    start = bisect.bisect_left(keys, partial) if partial else 0
+    if rel is not None:
+        pos = bisect.bisect_right(keys, rel)
+        if pos > 0:
+            sort_key, _name, is_dir = entries[pos - 1]
+            if is_dir and rel.startswith(sort_key):
+                pos -= 1  # ``after`` lies inside this directory: continue in it
+        start = max(start, pos)
+    for i in range(start, len(entries)):
+        sort_key, name, is_dir = entries[i]
+        if partial and not sort_key.startswith(partial):
+            return False  # past the prefix: the rest sorts after it
         if is_dir:
-            if _walk(f"{dirpath}/{name}", base + sort_key, "", after, limit, out):
+            if _walk(f"{dirpath}/{name}", base + sort_key, "", after, limit, out, cursor, dirs):
                 return True
         else:
             out.append(base + sort_key)

@@ -82,12 +82,11 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--ops", type=int, default=300)
-    here = os.path.dirname(os.path.abspath(__file__))  # noqa: ASYNC240 - before any I/O
     parser.add_argument(
         "--dir",
-        default=here,
-        help="where to write a scratch directory (default: beside this script, on the "
-        "repository's disk; removed at the end)",
+        default=None,
+        help="where to write a scratch directory (default: the system's temporary "
+        "directory; removed at the end). Put it on the disk you want to measure",
     )
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix=".bench-file-", dir=args.dir)

@@ -1,6 +1,7 @@
 """The integrations side by side with each library's own durable saver, in one run.
 
 Run: ``.venv/bin/python benchmarks/bench_integrations.py [--runs 5] [--quick] [--dir PATH]``
+(the scratch directory goes under ``--dir``, default the system's temporary directory)
 
 Needs the peers, installed in the benchmark environment only (the ``test``
 extra): ``langgraph-checkpoint-sqlite`` and ``agent-framework-core``.
@@ -15,18 +16,19 @@ every checkpoint, plus a small counter channel):
 - ``graph step``: a real ``StateGraph`` of 10 sequential nodes run with
   ``ainvoke`` (each step is ``put_writes`` plus ``put``), per step.
 
-for ``CheckpointkitSaver`` on checkpointkit's file storage (fsync on, the
-default) and, when a ``valkey-server`` can be started, on Redis, against
-LangGraph's own ``AsyncSqliteSaver`` on a file in the same directory (WAL; its
-commit syncs the log).
+for ``CheckpointkitSaver`` on checkpointkit's SQLite storage (WAL,
+``synchronous=FULL``, group commit) and file storage (fsync on, the default)
+and, when a ``valkey-server`` can be started, on Redis, against LangGraph's
+own ``AsyncSqliteSaver`` on a file in the same directory (WAL; its commit
+syncs the log).
 
 agent-framework (same state sizes):
 
 - ``save`` and ``load`` of one checkpoint;
 - ``get_latest`` with 10, 1,000 and 5,000 checkpoints of the workflow;
 
-for ``CheckpointkitCheckpointStorage`` on checkpointkit's file storage (fsync
-on) against agent-framework's own ``FileCheckpointStorage`` (which does not
+for ``CheckpointkitCheckpointStorage`` on checkpointkit's SQLite and file
+storages (fsync on) against agent-framework's own ``FileCheckpointStorage`` (which does not
 fsync) in the same directory.
 
 Figures are medians of ``--runs`` runs; the ratio column is the peer's time
@@ -39,7 +41,6 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import os
 import random
 import shutil
 import statistics
@@ -108,6 +109,9 @@ async def langgraph_savers(base: str, redis_url: str | None) -> AsyncIterator[di
     async with contextlib.AsyncExitStack() as stack:
         savers["ckk file"] = await stack.enter_async_context(
             CheckpointkitSaver.from_url(f"file://{base}/lg-ckk")
+        )
+        savers["ckk sqlite"] = await stack.enter_async_context(
+            CheckpointkitSaver.from_url(f"sqlite://{base}/lg-ckk.db")
         )
         savers["ckk nosync"] = await stack.enter_async_context(
             CheckpointkitSaver.from_url(f"file://{base}/lg-ckk-nosync?fsync=false")
@@ -240,7 +244,11 @@ async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | No
         rows.append(("graph step, 10 nodes", {k: statistics.median(v) for k, v in steps.items()}))
         rows.extend(await latest_as_thread_grows(base, runs, savers))
 
-    names = [n for n in ("ckk file", "ckk nosync", "ckk redis") if any(n in r for _, r in rows)]
+    names = [
+        n
+        for n in ("ckk sqlite", "ckk file", "ckk nosync", "ckk redis")
+        if any(n in r for _, r in rows)
+    ]
     print("\nLangGraph: CheckpointkitSaver vs LangGraph's AsyncSqliteSaver (same disk)")
     header = f"{'operation':<24}" + "".join(f"{n:>12}" for n in names) + f"{'sqlite':>12}"
     header += "".join(f"{'sqlite/' + n.split()[1]:>14}" for n in names)
@@ -251,8 +259,10 @@ async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | No
         line += "".join(f"{ratio(figures.get('sqlite'), figures.get(n)):>14}" for n in names)
         print(line)
     print(
-        "ckk file: checkpointkit's file storage (fsync of file and directory); ckk nosync: "
-        "fsync off;\nsqlite: WAL journal, synchronous=FULL (one log sync per commit)"
+        "ckk sqlite: checkpointkit's SQLite storage (WAL, synchronous=FULL, group commit); "
+        "ckk file: its file storage (fsync of file and directory); ckk nosync: file, fsync "
+        "off;\nsqlite: LangGraph's AsyncSqliteSaver, WAL journal, synchronous=FULL (one log "
+        "sync per commit)"
     )
 
 
@@ -281,6 +291,9 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
     clock = iter(datetime(2025, 1, 1, tzinfo=UTC) + timedelta(milliseconds=i) for i in range(10**7))
     async with contextlib.AsyncExitStack() as stack:
         stores: dict[str, Any] = {
+            "ckk sqlite": await stack.enter_async_context(
+                CheckpointkitCheckpointStorage.from_url(f"sqlite://{base}/af-ckk.db")
+            ),
             "ckk file": await stack.enter_async_context(
                 CheckpointkitCheckpointStorage.from_url(f"file://{base}/af-ckk")
             ),
@@ -339,7 +352,7 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
                 assert latest_o is not None and latest_t is not None
                 assert latest_o.checkpoint_id == latest_t.checkpoint_id
                 rows.append((f"get_latest, {total:,} checkpoints", {"ckk file": o, "theirs": t}))
-    names = ["ckk file", "ckk nosync"]
+    names = ["ckk sqlite", "ckk file", "ckk nosync"]
     print("\nagent-framework: CheckpointkitCheckpointStorage vs its own FileCheckpointStorage")
     print(
         f"{'operation':<30}"
@@ -355,10 +368,16 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
             + "".join(f"{ratio(figures.get('theirs'), figures.get(n)):>14}" for n in names)
         )
     print(
-        "ckk file: checkpointkit's file storage (fsync of file and directory); ckk nosync: "
-        "fsync off;\ntheirs: agent-framework's FileCheckpointStorage (JSON file, os.replace, "
+        "ckk sqlite: checkpointkit's SQLite storage (WAL, synchronous=FULL); ckk file: its "
+        "file storage (fsync of file and directory); ckk nosync: file, fsync off;\ntheirs: "
+        "agent-framework's FileCheckpointStorage (JSON file, os.replace, "
         "no fsync)"
     )
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return "load average " + " ".join(f.read().split()[:3])
 
 
 def logging_quiet() -> None:
@@ -391,16 +410,15 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer operations per run")
     parser.add_argument("--no-redis", action="store_true", help="leave the Redis column out")
     parser.add_argument("--only", choices=["langgraph", "agent-framework"])
-    here = os.path.dirname(os.path.abspath(__file__))  # noqa: ASYNC240 - before any I/O
     parser.add_argument(
         "--dir",
-        default=here,
-        help="where to make a scratch directory (default: beside this script, on the "
-        "repository's disk; removed at the end)",
+        default=None,
+        help="where to make a scratch directory (default: the system's temporary "
+        "directory; removed at the end)",
     )
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix=".bench-integrations-", dir=args.dir)
-    print(f"medians of {args.runs} runs; scratch directory {base}")
+    print(f"medians of {args.runs} runs; scratch directory {base}; {_load()}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # agent-framework's experimental-feature notes
@@ -409,6 +427,7 @@ async def main() -> None:
                     await bench_langgraph(base, args.runs, args.quick, redis_url)
             if args.only in (None, "agent-framework"):
                 await bench_agent_framework(base, args.runs, args.quick)
+        print(_load())
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

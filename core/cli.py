@@ -339,8 +339,8 @@ def with_store(
     """Open the storage, run ``action`` on a store over it, close it; errors become CliError.
 
     The commands inspect or delete what is stored, so a file storage directory
-    that does not exist is an error (a mistyped path), never created. ``codec``
-    is the store's codec (the default codec if None).
+    or SQLite database that does not exist is an error (a mistyped path), never
+    created. ``codec`` is the store's codec (the default codec if None).
 
     Raises:
         CliError: with :data:`EXIT_USAGE` for a :class:`ConfigurationError` (a bad
@@ -350,7 +350,8 @@ def with_store(
     namespace: str = getattr(args, "namespace", "") or ""
 
     async def go() -> T:
-        options: dict[str, Any] = {"create": False} if url_scheme(url) == "file" else {}
+        local = url_scheme(url) in ("file", "sqlite")
+        options: dict[str, Any] = {"create": False} if local else {}
         async with open_storage(url, **options) as storage:
             return await action(CheckpointStore(storage, codec=codec, namespace=namespace))
 

@@ -5,12 +5,19 @@ adapters add theirs through the entry-point group ``checkpointkit.adapters``
 (name = scheme, value = ``module:Class``). An adapter class provides a
 ``from_url(url, **options)`` class method. A plugin that fails to load is
 logged and skipped, never fatal for the other schemes.
+
+A plain path (no ``scheme://``) opens the embedded default, by this rule
+(:func:`url_scheme`): a path that is an existing directory, or that ends with
+``/``, opens the file adapter (one file per key under it), so a directory of
+file-adapter data keeps opening as such; any other path (an existing database
+file, or nothing yet) opens the SQLite adapter, one database file.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 from importlib.metadata import entry_points
 from typing import Any, Protocol, cast
 
@@ -26,6 +33,7 @@ log = logging.getLogger("checkpointkit")
 _BUILTIN: dict[str, str] = {
     "memory": "checkpointkit.adapters.memory:MemoryStorage",
     "file": "checkpointkit.adapters.file:FileStorage",
+    "sqlite": "checkpointkit.adapters.sqlite:SQLiteStorage",
     "s3": "checkpointkit.adapters.s3:S3Storage",
     "az": "checkpointkit.adapters.azure:AzureBlobStorage",
     "azure": "checkpointkit.adapters.azure:AzureBlobStorage",
@@ -66,16 +74,27 @@ def _load(scheme: str, target: str) -> _FromUrl:
 
 
 def url_scheme(url: str) -> str:
-    """The scheme of a storage URL, lower case; ``"file"`` for a plain path."""
-    return url.split("://", 1)[0].lower() if "://" in url else "file"
+    """The scheme of a storage URL, lower case; for a plain path, the embedded default.
+
+    A plain path is ``"file"`` if it is an existing directory or ends with
+    ``/`` (a directory of file-adapter data keeps opening as one), else
+    ``"sqlite"`` (a database file, existing or to be created).
+    """
+    if "://" in url:
+        return url.split("://", 1)[0].lower()
+    if url.endswith(("/", os.sep)) or os.path.isdir(os.path.expanduser(url)):
+        return "file"
+    return "sqlite"
 
 
 def open_storage(url: str, **options: Any) -> Storage:
     """Create the storage that ``url`` names; use it with ``async with``.
 
     Args:
-        url: ``memory://[name]``, ``file:///abs/path``, a plain path (file
-            storage), ``s3://bucket/prefix``, ``az://container/prefix``,
+        url: ``memory://[name]``, ``sqlite:///abs/path.db``,
+            ``file:///abs/path``, a plain path (an existing directory or a
+            path ending with ``/``: file storage; otherwise a SQLite database
+            file), ``s3://bucket/prefix``, ``az://container/prefix``,
             ``redis://host:port/db``, or a scheme that a plugin registered.
         **options: passed to the adapter's ``from_url`` (credentials, say,
             which then never appear in the URL).

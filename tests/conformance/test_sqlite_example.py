@@ -62,7 +62,7 @@ def registered(tmp_path: Path) -> Iterator[None]:
 
 
 async def test_entry_point_opens_the_sqlite_scheme(registered: None, tmp_path: Path) -> None:
-    async with open_storage(f"sqlite://{tmp_path}/by-url.db?table=runs") as storage:
+    async with open_storage(f"aiosqlite://{tmp_path}/by-url.db?table=runs") as storage:
         assert isinstance(storage, SQLiteStorage)
         assert storage.table == "runs"
         version = await storage.put("a/b", b"through the entry point")
@@ -73,7 +73,7 @@ async def test_the_cli_spec_form_works_through_the_entry_point(
     registered: None, tmp_path: Path
 ) -> None:
     report = await run(
-        f"sqlite://{tmp_path}/spec.db", groups=["semantics"], pattern="round_trip or prefix"
+        f"aiosqlite://{tmp_path}/spec.db", groups=["semantics"], pattern="round_trip or prefix"
     )
     assert report.ok, report.summary()
 
@@ -81,10 +81,10 @@ async def test_the_cli_spec_form_works_through_the_entry_point(
 def test_bad_urls_and_tables_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="plain identifier"):
         SQLiteStorage(tmp_path / "x.db", table='x"; DROP TABLE y; --')
-    with pytest.raises(ConfigurationError, match="unknown sqlite URL parameter 'tabel'"):
-        SQLiteStorage.from_url(f"sqlite://{tmp_path}/x.db?tabel=t")
+    with pytest.raises(ConfigurationError, match="unknown aiosqlite URL parameter 'tabel'"):
+        SQLiteStorage.from_url(f"aiosqlite://{tmp_path}/x.db?tabel=t")
     with pytest.raises(ConfigurationError, match="names no database file"):
-        SQLiteStorage.from_url("sqlite://")
+        SQLiteStorage.from_url("aiosqlite://")
 
 
 def test_the_docs_show_the_tested_code() -> None:

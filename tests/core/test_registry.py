@@ -19,10 +19,11 @@ import pytest
 from checkpointkit import ConfigurationError, open_storage
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.registry import ENTRY_POINT_GROUP, schemes
 from checkpointkit.storage import Storage
 
-BUILTIN = ("memory", "file", "s3", "az", "azure", "redis", "rediss")
+BUILTIN = ("memory", "file", "sqlite", "s3", "az", "azure", "redis", "rediss")
 
 
 # -- built-in schemes ----------------------------------------------------------------------------
@@ -52,10 +53,23 @@ async def test_file_url_with_absolute_path_opens_a_file_storage(tmp_path: Path) 
         assert (await again.get("runs/a")).data == b"x"
 
 
-async def test_relative_path_opens_a_file_storage_under_the_working_directory(
+async def test_relative_path_opens_a_sqlite_database_under_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    async with open_storage("./checkpoints") as storage:
+        assert isinstance(storage, SQLiteStorage)
+        assert Path(storage.path) == tmp_path / "checkpoints"
+        await storage.put("k", b"v")
+    async with open_storage("checkpoints") as same:
+        assert (await same.get("k")).data == b"v"
+
+
+async def test_relative_path_of_an_existing_directory_opens_a_file_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
     async with open_storage("./checkpoints") as storage:
         assert isinstance(storage, FileStorage)
         assert Path(storage.root) == tmp_path / "checkpoints"

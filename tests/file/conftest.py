@@ -8,14 +8,20 @@ from pathlib import Path
 import pytest
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.storage import StorageBase
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "sqlite"])
 async def storage(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StorageBase]:
-    """The storage promises hold for the reference adapter and the file adapter alike."""
+    """The storage promises hold for the reference adapter and the embedded ones alike."""
     s: StorageBase
-    s = MemoryStorage() if request.param == "memory" else FileStorage(tmp_path / "root")
+    if request.param == "memory":
+        s = MemoryStorage()
+    elif request.param == "file":
+        s = FileStorage(tmp_path / "root")
+    else:
+        s = SQLiteStorage(tmp_path / "root.db")
     async with s:
         yield s
 

@@ -175,8 +175,8 @@ def test_missing_root_without_create_is_a_configuration_error(tmp_path: Path) ->
         ("file://{abs}/u1", "u1"),
         ("file://localhost{abs}/u2", "u2"),
         ("file://./rel/u3", "rel/u3"),
-        ("{abs}/plain", "plain"),
-        ("rel/plain2", "rel/plain2"),
+        ("{abs}/plain/", "plain"),  # a plain path ending with "/" names a directory
+        ("rel/plain2/", "rel/plain2"),
         ("file://{abs}/with%20space", "with space"),
     ],
 )

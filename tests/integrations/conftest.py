@@ -20,7 +20,7 @@ import pytest
 from checkpointkit import Storage, open_storage
 from checkpointkit.conformance.servers import unavailable
 
-BACKENDS = ["memory", "file", "redis", "s3", "azure", "late", "latereply"]
+BACKENDS = ["memory", "file", "sqlite", "redis", "s3", "azure", "late", "latereply"]
 """``late`` and ``latereply`` are memory with writes whose outcome is unknown: cancelled and
 timed-out writes land later, or replies come late (``checkpointkit.conformance.late``)."""
 _ADAPTERS = {"redis": "redis", "s3": "s3", "azure": "azure"}
@@ -105,6 +105,8 @@ def make_location(backend: str, request: pytest.FixtureRequest, tmp_path: Path) 
         )
     if backend == "file":
         return Location(backend, f"file://{tmp_path / name}")
+    if backend == "sqlite":
+        return Location(backend, f"sqlite://{tmp_path / name}.db")
     if backend == "redis":
         url = request.getfixturevalue("redis_server")
         return Location(backend, url, {"prefix": name, "timeout": 10})
@@ -129,7 +131,7 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Location:
     return make_location(str(request.param), request, tmp_path)
 
 
-@pytest.fixture(params=["memory", "file"])
+@pytest.fixture(params=["memory", "file", "sqlite"])
 def local_location(request: pytest.FixtureRequest, tmp_path: Path) -> Location:
     """A fresh location on the in-process backends (for the finer-grained tests)."""
     return make_location(str(request.param), request, tmp_path)

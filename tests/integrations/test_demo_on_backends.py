@@ -22,7 +22,9 @@ def _url_and_env(
     if backend == "memory":
         pytest.skip("a memory storage does not outlive one command")
     if backend == "file":
-        return str(tmp_path / name), env
+        return f"file://{tmp_path / name}", env
+    if backend == "sqlite":
+        return str(tmp_path / f"{name}.db"), env  # a plain path: the embedded default
     _require_adapter(backend)
     if backend == "redis":
         return f"{request.getfixturevalue('redis_server')}?prefix={name}", env

@@ -1,5 +1,5 @@
 """Fixtures for the runner's lifecycle tests: every test runs over each save style,
-on the memory adapter and on the file adapter, and over memory with writes whose
+on the memory, file and SQLite adapters, and over memory with writes whose
 outcome is unknown (late landings, late replies), inside the hygiene checker (G5)."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ BACKENDS = [
     "memory-task-spawning",
     "memory-gather",
     pytest.param("file-inline", marks=pytest.mark.skipif(not HAVE_FILE, reason="no file adapter")),
+    "sqlite-inline",
     "late-inline",
     "latereply-inline",
 ]
@@ -39,6 +40,10 @@ def _make(kind: str, tmp_path: Path) -> Storage:
         from checkpointkit.adapters.file import FileStorage
 
         inner = FileStorage(tmp_path / "store")
+    elif backend == "sqlite":
+        from checkpointkit.adapters.sqlite import SQLiteStorage
+
+        inner = SQLiteStorage(tmp_path / "store.db")
     elif backend == "late":  # cancelled and timed-out writes land up to 50 ms later
         inner = LateLanding(MemoryStorage(), seed=_seed(tmp_path), max_delay=0.05)
     elif backend == "latereply":  # writes land at once, replies come up to 20 ms late

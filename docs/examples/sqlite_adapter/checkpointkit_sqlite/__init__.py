@@ -1,9 +1,9 @@
 """A checkpointkit storage adapter on SQLite, through aiosqlite.
 
-Open it by URL once the package is installed (it registers the ``sqlite``
+Open it by URL once the package is installed (it registers the ``aiosqlite``
 scheme in the ``checkpointkit.adapters`` entry-point group)::
 
-    storage = checkpointkit.open_storage("sqlite:///var/lib/app/checkpoints.db")
+    storage = checkpointkit.open_storage("aiosqlite:///var/lib/app/checkpoints.db")
 
 or directly: ``SQLiteStorage("checkpoints.db", table="checkpoints")``.
 """
@@ -88,21 +88,21 @@ class SQLiteStorage(StorageBase):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStorage:
-        """``sqlite:///absolute/path.db`` or ``sqlite://./relative.db``, with ``?table=NAME``.
+        """``aiosqlite:///absolute/path.db`` or ``aiosqlite://./relative.db``, with ``?table=NAME``.
 
         Raises:
-            ConfigurationError: not a sqlite URL, no path, or an unknown parameter.
+            ConfigurationError: not an aiosqlite URL, no path, or an unknown parameter.
         """
         scheme, sep, rest = url.partition("://")
-        if scheme.lower() != "sqlite" or not sep:
-            raise ConfigurationError(f"not a sqlite URL: {url!r}")
+        if scheme.lower() != "aiosqlite" or not sep:
+            raise ConfigurationError(f"not an aiosqlite URL: {url!r}")
         path, _, query = rest.partition("?")
         if not path:
-            raise ConfigurationError(f"sqlite URL {url!r} names no database file")
+            raise ConfigurationError(f"aiosqlite URL {url!r} names no database file")
         params: dict[str, Any] = {}
         for name, value in parse_qsl(query, keep_blank_values=True):
             if name != "table":
-                raise ConfigurationError(f"unknown sqlite URL parameter {name!r}; known: table")
+                raise ConfigurationError(f"unknown aiosqlite URL parameter {name!r}; known: table")
             params["table"] = value
         return cls(unquote(path), **{**params, **options})
 

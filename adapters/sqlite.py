@@ -1,0 +1,743 @@
+"""The SQLite adapter: every key in one database file, with group commit.
+
+Layout (see ``docs/adapters/sqlite.md``): one table ``checkpointkit_kv (key
+TEXT PRIMARY KEY, version INTEGER, data BLOB) WITHOUT ROWID``, so keys sit in
+one B-tree in ascending (UTF-8 byte, hence code point) order, and a listing
+page is one index range scan: O(log N + limit). A second table
+``checkpointkit_meta`` holds the version counter.
+
+Writes go through one writer thread per storage object. It takes every put
+and delete queued while the previous commit was running, applies each with
+its own condition (create, if-match, delete if-match) inside one transaction,
+commits once (one ``fsync`` of the write-ahead log for the whole batch, with
+``synchronous=FULL``), and then answers each caller with its own result. A
+failed condition fails only its own operation: conditions are checked by the
+statement itself (``ON CONFLICT DO NOTHING``, ``WHERE version = ?``), so
+nothing has to be rolled back.
+
+Reads run on their own connections and never wait for the writer (in WAL mode
+a reader sees the last commit). A read of a small value, or a listing page, is
+done right in the event loop's thread on that thread's own connection: it is
+a B-tree lookup in cached pages, about ten times cheaper than a trip to a
+thread and back. A value larger than :data:`INLINE_BYTES`, or a read that
+would have to wait for a lock (``SQLITE_BUSY`` during another process's log
+recovery), goes to a small thread pool instead.
+
+Versions come from a counter stored in the database and raised in the same
+transaction as the write, so a version never comes back: not after an
+overwrite with the same bytes, not after a delete and a re-create, not after
+a restart, and not across processes sharing the file (each transaction reads
+the counter under SQLite's write lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Final, TypeVar
+from urllib.parse import parse_qsl, unquote
+
+from ..errors import (
+    ConfigurationError,
+    NotFound,
+    OutcomeUnknown,
+    PreconditionFailed,
+    StorageUnavailable,
+)
+from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+__all__ = ["SQLiteStorage"]
+
+T = TypeVar("T")
+
+TABLE: Final = "checkpointkit_kv"
+META: Final = "checkpointkit_meta"
+
+MAX_BATCH_OPS: Final = 2000
+"""Most operations committed in one transaction."""
+
+MAX_BATCH_BYTES: Final = 32 << 20
+"""Most bytes of data committed in one transaction (more waits for the next one)."""
+
+INLINE_BYTES: Final = 256 << 10
+"""Largest value read in the event loop's thread; larger ones are read in a worker thread."""
+
+INLINE_BUSY_MS: Final = 20
+"""Most milliseconds an inline read waits for a lock before it goes to a worker thread."""
+
+CHECKPOINT_BYTES: Final = 8 << 20
+"""Bytes written to the log after which the writer copies it into the database file."""
+
+_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {TABLE} "
+    "(key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, data BLOB NOT NULL) WITHOUT ROWID",
+    f"CREATE TABLE IF NOT EXISTS {META} "
+    "(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID",
+    f"INSERT OR IGNORE INTO {META} VALUES ('version', 0)",
+)
+_OVERWRITE = (
+    f"INSERT INTO {TABLE} (key, version, data) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (key) DO UPDATE SET version = excluded.version, data = excluded.data"
+)
+_CREATE = f"INSERT INTO {TABLE} (key, version, data) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING"
+_IF_MATCH = f"UPDATE {TABLE} SET version = ?2, data = ?3 WHERE key = ?1 AND version = ?4"
+_DELETE = f"DELETE FROM {TABLE} WHERE key = ?1"
+_DELETE_IF = f"DELETE FROM {TABLE} WHERE key = ?1 AND version = ?2"
+_VERSION = f"SELECT version FROM {TABLE} WHERE key = ?1"
+_GET = f"SELECT version, data FROM {TABLE} WHERE key = ?1"
+_GET_SMALL = (
+    f"SELECT version, length(data), CASE WHEN length(data) <= {INLINE_BYTES} THEN data END "
+    f"FROM {TABLE} WHERE key = ?1"
+)
+_LIST_FROM = f"SELECT key FROM {TABLE} WHERE key >= ?1 ORDER BY key LIMIT ?2"
+_LIST_AFTER = f"SELECT key FROM {TABLE} WHERE key > ?1 ORDER BY key LIMIT ?2"
+_COUNTER = f"SELECT value FROM {META} WHERE name = 'version'"
+_SET_COUNTER = f"UPDATE {META} SET value = ?1 WHERE name = 'version'"
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_PARAMS = {"fsync": bool, "create": bool, "busy_timeout": float, "threads": int}
+
+# Operation states, changed only under the storage's lock.
+_QUEUED, _CANCELLED, _TAKEN, _DONE = range(4)
+
+
+class _Op:
+    """One queued write: what to do, and how to answer its caller."""
+
+    __slots__ = (
+        "cond",
+        "data",
+        "error",
+        "future",
+        "key",
+        "kind",
+        "loop",
+        "result",
+        "settled",
+        "state",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        key: Any,
+        data: bytes,
+        cond: str | None,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
+    ) -> None:
+        self.kind = kind  # "overwrite", "create", "if-match", "delete", "delete-many"
+        self.key = key  # a key, or a list of keys for "delete-many"
+        self.data = data
+        self.cond = cond  # the if-match version of a put or delete
+        self.loop = loop
+        self.future = future
+        self.state = _QUEUED
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.settled: asyncio.Future[None] | None = None  # set by a cancelled caller
+
+
+class SQLiteStorage(StorageBase):
+    """Keys in one SQLite database file, durable, shared safely by many processes.
+
+    The database is in WAL mode. With ``fsync=True`` (the default) every
+    commit syncs the log (``synchronous=FULL``): a put or delete that has
+    returned survives a power loss, like the file adapter's. Concurrent
+    writes of this object share one commit (group commit); other processes
+    may write the same file, each waiting at most ``busy_timeout`` for
+    SQLite's write lock.
+
+    Args:
+        path: the database file (created if missing, with its parent
+            directories if ``create``).
+        fsync: sync the log on every commit. ``False`` (``synchronous=NORMAL``)
+            survives a crash of the process but may lose the last commits on
+            a power loss.
+        create: create the database file and its parent directories if
+            missing; with ``False`` a missing file is an error.
+        busy_timeout: seconds to wait for another process's write lock before
+            the operation fails with ``StorageUnavailable``.
+        threads: reader threads (each with its own connection).
+
+    Raises:
+        ConfigurationError: the path is a directory, is not a SQLite
+            database, cannot be created, or is missing and ``create`` is
+            False; or an option is out of range.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        conditional_put=True,
+        conditional_delete=True,
+        durable=True,
+        shared=True,
+        ttl=False,
+        settles_cancelled_writes=True,
+    )
+
+    cancel_grace: ClassVar[float] = 30.0
+    """Seconds a cancelled write that is already being committed is waited for."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        create: bool = True,
+        busy_timeout: float = 5.0,
+        threads: int = 2,
+    ) -> None:
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ConfigurationError(f"threads must be a positive int, not {threads!r}")
+        if (
+            not isinstance(busy_timeout, int | float)
+            or isinstance(busy_timeout, bool)
+            or not 0 <= busy_timeout <= 3600
+        ):
+            raise ConfigurationError(
+                f"busy_timeout must be a number of seconds from 0 to 3600, not {busy_timeout!r}"
+            )
+        raw = os.fspath(path)
+        if not isinstance(raw, str) or not raw or raw == ":memory:" or raw.startswith("file:"):
+            raise ConfigurationError(
+                f"SQLite storage path {raw!r} must name a database file "
+                "(for storage in memory, use memory://)"
+            )
+        self.path = os.path.abspath(os.path.expanduser(raw))
+        self.fsync = bool(fsync)
+        self.busy_timeout = float(busy_timeout)
+        self.threads = threads
+        _prepare(self.path, create=bool(create), busy_timeout=self.busy_timeout)
+
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: collections.deque[_Op] = collections.deque()
+        self._stopping = False
+        self._writer: threading.Thread | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._pid = os.getpid()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLiteStorage:
+        """Open ``sqlite:///absolute/path.db``, ``sqlite://relative/path.db`` or a plain path.
+
+        Query parameters ``fsync`` and ``create`` (true/false),
+        ``busy_timeout`` (seconds) and ``threads`` (an int) set the options;
+        keyword ``options`` override them.
+
+        Raises:
+            ConfigurationError: not a sqlite URL, no path, or an unknown or
+                malformed parameter.
+        """
+        unknown = set(options) - set(_PARAMS)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown sqlite storage option(s) {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(sorted(_PARAMS))}"
+            )
+        if "://" not in url:
+            return cls(url, **options)
+        scheme, sep, rest = url.partition("://")
+        if scheme.lower() != "sqlite" or not sep:
+            raise ConfigurationError(f"not a sqlite URL: {url!r}")
+        rest, _, query = rest.partition("?")
+        if rest.startswith("localhost/"):
+            rest = rest[len("localhost") :]
+        if not rest:
+            raise ConfigurationError(
+                f"sqlite URL {url!r} names no database file; use sqlite:///absolute/path.db "
+                "or sqlite://relative/path.db"
+            )
+        params: dict[str, Any] = {}
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            kind = _PARAMS.get(name)
+            if kind is None:
+                raise ConfigurationError(
+                    f"unknown sqlite URL parameter {name!r}; known: {', '.join(sorted(_PARAMS))}"
+                )
+            params[name] = _parse(url, name, value, kind)
+        params.update(options)
+        return cls(unquote(rest), **params)
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage(path={self.path!r}, fsync={self.fsync})"
+
+    # -- threads and connections ----------------------------------------------------------
+    def _connect(self, *, writer: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,
+            isolation_level=None,  # transactions are explicit
+            check_same_thread=False,
+            cached_statements=32,
+        )
+        try:
+            if writer:
+                conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
+                conn.execute("PRAGMA wal_autocheckpoint=0")  # the writer checkpoints itself
+                if sys.platform == "darwin":  # fsync does not reach the platter there
+                    conn.execute("PRAGMA fullfsync=1")
+                    conn.execute("PRAGMA checkpoint_fullfsync=1")
+            else:
+                conn.execute("PRAGMA query_only=1")
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():  # forked: the threads and connections are the parent's
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._pid = os.getpid()
+                    self._lock = threading.Lock()
+                    self._wake = threading.Condition(self._lock)
+                    self._queue = collections.deque()
+                    self._writer = None
+                    self._readers = None
+                    self._local = threading.local()
+                    self._connections = []
+
+    def _reader_pool(self) -> ThreadPoolExecutor:
+        pool = self._readers
+        if pool is None:
+            self._check_fork()
+            with self._lock:
+                if self._readers is None:
+                    self._readers = ThreadPoolExecutor(
+                        self.threads, thread_name_prefix="checkpointkit-sqlite-read"
+                    )
+                pool = self._readers
+        return pool
+
+    async def _read(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._reader_pool(), self._read_sync, fn)
+        except sqlite3.Error as exc:
+            raise self._unavailable(f"read {what}", exc) from exc
+
+    def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect(writer=False)
+        return fn(conn)
+
+    def _read_inline(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T | None:
+        """Run ``fn`` in this (the event loop's) thread; None if it would wait for a lock."""
+        conn: sqlite3.Connection | None = getattr(self._local, "inline", None)
+        if conn is None:
+            self._check_fork()
+            try:
+                conn = self._connect(writer=False)
+                conn.execute(f"PRAGMA busy_timeout={INLINE_BUSY_MS}")
+            except sqlite3.Error as exc:
+                raise self._unavailable(f"read {what}", exc) from exc
+            self._local.inline = conn
+        try:
+            return fn(conn)
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                return None  # the caller reads in a worker thread, which may wait
+            raise self._unavailable(f"read {what}", exc) from exc
+        except sqlite3.Error as exc:
+            raise self._unavailable(f"read {what}", exc) from exc
+
+    def _unavailable(self, what: str, exc: BaseException) -> StorageUnavailable:
+        code = getattr(exc, "sqlite_errorname", None)
+        detail = f"{exc} ({code})" if code else str(exc)
+        if code in ("SQLITE_BUSY", "SQLITE_LOCKED") or "locked" in str(exc):
+            detail += (
+                f": another connection held the database's write lock for more than "
+                f"busy_timeout={self.busy_timeout:g} s"
+            )
+        return StorageUnavailable(f"SQLite storage {self.path!r} could not {what}: {detail}")
+
+    # -- the protocol -------------------------------------------------------------------------
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if isinstance(mode, IfMatch):
+            return str(await self._write("if-match", key, data, mode.version))
+        return str(await self._write(mode, key, data, None))
+
+    async def _get(self, key: str) -> GetResult:
+        what = f"key {key!r}"
+        found = self._read_inline(what, lambda c: (c.execute(_GET_SMALL, (key,)).fetchone(),))
+        if found is not None:  # None: a lock was in the way
+            small = found[0]
+            if small is None:
+                raise NotFound(f"key {key!r} not found")
+            if small[2] is not None:
+                return GetResult(small[2], str(small[0]))
+        row = await self._read(what, lambda c: c.execute(_GET, (key,)).fetchone())
+        if row is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(row[1], str(row[0]))
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        return bool(await self._write("delete", key, b"", if_match))
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        return int(await self._write("delete-many", keys, b"", None))
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after = cursor if cursor is not None else start_after
+        if after is not None and after >= prefix:
+            sql, bound = _LIST_AFTER, after
+        else:
+            sql, bound = _LIST_FROM, prefix
+
+        def page(conn: sqlite3.Connection) -> list[str]:
+            return [row[0] for row in conn.execute(sql, (bound, limit))]
+
+        what = f"the keys under prefix {prefix!r}"
+        keys = self._read_inline(what, page)
+        if keys is None:
+            keys = await self._read(what, page)
+        inside = [k for k in keys if k.startswith(prefix)]  # a prefix's keys are contiguous
+        more = len(keys) == limit and len(inside) == limit
+        return ListPage(inside, inside[-1] if more else None)
+
+    async def _aclose(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._wake.notify_all()
+            writer, readers = self._writer, self._readers
+            self._writer = self._readers = None
+        if writer is None and readers is None and not self._connections:
+            return
+
+        def finish() -> None:
+            if writer is not None:
+                writer.join()  # every queued write is answered first
+            if readers is not None:
+                readers.shutdown(wait=True)
+            with self._lock:
+                connections, self._connections = self._connections, []
+            for conn in connections:
+                conn.close()
+
+        loop = asyncio.get_running_loop()
+        # Shielded: if aclose is cancelled, the shutdown still completes in the background.
+        await asyncio.shield(loop.run_in_executor(None, finish))
+
+    # -- writes: the caller's side --------------------------------------------------------
+    async def _write(self, kind: str, key: Any, data: bytes, cond: str | None) -> Any:
+        loop = asyncio.get_running_loop()
+        op = _Op(kind, key, data, cond, loop, loop.create_future())
+        self._check_fork()
+        with self._lock:
+            if self._stopping:
+                self._check_open()
+            self._queue.append(op)
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_loop, name="checkpointkit-sqlite-write", daemon=True
+                )
+                self._writer.start()
+            else:
+                self._wake.notify()
+        try:
+            return await op.future
+        except asyncio.CancelledError:
+            with self._lock:
+                if op.state == _QUEUED:
+                    op.state = _CANCELLED  # the writer drops it: it never lands
+                    raise
+                if op.state == _DONE:
+                    raise  # committed or failed already: nothing can land later
+                op.settled = loop.create_future()  # it is in the committing batch: wait
+            await _wait_settled(op.settled, self.cancel_grace)
+            raise
+
+    # -- writes: the writer thread ------------------------------------------------------------
+    def _write_loop(self) -> None:
+        conn: sqlite3.Connection | None = None
+        logged = 0  # bytes written to the log since the last checkpoint
+        try:
+            while True:
+                with self._lock:
+                    while not self._queue and not self._stopping:
+                        self._wake.wait()
+                    if not self._queue:
+                        return  # stopping, and every write was answered
+                    batch = self._take()
+                if conn is None:
+                    try:
+                        conn = self._connect(writer=True)
+                    except sqlite3.Error as exc:
+                        self._fail(batch, self._unavailable("open the database", exc))
+                        continue
+                try:
+                    logged += self._commit(conn, batch)
+                except Exception as exc:  # a bug must not leave callers waiting forever
+                    _rollback(conn)
+                    error = OutcomeUnknown(
+                        f"SQLite storage {self.path!r} failed while committing: {exc!r}"
+                    )
+                    error.__cause__ = exc
+                    self._fail([op for op in batch if op.state != _DONE], error, taken=True)
+                if logged >= CHECKPOINT_BYTES:
+                    logged = 0
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    except sqlite3.Error:
+                        pass  # busy readers or writers: the next one catches up
+        finally:
+            if conn is not None:
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error:
+                    pass
+
+    def _take(self) -> list[_Op]:
+        """Pop the next batch (holding the lock); cancelled operations are dropped."""
+        batch: list[_Op] = []
+        size = 0
+        queue = self._queue
+        while queue and len(batch) < MAX_BATCH_OPS:
+            op = queue[0]
+            if op.state == _CANCELLED:
+                queue.popleft()
+                continue
+            if batch and size + len(op.data) > MAX_BATCH_BYTES:
+                break
+            queue.popleft()
+            batch.append(op)
+            size += len(op.data)
+        return batch
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Op]) -> int:
+        """Apply ``batch`` in one transaction and answer every operation; return bytes written."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # takes the write lock (waits busy_timeout)
+        except sqlite3.Error as exc:
+            self._fail(batch, self._unavailable("begin a write", exc))
+            return 0
+        with self._lock:  # from here on, a cancelled caller waits for the outcome
+            live = [op for op in batch if op.state != _CANCELLED]
+            for op in live:
+                op.state = _TAKEN
+        written = 0
+        try:
+            (counter,) = conn.execute(_COUNTER).fetchone()
+            start = counter
+            for op in live:
+                try:
+                    counter = self._apply(conn, op, counter)
+                except sqlite3.Error as exc:
+                    if not conn.in_transaction:
+                        raise  # the whole transaction was rolled back
+                    op.error = self._unavailable(f"write key {op.key!r}", exc)
+                else:
+                    written += len(op.data) + 64
+            if counter != start:
+                conn.execute(_SET_COUNTER, (counter,))
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            self._fail(live, self._unavailable("write", exc), taken=True)
+            return 0
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            error = OutcomeUnknown(
+                f"{self._unavailable('commit', exc)}; the writes may or may not have landed"
+            )
+            self._fail(live, error, taken=True)
+            return 0
+        self._answer(live)
+        return written + 4096
+
+    def _apply(self, conn: sqlite3.Connection, op: _Op, counter: int) -> int:
+        """Run one operation's statement; set its result or error; return the counter."""
+        kind = op.kind
+        if kind == "delete-many":
+            op.result = conn.executemany(_DELETE, [(k,) for k in op.key]).rowcount
+            return counter
+        if kind == "delete":
+            if op.cond is None:
+                op.result = conn.execute(_DELETE, (op.key,)).rowcount > 0
+                return counter
+            version = _as_version(op.cond)
+            if version is not None and conn.execute(_DELETE_IF, (op.key, version)).rowcount:
+                op.result = True
+                return counter
+            row = conn.execute(_VERSION, (op.key,)).fetchone()
+            if row is None:
+                op.result = False
+            else:
+                op.error = PreconditionFailed(
+                    f"key {op.key!r} is at version {row[0]}, not {op.cond} (if-match delete)"
+                )
+            return counter
+        counter += 1
+        if kind == "overwrite":
+            conn.execute(_OVERWRITE, (op.key, counter, op.data))
+        elif kind == "create":
+            if not conn.execute(_CREATE, (op.key, counter, op.data)).rowcount:
+                op.error = PreconditionFailed(f"key {op.key!r} already exists (create-only put)")
+                return counter - 1
+        else:
+            version = _as_version(op.cond)
+            if (
+                version is None
+                or not conn.execute(_IF_MATCH, (op.key, counter, op.data, version)).rowcount
+            ):
+                row = conn.execute(_VERSION, (op.key,)).fetchone()
+                op.error = PreconditionFailed(
+                    f"key {op.key!r} does not exist (if-match {op.cond})"
+                    if row is None
+                    else f"key {op.key!r} is at version {row[0]}, not {op.cond} (if-match put)"
+                )
+                return counter - 1
+        op.result = counter
+        return counter
+
+    def _fail(self, ops: list[_Op], error: BaseException, *, taken: bool = False) -> None:
+        for op in ops:
+            op.error = error
+            op.result = None
+        self._answer(ops if taken else [op for op in ops if op.state != _CANCELLED])
+
+    def _answer(self, ops: list[_Op]) -> None:
+        """Mark ``ops`` done and resolve their futures, one loop callback per event loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Op]] = {}
+        with self._lock:
+            for op in ops:
+                op.state = _DONE
+                by_loop.setdefault(op.loop, []).append(op)
+        for loop, group in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, group)
+            except RuntimeError:
+                pass  # that event loop is closed: nobody is waiting
+
+
+def _resolve(ops: list[_Op]) -> None:
+    """In the caller's event loop: hand every operation its own result."""
+    for op in ops:
+        fut = op.future
+        if not fut.done():
+            if op.error is not None:
+                fut.set_exception(op.error)
+            else:
+                fut.set_result(op.result)
+        settled = op.settled
+        if settled is not None and not settled.done():
+            settled.set_result(None)
+    # An error's traceback would keep the op alive; the batch is short-lived anyway.
+
+
+async def _wait_settled(settled: asyncio.Future[None], grace: float) -> None:
+    """Wait up to ``grace`` seconds for a committing write, through repeated cancellations."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while not settled.done():
+        left = deadline - loop.time()
+        if left <= 0:
+            return
+        try:
+            await asyncio.wait({settled}, timeout=left)
+        except asyncio.CancelledError:
+            continue  # cancelled again: the write is still being committed
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
+def _as_version(text: str | None) -> int | None:
+    """The stored form of a version string; None if it cannot be one of ours."""
+    if text is None or not text.isdigit() or len(text) > 19:
+        return None
+    return int(text)
+
+
+def _prepare(path: str, *, create: bool, busy_timeout: float) -> None:
+    """Check the path, create the database and its tables if needed (WAL mode)."""
+    if os.path.isdir(path):
+        raise ConfigurationError(
+            f"SQLite storage path {path!r} is a directory; name a database file inside it "
+            f"(such as {os.path.join(path, 'checkpoints.db')!r})"
+        )
+    parent = os.path.dirname(path)
+    if not os.path.exists(path):
+        if not create:
+            raise ConfigurationError(
+                f"SQLite database {path!r} does not exist, and create=False: "
+                "check the path, or create the database first"
+            )
+        if not os.path.isdir(parent):
+            if os.path.exists(parent):
+                raise ConfigurationError(
+                    f"cannot create SQLite database {path!r}: {parent!r} is not a directory"
+                )
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"cannot create the directory of SQLite database {path!r}: {exc.strerror}"
+                ) from exc
+    try:
+        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise ConfigurationError(f"cannot open SQLite database {path!r}: {exc}") from exc
+    try:
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise ConfigurationError(
+                f"SQLite database {path!r} cannot use WAL mode (it stays in {mode!r} mode): "
+                "is it on a network file system?"
+            )
+        if conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", (TABLE, META)
+        ).fetchone()[0] < 2:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorname", "")
+        if code in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            raise ConfigurationError(
+                f"SQLite database {path!r} stayed locked by another connection for more "
+                f"than busy_timeout={busy_timeout:g} s while checking its tables"
+            ) from exc
+        raise ConfigurationError(
+            f"cannot use {path!r} as a SQLite database: {exc}"
+            + (" (it is some other kind of file)" if code == "SQLITE_NOTADB" else "")
+        ) from exc
+    finally:
+        conn.close()
+
+
+def _parse(url: str, name: str, value: str, kind: type) -> Any:
+    if kind is bool:
+        low = value.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigurationError(f"sqlite URL parameter {name}={value!r} must be true or false")
+    try:
+        return kind(value)
+    except ValueError:
+        what = "an int" if kind is int else "a number"
+        raise ConfigurationError(f"sqlite URL parameter {name}={value!r} is not {what}") from None

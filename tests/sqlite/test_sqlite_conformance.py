@@ -1,0 +1,25 @@
+"""The SQLite adapter against the whole conformance suite, through the subclassing way in."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from checkpointkit.adapters.sqlite import SQLiteStorage
+from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
+
+
+class SQLiteFixtures(StorageFixtures):
+    @pytest.fixture
+    def storage_factory(self, tmp_path: Path) -> Target:
+        async def sqlite_storage(*, location: str | None = None) -> AsyncIterator[SQLiteStorage]:
+            path = tmp_path / f"{location or new_location()}.db"
+            async with SQLiteStorage(path) as storage:
+                yield storage
+
+        return Target(sqlite_storage, name="sqlite")
+
+
+class TestSQLiteConformance(SQLiteFixtures, StorageConformance):
+    pass
