@@ -93,6 +93,8 @@ log = logging.getLogger("checkpointkit.runner")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 _current_run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
     "checkpointkit_run", default=None
@@ -415,8 +417,12 @@ async def parallel(*awaitables: Awaitable[Any]) -> list[Any]:
 
 # -- results ------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(Generic[Out]):
     """How a run ended, when it did not raise.
+
+    Generic in the workflow function's return type: ``Workflow[In, Out].run``
+    returns a ``RunResult[Out]``, whose ``output`` is ``Out | None`` (None
+    while paused; narrow it with ``status == "completed"`` or a check).
 
     Attributes:
         run_id: the run.
@@ -430,7 +436,7 @@ class RunResult:
 
     run_id: str
     status: Literal["completed", "paused"]
-    output: Any = None
+    output: Out | None = None
     pending: tuple[InputRequest, ...] = ()
     executed: tuple[str, ...] = ()
     replayed: tuple[str, ...] = ()
@@ -443,7 +449,7 @@ class _Run:
 
     def __init__(
         self,
-        wf: Workflow,
+        wf: Workflow[Any, Any],
         run_id: str,
         lease: Lease,
         records: dict[str, StepRecord],
@@ -619,7 +625,7 @@ class _Run:
     # -- the whole run -----------------------------------------------------------------
     async def drive(
         self, fn: Callable[[Any], Awaitable[Any]], input: Any, resumed: bool
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(_current_run.set, self)
@@ -715,7 +721,7 @@ class _Run:
             self.store.release(self.lease), deadline, f"run {self.run_id!r}: releasing its lease"
         )
 
-    async def _conclude(self, main: asyncio.Task[Any]) -> RunResult:
+    async def _conclude(self, main: asyncio.Task[Any]) -> RunResult[Any]:
         failure: BaseException | None
         if main.cancelled():
             failure = asyncio.CancelledError()
@@ -735,6 +741,7 @@ class _Run:
             if failure is not None and self.pending and _only_pauses(failure):
                 return await self._pause()
             if failure is not None:
+                _note_completed(failure, self.run_id, self._completed())
                 await self._checkpoint("failed", error=f"{type(failure).__name__}: {failure}")
                 self.emit(RunFailed(self.run_id, failure))
                 raise failure
@@ -752,7 +759,12 @@ class _Run:
         finally:
             await self._release()
 
-    async def _pause(self) -> RunResult:
+    def _completed(self) -> list[str]:
+        """Steps completed in the run so far, in completion order (stored ones first)."""
+        stored = sorted(self.records.values(), key=lambda r: (r.seq, r.step))
+        return [r.step for r in stored] + [k for k in self.executed if k not in self.records]
+
+    async def _pause(self) -> RunResult[Any]:
         pending = tuple(self.pending)
         await self._checkpoint("paused", pending=pending)  # G6
         self.emit(RunPaused(self.run_id, pending))
@@ -811,6 +823,21 @@ async def _call(fn: Callable[[Any], Awaitable[Any]], input: Any) -> Any:
     return await fn(input)
 
 
+_NOTE_STEPS = 20
+"""Completed steps named, at most, in the note added to a failed run's error."""
+
+
+def _note_completed(exc: BaseException, run_id: str, steps: list[str]) -> None:
+    """Add a note (PEP 678) to a failed run's error: the run and its completed steps."""
+    shown = ", ".join(steps[:_NOTE_STEPS]) or "none"
+    if len(steps) > _NOTE_STEPS:
+        shown += f", ... ({len(steps) - _NOTE_STEPS} more)"
+    exc.add_note(
+        f"checkpointkit: run {run_id!r} failed after {len(steps)} completed step(s), "
+        f"which resume replays: {shown}"
+    )
+
+
 def _only_pauses(exc: BaseException) -> bool:
     """True if ``exc`` is a pause, or a group of pauses and cancellations only."""
     if isinstance(exc, _PauseRequested):
@@ -824,8 +851,13 @@ def _only_pauses(exc: BaseException) -> bool:
 
 
 # -- the workflow ----------------------------------------------------------------------------
-class Workflow:
+class Workflow(Generic[In, Out]):
     """A workflow function bound to a checkpoint store.
+
+    Generic in the function's input and output types, inferred from ``fn``:
+    ``Workflow(main, ...)`` with ``async def main(x: int) -> str`` is a
+    ``Workflow[int, str]``, whose ``run`` takes an ``int`` and returns a
+    ``RunResult[str]``.
 
     Args:
         fn: ``async def main(input) -> output`` calling steps.
@@ -851,7 +883,7 @@ class Workflow:
 
     def __init__(
         self,
-        fn: Callable[[Any], Awaitable[Any]],
+        fn: Callable[[In], Awaitable[Out]],
         *,
         storage: Storage | CheckpointStore,
         codec: Codec | None = None,
@@ -899,7 +931,12 @@ class Workflow:
             payload = repr(names).encode()
         return hashlib.blake2b(payload, digest_size=8).hexdigest()
 
-    async def run(self, input: Any = None, *, run_id: str | None = None) -> RunResult:
+    async def run(
+        self,
+        input: In = None,  # type: ignore[assignment]  # a workflow taking None may omit it
+        *,
+        run_id: str | None = None,
+    ) -> RunResult[Out]:
         """Start a new run and drive it to completion or pause.
 
         Raises:
@@ -916,7 +953,7 @@ class Workflow:
         responses: Mapping[str, Any] | None = None,
         *,
         wait: float = 0.0,
-    ) -> RunResult:
+    ) -> RunResult[Out]:
         """Continue a stored run; completed steps are replayed, not executed (G2).
 
         Args:
@@ -937,7 +974,7 @@ class Workflow:
             raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
         return await self._guarded(self._resume(run_id, responses, None, wait=float(wait)))
 
-    async def _guarded(self, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
+    async def _guarded(self, coro: Coroutine[Any, Any, RunResult[Any]]) -> RunResult[Out]:
         """Run ``coro`` in a task of its own, so that a caller's cancel is bounded (G4).
 
         The run tears itself down within ``cancel_timeout``; should the storage
@@ -957,7 +994,7 @@ class Workflow:
 
     def stream(
         self,
-        input: Any = None,
+        input: In = None,  # type: ignore[assignment]  # as in run
         *,
         run_id: str | None = None,
         resume: bool = False,
@@ -1017,7 +1054,7 @@ class Workflow:
 
     async def _start(
         self, input: Any, run_id: str | None, sink: Callable[[Event], None] | None
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         run_id = run_id if run_id is not None else uuid.uuid4().hex
         if not await self.store.create_run(run_id, input):
             raise RunExists(run_id)
@@ -1032,7 +1069,7 @@ class Workflow:
         sink: Callable[[Event], None] | None,
         *,
         wait: float = 0.0,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         if not await self.store.run_exists(run_id):
             raise NotFound(f"run {run_id!r} not found")
         await self.store.ensure_listed(run_id)  # repairs a create interrupted before its index
