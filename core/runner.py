@@ -1110,7 +1110,9 @@ class Workflow(Generic[In, Out]):
         return await run.drive(self.fn, input, resumed=True)
 
     @staticmethod
-    def _completed(latest: Checkpoint, sink: Callable[[Event], None] | None) -> RunResult:
+    def _completed(
+        latest: Checkpoint, sink: Callable[[Event], None] | None
+    ) -> RunResult[Any]:
         if sink is not None:
             sink(RunCompleted(latest.run_id, latest.output))
         return RunResult(latest.run_id, "completed", output=latest.output)
