@@ -87,7 +87,9 @@ def _gated(storage: Storage, style: str, wf_key: Callable[[], str]) -> tuple[Put
     return gate, STYLES[style](gate)
 
 
-def _workflow(fn: Callable[[Any], Awaitable[Any]], storage: Any, **options: Any) -> Workflow:
+def _workflow(
+    fn: Callable[[Any], Awaitable[Any]], storage: Any, **options: Any
+) -> Workflow[Any, Any]:
     return Workflow(fn, storage=storage, **options)
 
 
@@ -214,7 +216,7 @@ class LifecycleTests(StorageFixtures):
         calls: Counter[str] = Counter()
         fail_now = asyncio.Event()
         failing = [True]
-        wf: Workflow | None = None
+        wf: Workflow[Any, Any] | None = None
         gate, styled = _gated(
             storage, style, lambda: wf.store.step_key("g3", "quick@0") if wf else ""
         )
@@ -278,7 +280,7 @@ class LifecycleTests(StorageFixtures):
         self, runner_storage: Storage, style: str, how: str
     ) -> None:
         storage = runner_storage
-        wf: Workflow | None = None
+        wf: Workflow[Any, Any] | None = None
         gate, styled = _gated(
             storage, style, lambda: wf.store.step_key("g4", "quick@0") if wf else ""
         )
@@ -346,7 +348,7 @@ class LifecycleTests(StorageFixtures):
         self, runner_storage: Storage, style: str
     ) -> None:
         storage = runner_storage
-        wf: Workflow | None = None
+        wf: Workflow[Any, Any] | None = None
         gate, styled = _gated(
             storage, style, lambda: wf.store.step_key("g4r", "quick@0") if wf else ""
         )
@@ -424,7 +426,7 @@ class LifecycleTests(StorageFixtures):
     ) -> None:
         storage = runner_storage
         calls: Counter[str] = Counter()
-        wf: Workflow | None = None
+        wf: Workflow[Any, Any] | None = None
         gate, styled = _gated(
             storage, style, lambda: wf.store.step_key("g6", "quick@0") if wf else ""
         )
@@ -578,7 +580,7 @@ class LifecycleTests(StorageFixtures):
         self, runner_storage: Storage, style: str
     ) -> None:
         storage = runner_storage
-        wf: Workflow | None = None
+        wf: Workflow[Any, Any] | None = None
         faulty = FaultyStorage(storage)
         faulty.fail(
             "put", key=lambda key: wf is not None and key == wf.store.step_key("g9", "quick@0")

@@ -117,7 +117,8 @@ class PutGate(StorageWrapper):
 
     Attributes:
         entered: set once a held put is waiting at the gate.
-        finished: set once a held put (or a retry of it) has completed in ``inner``.
+        finished: set once a held put has been answered by ``inner`` (a version, or an
+            error such as ``OutcomeUnknown``), unless its caller was cancelled.
         keys: every key whose put was held, in order.
     """
 
@@ -143,13 +144,14 @@ class PutGate(StorageWrapper):
             except asyncio.CancelledError:
                 self.cancelled.append(key)
                 raise
-            version = await self.inner.put(key, data, mode=mode)
-            self.finished.set()
-            return version
-        version = await self.inner.put(key, data, mode=mode)
-        if key in self.keys:  # a retry of a held put (its first outcome was unknown)
-            self.finished.set()
-        return version
+            try:
+                return await self.inner.put(key, data, mode=mode)
+            except asyncio.CancelledError:
+                raise
+            finally:
+                if not asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    self.finished.set()  # answered: a version, or an error (maybe unknown)
+        return await self.inner.put(key, data, mode=mode)
 
 
 def wrap_all(storage: Storage, *wrappers: Callable[[Storage], Any]) -> Any:

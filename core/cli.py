@@ -14,8 +14,8 @@ scheme, a missing directory or extra).
 
 Adding a command takes one function::
 
-    @command("verify", help="Check the checksums of a run's checkpoints.", arguments=run_argument)
-    def verify_command(args: argparse.Namespace, out: Output) -> int:
+    @command("checksums", help="Check a run's checksums.", arguments=run_argument)
+    def checksums_command(args: argparse.Namespace, out: Output) -> int:
         async def action(store: CheckpointStore) -> dict[str, Any]:
             await require_run(store, args.run)
             ...
@@ -44,12 +44,15 @@ import json
 import math
 import os
 import pprint
+import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NoReturn, TextIO, TypeVar
 
+from .codec import Codec
 from .errors import CheckpointkitError, ConfigurationError
 from .registry import open_storage, url_scheme
 from .store import Checkpoint, CheckpointStore
@@ -61,13 +64,17 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "KEYS_ENV",
+    "PROGRESS_INTERVAL",
     "CliError",
     "Command",
     "Output",
+    "RecordProgress",
     "build_parser",
     "command",
     "confirm",
     "destructive_arguments",
+    "duration",
     "invoke",
     "iso_time",
     "jsonable",
@@ -323,12 +330,17 @@ def storage_url(args: argparse.Namespace) -> str:
     return given or os.environ.get("CHECKPOINTKIT_STORAGE") or DEFAULT_STORAGE
 
 
-def with_store(args: argparse.Namespace, action: Callable[[CheckpointStore], Awaitable[T]]) -> T:
+def with_store(
+    args: argparse.Namespace,
+    action: Callable[[CheckpointStore], Awaitable[T]],
+    *,
+    codec: Codec | None = None,
+) -> T:
     """Open the storage, run ``action`` on a store over it, close it; errors become CliError.
 
     The commands inspect or delete what is stored, so a file storage directory
     or SQLite database that does not exist is an error (a mistyped path), never
-    created.
+    created. ``codec`` is the store's codec (the default codec if None).
 
     Raises:
         CliError: with :data:`EXIT_USAGE` for a :class:`ConfigurationError` (a bad
@@ -341,7 +353,7 @@ def with_store(args: argparse.Namespace, action: Callable[[CheckpointStore], Awa
         local = url_scheme(url) in ("file", "sqlite")
         options: dict[str, Any] = {"create": False} if local else {}
         async with open_storage(url, **options) as storage:
-            return await action(CheckpointStore(storage, namespace=namespace))
+            return await action(CheckpointStore(storage, codec=codec, namespace=namespace))
 
     try:
         return asyncio.run(go())
@@ -395,6 +407,26 @@ def destructive_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _positive_int(text: str) -> int:
     return _bounded_int(text, 1)
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def duration(text: str) -> float:
+    """A duration on the command line in seconds: a number and a unit, ``30s``, ``10m``,
+    ``2h``, ``7d``, ``2w`` (an argparse ``type``).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse exits with status 2).
+    """
+    found = _DURATION.fullmatch(text.strip().lower())
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: use a number and a unit, s, m, h, d or w "
+            "(30s, 10m, 2h, 7d)"
+        )
+    return float(found[1]) * _UNITS[found[2]]
 
 
 def _non_negative_int(text: str) -> int:
@@ -482,6 +514,53 @@ def _runs_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="show at most N runs (default 100)",
     )
+    parser.add_argument(
+        "--status",
+        action="append",
+        metavar="S",
+        help="only runs with this status (running, paused, completed, failed, created); "
+        "repeat it or separate with commas for several",
+    )
+    parser.add_argument(
+        "--older-than",
+        type=duration,
+        metavar="DURATION",
+        help="only runs whose newest checkpoint is older than this (30s, 10m, 2h, 7d)",
+    )
+    parser.add_argument(
+        "--meta",
+        action="append",
+        type=_meta_pair,
+        metavar="KEY=VALUE",
+        help="only runs whose newest checkpoint's metadata has KEY equal to VALUE "
+        "(VALUE read as JSON if it is JSON, else as text); repeatable",
+    )
+
+
+def _meta_pair(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key, value
+
+
+def _run_filters(args: argparse.Namespace) -> dict[str, Any]:
+    """The filters of ``runs`` as :meth:`CheckpointStore.list_runs` takes them."""
+    filters: dict[str, Any] = {}
+    if args.status:
+        statuses = sorted({s.strip() for given in args.status for s in given.split(",")} - {""})
+        if not statuses:
+            raise CliError("--status needs a status (running, paused, completed...)", EXIT_USAGE)
+        filters["status"] = statuses
+    if args.older_than is not None:
+        filters["older_than"] = args.older_than
+    if args.meta:
+        filters["metadata"] = dict(args.meta)
+    return filters
 
 
 @command(
@@ -494,18 +573,29 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
 
     A run without any checkpoint shows as "running or crashed"; a run whose
     checkpoints were all pruned keeps its status from the run's head.
+    --status, --older-than and --meta keep the runs that match all of them
+    (status and age from each run's head: one read per run).
     """
+    filters = _run_filters(args)
 
     async def action(store: CheckpointStore) -> list[dict[str, Any]]:
-        ids = await store.list_runs(limit=args.limit)
+        ids = await store.list_runs(limit=args.limit, **filters)
         return [_summary(run, *await _latest_or_head(store, run)) for run in ids]
 
     runs = with_store(args, action)
     if out.json:
-        out.document({"storage": storage_url(args), "namespace": args.namespace, "runs": runs})
+        doc: dict[str, Any] = {"storage": storage_url(args), "namespace": args.namespace}
+        if filters:  # only when filtered: the unfiltered document keeps its three fields
+            doc["filters"] = {
+                "status": filters.get("status"),
+                "older_than": filters.get("older_than"),
+                "metadata": filters.get("metadata"),
+            }
+        doc["runs"] = runs
+        out.document(doc)
         return EXIT_OK
     if not runs:
-        out.print("no runs")
+        out.print("no runs" if not filters else "no runs match")
         return EXIT_OK
     out.table(
         ("run", "status", "latest checkpoint", "steps", "created at"),
@@ -734,32 +824,54 @@ def rm_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def _prune_arguments(parser: argparse.ArgumentParser) -> None:
-    run_argument(parser)
     parser.add_argument(
+        "run", metavar="RUN", nargs="?", help="the run id (with --older-than: default every run)"
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument(
         "--keep",
         type=_non_negative_int,
-        required=True,
         metavar="N",
         help="checkpoints to keep, the newest (0: delete every checkpoint; the run's "
         "status stays readable)",
     )
+    which.add_argument(
+        "--older-than",
+        type=duration,
+        metavar="DURATION",
+        help="delete the checkpoints saved longer ago than this (30s, 10m, 2h, 7d), of RUN "
+        "or of every run",
+    )
     destructive_arguments(parser)
+
+
+_PRUNE_CONCURRENCY = 16
+"""Runs examined at once by ``prune --older-than`` without a RUN."""
 
 
 @command(
     "prune",
-    help="Delete all but the newest N checkpoints of a run (step records stay).",
+    help="Delete old checkpoints: all but the newest N of a run, or those older than an age.",
     arguments=_prune_arguments,
 )
 def prune_command(args: argparse.Namespace, out: Output) -> int:
-    """Delete all but the newest N checkpoints of a run (asks first unless --yes).
+    """Delete old checkpoints (asks first unless --yes).
 
-    Step records stay, so the run can still be resumed, and the run's head
-    keeps the id and status of its newest checkpoint, so ``runs`` and
-    ``show`` still tell how the run ended after ``--keep 0``.
+    --keep N deletes all but the newest N checkpoints of RUN; --older-than
+    DURATION deletes the checkpoints saved longer ago than DURATION, of RUN or,
+    without RUN, of every run. Step records stay, so a run can still be
+    resumed, and the run's head keeps the id and status of its newest
+    checkpoint, so ``runs`` and ``show`` still tell how the run ended when
+    every checkpoint is gone.
     """
-    run: str = args.run
+    if args.older_than is not None:
+        return _prune_by_age(args, out)
+    run: str | None = args.run
     keep: int = args.keep
+    if run is None:
+        raise CliError(
+            "prune --keep needs a RUN (only --older-than applies to every run)", EXIT_USAGE
+        )
 
     async def action(store: CheckpointStore) -> dict[str, Any]:
         await require_run(store, run)
@@ -790,11 +902,419 @@ def prune_command(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+def _age_text(seconds: float) -> str:
+    for unit in ("w", "d", "h", "m"):
+        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
+            return f"{seconds / _UNITS[unit]:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def _prune_by_age(args: argparse.Namespace, out: Output) -> int:
+    """``prune [RUN] --older-than DURATION``: what is shown (or confirmed) is what goes."""
+    run: str | None = args.run
+    age: float = args.older_than
+    started = time.time()  # one cutoff for the look and the deletion, however long confirm takes
+
+    async def action(store: CheckpointStore) -> dict[str, Any]:
+        if run is not None:
+            await require_run(store, run)
+            ids = [run]
+        else:
+            ids = await store.list_runs()
+        gate = asyncio.Semaphore(_PRUNE_CONCURRENCY)
+
+        async def doomed(run_id: str) -> list[str]:
+            async with gate:
+                return await store.checkpoints_older_than(run_id, age)
+
+        found = await asyncio.gather(*(doomed(r) for r in ids))
+        runs: list[dict[str, Any]] = [
+            {"run_id": r, "checkpoints": cps, "deleted": 0}
+            for r, cps in zip(ids, found, strict=True)
+            if cps or r == run
+        ]
+        total = sum(len(r["checkpoints"]) for r in runs)
+        if total and not args.dry_run:
+            where = f"run {run!r}" if run is not None else f"{len(runs)} run(s)"
+            confirm(
+                out,
+                args,
+                f"delete {total} checkpoint(s) of {where} older than {_age_text(age)}?",
+            )
+            cutoff_age = age + (time.time() - started)
+
+            async def prune(entry: dict[str, Any]) -> None:
+                async with gate:
+                    entry["deleted"] = await store.prune(entry["run_id"], older_than=cutoff_age)
+
+            await asyncio.gather(*(prune(r) for r in runs if r["checkpoints"]))
+        return {"runs": runs}
+
+    found = with_store(args, action)
+    runs: list[dict[str, Any]] = found["runs"]
+    deleted = sum(r["deleted"] for r in runs)
+    if out.json:
+        if run is not None:
+            out.document(
+                {
+                    "run_id": run,
+                    "older_than": age,
+                    "dry_run": args.dry_run,
+                    "checkpoints": runs[0]["checkpoints"],
+                    "deleted": deleted,
+                }
+            )
+        else:
+            out.document(
+                {"older_than": age, "dry_run": args.dry_run, "runs": runs, "deleted": deleted}
+            )
+        return EXIT_OK
+    older = f"older than {_age_text(age)}"
+    if not any(r["checkpoints"] for r in runs):
+        out.print(f"no checkpoint {older}" + (f" in run {run}" if run is not None else ""))
+        return EXIT_OK
+    for r in runs:
+        count = len(r["checkpoints"])
+        if args.dry_run:
+            ids = ", ".join(r["checkpoints"])
+            out.print(
+                f"would prune {count} checkpoint(s) of run {r['run_id']} {older} (ids: {ids})"
+            )
+        else:
+            out.print(f"pruned {r['deleted']} checkpoint(s) of run {r['run_id']} {older}")
+    return EXIT_OK
+
+
+# -- verify and rekey --------------------------------------------------------------------
+KEYS_ENV = "CHECKPOINTKIT_KEYS"
+"""The environment variable naming the keys file of ``verify`` and ``rekey`` (``--keys``)."""
+
+PROGRESS_INTERVAL = 10.0
+"""Seconds between two progress lines of ``verify`` and ``rekey`` off a terminal."""
+
+
+def _store_url_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "url",
+        metavar="URL",
+        nargs="?",
+        help="the storage (the same as --storage; default: $CHECKPOINTKIT_STORAGE, else "
+        f"{DEFAULT_STORAGE})",
+    )
+    parser.add_argument(
+        "--keys",
+        metavar="FILE",
+        help="the encryption keys, a JSON file {\"active\": ID, \"keys\": {ID: base64 key}} "
+        f"(default: ${KEYS_ENV}); never give keys on the command line",
+    )
+    parser.add_argument(
+        "--codec",
+        metavar="MODULE:NAME",
+        help="the application's codec instead of --keys: a Codec, or a function returning "
+        "one (with its encryption and registered classes)",
+    )
+    parser.add_argument(
+        "--allow-plaintext",
+        action="store_true",
+        help="accept records that are not encrypted (a store written before encryption was "
+        "turned on): verify reports them as warnings, rekey encrypts them",
+    )
+
+
+def _resolve_url(args: argparse.Namespace) -> None:
+    """``URL`` and ``--storage`` name the same thing; both given and different is an error."""
+    if args.url is not None:
+        if args.storage is not None and args.storage != args.url:
+            raise CliError(
+                f"two storages given: URL {args.url!r} and --storage {args.storage!r}",
+                EXIT_USAGE,
+            )
+        args.storage = args.url
+
+
+def _load_keys(path: str, allow_plaintext: bool) -> Codec:
+    """A codec with the encryption of a keys file; errors never show a key."""
+    from .crypto import Encryption
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            doc = json.load(file)
+    except OSError as exc:
+        raise CliError(f"cannot read the keys file {path!r}: {exc.strerror}", EXIT_USAGE) from None
+    except json.JSONDecodeError as exc:
+        raise CliError(f"the keys file {path!r} is not JSON: {exc.msg}", EXIT_USAGE) from None
+    except UnicodeDecodeError:
+        raise CliError(f"the keys file {path!r} is not UTF-8 text", EXIT_USAGE) from None
+    keys_doc = doc.get("keys") if isinstance(doc, dict) else None
+    active = doc.get("active") if isinstance(doc, dict) else None
+    if not isinstance(keys_doc, dict) or not keys_doc or not isinstance(active, str):
+        raise CliError(
+            f'the keys file {path!r} must hold {{"active": ID, "keys": {{ID: base64 key, ...}}}}',
+            EXIT_USAGE,
+        )
+    keys: dict[str, bytes] = {}
+    for key_id, text in keys_doc.items():
+        try:
+            keys[key_id] = base64.b64decode(text, validate=True)
+        except (TypeError, ValueError):
+            raise CliError(
+                f"the keys file {path!r}: the key of id {key_id!r} is not base64", EXIT_USAGE
+            ) from None
+    try:
+        encryption = Encryption(keys, active=active, allow_plaintext=allow_plaintext)
+    except ConfigurationError as exc:  # names the key id, never the key
+        raise CliError(f"the keys file {path!r}: {exc}", EXIT_USAGE) from None
+    return Codec(encryption=encryption)
+
+
+def _load_codec(spec: str) -> Codec:
+    import importlib
+
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise CliError(f"--codec {spec!r} must be MODULE:NAME", EXIT_USAGE)
+    try:
+        found: Any = getattr(importlib.import_module(module_name), name)
+    except ImportError as exc:
+        raise CliError(
+            f"--codec {spec!r}: cannot import {module_name!r}: {exc}", EXIT_USAGE
+        ) from None
+    except AttributeError:
+        raise CliError(f"--codec {spec!r}: {module_name!r} has no {name!r}", EXIT_USAGE) from None
+    codec = found if isinstance(found, Codec) else found() if callable(found) else None
+    if not isinstance(codec, Codec):
+        raise CliError(
+            f"--codec {spec!r} is not a Codec nor a function returning one", EXIT_USAGE
+        )
+    return codec
+
+
+def _codec(args: argparse.Namespace) -> Codec | None:
+    """The codec of ``--codec``, or of ``--keys`` (or ``$CHECKPOINTKIT_KEYS``); None for none."""
+    keys = args.keys or os.environ.get(KEYS_ENV) or None
+    if args.codec is not None:
+        if args.keys is not None:
+            raise CliError("give --keys or --codec, not both", EXIT_USAGE)
+        codec = _load_codec(args.codec)
+        if args.allow_plaintext and codec.encryption is not None:
+            codec.encryption.allow_plaintext = True
+        return codec
+    return None if keys is None else _load_keys(keys, args.allow_plaintext)
+
+
+class RecordProgress:
+    """Progress of ``verify`` or ``rekey`` on standard error.
+
+    On a terminal, one line redrawn in place. Elsewhere (CI logs, a pipe),
+    plain lines: one when the records are counted, then one every
+    ``interval`` seconds, so a long run shows that it is alive.
+
+    Args:
+        out: where to write.
+        what: the action, as a verb (``verifying``).
+        interval: seconds between two lines off a terminal.
+        clock: the time source (``time.monotonic``).
+    """
+
+    def __init__(
+        self,
+        out: Output,
+        what: str,
+        *,
+        interval: float = PROGRESS_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out
+        self.what = what
+        self.interval = interval
+        self.clock = clock
+        self.live = out.err_is_terminal
+        self.started = self.last = clock()
+        self.first = True
+        self._drawn = False
+
+    def __call__(self, progress: Any) -> None:
+        """Told a :class:`checkpointkit.verify.Progress`."""
+        now = self.clock()
+        line = f"{self.what}: {progress.done}/{progress.total} records"
+        if progress.rewritten:
+            line += f", {progress.rewritten} rewritten"
+        if progress.problems:
+            line += f", {progress.problems} with problems"
+        if self.live:
+            self.out.stderr.write(f"\r\x1b[K{line}")
+            self.out.stderr.flush()
+            self._drawn = True
+        elif self.first:
+            self.last = now
+            self.out.info(f"{self.what} {progress.total} records")
+        elif now - self.last >= self.interval:
+            self.last = now
+            self.out.info(f"{line}, {now - self.started:.0f} s")
+        self.first = False
+
+    def close(self) -> None:
+        """Remove the redrawn line (on a terminal)."""
+        if self._drawn:
+            self.out.stderr.write("\r\x1b[K")
+            self.out.stderr.flush()
+            self._drawn = False
+
+
+def _verify_arguments(parser: argparse.ArgumentParser) -> None:
+    _store_url_argument(parser)
+
+
+@command(
+    "verify",
+    help="Check every record of a store: integrity, binding to its key, encryption.",
+    arguments=_verify_arguments,
+)
+def verify_command(args: argparse.Namespace, out: Output) -> int:
+    """Check every record of a store and report what is damaged; changes nothing.
+
+    Reads every record under the namespace's runs/ and checks its checksum, its
+    binding to its key, its encryption (with --keys or --codec) and its
+    content, then each run head against the run's checkpoints. Exit status 1
+    when a record is damaged; warnings (a format-1 record, a plaintext record
+    accepted with --allow-plaintext) do not count.
+    """
+    from .verify import verify
+
+    _resolve_url(args)
+    codec = _codec(args)
+    progress = RecordProgress(out, "verifying")
+
+    async def action(store: CheckpointStore) -> dict[str, Any]:
+        try:
+            report = await verify(store, progress=progress)
+        finally:
+            progress.close()
+        return report.to_dict()
+
+    found = with_store(args, action, codec=codec)
+    doc = {"storage": storage_url(args), "namespace": args.namespace, **found}
+    if out.json:
+        out.document(doc)
+    else:
+        verdict = out.paint("ok", "green") if found["ok"] else out.paint("DAMAGED", "red")
+        out.print(
+            f"{verdict}: {found['records']} record(s) of {found['runs']} run(s), "
+            f"{found['damaged']} damaged, {found['warnings']} warning(s)"
+        )
+        if found["findings"]:
+            out.table(
+                ("severity", "kind", "message"),
+                [(f["severity"], f["kind"], f["message"]) for f in found["findings"]],
+            )
+    return EXIT_OK if found["ok"] else EXIT_FAILED
+
+
+def _rekey_arguments(parser: argparse.ArgumentParser) -> None:
+    _store_url_argument(parser)
+    destructive_arguments(parser)
+
+
+async def _rekey_plan(
+    store: CheckpointStore, active: str, allow_plaintext: bool
+) -> dict[str, int]:
+    """What ``rekey --dry-run`` reports, from each record's header (nothing decrypted)."""
+    from .envelope import key_checksum, read_header
+    from .errors import CheckpointCorrupted, DecodeError, NotFound
+
+    prefix = store.run_prefix("x")[: -len("x/")]
+    plan = {"records": 0, "current": 0, "to_rewrite": 0, "plaintext": 0, "unreadable": 0}
+    async for key in store.storage.list(prefix):
+        plan["records"] += 1
+        try:
+            data, _ = await store.storage.get(key)
+            header = read_header(data, key=key)
+        except NotFound:
+            continue
+        except (CheckpointCorrupted, DecodeError):
+            plan["unreadable"] += 1
+            continue
+        if not header.encrypted and not allow_plaintext:
+            plan["plaintext"] += 1  # refused without --allow-plaintext
+            continue
+        done = header.key_id == active and header.key_checksum == key_checksum(key)
+        plan["current" if done else "to_rewrite"] += 1
+    return plan
+
+
+@command(
+    "rekey",
+    help="Re-encrypt every record of a store under the active key, bound to its key.",
+    arguments=_rekey_arguments,
+)
+def rekey_command(args: argparse.Namespace, out: Output) -> int:
+    """Re-encrypt every record of a store under the active key id (asks first unless --yes).
+
+    The keys come from --keys (or $CHECKPOINTKIT_KEYS) or --codec: every key id
+    found in the store, and the active one. Each record is rewritten by
+    compare-and-swap, so a live worker is never overwritten; a record already
+    under the active key is skipped, so an interrupted rekey is finished by
+    running it again. Damaged records are never rewritten, only listed (run
+    verify). Exit status 1 unless every record is done: keep the old keys
+    until rekey exits with 0.
+    """
+    from .verify import rekey
+
+    _resolve_url(args)
+    codec = _codec(args)
+    if codec is None or codec.encryption is None:
+        raise CliError(
+            f"rekey needs the encryption keys: --keys FILE (or ${KEYS_ENV}), or --codec "
+            "MODULE:NAME with an encryption",
+            EXIT_USAGE,
+        )
+    active = codec.encryption.active
+    url = storage_url(args)
+    progress = RecordProgress(out, "rekeying")
+
+    async def action(store: CheckpointStore) -> dict[str, Any]:
+        if args.dry_run:
+            plan = await _rekey_plan(store, active, args.allow_plaintext)
+            return {"dry_run": True, "key_id": active, **plan}
+        confirm(out, args, f"re-encrypt every record of {url} under key id {active!r}?")
+        try:
+            report = await rekey(store, allow_plaintext=args.allow_plaintext, progress=progress)
+        finally:
+            progress.close()
+        return {"dry_run": False, **report.to_dict()}
+
+    found = with_store(args, action, codec=codec)
+    doc = {"storage": url, "namespace": args.namespace, **found}
+    if out.json:
+        out.document(doc)
+        return EXIT_OK if args.dry_run or found["complete"] else EXIT_FAILED
+    if args.dry_run:
+        out.print(
+            f"would rewrite {found['to_rewrite']} of {found['records']} record(s) under key id "
+            f"{active!r} ({found['current']} done already; not rewritten: {found['plaintext']} "
+            f"plaintext without --allow-plaintext, {found['unreadable']} unreadable: run verify)"
+        )
+        return EXIT_OK
+    verdict = "complete" if found["complete"] else out.paint("INCOMPLETE", "red")
+    out.print(
+        f"rekey {verdict}: {found['rewritten']} record(s) rewritten under key id {active!r}, "
+        f"{found['current']} done already, {found['gone']} gone, "
+        f"{len(found['failures'])} not rewritten"
+    )
+    if found["failures"]:
+        out.table(
+            ("kind", "message"), [(f["kind"], f["message"]) for f in found["failures"]]
+        )
+        out.print("keep the old keys: run verify, deal with these records, then rekey again")
+    return EXIT_OK if found["complete"] else EXIT_FAILED
+
+
 # -- the parser -------------------------------------------------------------------------------
 _EPILOG = """\
 exit status:
   0  done, nothing wrong found
-  1  a failure found: an unknown run or checkpoint, a storage error, a failed conformance test
+  1  a failure found: an unknown run or checkpoint, a storage error, a failed conformance test,
+     a damaged record (verify), a record not re-encrypted (rekey)
   2  a bad command line or environment: an unknown option or scheme, a missing directory or
      extra, pytest missing for 'conformance'
 
@@ -938,7 +1458,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     sys.exit(code)
 
 
-COMMAND_MODULES = ("checkpointkit.demo", "checkpointkit.conformance.cli")
+COMMAND_MODULES = ("checkpointkit.demo", "checkpointkit.conformance.cli", "checkpointkit.migrate")
 """Modules that register more commands when imported; one that is not shipped is skipped."""
 
 

@@ -28,7 +28,7 @@ __all__ = ["ENTRY_POINT_GROUP", "open_storage", "schemes", "url_scheme"]
 
 ENTRY_POINT_GROUP = "checkpointkit.adapters"
 
-log = logging.getLogger("checkpointkit")
+log = logging.getLogger("checkpointkit.registry")
 
 _BUILTIN: dict[str, str] = {
     "memory": "checkpointkit.adapters.memory:MemoryStorage",

@@ -43,8 +43,9 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
+from . import observe
 from .codec import Codec
 from .errors import (
     CheckpointSaveError,
@@ -73,6 +74,10 @@ from .events import (
 from .storage import Storage
 from .store import Checkpoint, CheckpointStore, InputRequest, Lease, StepRecord
 
+if TYPE_CHECKING:  # the otel extra; imported only when a run is observed
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
 __all__ = [
     "RunResult",
     "StepContext",
@@ -88,6 +93,8 @@ log = logging.getLogger("checkpointkit.runner")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 _current_run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
     "checkpointkit_run", default=None
@@ -410,8 +417,12 @@ async def parallel(*awaitables: Awaitable[Any]) -> list[Any]:
 
 # -- results ------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(Generic[Out]):
     """How a run ended, when it did not raise.
+
+    Generic in the workflow function's return type: ``Workflow[In, Out].run``
+    returns a ``RunResult[Out]``, whose ``output`` is ``Out | None`` (None
+    while paused; narrow it with ``status == "completed"`` or a check).
 
     Attributes:
         run_id: the run.
@@ -425,7 +436,7 @@ class RunResult:
 
     run_id: str
     status: Literal["completed", "paused"]
-    output: Any = None
+    output: Out | None = None
     pending: tuple[InputRequest, ...] = ()
     executed: tuple[str, ...] = ()
     replayed: tuple[str, ...] = ()
@@ -438,7 +449,7 @@ class _Run:
 
     def __init__(
         self,
-        wf: Workflow,
+        wf: Workflow[Any, Any],
         run_id: str,
         lease: Lease,
         records: dict[str, StepRecord],
@@ -467,6 +478,8 @@ class _Run:
         self.fatal: BaseException | None = None
         self.main: asyncio.Task[Any] | None = None
         self.heartbeat: asyncio.Task[None] | None = None
+        self.obs = wf._observer if wf._observer is not None else observe.current()
+        self.span: Any = None  # the run's span, when observed
 
     def emit(self, event: Event) -> None:
         if self.sink is not None:
@@ -505,15 +518,21 @@ class _Run:
         ctx = StepContext(self, key)
         token = _current_step.set(ctx)
         self.emit(StepStarted(self.run_id, key))
+        obs = self.obs
+        traced = obs.start_step(self.span, self.run_id, key) if obs is not None else None
         try:
             result = await fn.fn(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
             if ctx._state is not None:
                 ctx._state._discard()  # G7: a failed or cancelled step's writes are dropped
+            if obs is not None and traced is not None:
+                obs.end_step(*traced, exc)
             raise
         finally:
             _current_step.reset(token)
             del self.running[key]
+        if obs is not None and traced is not None:
+            obs.end_step(*traced, None)
         state = ctx._state
         if self.closed:  # an orphan step (in a task the run never awaited) outlived its run
             if state is not None:
@@ -559,7 +578,11 @@ class _Run:
         try:
             # A record of the same step stored by an earlier owner (steps run at least
             # once) is adopted by the store: that is success, not a conflict.
-            await self.store.save_step(self.run_id, key, data, lease=self.lease)
+            save = self.store.save_step(self.run_id, key, data, lease=self.lease)
+            if self.obs is None:
+                await save
+            else:
+                await self.obs.save_step(self.span, self.run_id, key, len(data), save)
         except PreconditionFailed as exc:
             raise NondeterminismError(
                 f"step {key!r} of run {self.run_id!r} was recorded by another worker "
@@ -602,13 +625,19 @@ class _Run:
     # -- the whole run -----------------------------------------------------------------
     async def drive(
         self, fn: Callable[[Any], Awaitable[Any]], input: Any, resumed: bool
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         loop = asyncio.get_running_loop()
         ctx = contextvars.copy_context()
         ctx.run(_current_run.set, self)
         self.emit(RunStarted(self.run_id, resumed))
+        log.info("run %r %s", self.run_id, "resumed" if resumed else "started")
+        if self.obs is not None:
+            self.span = self.obs.start_run(self.run_id, resumed, type(self.store.storage).__name__)
+            ctx.run(self.obs.activate, self.span)
         self.main = main = loop.create_task(_call(fn, input), context=ctx)
         self.heartbeat = heartbeat = loop.create_task(self._heartbeat())
+        outcome: str | None = None
+        error: BaseException | None = None
         try:
             try:
                 await asyncio.wait({main})
@@ -621,11 +650,27 @@ class _Run:
             await self._settle(list(self.running.values()), cancel=True)
             await self._settle(list(self.saves), cancel=False)
             await self._settle([heartbeat], cancel=True)
-            return await self._conclude(main)
+            result = await self._conclude(main)
+            outcome = result.status
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
             self.closed = True
             if not heartbeat.done():
                 heartbeat.cancel()
+            self._ended(outcome, error)
+
+    def _ended(self, outcome: str | None, error: BaseException | None) -> None:
+        """Log the run's end (INFO; an error by type only) and end its span."""
+        if error is not None:
+            outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "failed"
+            log.info("run %r %s (%s)", self.run_id, outcome, type(error).__qualname__)
+        else:
+            log.info("run %r %s", self.run_id, outcome)
+        if self.obs is not None and self.span is not None:
+            self.obs.end(self.span, outcome, error)
 
     async def _settle(self, tasks: list[asyncio.Task[Any]], *, cancel: bool) -> None:
         """Wait for ``tasks`` (cancelling them first if asked); on caller cancel, tear down."""
@@ -676,7 +721,7 @@ class _Run:
             self.store.release(self.lease), deadline, f"run {self.run_id!r}: releasing its lease"
         )
 
-    async def _conclude(self, main: asyncio.Task[Any]) -> RunResult:
+    async def _conclude(self, main: asyncio.Task[Any]) -> RunResult[Any]:
         failure: BaseException | None
         if main.cancelled():
             failure = asyncio.CancelledError()
@@ -696,6 +741,7 @@ class _Run:
             if failure is not None and self.pending and _only_pauses(failure):
                 return await self._pause()
             if failure is not None:
+                _note_completed(failure, self.run_id, self._completed())
                 await self._checkpoint("failed", error=f"{type(failure).__name__}: {failure}")
                 self.emit(RunFailed(self.run_id, failure))
                 raise failure
@@ -713,7 +759,12 @@ class _Run:
         finally:
             await self._release()
 
-    async def _pause(self) -> RunResult:
+    def _completed(self) -> list[str]:
+        """Steps completed in the run so far, in completion order (stored ones first)."""
+        stored = sorted(self.records.values(), key=lambda r: (r.seq, r.step))
+        return [r.step for r in stored] + [k for k in self.executed if k not in self.records]
+
+    async def _pause(self) -> RunResult[Any]:
         pending = tuple(self.pending)
         await self._checkpoint("paused", pending=pending)  # G6
         self.emit(RunPaused(self.run_id, pending))
@@ -735,7 +786,7 @@ class _Run:
         error: str | None = None,
     ) -> None:
         try:
-            checkpoint, lease = await self.store.save_checkpoint(
+            save = self.store.save_checkpoint(
                 self.run_id,
                 status=status,
                 state=self.committed,
@@ -745,6 +796,9 @@ class _Run:
                 steps=self.seq,
                 lease=self.lease,
             )
+            if self.obs is not None:
+                save = self.obs.save_checkpoint(self.span, self.run_id, status, save)
+            checkpoint, lease = await save
         except EncodeError:
             raise
         except Exception as exc:
@@ -769,6 +823,21 @@ async def _call(fn: Callable[[Any], Awaitable[Any]], input: Any) -> Any:
     return await fn(input)
 
 
+_NOTE_STEPS = 20
+"""Completed steps named, at most, in the note added to a failed run's error."""
+
+
+def _note_completed(exc: BaseException, run_id: str, steps: list[str]) -> None:
+    """Add a note (PEP 678) to a failed run's error: the run and its completed steps."""
+    shown = ", ".join(steps[:_NOTE_STEPS]) or "none"
+    if len(steps) > _NOTE_STEPS:
+        shown += f", ... ({len(steps) - _NOTE_STEPS} more)"
+    exc.add_note(
+        f"checkpointkit: run {run_id!r} failed after {len(steps)} completed step(s), "
+        f"which resume replays: {shown}"
+    )
+
+
 def _only_pauses(exc: BaseException) -> bool:
     """True if ``exc`` is a pause, or a group of pauses and cancellations only."""
     if isinstance(exc, _PauseRequested):
@@ -782,8 +851,13 @@ def _only_pauses(exc: BaseException) -> bool:
 
 
 # -- the workflow ----------------------------------------------------------------------------
-class Workflow:
+class Workflow(Generic[In, Out]):
     """A workflow function bound to a checkpoint store.
+
+    Generic in the function's input and output types, inferred from ``fn``:
+    ``Workflow(main, ...)`` with ``async def main(x: int) -> str`` is a
+    ``Workflow[int, str]``, whose ``run`` takes an ``int`` and returns a
+    ``RunResult[str]``.
 
     Args:
         fn: ``async def main(input) -> output`` calling steps.
@@ -799,11 +873,17 @@ class Workflow:
             cancellation (G4).
         max_inflight_saves: saves running at once before a completed step
             waits for one to finish.
+        tracer_provider: an OpenTelemetry ``TracerProvider``: this workflow's
+            runs emit spans and metrics (see :mod:`checkpointkit.observe`);
+            None follows :func:`checkpointkit.observe.enable`. Needs the
+            ``otel`` extra.
+        meter_provider: an OpenTelemetry ``MeterProvider`` for this workflow's
+            metrics; None uses the global one when ``tracer_provider`` is given.
     """
 
     def __init__(
         self,
-        fn: Callable[[Any], Awaitable[Any]],
+        fn: Callable[[In], Awaitable[Out]],
         *,
         storage: Storage | CheckpointStore,
         codec: Codec | None = None,
@@ -812,6 +892,8 @@ class Workflow:
         lease_ttl: float = 30.0,
         cancel_timeout: float = 0.5,
         max_inflight_saves: int = 256,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         if on_save_error not in ("raise", "warn"):
             raise ValueError(f"on_save_error must be 'raise' or 'warn', not {on_save_error!r}")
@@ -828,6 +910,11 @@ class Workflow:
         self.lease_ttl = lease_ttl
         self.cancel_timeout = cancel_timeout
         self.max_inflight_saves = max_inflight_saves
+        self._observer = (
+            observe.Observer(tracer_provider, meter_provider)
+            if tracer_provider is not None or meter_provider is not None
+            else None
+        )
 
     def __repr__(self) -> str:
         return f"Workflow({getattr(self.fn, '__qualname__', self.fn)!r}, {self.store!r})"
@@ -844,7 +931,12 @@ class Workflow:
             payload = repr(names).encode()
         return hashlib.blake2b(payload, digest_size=8).hexdigest()
 
-    async def run(self, input: Any = None, *, run_id: str | None = None) -> RunResult:
+    async def run(
+        self,
+        input: In = None,  # type: ignore[assignment]  # a workflow taking None may omit it
+        *,
+        run_id: str | None = None,
+    ) -> RunResult[Out]:
         """Start a new run and drive it to completion or pause.
 
         Raises:
@@ -861,7 +953,7 @@ class Workflow:
         responses: Mapping[str, Any] | None = None,
         *,
         wait: float = 0.0,
-    ) -> RunResult:
+    ) -> RunResult[Out]:
         """Continue a stored run; completed steps are replayed, not executed (G2).
 
         Args:
@@ -882,7 +974,7 @@ class Workflow:
             raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
         return await self._guarded(self._resume(run_id, responses, None, wait=float(wait)))
 
-    async def _guarded(self, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
+    async def _guarded(self, coro: Coroutine[Any, Any, RunResult[Any]]) -> RunResult[Out]:
         """Run ``coro`` in a task of its own, so that a caller's cancel is bounded (G4).
 
         The run tears itself down within ``cancel_timeout``; should the storage
@@ -902,7 +994,7 @@ class Workflow:
 
     def stream(
         self,
-        input: Any = None,
+        input: In = None,  # type: ignore[assignment]  # as in run
         *,
         run_id: str | None = None,
         resume: bool = False,
@@ -962,7 +1054,7 @@ class Workflow:
 
     async def _start(
         self, input: Any, run_id: str | None, sink: Callable[[Event], None] | None
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         run_id = run_id if run_id is not None else uuid.uuid4().hex
         if not await self.store.create_run(run_id, input):
             raise RunExists(run_id)
@@ -977,15 +1069,13 @@ class Workflow:
         sink: Callable[[Event], None] | None,
         *,
         wait: float = 0.0,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         if not await self.store.run_exists(run_id):
             raise NotFound(f"run {run_id!r} not found")
         await self.store.ensure_listed(run_id)  # repairs a create interrupted before its index
         latest: Checkpoint | None = await self.store.latest(run_id)
         if latest is not None and latest.status == "completed" and not responses:
-            if sink is not None:
-                sink(RunCompleted(run_id, latest.output))
-            return RunResult(run_id, "completed", output=latest.output)
+            return self._completed(latest, sink)
         if responses:
             known = {r.id for r in latest.pending} if latest is not None else set()
             unknown = sorted(set(responses) - known)
@@ -995,6 +1085,13 @@ class Workflow:
                     f"pending: {sorted(known) or 'none'}"
                 )
         lease = await self._acquire(run_id, wait)  # G8
+        if lease is None:  # another worker completed the run meanwhile: nothing to drive
+            latest = await self.store.latest(run_id)
+            if latest is None or responses:
+                raise ValueError(
+                    f"run {run_id!r} completed meanwhile; it has no pending input request"
+                )
+            return self._completed(latest, sink)
         try:
             for request_id, value in (responses or {}).items():
                 await self.store.save_response(run_id, request_id, value)
@@ -1012,13 +1109,26 @@ class Workflow:
         run = _Run(self, run_id, lease, records, stored, sink)
         return await run.drive(self.fn, input, resumed=True)
 
-    async def _acquire(self, run_id: str, wait: float) -> Lease:
-        """Take the run's lease, waiting up to ``wait`` seconds for a holder's to expire."""
+    @staticmethod
+    def _completed(
+        latest: Checkpoint, sink: Callable[[Event], None] | None
+    ) -> RunResult[Any]:
+        if sink is not None:
+            sink(RunCompleted(latest.run_id, latest.output))
+        return RunResult(latest.run_id, "completed", output=latest.output)
+
+    async def _acquire(self, run_id: str, wait: float) -> Lease | None:
+        """Take the run's lease, waiting up to ``wait`` seconds for a holder's to expire.
+
+        Returns None if the run has completed (checked in the same compare-and-swap
+        that takes it, so a run completed by another worker meanwhile is never
+        driven again).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while True:
             try:
-                return await self.store.acquire(run_id, ttl=self.lease_ttl)
+                return await self.store.acquire_unless_completed(run_id, ttl=self.lease_ttl)
             except RunBusy as exc:
                 left = deadline - loop.time()
                 if left <= 0:

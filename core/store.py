@@ -38,17 +38,19 @@ roll the head back is not detected.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
-from . import reconcile
+from . import observe, reconcile
 from .codec import Codec, default_codec
 from .envelope import content_digest
 from .errors import (
@@ -62,6 +64,8 @@ from .errors import (
     RunBusy,
 )
 from .storage import GetResult, IfMatch, PutMode, Storage, delete_many
+
+log = logging.getLogger("checkpointkit.store")
 
 __all__ = [
     "Checkpoint",
@@ -224,6 +228,19 @@ class RunInfo:
         return self.lease_expires > time.time()
 
 
+_CREATION_STALE = 30.0
+"""Seconds after which an index entry without an input is an interrupted creation."""
+
+
+def _stale_creation(token: bytes) -> bool:
+    """Whether an index entry's creation token is older than :data:`_CREATION_STALE`."""
+    try:
+        made = float(token.split(b" ", 1)[0]) if token else 0.0
+    except ValueError:
+        made = 0.0
+    return time.time() - made >= _CREATION_STALE
+
+
 def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -286,17 +303,31 @@ class CheckpointStore:
     async def create_run(self, run_id: str, input: Any) -> bool:
         """Register a new run and store its input once; return False if it existed.
 
-        The input is written first and the index entry second; a process killed
-        between the two leaves a run that :meth:`ensure_listed` (called by every
-        resume) puts back in the index.
+        The index entry is written first, create-only, holding a token unique
+        to this call: finding its own token after a write whose outcome was
+        unknown tells this call from another creator of the same run id (equal
+        inputs could not). The input follows. A process killed between the two
+        leaves an index entry without an input: a later ``create_run`` of that
+        id takes the entry over (compare-and-swap) and completes the creation,
+        once the entry is older than 30 seconds (younger, it is another call
+        creating the run right now, and this call returns False).
+        Runs created before this order (input first) are put back in the index
+        by :meth:`ensure_listed`, which every resume calls.
         """
+        index = self._index_key(run_id)
         key = self._input_key(run_id)
         data = self.codec.encode(input, path="input", key=key)
+        token = f"{time.time():.3f} {uuid.uuid4().hex}".encode()
+        stored = await self._create(index, token)
+        if stored is not None and stored.data != token:
+            if await self.run_exists(run_id) or not _stale_creation(stored.data):
+                return False  # another creator's run, or one being created right now
+            try:  # an interrupted creation: take its index entry over, then finish it
+                await reconcile.put(self.storage, index, token, IfMatch(stored.version))
+            except PreconditionFailed:
+                return False  # another creator took it over first
         stored = await self._create(key, data)
-        if stored is not None and stored.data != data:
-            return False
-        await self.ensure_listed(run_id)
-        return True
+        return stored is None or stored.data == data
 
     async def ensure_listed(self, run_id: str) -> None:
         """Put the run in the index if it is missing there (repairs an interrupted create)."""
@@ -324,15 +355,99 @@ class CheckpointStore:
         return True
 
     async def list_runs(
-        self, *, start_after: str | None = None, limit: int | None = None
+        self,
+        *,
+        start_after: str | None = None,
+        limit: int | None = None,
+        status: str | Collection[str] | None = None,
+        older_than: float | timedelta | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        concurrency: int = 16,
     ) -> list[str]:
-        """Run ids in ascending order, from the run index (one listing, no scan of runs)."""
+        """Run ids in ascending order, from the run index, optionally filtered.
+
+        Without a filter: one listing, no read of any run. With filters: one
+        listing, then one get per run (its head, ``concurrency`` at a time),
+        stopping once ``limit`` runs matched. A run matches when it passes
+        every filter given.
+
+        Args:
+            start_after: list the runs after this run id.
+            limit: at most this many run ids (that match).
+            status: a status or several (as :meth:`run_info` reports them:
+                ``"running"``, ``"paused"``, ``"completed"``, ``"failed"``,
+                ``"created"``, or a caller's own word).
+            older_than: seconds (or a ``timedelta``) since the run's newest
+                checkpoint was saved; a run without any checkpoint has no age
+                and never matches.
+            metadata: key-value pairs that the ``metadata`` of the run's newest
+                checkpoint must all hold (equal values).
+            concurrency: heads read at once.
+
+        Raises:
+            ValueError: a filter of the wrong type, an empty ``status``, a
+                negative ``older_than``, or ``concurrency`` below 1.
+        """
         prefix = f"{self._ns}index/"
         after = None if start_after is None else prefix + start_after
-        return [
-            key[len(prefix) :]
-            async for key in self.storage.list(prefix, start_after=after, limit=limit)
-        ]
+        if status is None and older_than is None and metadata is None:
+            return [
+                key[len(prefix) :]
+                async for key in self.storage.list(prefix, start_after=after, limit=limit)
+            ]
+        match = self._run_filter(status, older_than, metadata)
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, not {concurrency!r}")
+        ids = [key[len(prefix) :] async for key in self.storage.list(prefix, start_after=after)]
+        found: list[str] = []
+        for start in range(0, len(ids), concurrency):
+            chunk = ids[start : start + concurrency]
+            hits = await asyncio.gather(*(match(run_id) for run_id in chunk))
+            found.extend(run_id for run_id, hit in zip(chunk, hits, strict=True) if hit)
+            if limit is not None and len(found) >= limit:
+                return found[:limit]
+        return found
+
+    def _run_filter(
+        self,
+        status: str | Collection[str] | None,
+        older_than: float | timedelta | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> Callable[[str], Awaitable[bool]]:
+        """A check of one run against the filters of :meth:`list_runs` (one get per run)."""
+        statuses: frozenset[str] | None = None
+        if isinstance(status, str):
+            statuses = frozenset({status})
+        elif status is not None:
+            if not isinstance(status, Collection) or not all(isinstance(s, str) for s in status):
+                raise ValueError(f"status must be a str or a collection of str, not {status!r}")
+            if not status:
+                raise ValueError("status must name at least one status, not an empty collection")
+            statuses = frozenset(status)
+        cutoff = None if older_than is None else time.time() - _seconds(older_than, "older_than")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValueError(f"metadata must be a mapping, not {type(metadata).__name__}")
+        wanted = dict(metadata or {})
+
+        async def match(run_id: str) -> bool:
+            current = await self._read_head(run_id)
+            info = RunInfo(run_id, "created") if current is None else self._info(run_id, current[0])
+            if statuses is not None and info.status not in statuses:
+                return False
+            if cutoff is not None and not 0 < info.updated_at < cutoff:
+                return False
+            if wanted:
+                if current is None:
+                    return False
+                meta = current[0].get("meta")
+                if meta is None:  # a head written before it kept the metadata: read it
+                    latest = await self.latest(run_id)
+                    meta = {} if latest is None else latest.metadata
+                if any(k not in meta or meta[k] != v for k, v in wanted.items()):
+                    return False
+            return True
+
+        return match
 
     async def delete_run(self, run_id: str) -> int:
         """Delete every key of the run, then its index entry; return the keys deleted.
@@ -456,6 +571,7 @@ class CheckpointStore:
             lease.check()
         key = self.step_key(run_id, step)
         stored = await self._create(key, data)
+        log.debug("run %r: step %r saved (%d bytes)", run_id, step, len(data))
         if stored is None or stored.data == data:
             return True
         mine = self.decode_step(data, key=key)
@@ -493,6 +609,20 @@ class CheckpointStore:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         return records
+
+    async def completed_steps(self, run_id: str) -> list[str]:
+        """The identities (``name@index``) of the run's completed steps, in completion order.
+
+        The steps a resume replays instead of executing: those of a failed run
+        too. Reads every step record (one listing, one get per step).
+
+        Raises:
+            NotFound: there is no such run.
+        """
+        if not await self.run_exists(run_id):
+            raise NotFound(f"run {run_id!r} not found")
+        records = await self.load_steps(run_id)
+        return [r.step for r in sorted(records.values(), key=lambda r: (r.seq, r.step))]
 
     # -- input responses ---------------------------------------------------------------
     async def save_response(self, run_id: str, request_id: str, value: Any) -> bool:
@@ -582,6 +712,23 @@ class CheckpointStore:
             RunBusy: another worker holds an unexpired lease, or won the race;
                 its ``retry_after`` says when that lease expires.
         """
+        lease = await self._acquire(run_id, owner, ttl, unless_completed=False)
+        assert lease is not None
+        return lease
+
+    async def acquire_unless_completed(
+        self, run_id: str, *, owner: str | None = None, ttl: float = 30.0
+    ) -> Lease | None:
+        """As :meth:`acquire`, but return None if the run has completed.
+
+        The check and the take are one compare-and-swap on the head, so a run
+        that completes meanwhile is never taken (and never marked running) again.
+        """
+        return await self._acquire(run_id, owner, ttl, unless_completed=True)
+
+    async def _acquire(
+        self, run_id: str, owner: str | None, ttl: float, *, unless_completed: bool
+    ) -> Lease | None:
         if ttl <= 0:
             raise ValueError(f"lease ttl must be positive, not {ttl!r}")
         owner = owner or _default_owner()
@@ -595,6 +742,8 @@ class CheckpointStore:
             version = None
         else:
             old, version = current
+            if unless_completed and old.get("status") == "completed":
+                return None
             if old["expires"] > now and old["owner"] != owner:
                 left = old["expires"] - now
                 raise RunBusy(
@@ -809,6 +958,7 @@ class CheckpointStore:
             "pdigest": base.get("digest", "") if base.get("seq") == seq - 1 else "",
             "status": checkpoint.status,
             "t": checkpoint.created_at,
+            "meta": dict(checkpoint.metadata),  # for list_runs(metadata=...), one get per run
         }
         if ttl is not None:
             changes["expires"] = time.time() + ttl
@@ -823,7 +973,9 @@ class CheckpointStore:
 
     async def _put_checkpoint(self, run_id: str, seq: int, data: bytes) -> None:
         key = self._checkpoint_key(run_id, seq)
+        observe.note_size(len(data))
         stored = await self._create(key, data)
+        log.debug("run %r: checkpoint %d saved (%d bytes)", run_id, seq, len(data))
         if stored is not None and stored.data != data:
             raise CheckpointCorrupted(
                 f"checkpoint {seq} of run {run_id!r} ({key!r}) holds other bytes than the "
@@ -934,12 +1086,77 @@ class CheckpointStore:
             async for key in self.storage.list(prefix, limit=limit)
         ]
 
-    async def prune(self, run_id: str, *, keep_last: int) -> int:
-        """Delete all but the newest ``keep_last`` checkpoints; return how many went."""
-        if not isinstance(keep_last, int) or keep_last < 0:
-            raise ValueError(f"keep_last must be a non-negative int, not {keep_last!r}")
+    async def checkpoints_older_than(
+        self, run_id: str, older_than: float | timedelta
+    ) -> list[str]:
+        """Ids of the run's checkpoints saved more than ``older_than`` ago, newest first.
+
+        What ``prune(run_id, older_than=...)`` deletes. Checkpoints are numbered
+        in the order they are saved, so the boundary is found by bisection: one
+        listing and about log2(checkpoints) gets (one get, the head, when the
+        newest checkpoint is old already).
+
+        Raises:
+            ValueError: ``older_than`` is not a non-negative number of seconds
+                or a ``timedelta``.
+        """
+        cutoff = time.time() - _seconds(older_than, "older_than")
         prefix = f"{self.run_prefix(run_id)}c/"
-        old = [key async for key in self.storage.list(prefix)][keep_last:]
+        keys = [key async for key in self.storage.list(prefix)]
+        old = await self._older(run_id, keys, cutoff)
+        return [str(_MAX_SEQ - int(key[len(prefix) :], 16)) for key in old]
+
+    async def _older(self, run_id: str, keys: list[str], cutoff: float) -> list[str]:
+        """The tail of ``keys`` (newest first) saved before ``cutoff``."""
+        if not keys:
+            return []
+        current = await self._read_head(run_id)
+        if current is not None and 0 < current[0].get("t", 0.0) < cutoff:
+            return keys  # the newest checkpoint is old: so is every other one
+        low, high = 0, len(keys)  # keys[:low] are new, keys[high:] old
+        while low < high:
+            middle = (low + high) // 2
+            try:
+                data, _ = await self.storage.get(keys[middle])
+                created = self.decode_checkpoint(data, key=keys[middle]).created_at
+            except NotFound:
+                created = 0.0  # deleted meanwhile: as old as can be
+            if created < cutoff:
+                high = middle
+            else:
+                low = middle + 1
+        return keys[low:]
+
+    async def prune(
+        self,
+        run_id: str,
+        *,
+        keep_last: int | None = None,
+        older_than: float | timedelta | None = None,
+    ) -> int:
+        """Delete old checkpoints of the run; return how many went.
+
+        Give one of ``keep_last`` (delete all but the newest ``keep_last``) or
+        ``older_than`` (seconds, or a ``timedelta``: delete every checkpoint
+        saved longer ago; see :meth:`checkpoints_older_than`). Step records
+        stay, and the run head keeps the number, status and time of the newest
+        checkpoint, so :meth:`run_info` still tells how a run ended once every
+        checkpoint is gone.
+
+        Raises:
+            ValueError: neither or both given, or a bad value.
+        """
+        if (keep_last is None) == (older_than is None):
+            raise ValueError("prune takes one of keep_last or older_than")
+        prefix = f"{self.run_prefix(run_id)}c/"
+        if older_than is not None:
+            cutoff = time.time() - _seconds(older_than, "older_than")
+            keys = [key async for key in self.storage.list(prefix)]
+            old = await self._older(run_id, keys, cutoff)
+        elif not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
+            raise ValueError(f"keep_last must be a non-negative int, not {keep_last!r}")
+        else:
+            old = [key async for key in self.storage.list(prefix)][keep_last:]
         if not old:
             return 0
         newest_gone = _MAX_SEQ - int(old[0][len(prefix) :], 16)
@@ -959,6 +1176,19 @@ class CheckpointStore:
             except (PreconditionFailed, OutcomeUnknown):
                 continue  # the owner moved the head meanwhile: read it again
         raise OutcomeUnknown(f"run {run_id!r}: the head kept moving; nothing was pruned")
+
+
+def _seconds(value: float | timedelta, name: str) -> float:
+    """``value`` (seconds, or a ``timedelta``) as a non-negative finite number of seconds."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise ValueError(f"{name} must be seconds (a number) or a timedelta, not {value!r}")
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"{name} must be a non-negative, finite duration, not {value!r}")
+    return seconds
 
 
 async def _gather_all(coros: list[Any]) -> None:

@@ -186,7 +186,7 @@ def _commands() -> list[str]:
 
 
 def test_every_documented_command_is_registered() -> None:
-    assert {"runs", "ls", "show", "rm", "prune", "demo"} <= set(_commands())
+    assert {"runs", "ls", "show", "rm", "prune", "demo", "migrate"} <= set(_commands())
 
 
 @pytest.mark.parametrize("command", _commands())
@@ -194,7 +194,7 @@ def test_help_of_each_command(command: str) -> None:
     result = cli(command, "--help")
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.stdout and "--help" in result.stdout
-    assert "--storage" in result.stdout or command == "conformance"
+    assert "--storage" in result.stdout or command in ("conformance", "migrate")
 
 
 def test_top_level_help_lists_the_commands() -> None:

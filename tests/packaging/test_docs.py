@@ -31,6 +31,8 @@ PUBLIC_MODULES = (
     "checkpointkit.integrations.langgraph",
     "checkpointkit.integrations.agent_framework",
     "checkpointkit.cli",
+    "checkpointkit.observe",
+    "checkpointkit.migrate",
 )
 
 

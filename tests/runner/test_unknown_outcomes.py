@@ -279,29 +279,52 @@ async def test_g5_caller_cancel_while_a_failure_or_pause_settles_retrieves_every
     await spin()
 
 
-class FailsIndex(StorageWrapper):
-    """The process 'dies' when it writes the run's index entry (after the input)."""
+class FailsInput(StorageWrapper):
+    """The process 'dies' when it writes the run's input (after the index entry)."""
 
     async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
-        if "/index/" in f"/{key}":
-            raise Boom("killed between the input and the index entry")
+        if key.endswith("/input"):
+            raise Boom("killed between the index entry and the input")
         return await self.inner.put(key, data, mode=mode)
 
 
-async def test_run_interrupted_before_its_index_entry_is_listed_once_resumed(
-    storage: Storage,
-) -> None:
-    @step(name="s")
-    async def s() -> int:
-        return 1
+@step(name="one")
+async def one() -> int:
+    return 1
 
-    async def main(_: Any) -> int:
-        return await s()
+
+async def run_one(_: Any) -> int:
+    return await one()
+
+
+async def test_run_interrupted_between_its_index_entry_and_input_is_completed_by_a_later_run(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed inside create_run: the run is listed (the index entry comes first); a later
+    run() of the id takes the interrupted creation over once it is stale, and completes it."""
+    from checkpointkit import RunExists
+    from checkpointkit import store as store_module
 
     with pytest.raises(Boom):
-        await Workflow(main, storage=FailsIndex(storage)).run(run_id="r1")
-    wf = Workflow(main, storage=storage)
-    assert await wf.store.list_runs() == []  # the crash left it unlisted
+        await Workflow(run_one, storage=FailsInput(storage)).run(run_id="r1")
+    wf = Workflow(run_one, storage=storage)
+    assert await wf.store.list_runs() == ["r1"]
+    with pytest.raises(RunExists):  # young: another caller may be creating it right now
+        await wf.run(run_id="r1")
+    monkeypatch.setattr(store_module, "_CREATION_STALE", 0.0)
+    assert (await wf.run(run_id="r1")).output == 1
+    assert await wf.store.list_runs() == ["r1"]
+
+
+async def test_run_created_before_its_index_entry_is_listed_once_resumed(
+    storage: Storage,
+) -> None:
+    """Runs created with the earlier order (input first, index second) and killed between
+    the two are put back in the index by resume."""
+    wf = Workflow(run_one, storage=storage)
+    assert await wf.store.create_run("r1", None)
+    await storage.delete("index/r1")  # as the earlier order left it
+    assert await wf.store.list_runs() == []
     assert (await wf.resume("r1")).output == 1
     assert await wf.store.list_runs() == ["r1"]
 
@@ -385,3 +408,66 @@ def make_storage() -> Callable[[], Storage]:
         return made[0]
 
     return factory
+
+
+@pytest.mark.parametrize("unknown", [False, True])
+async def test_run_of_an_existing_run_id_with_the_same_input_never_executes_it_again(
+    storage: Storage, unknown: bool
+) -> None:
+    """Two callers run the same run id with the same input (at once, then once more after it
+    completed): exactly one drives it; the others get RunExists, also when every first
+    attempt of a write has an unknown outcome (equal inputs cannot tell creators apart; the
+    index entry's token does)."""
+    from checkpointkit import RunExists
+    from checkpointkit.conformance.late import LateReply
+
+    executed: list[str] = []
+
+    @step(name="s")
+    async def s(x: int) -> int:
+        executed.append("s")
+        return x
+
+    async def main(x: int) -> int:
+        return await s(x)
+
+    target = LateReply(storage, seed=3, max_delay=0.0, unknown_rate=1.0) if unknown else storage
+    wf = Workflow(main, storage=target)
+    results = await asyncio.gather(
+        wf.run(5, run_id="r1"), wf.run(5, run_id="r1"), return_exceptions=True
+    )
+    assert sorted(type(r).__name__ for r in results) == ["RunExists", "RunResult"]
+    with pytest.raises(RunExists):
+        await wf.run(5, run_id="r1")
+    assert executed == ["s"]
+
+
+async def test_resume_waiting_for_a_run_completed_meanwhile_does_not_drive_it_again(
+    storage: Storage,
+) -> None:
+    executed: list[str] = []
+
+    @step(name="s")
+    async def s() -> int:
+        executed.append("s")
+        return 1
+
+    async def main(_: Any) -> int:
+        return await s()
+
+    wf = Workflow(main, storage=storage)
+    store = wf.store
+    assert await store.create_run("r1", None)
+    lease = await store.acquire("r1", owner="other worker", ttl=30)
+    waiting = asyncio.create_task(wf.resume("r1", wait=10))
+    await spin()
+    assert not waiting.done()  # it waits for the other worker's lease
+    _, lease2 = await store.save_checkpoint("r1", status="completed", output=7, lease=lease)
+    assert lease2 is not None
+    await store.release(lease2)  # the other worker finished the run
+    result = await waiting
+    assert result.status == "completed" and result.output == 7
+    assert executed == []
+    assert await store.list_checkpoints("r1") == ["1"]  # not driven again
+    info = await store.run_info("r1")
+    assert info is not None and info.status == "completed" and info.epoch == 1
