@@ -1058,7 +1058,11 @@ class Workflow(Generic[In, Out]):
         run_id = run_id if run_id is not None else uuid.uuid4().hex
         if not await self.store.create_run(run_id, input):
             raise RunExists(run_id)
-        lease = await self.store.acquire(run_id, ttl=self.lease_ttl)  # G8
+        # G8. A run completed already (by a creator that stalled past the creation bound
+        # and was taken over) is never driven again from no records.
+        lease = await self.store.acquire_unless_completed(run_id, ttl=self.lease_ttl)
+        if lease is None:
+            raise RunExists(run_id)
         run = _Run(self, run_id, lease, {}, {}, sink)
         return await run.drive(self.fn, input, resumed=False)
 
@@ -1071,7 +1075,15 @@ class Workflow(Generic[In, Out]):
         wait: float = 0.0,
     ) -> RunResult[Any]:
         if not await self.store.run_exists(run_id):
-            raise NotFound(f"run {run_id!r} not found")
+            pending = await self.store.creation_pending(run_id)
+            if pending is not None:
+                raise RunBusy(
+                    f"run {run_id!r} is being created by another caller", retry_after=pending
+                )
+            raise NotFound(
+                f"run {run_id!r} not found (if its creation was interrupted, run() it again "
+                "with its input)"
+            )
         await self.store.ensure_listed(run_id)  # repairs a create interrupted before its index
         latest: Checkpoint | None = await self.store.latest(run_id)
         if latest is not None and latest.status == "completed" and not responses:

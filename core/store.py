@@ -228,7 +228,7 @@ class RunInfo:
         return self.lease_expires > time.time()
 
 
-_CREATION_STALE = 30.0
+_CREATION_STALE = 10.0
 """Seconds after which an index entry without an input is an interrupted creation."""
 
 
@@ -309,8 +309,10 @@ class CheckpointStore:
         inputs could not). The input follows. A process killed between the two
         leaves an index entry without an input: a later ``create_run`` of that
         id takes the entry over (compare-and-swap) and completes the creation,
-        once the entry is older than 30 seconds (younger, it is another call
-        creating the run right now, and this call returns False).
+        once the entry is older than 10 seconds (younger, it is another call
+        creating the run right now, and this call returns False). After its
+        input, a call checks that the entry still holds its token: a creator
+        stalled past that bound and taken over returns False.
         Runs created before this order (input first) are put back in the index
         by :meth:`ensure_listed`, which every resume calls.
         """
@@ -327,7 +329,31 @@ class CheckpointStore:
             except PreconditionFailed:
                 return False  # another creator took it over first
         stored = await self._create(key, data)
-        return stored is None or stored.data == data
+        if stored is not None and stored.data != data:
+            return False
+        # A creator stalled for longer than the staleness bound may have been taken over
+        # meanwhile: the run is the creator's whose token the index entry holds now.
+        try:
+            now, _ = await self.storage.get(index)
+        except NotFound:
+            return False  # deleted meanwhile
+        return now == token
+
+    async def creation_pending(self, run_id: str) -> float | None:
+        """Seconds until an index entry without an input counts as an interrupted creation.
+
+        Returns None if the run has no index entry, or its input exists, or
+        its creation is interrupted (stale) already; else the seconds left, during
+        which another caller may still be creating the run.
+        """
+        try:
+            data, _ = await self.storage.get(self._index_key(run_id))
+        except NotFound:
+            return None
+        if await self.run_exists(run_id) or _stale_creation(data):
+            return None
+        made = float(data.split(b" ", 1)[0])
+        return max(made + _CREATION_STALE - time.time(), 0.0)
 
     async def ensure_listed(self, run_id: str) -> None:
         """Put the run in the index if it is missing there (repairs an interrupted create)."""

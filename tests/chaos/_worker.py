@@ -45,6 +45,7 @@ from typing import Any
 from checkpointkit import (
     CheckpointSaveError,
     LeaseLost,
+    NotFound,
     RunBusy,
     Storage,
     StorageUnavailable,
@@ -192,6 +193,10 @@ async def attempt(
                 result = await wf.resume(run_id)
         else:
             result = await wf.resume(run_id, wait=wait)
+    except NotFound as exc:  # created half-way by a killed worker: run() takes it over
+        entry["outcome"] = "busy"
+        entry["not_created"] = True
+        entry["error"] = f"{type(exc).__name__}: {exc}"
     except RunBusy as exc:  # LeaseLost included
         entry["outcome"] = "lease_lost" if isinstance(exc, LeaseLost) else "busy"
         entry["retry_after"] = exc.retry_after
@@ -245,6 +250,8 @@ async def main(cfg: dict[str, Any], slot: int) -> int:
                 run_id, wait = min(todo, key=lambda r: not_before[r]), ttl + 0.5
             entry = await attempt(wf, run_id, runs[run_id], run_id not in created, wait)
             created.add(run_id)
+            if entry.get("not_created"):  # its creator died half-way: run() completes it
+                created.discard(run_id)
             outcome = entry["outcome"]
             if outcome == "completed":
                 done.add(run_id)
