@@ -82,13 +82,15 @@ class Seen:
 
 
 def write_once(key: str, records_only: bool) -> bool:
-    """Every key of the store except a run's head is written at most once.
+    """Every key of the store is written at most once, except those moved by compare-and-swap.
 
+    Those are a run's head and its index entry (a creation claim: a run whose creator
+    was killed between the entry and the input is taken over by swapping the claim).
     With ``records_only``, only step records (``/s/``) and checkpoints (``/c/``).
     """
     if records_only:
         return "/s/" in key or "/c/" in key
-    return not key.endswith("/head")
+    return not key.endswith("/head") and not key.startswith("index/")
 
 
 class Observer:
