@@ -22,6 +22,12 @@ look for their own write by its token, and answer success when they find it);
 never a ``PreconditionFailed`` or ``NotFound`` that may be false. The same
 holds when the retries run out on a plain ``StorageUnavailable``: the earlier
 attempt may still have landed.
+
+An unconditional write (an overwrite, a delete without if-match) is not
+repeated at all after an indeterminate attempt (``repeatable=False``): a repeat
+could take effect a second time, after another client's write, and undo it
+(the linearizability group caught that on S3). It raises ``OutcomeUnknown``
+at once; a caller who wants to repeat it decides (``checkpointkit.reconcile``).
 """
 
 from __future__ import annotations
@@ -116,6 +122,7 @@ async def call(
     grace: float = 0.0,
     adopt: Callable[[asyncio.Task[Any]], None] | None = None,
     history: list[Exception] | None = None,
+    repeatable: bool = True,
 ) -> T:
     """Run ``request`` with retries and backoff for transient failures, errors translated.
 
@@ -137,6 +144,8 @@ async def call(
         history: receives each failed attempt's translated error, so that a
             caller can tell that a successful answer came after an attempt
             whose outcome is unknown (a batch delete's 404s, say).
+        repeatable: False for an unconditional write: after an attempt whose
+            outcome is unknown it is not repeated (see the module documentation).
 
     Raises:
         OutcomeUnknown: a write's attempt failed after its request may have
@@ -168,6 +177,7 @@ async def call(
                 attempt >= policy.retries
                 or not is_transient(cause)
                 or loop.time() + delay >= deadline
+                or (isinstance(exc, OutcomeUnknown) and not repeatable)
             ):
                 if unknown is not None and not isinstance(exc, OutcomeUnknown):
                     raise _still_unknown(unknown, exc, attempt) from exc

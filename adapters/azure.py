@@ -563,6 +563,7 @@ class AzureBlobStorage(StorageBase):
         condition: str | None = None,
         size: int = 0,
         write: bool = False,
+        repeatable: bool = True,
         history: list[Exception] | None = None,
     ) -> T:
         """Run ``request`` with retries and backoff for transient failures, errors translated.
@@ -580,6 +581,7 @@ class AzureBlobStorage(StorageBase):
             _is_transient,
             size=size,
             write=write,
+            repeatable=repeatable,
             grace=self._cancel_grace,
             adopt=self._background.spawn,
             history=history,
@@ -627,7 +629,13 @@ class AzureBlobStorage(StorageBase):
             if len(data) > self._threshold:
                 return await self._put_blocks(blob, key, data, conditions, metadata, condition)
             resp = await self._call(
-                "put", key, upload, condition=condition, size=len(data), write=True
+                "put",
+                key,
+                upload,
+                condition=condition,
+                size=len(data),
+                write=True,
+                repeatable=mode != "overwrite",  # an overwrite repeated could undo a later write
             )
         except NotFound:  # if-match on a missing blob (some services answer 404)
             raise PreconditionFailed(
@@ -686,6 +694,7 @@ class AzureBlobStorage(StorageBase):
                     ),
                     condition=condition,
                     write=True,
+                    repeatable=bool(conditions),  # an overwrite repeated could undo a later write
                 )
             except StorageUnavailable as exc:
                 # another writer committed this blob meanwhile, discarding our staged blocks
@@ -787,6 +796,7 @@ class AzureBlobStorage(StorageBase):
                     key,
                     lambda: blob.delete_blob(delete_snapshots="include"),
                     write=True,
+                    repeatable=False,  # repeated, it could delete a later write
                 )
             except NotFound:
                 return False

@@ -576,6 +576,7 @@ class S3Storage(StorageBase):
         condition: str | None = None,
         size: int = 0,
         write: bool = False,
+        repeatable: bool = True,
     ) -> T:
         """Run ``request`` with retries and backoff for transient failures, errors translated.
 
@@ -590,6 +591,7 @@ class S3Storage(StorageBase):
             _is_transient,
             size=size,
             write=write,
+            repeatable=repeatable,
             grace=self._cancel_grace,
             adopt=self._background.spawn,
         )
@@ -632,7 +634,13 @@ class S3Storage(StorageBase):
             if multipart:
                 return await self._multipart(client, key, name, data, conditions, condition)
             resp = await self._call(
-                "put", key, put_object, condition=condition, size=len(data), write=True
+                "put",
+                key,
+                put_object,
+                condition=condition,
+                size=len(data),
+                write=True,
+                repeatable=mode != "overwrite",  # an overwrite repeated could undo a later write
             )
         except (PreconditionFailed, NotFound) as exc:
             # A write meets its own write (resent by aiohttp after a lost reply, where

@@ -116,7 +116,7 @@ async def test_conditional_put_whose_lost_write_was_replaced_is_outcome_unknown_
         assert (await direct.get("k")).data == b"other writer"
 
 
-async def test_delete_retried_after_a_lost_reply_is_outcome_unknown_not_missing(
+async def test_delete_whose_reply_was_lost_is_outcome_unknown_and_not_repeated(
     make_az: Callable[..., AzureBlobStorage], azurite: str
 ) -> None:
     async with hygiene(), make_az() as direct:
@@ -124,10 +124,11 @@ async def test_delete_retried_after_a_lost_reply_is_outcome_unknown_not_missing(
         storage.op = "delete"
         await direct.put("k", b"v")
         async with storage:
-            # the first Delete Blob lands; its retry gets 404: "did not exist" would be false
+            # the first Delete Blob lands and its reply is lost: "did not exist" would be
+            # false, and a repeat could delete a later write: OutcomeUnknown, not repeated
             with pytest.raises(OutcomeUnknown) as info:
                 await storage.delete("k")
-            assert isinstance(info.value.__cause__, NotFound)
+            assert not isinstance(info.value.__cause__, NotFound)
         with pytest.raises(NotFound):
             await direct.get("k")
 
@@ -138,3 +139,24 @@ async def test_aiohttp_never_resends_a_write_unseen(az: AzureBlobStorage) -> Non
     await az.put("k", b"v")
     session = az.client._pipeline._transport.session
     assert session is not None and session._retry_connection is False
+
+
+async def test_overwrite_whose_reply_was_lost_is_not_repeated_over_a_later_write(
+    make_az: Callable[..., AzureBlobStorage], azurite: str
+) -> None:
+    """An overwrite lands, its reply is lost, another client writes meanwhile: repeating
+    the overwrite would undo that later write (the linearizability group caught it).
+    It raises OutcomeUnknown at once, and the later write stays."""
+    async with hygiene(), make_az() as direct:
+        storage = LostFirstReply(direct.container, direct.prefix, connection_string=azurite)
+        later: list[str] = []
+
+        async def another_client_writes() -> None:
+            later.append(await direct.put("k", b"later"))
+
+        storage.meanwhile = another_client_writes
+        async with storage:
+            with pytest.raises(OutcomeUnknown):
+                await storage.put("k", b"first")
+            assert storage.lost == 1
+        assert await direct.get("k") == (b"later", later[0])

@@ -172,3 +172,24 @@ async def test_write_whose_retries_run_out_after_an_indeterminate_attempt_stays_
             attempt, storage._policy, translate, lambda e: True, write=True, adopt=print
         )
     assert type(info.value.__cause__) is StorageUnavailable  # cannot connect, chained
+
+
+async def test_overwrite_whose_reply_was_lost_is_not_repeated_over_a_later_write(
+    make_s3: Callable[..., S3Storage]
+) -> None:
+    """An overwrite lands, its reply is lost, another client writes meanwhile: repeating
+    the overwrite would undo that later write (the linearizability group caught it).
+    It raises OutcomeUnknown at once, and the later write stays."""
+    async with hygiene(), make_s3() as direct:
+        storage = LostFirstReply(direct.bucket, direct.prefix, **_options(direct))
+        later: list[str] = []
+
+        async def another_client_writes() -> None:
+            later.append(await direct.put("k", b"later"))
+
+        storage.meanwhile = another_client_writes
+        async with storage:
+            with pytest.raises(OutcomeUnknown):
+                await storage.put("k", b"first")
+            assert storage.lost == 1
+        assert await direct.get("k") == (b"later", later[0])
