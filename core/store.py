@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from . import observe, reconcile
@@ -76,6 +76,8 @@ __all__ = [
     "StepRecord",
     "validate_run_id",
 ]
+
+T = TypeVar("T")
 
 _MAX_SEQ = 2**64 - 1
 _RETRIES = reconcile.ATTEMPTS
@@ -428,7 +430,7 @@ class CheckpointStore:
         found: list[str] = []
         for start in range(0, len(ids), concurrency):
             chunk = ids[start : start + concurrency]
-            hits = await asyncio.gather(*(match(run_id) for run_id in chunk))
+            hits = await _gather_all([match(run_id) for run_id in chunk])
             found.extend(run_id for run_id, hit in zip(chunk, hits, strict=True) if hit)
             if limit is not None and len(found) >= limit:
                 return found[:limit]
@@ -627,13 +629,7 @@ class CheckpointStore:
             record = self.decode_step(data, key=key)
             records[record.step] = record
 
-        tasks = [asyncio.ensure_future(load(key)) for key in keys]
-        try:
-            await asyncio.gather(*tasks)
-        finally:  # on the first error (or a cancellation), stop and await the others
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await _gather_all([load(key) for key in keys])
         return records
 
     async def completed_steps(self, run_id: str) -> list[str]:
@@ -1217,11 +1213,16 @@ def _seconds(value: float | timedelta, name: str) -> float:
     return seconds
 
 
-async def _gather_all(coros: list[Any]) -> None:
-    """Await every coroutine; on the first error cancel the rest and raise it (no group)."""
+async def _gather_all(coros: list[Awaitable[T]]) -> list[T]:
+    """Await every coroutine and return their results in order.
+
+    On the first error (or a cancellation) the others are cancelled and awaited,
+    then that error is raised as it is: never an ``ExceptionGroup``, no task left
+    running, no exception left unretrieved.
+    """
     tasks = [asyncio.ensure_future(c) for c in coros]
     try:
-        await asyncio.gather(*tasks)
+        return list(await asyncio.gather(*tasks))
     except BaseException:
         for task in tasks:
             task.cancel()
