@@ -170,9 +170,11 @@ async def _within(
             _, pending = await asyncio.wait(pending, timeout=_UNWIND)
         except asyncio.CancelledError:
             cancelled = True
-        for task in pending:
-            if not task.done():
-                _abandon(task)
+        stuck = [task for task in pending if not task.done()]
+        if stuck:
+            log.warning("%d task(s) ignored cancellation past their bound; abandoned", len(stuck))
+        for task in stuck:
+            _abandon(task)
     _retrieve(tasks)
     return cancelled
 
@@ -702,9 +704,6 @@ class _Run:
         tasks: set[asyncio.Task[Any]] = {*self.running.values(), *self.saves}
         tasks |= {t for t in (self.main, self.heartbeat) if t is not None}
         await _within(tasks, deadline)
-        if len(_abandoned):
-            log.warning("run %r: task(s) ignored cancellation for %.1f s",
-                        self.run_id, self.wf.cancel_timeout)
         await self._release(deadline)
 
     async def _release(self, deadline: float | None = None) -> None:
