@@ -1096,13 +1096,18 @@ class Workflow(Generic[In, Out]):
                     f"pending: {sorted(known) or 'none'}"
                 )
         lease = await self._acquire(run_id, wait)  # G8
-        if lease is None:  # another worker completed the run meanwhile: nothing to drive
+        if lease is None:  # the head says completed: another worker completed it meanwhile
             latest = await self.store.latest(run_id)
-            if latest is None or responses:
-                raise ValueError(
-                    f"run {run_id!r} completed meanwhile; it has no pending input request"
-                )
-            return self._completed(latest, sink)
+            if latest is not None and latest.status == "completed":
+                if responses:
+                    raise ValueError(
+                        f"run {run_id!r} completed meanwhile; it has no pending input request"
+                    )
+                return self._completed(latest, sink)
+            # ... but its completed checkpoint never landed (its writer died between moving
+            # the head and writing it): drive the run again to write it; every step replays.
+            lease = await self._acquire(run_id, wait, unless_completed=False)
+            assert lease is not None
         try:
             for request_id, value in (responses or {}).items():
                 await self.store.save_response(run_id, request_id, value)
@@ -1128,7 +1133,9 @@ class Workflow(Generic[In, Out]):
             sink(RunCompleted(latest.run_id, latest.output))
         return RunResult(latest.run_id, "completed", output=latest.output)
 
-    async def _acquire(self, run_id: str, wait: float) -> Lease | None:
+    async def _acquire(
+        self, run_id: str, wait: float, *, unless_completed: bool = True
+    ) -> Lease | None:
         """Take the run's lease, waiting up to ``wait`` seconds for a holder's to expire.
 
         Returns None if the run has completed (checked in the same compare-and-swap
@@ -1139,6 +1146,8 @@ class Workflow(Generic[In, Out]):
         deadline = loop.time() + wait
         while True:
             try:
+                if not unless_completed:
+                    return await self.store.acquire(run_id, ttl=self.lease_ttl)
                 return await self.store.acquire_unless_completed(run_id, ttl=self.lease_ttl)
             except RunBusy as exc:
                 left = deadline - loop.time()

@@ -321,7 +321,7 @@ class CheckpointStore:
         index = self._index_key(run_id)
         key = self._input_key(run_id)
         data = self.codec.encode(input, path="input", key=key)
-        token = f"{time.time():.3f} {uuid.uuid4().hex}".encode()
+        token = f"{time.time()!r} {uuid.uuid4().hex}".encode()
         stored = await self._create(index, token)
         if stored is not None and stored.data != token:
             if await self.run_exists(run_id) or not _stale_creation(stored.data):

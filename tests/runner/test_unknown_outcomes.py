@@ -471,3 +471,41 @@ async def test_resume_waiting_for_a_run_completed_meanwhile_does_not_drive_it_ag
     assert await store.list_checkpoints("r1") == ["1"]  # not driven again
     info = await store.run_info("r1")
     assert info is not None and info.status == "completed" and info.epoch == 1
+
+
+class DiesBeforeCheckpoint(StorageWrapper):
+    """The process 'dies' after moving the head for a checkpoint, before writing it."""
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        if "/c/" in key:
+            raise Boom("killed between the head and the checkpoint")
+        return await self.inner.put(key, data, mode=mode)
+
+
+async def test_resume_of_a_run_whose_completed_checkpoint_never_landed_writes_it(
+    storage: Storage,
+) -> None:
+    """The head says completed, but its writer died before the checkpoint landed: resume
+    drives the run again (every step replays, none executes) and writes it, instead of
+    refusing the run forever as 'completed meanwhile'."""
+    executed: list[str] = []
+
+    @step(name="s")
+    async def s() -> int:
+        executed.append("s")
+        return 1
+
+    async def main(_: Any) -> int:
+        return await s()
+
+    with pytest.raises(CheckpointSaveError):
+        await Workflow(main, storage=DiesBeforeCheckpoint(storage)).run(run_id="r1")
+    wf = Workflow(main, storage=storage)
+    info = await wf.store.run_info("r1")
+    assert info is not None and info.status == "completed"  # the head moved
+    assert await wf.store.latest("r1") is None  # its checkpoint did not land
+    result = await wf.resume("r1", wait=5)
+    assert result.status == "completed" and result.output == 1
+    assert executed == ["s"]  # executed once, in the first call; replayed since
+    latest = await wf.store.latest("r1")
+    assert latest is not None and latest.status == "completed" and latest.output == 1

@@ -124,9 +124,20 @@ class SQLiteStorage(StorageBase):
 
     async def _open(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.busy_timeout
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute(self._sql_of["schema"])
+            while True:
+                try:
+                    # Switching to WAL can fail at once while other connections are busy,
+                    # whatever the timeout: retry until busy_timeout.
+                    await db.execute("PRAGMA journal_mode=WAL")
+                    await db.execute(self._sql_of["schema"])
+                    break
+                except aiosqlite.OperationalError as exc:
+                    if "locked" not in str(exc) or loop.time() >= deadline:
+                        raise
+                    await asyncio.sleep(0.01)
             # From here on no busy wait inside SQLite (it cannot be cancelled): _sql retries.
             await db.execute("PRAGMA busy_timeout = 0")
         except BaseException:
