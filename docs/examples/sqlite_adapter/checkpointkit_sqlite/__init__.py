@@ -130,9 +130,16 @@ class SQLiteStorage(StorageBase):
             while True:
                 try:
                     # Switching to WAL can fail at once while other connections are busy,
-                    # whatever the timeout: retry until busy_timeout.
+                    # whatever the timeout: retry until busy_timeout. Once the database is
+                    # set up, opening it only reads (no write lock to wait for).
                     await db.execute("PRAGMA journal_mode=WAL")
-                    await db.execute(self._sql_of["schema"])
+                    async with db.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (self.table,),
+                    ) as cursor:
+                        exists = await cursor.fetchone() is not None
+                    if not exists:
+                        await db.execute(self._sql_of["schema"])
                     break
                 except aiosqlite.OperationalError as exc:
                     if "locked" not in str(exc) or loop.time() >= deadline:
