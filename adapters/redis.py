@@ -46,10 +46,10 @@ import re
 import secrets
 import socket
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Self, TypeVar, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..errors import (
@@ -78,6 +78,8 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra
 
 if TYPE_CHECKING:
     RedisClient = Redis | RedisCluster
+
+T = TypeVar("T")
 
 __all__ = ["RedisStorage"]
 
@@ -972,15 +974,22 @@ class RedisStorage(StorageBase):
 
     # -- the protocol ------------------------------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        return await self._write("put", key, lambda w: self._put_attempts(key, data, mode, w))
+
+    async def _write(
+        self, op: str, what: str, attempts: Callable[[_Write], Awaitable[T]]
+    ) -> T:
+        """Run one write (``attempts``) in its frame: the write's record, error
+        translation, the deadline, a client slot, and settling on any error."""
         write = _Write(self._tracked)
         reset = _WRITE.set(write)
         try:
-            with _translate_errors("put", key, self._where, self._secret, write), self._deadline():
+            with _translate_errors(op, what, self._where, self._secret, write), self._deadline():
                 try:
                     async with self._slots:
                         if self.cluster:
                             await self._cluster_ready()
-                        return await self._put_attempts(key, data, mode, write)
+                        return await attempts(write)
                 except BaseException as exc:
                     await self._settle_on_error(write, exc)
                     raise
@@ -1128,23 +1137,7 @@ class RedisStorage(StorageBase):
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
         self._big.pop(key, None)
-        write = _Write(self._tracked)
-        reset = _WRITE.set(write)
-        try:
-            with (
-                _translate_errors("delete", key, self._where, self._secret, write),
-                self._deadline(),
-            ):
-                try:
-                    async with self._slots:
-                        if self.cluster:
-                            await self._cluster_ready()
-                        return await self._delete_attempts(key, if_match, write)
-                except BaseException as exc:
-                    await self._settle_on_error(write, exc)
-                    raise
-        finally:
-            _WRITE.reset(reset)
+        return await self._write("delete", key, lambda w: self._delete_attempts(key, if_match, w))
 
     async def _delete_attempts(self, key: str, if_match: str | None, write: _Write) -> bool:
         scope = self._scope(key)
@@ -1194,23 +1187,7 @@ class RedisStorage(StorageBase):
             for i in range(0, len(part), DELETE_CHUNK)
         ]
         what = keys[0] if len(keys) == 1 else f"{keys[0]}, ... ({len(keys)} keys)"
-        write = _Write(self._tracked)
-        reset = _WRITE.set(write)
-        try:
-            with (
-                _translate_errors("delete_many", what, self._where, self._secret, write),
-                self._deadline(),
-            ):
-                try:
-                    async with self._slots:
-                        if self.cluster:
-                            await self._cluster_ready()
-                        return await self._delete_chunks(chunks, write)
-                except BaseException as exc:
-                    await self._settle_on_error(write, exc)
-                    raise
-        finally:
-            _WRITE.reset(reset)
+        return await self._write("delete_many", what, lambda w: self._delete_chunks(chunks, w))
 
     async def _delete_chunks(self, chunks: list[tuple[str, list[str]]], write: _Write) -> int:
         sha = self._sha.get(_DELETE_MANY) or self._sha.setdefault(
