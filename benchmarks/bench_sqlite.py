@@ -43,29 +43,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bench_runner import load, write_bytes  # the same measures, side by side
 from checkpointkit import CheckpointStore, Workflow, step
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.storage import StorageBase
-
-
-def write_bytes() -> int:
-    """Bytes this process has caused to be sent to the block layer so far."""
-    try:
-        with open("/proc/self/io") as f:
-            for line in f:
-                if line.startswith("write_bytes:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def load() -> str:
-    try:
-        return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "load average unknown"
 
 
 @step(name="noop")
