@@ -13,6 +13,12 @@ request. The server here wraps moto in a small WSGI layer that answers
 ``400 BadDigest`` to one that fails its ``Content-MD5`` or
 ``x-amz-checksum-crc32``, so that an upload is whole-or-absent as on AWS.
 
+moto is also not safe for concurrent writes of one key: its answer to a put
+can read the buffer of the object that a concurrent put just replaced and
+closed (HTTP 500, ``I/O operation on closed file``), which AWS never does. The
+same layer therefore lets moto handle one request at a time, once that
+request's body has fully arrived, so a slow upload holds up no other request.
+
 Usage::
 
     with s3_server() as endpoint_url:
@@ -32,6 +38,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import zlib
@@ -86,16 +93,23 @@ def _refuse(start_response: Any, body: bytes) -> list[bytes]:
 
 
 class _WholeBodies:
-    """WSGI middleware: refuse a body shorter than its Content-Length or failing its checksum."""
+    """WSGI middleware: refuse a body shorter than its Content-Length or failing its checksum.
+
+    Bodies are read whole before moto sees the request, and moto handles one
+    request at a time (see the module's notes).
+    """
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         text = environ.get("CONTENT_LENGTH") or ""
-        if text.isdigit() and int(text) > 0 and not environ.get("wsgi.input_terminated"):
+        stream = environ["wsgi.input"]
+        if environ.get("wsgi.input_terminated"):
+            environ["wsgi.input"] = io.BytesIO(stream.read())
+        elif text.isdigit() and int(text) > 0:
             length = int(text)
-            stream = environ["wsgi.input"]
             chunks: list[bytes] = []
             got = 0
             while got < length:
@@ -105,16 +119,19 @@ class _WholeBodies:
                 chunks.append(chunk)
                 got += len(chunk)
             if got < length:
-                start_response(
-                    "400 Bad Request",
-                    [
-                        ("Content-Type", "application/xml"),
-                        ("Content-Length", str(len(_INCOMPLETE))),
-                    ],
-                )
-                return [_INCOMPLETE]
-            environ["wsgi.input"] = io.BytesIO(b"".join(chunks))
-        return self.app(environ, start_response)
+                return _refuse(start_response, _INCOMPLETE)
+            body = b"".join(chunks)
+            if not _digest_ok(environ, body):
+                return _refuse(start_response, _BAD_DIGEST)
+            environ["wsgi.input"] = io.BytesIO(body)
+        with self.lock:
+            result = self.app(environ, start_response)
+            try:
+                return [b"".join(result)]
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
 
 
 def _moto_server() -> Any:
