@@ -38,7 +38,7 @@ back to the listing. ``delete_thread``, ``prune`` and
 ``delete_for_runs`` point a head whose checkpoint they deleted at the newest
 one left (or remove it). A storage without conditional puts keeps no head.
 Without heads, a head left by a saver that kept them is ignored by readers,
-deleted by the first put of its thread and namespace in a process, by
+and deleted by each saver's first put of its thread and namespace, by
 ``prune`` and by ``delete_thread``.
 
 Thread ids, namespaces, channels, task ids and versions are percent-encoded
@@ -61,8 +61,8 @@ Cost per operation, in storage requests:
   is remembered, so it costs 1 get more only when another writer moved it
   (and, for the first put of a thread and namespace in a process, 1 get and
   1 ``list(limit=1)``). Without heads: 1, the record (after the new large
-  values), and 1 get more for the first put of a thread and namespace in a
-  process.
+  values), and 1 get more for the saver's first put of a thread and
+  namespace.
 - ``put_writes``: 1 create-only put for the call's regular writes (plus 1 put
   per special write: error, interrupt, resume, scheduled, which replace the
   previous one as in LangGraph's own savers). Records are write-once, named by
@@ -534,7 +534,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             return
 
     async def _drop_old_head(self, thread_id: str, ns: str) -> None:
-        """Heads off: delete a head left by a saver that kept heads (checked once per process).
+        """Heads off: delete a head left by a saver that kept heads (checked once per saver).
 
         Puts here do not move it, so a saver that reads heads (an older
         version, a wrapper that hides ``indexed_list``) would take it for the
