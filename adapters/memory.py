@@ -29,7 +29,7 @@ class MemoryStorage(StorageBase):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        durable=False, shared=False, settles_cancelled_writes=True
+        durable=False, shared=False, settles_cancelled_writes=True, indexed_list=True
     )
     _shared: ClassVar[dict[str, _Data]] = {}
 

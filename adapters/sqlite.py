@@ -180,6 +180,7 @@ class SQLiteStorage(StorageBase):
         shared=True,
         ttl=False,
         settles_cancelled_writes=True,
+        indexed_list=True,
     )
 
     cancel_grace: ClassVar[float] = 30.0

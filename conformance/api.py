@@ -118,6 +118,7 @@ async def run(
                             "shared",
                             "ttl",
                             "settles_cancelled_writes",
+                            "indexed_list",
                         )
                     }
         except ConfigurationError:

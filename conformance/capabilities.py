@@ -4,12 +4,20 @@ is skipped with the reason.
 ``durable`` and ``shared`` need a second storage at the same location, so the
 factory must accept the ``location`` keyword; ``ttl`` needs a factory that
 accepts ``ttl`` (see :mod:`checkpointkit.conformance.target`).
+
+``indexed_list`` is the one claim about cost, so its check is the suite's one
+timing comparison: medians of interleaved calls, each round right after a
+write to each prefix, after a warm-up, against a generous bound
+(:data:`INDEXED_LIST_FACTOR` times the reference plus
+:data:`INDEXED_LIST_SLACK`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 import pytest
@@ -25,13 +33,19 @@ from .checks import (
     fail,
     get_or_none,
 )
-from .fixtures import StorageFixtures, raw_storage
+from .fixtures import StorageFixtures, raw_storage, scaled
 from .target import Target, new_location
 
 __all__ = ["CapabilityTests"]
 
 TTL_SECONDS = 1.0
 """The expiry asked of a ``ttl`` storage; the key must be gone within 5 s after it."""
+
+INDEXED_LIST_FACTOR = 4.0
+"""How many times slower than its reference an indexed listing may be."""
+
+INDEXED_LIST_SLACK = 50e-6
+"""Seconds added to the bound, so that scheduling noise on calls of a few µs never fails it."""
 
 
 def _undeclared(flag: bool, capability: str) -> None:
@@ -197,4 +211,67 @@ class CapabilityTests(StorageFixtures):
                 key="cap/ttl",
                 expected=f"it to be gone within {TTL_SECONDS + 5:g} s (ttl {TTL_SECONDS:g} s)",
                 observed="it was still there",
+            )
+
+    async def test_declared_indexed_list_is_flat_in_the_number_of_keys(
+        self, storage: Storage, supports_indexed_list: bool, scale: float
+    ) -> None:
+        _undeclared(supports_indexed_list, "indexed_list")
+        # A prefix of many keys sorting before a prefix of few: a listing that
+        # scans the storage, the prefix or up to ``start_after`` is slow on one of them.
+        many, few = "cap/idx/a-many/", "cap/idx/b-few/"
+        n_many, n_few = scaled(scale, 2000, minimum=200), 20
+        keys = [f"{many}{i:06d}" for i in range(n_many)] + [f"{few}{i:06d}" for i in range(n_few)]
+        gate = asyncio.Semaphore(32)
+
+        async def put(key: str) -> None:
+            async with gate:
+                await storage.put(key, b"x")
+
+        await asyncio.gather(*(put(key) for key in keys))
+        middle = f"{many}{n_many // 2:06d}"
+
+        async def first(prefix: str, start_after: str | None = None) -> None:
+            async for _ in storage.list(prefix, start_after=start_after, limit=1):
+                break
+
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "get": lambda: storage.get(f"{few}{0:06d}"),
+            f"list({few!r}, limit=1)": lambda: first(few),
+            f"list({many!r}, limit=1)": lambda: first(many),
+            f"list({many!r}, start_after={middle!r}, limit=1)": lambda: first(many, middle),
+        }
+        rounds = scaled(scale, 100, minimum=20) | 1
+        samples: dict[str, list[float]] = {name: [] for name in calls}
+        for i in range(rounds + 5):  # the first 5 rounds warm up (caches, connections)
+            # A write to each prefix first, as a listing follows a save in use: a
+            # cached listing (a directory read once and kept until it changes) is stale.
+            await asyncio.gather(
+                storage.put(f"{many}{i % n_many:06d}", b"y"), storage.put(f"{few}{0:06d}", b"y")
+            )
+            for name, call in calls.items():
+                start = time.perf_counter()
+                await call()
+                if i >= 5:
+                    samples[name].append(time.perf_counter() - start)
+        median = {name: statistics.median(values) for name, values in samples.items()}
+
+        def us(seconds: float) -> str:
+            return f"{seconds * 1e6:,.0f} µs"
+
+        names = list(calls)
+        checks = [(names[1], names[0], f"a get of one of {n_few + n_many} keys")]
+        checks += [(name, names[1], f"a listing of a prefix of {n_few} keys") for name in names[2:]]
+        for name, reference, what in checks:
+            bound = INDEXED_LIST_FACTOR * median[reference] + INDEXED_LIST_SLACK
+            expect(
+                median[name] <= bound,
+                "indexed_list: a listing must cost about a get however many keys are stored "
+                f"(prefix {many!r} holds {n_many} keys)",
+                expected=f"{name} within {INDEXED_LIST_FACTOR:g}x {what} "
+                f"({us(median[reference])}) + {us(INDEXED_LIST_SLACK)}, so at most {us(bound)} "
+                f"(medians of {rounds} interleaved calls)",
+                observed=f"it took {us(median[name])}, "
+                f"{median[name] / median[reference]:.1f}x; the adapter should not declare "
+                "indexed_list if its listing reads a directory or scans keys",
             )

@@ -279,6 +279,11 @@ class StorageFixtures:
         return capabilities.ttl
 
     @pytest.fixture
+    def supports_indexed_list(self, capabilities: Capabilities) -> bool:
+        """``list(prefix, limit=k)`` costs about a get however many keys are stored."""
+        return capabilities.indexed_list
+
+    @pytest.fixture
     def scale(self, storage_target: Target | None) -> float:
         """Multiplier of request counts in the heavier tests (``Target.scale``)."""
         return 1.0 if storage_target is None else storage_target.scale

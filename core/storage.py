@@ -111,6 +111,12 @@ class Capabilities:
             the reply, within a bounded grace). Without it, a cancelled write is
             indeterminate: it may take effect at any moment after it was
             issued. See "Writes whose outcome is unknown" above.
+        indexed_list: ``list(prefix, start_after=..., limit=k)`` reads an
+            index: its cost is about that of a get (O(log N + k)) however many
+            keys N the storage or the prefix holds. Callers may then find the
+            newest of many keys with one ``list(limit=1)`` instead of keeping
+            a pointer to it (the integrations' heads). Not declared where a
+            listing reads a directory or costs a request priced above a get.
     """
 
     conditional_put: bool = True
@@ -119,6 +125,7 @@ class Capabilities:
     shared: bool = True
     ttl: bool = False
     settles_cancelled_writes: bool = False
+    indexed_list: bool = False
 
 
 @runtime_checkable

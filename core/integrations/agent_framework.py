@@ -28,17 +28,23 @@ Key layout, under ``prefix`` (default ``agent-framework``)::
     {prefix}/cp/{checkpoint_id}                      the checkpoint
     {prefix}/wf/{workflow_name}/{~time}-{id}         an empty marker, newest first
     {prefix}/head/{workflow_name}                    names the workflow's newest marker
+                                                     (not on a storage with ``indexed_list``)
 
 ``{~time}`` is the checkpoint's timestamp in microseconds, inverted and in hex,
 so the newest checkpoint of a workflow is the first key of a listing.
 
-The head makes ``get_latest`` two gets on every storage (a listing, even one
-of ``limit=1``, reads the whole directory on the file storage). It only moves
+The head makes ``get_latest`` two gets where a listing is dear (a listing,
+even one of ``limit=1``, reads the whole directory on the file storage). A
+storage that declares ``indexed_list`` (SQLite, memory) lists by an index, so
+``list(limit=1)`` costs about a get: there no head is kept, and a save is the
+checkpoint and its marker at once (one commit on SQLite). A head only moves
 forward (to a smaller marker name), by compare-and-swap: a save moves it
 before writing its checkpoint and marker, so a save that fails half-way
 leaves a head naming a missing checkpoint, and readers then fall back to the
 listing. Deleting the head's checkpoint points the head at the newest marker
 left (or removes it). A storage without conditional puts keeps no head.
+Without heads, a head left by an object that kept them is ignored, and
+deleted by each object's first save of its workflow.
 
 Cost per operation, in storage requests:
 
@@ -46,21 +52,24 @@ Cost per operation, in storage requests:
   checkpoint, create-only, and its marker). The head's version is remembered,
   so the head costs 1 get more only when another writer moved it (and, for the
   first save of a workflow in a process, 1 get and 1 ``list(limit=1)``).
-  Saving an id again costs 1 get and 1 put more, and moves the marker if the
-  timestamp or workflow changed. A marker whose checkpoint is missing (a save
-  that failed half-way) is skipped by readers.
+  Without heads: the 2 puts at once, and 1 get more for the first save of a
+  workflow by this object. Saving an id again costs 1 get and 1 put more,
+  and moves the marker if the timestamp or workflow changed. A marker whose
+  checkpoint is missing (a save that failed half-way) is skipped by readers.
 - ``load``: 1 get.
 - ``get_latest``: 2 gets (the head, the checkpoint), however many checkpoints
-  the workflow has; without a valid head, 1 ``list(limit=1)`` and 1 get.
+  the workflow has; without heads or a valid head, 1 ``list(limit=1)`` and 1
+  get.
 - ``list_checkpoint_ids``: 1 paged listing (no reads).
 - ``list_checkpoints``: 1 paged listing and 1 get per checkpoint (16 at a time).
-- ``delete``: 1 get and 2 deletes; deleting the newest checkpoint costs 1 get,
-  1 ``list(limit=1)`` and 1 put (or delete) of the head more.
+- ``delete``: 1 get and 2 deletes; with heads, deleting the newest checkpoint
+  costs 1 get, 1 ``list(limit=1)`` and 1 put (or delete) of the head more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections import OrderedDict
@@ -183,9 +192,15 @@ class CheckpointkitCheckpointStorage:
         }
         self._owns_storage = False
         capabilities = getattr(storage, "capabilities", Capabilities())
-        self._use_heads = bool(capabilities.conditional_put)
+        # A head needs compare-and-swap, and pays only where a listing is dear: with
+        # an indexed listing, list(limit=1) finds the newest marker as cheaply.
+        self._use_heads = bool(capabilities.conditional_put) and not getattr(
+            capabilities, "indexed_list", False
+        )
         # head key -> (version, marker name) last written or read by this object
         self._heads: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # Heads off: head keys checked for a head left by a storage object that kept heads.
+        self._no_head: OrderedDict[str, None] = OrderedDict()
 
     @classmethod
     def from_url(
@@ -339,6 +354,24 @@ class CheckpointkitCheckpointStorage:
                 continue
             return
 
+    async def _drop_old_head(self, key: str) -> None:
+        """Heads off: delete a head left by an object that kept heads (checked once per object).
+
+        Saves here do not move it, so an object that reads heads (an older
+        version, a wrapper that hides ``indexed_list``) would take it for the
+        latest checkpoint; without it, that object lists.
+        """
+        try:
+            _, version = await self.storage.get(key)
+        except NotFound:
+            pass
+        else:
+            with contextlib.suppress(PreconditionFailed):
+                await reconcile.delete(self.storage, key, if_match=version)
+        self._no_head[key] = None
+        if len(self._no_head) > _HEAD_CACHE_SIZE:
+            self._no_head.popitem(last=False)
+
     async def _repair_head(self, marker: str) -> None:
         """After ``marker`` was removed: a head naming it goes to the newest marker left."""
         workflow_prefix = marker[: marker.rfind("/") + 1]
@@ -435,10 +468,10 @@ class CheckpointkitCheckpointStorage:
         key = self._checkpoint_key(checkpoint_id)
         marker = self._marker_key(checkpoint.workflow_name, checkpoint.timestamp, checkpoint_id)
         data = self._encode(checkpoint, key)
+        workflow_prefix = marker[: marker.rfind("/") + 1]
         if self._use_heads:
             # The head first: if what follows fails, the head names a missing
             # checkpoint and readers fall back to the listing (never a stale head).
-            workflow_prefix = marker[: marker.rfind("/") + 1]
             await self._advance_head(workflow_prefix, marker[len(workflow_prefix) :])
 
         async def write_checkpoint() -> str | None:
@@ -459,7 +492,11 @@ class CheckpointkitCheckpointStorage:
 
         # Both at once: a marker whose checkpoint is missing (a failed save) is
         # skipped by readers, so the order does not matter.
-        stale, _ = await _gather((write_checkpoint(), reconcile.put(self.storage, marker, b"")))
+        writes = [write_checkpoint(), reconcile.put(self.storage, marker, b"")]
+        head = self._head_key(workflow_prefix)
+        if not self._use_heads and head not in self._no_head:
+            writes.append(self._drop_old_head(head))
+        stale = (await _gather(writes))[0]
         if stale is not None:
             await reconcile.delete(self.storage, stale)
             if self._use_heads:
@@ -524,8 +561,9 @@ class CheckpointkitCheckpointStorage:
         """The checkpoint of ``workflow_name`` with the latest timestamp, or None.
 
         Two gets (the workflow's head, then the checkpoint it names), however
-        many checkpoints exist; when the head is missing or names a checkpoint
-        that is gone, one ``list(limit=1)`` and one get instead.
+        many checkpoints exist; without heads (a storage with ``indexed_list``),
+        or when the head is missing or names a checkpoint that is gone, one
+        ``list(limit=1)`` and one get instead.
 
         Raises:
             WorkflowCheckpointException: The latest checkpoint cannot be read or

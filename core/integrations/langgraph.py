@@ -20,19 +20,26 @@ Key layout, under ``prefix`` (default ``langgraph``)::
     {prefix}/w/{thread}/{ns}/{id}/{task}/s{k}        a special write (error, interrupt, resume...)
     {prefix}/b/{thread}/{ns}/{channel}/{version}     a large channel value, once per version
     {prefix}/h/{thread}/{ns}                         the head: the id of the newest checkpoint
+                                                     (not on a storage with ``indexed_list``)
 
 ``{~id}`` is the checkpoint id with every UTF-8 byte complemented (hex), so
 LangGraph's time-ordered ids list newest first: the latest checkpoint of a
 thread is the first key of one ``list(limit=1)``, however many there are.
 
-The head makes the latest checkpoint one get away on every storage (a
+The head makes the latest checkpoint one get away where a listing is dear (a
 listing, even one of ``limit=1``, reads the whole directory on the file
-storage). It only moves forward (to a larger id; LangGraph's ids are uuid6,
-time-ordered), by compare-and-swap: ``put`` moves it before writing the
-record, so a put that fails half-way leaves a head naming a missing record,
-and readers then fall back to the listing. ``delete_thread``, ``prune`` and
+storage). A storage that declares ``indexed_list`` (SQLite, memory) lists by
+an index, so ``list(limit=1)`` costs about a get: there the saver keeps no
+head, and a put is one write (one commit) fewer. A head only moves forward
+(to a larger id; LangGraph's ids are uuid6, time-ordered), by
+compare-and-swap: ``put`` moves it before writing the record, so a put that
+fails half-way leaves a head naming a missing record, and readers then fall
+back to the listing. ``delete_thread``, ``prune`` and
 ``delete_for_runs`` point a head whose checkpoint they deleted at the newest
 one left (or remove it). A storage without conditional puts keeps no head.
+Without heads, a head left by a saver that kept them is ignored by readers,
+and deleted by each saver's first put of its thread and namespace, by
+``prune`` and by ``delete_thread``.
 
 Thread ids, namespaces, channels, task ids and versions are percent-encoded
 into one key segment each.
@@ -53,7 +60,9 @@ Cost per operation, in storage requests:
   written concurrently with the head, before the record). The head's version
   is remembered, so it costs 1 get more only when another writer moved it
   (and, for the first put of a thread and namespace in a process, 1 get and
-  1 ``list(limit=1)``).
+  1 ``list(limit=1)``). Without heads: 1, the record (after the new large
+  values), and 1 get more for the saver's first put of a thread and
+  namespace.
 - ``put_writes``: 1 create-only put for the call's regular writes (plus 1 put
   per special write: error, interrupt, resume, scheduled, which replace the
   previous one as in LangGraph's own savers). Records are write-once, named by
@@ -62,8 +71,8 @@ Cost per operation, in storage requests:
   calls keeps its first value.
 - ``get_tuple`` without a checkpoint id: 1 get of the head, then 1 get of the
   record and 1 listing of its writes at once, then 1 get per task that wrote
-  (and per special write) and per large value, concurrently. Without a valid
-  head: 1 ``list(limit=1)`` instead of the head's get.
+  (and per special write) and per large value, concurrently. Without heads,
+  or a valid head: 1 ``list(limit=1)`` instead of the head's get.
 - ``get_tuple`` with a checkpoint id: the same without the head.
 - ``list``: 1 paged listing, then per checkpoint yielded 1 get (+ the writes and
   large values, as ``get_tuple``); records are fetched 16 at a time.
@@ -257,6 +266,8 @@ class _Runtime:
         self.blob_types: OrderedDict[tuple[str, str, str, str], str] = OrderedDict()
         # head key -> (version, checkpoint id) last written or read here.
         self.heads: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # Heads off: head keys checked for a head left by a saver that kept heads.
+        self.no_head: OrderedDict[str, None] = OrderedDict()
 
 
 class CheckpointkitSaver(BaseCheckpointSaver[str]):
@@ -318,7 +329,11 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         }
         self._owns_storage = False
         capabilities = getattr(storage, "capabilities", Capabilities())
-        self._use_heads = bool(capabilities.conditional_put)
+        # A head needs compare-and-swap, and pays only where a listing is dear: with
+        # an indexed listing, list(limit=1) finds the newest checkpoint as cheaply.
+        self._use_heads = bool(capabilities.conditional_put) and not getattr(
+            capabilities, "indexed_list", False
+        )
         # Shared by the shallow copies that LangGraph makes (``with_allowlist``).
         self._rt = _Runtime()
 
@@ -448,8 +463,9 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         for ident in [i for i in self._rt.blob_types if i[0] == thread_id]:
             del self._rt.blob_types[ident]
         prefix = f"{self._p}h/{_seg(thread_id)}/"
-        for key in [k for k in self._rt.heads if k.startswith(prefix)]:
-            del self._rt.heads[key]
+        for cache in (self._rt.heads, self._rt.no_head):
+            for key in [k for k in cache if k.startswith(prefix)]:
+                del cache[key]
 
     # -- heads -----------------------------------------------------------------------------
     async def _read_head(self, key: str) -> tuple[str | None, str] | None:
@@ -516,6 +532,28 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 cached = None  # another writer moved it: read it again
                 continue
             return
+
+    async def _drop_old_head(self, thread_id: str, ns: str) -> None:
+        """Heads off: delete a head left by a saver that kept heads (checked once per saver).
+
+        Puts here do not move it, so a saver that reads heads (an older
+        version, a wrapper that hides ``indexed_list``) would take it for the
+        latest checkpoint; without it, that saver lists.
+        """
+        key = self._head_key(thread_id, ns)
+        checked = self._rt.no_head
+        if key in checked:
+            return
+        try:
+            _, version = await self.storage.get(key)
+        except NotFound:
+            pass
+        else:
+            with contextlib.suppress(PreconditionFailed):
+                await reconcile.delete(self.storage, key, if_match=version)
+        checked[key] = None
+        if len(checked) > _CACHE_SIZE:
+            checked.popitem(last=False)
 
     async def _mend_head(self, thread_id: str, ns: str, gone: Callable[[str], bool]) -> None:
         """After deleting checkpoints: a head naming one (``gone(id)``) goes to the newest left."""
@@ -928,9 +966,12 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         # Values and the head before the record: a record never points at a missing
         # value, and a put that fails half-way leaves a head naming a missing
         # record (readers then use the listing), never a head behind the newest.
+        # Without heads and large values, the record is the only write.
         writes: list[Coroutine[Any, Any, None]] = [self._upload(k, d, o) for k, d, o in uploads]
         if self._use_heads:
             writes.append(self._advance_head(thread_id, ns, checkpoint_id))
+        elif self._head_key(thread_id, ns) not in self._rt.no_head:
+            writes.append(self._drop_old_head(thread_id, ns))
         if writes:
             await _gather_limited(writes)
         await reconcile.put(self.storage, record_key, data)
@@ -1146,12 +1187,14 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             await self._delete_keys(
                 [k for k in await self._keys(f"{self._p}b/{_seg(thread_id)}/") if k not in used]
             )
+            heads = f"{self._p}h/{_seg(thread_id)}/"
             if self._use_heads:
-                heads = f"{self._p}h/{_seg(thread_id)}/"
                 for key in await self._keys(heads):
                     ns = _unseg(key[len(heads) :])
                     keep = self._parse_checkpoint_key(kept[ns])[2] if ns in kept else None
                     await self._mend_head(thread_id, ns, functools.partial(_is_not, keep))
+            else:  # heads left by a saver that kept them
+                await self._delete_keys(await self._keys(heads))
 
     # -- versions ------------------------------------------------------------------------------
     def get_next_version(self, current: str | None, channel: None) -> str:

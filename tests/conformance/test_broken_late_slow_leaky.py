@@ -1,6 +1,7 @@
 """The suite catches late landings, slow cancellations, content-hash versions, kept-open
-descriptors and writes applied twice: each broken adapter fails in the test named for its
-bug, 10 runs in 10, and its correct twin passes that test, 10 runs in 10. A late landing on
+descriptors, writes applied twice and a listing that scans every key under ``indexed_list``:
+each broken adapter fails in the test named for its bug, 10 runs in 10, and its correct twin
+passes that test, 10 runs in 10. A late landing on
 an adapter that does not promise to settle is reported as indeterminate, not as a failure.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance import Report, Target, descriptors, new_location, run
 from checkpointkit.errors import ConfigurationError
 
@@ -27,6 +29,7 @@ from .broken.adapters import (
     DoubleApply,
     IOMemoryStorage,
     KeepsSocketOpen,
+    ScansEveryKey,
 )
 from .broken.threaded import LateThread, LateThreadUndeclared, SlowCancel, ThreadedStore
 
@@ -73,6 +76,13 @@ CASES: dict[str, tuple[type, type, str, str, list[str]]] = {
         "cancellation",
         "test_cancelled_put_does_not_land_later",
         ["must take effect at most once", "applied twice", "To fix it"],
+    ),
+    "list-scans-every-key": (
+        ScansEveryKey,
+        MemoryStorage,
+        "capabilities",
+        "test_declared_indexed_list_is_flat_in_the_number_of_keys",
+        ["indexed_list: a listing must cost about a get", "should not declare indexed_list"],
     ),
 }
 

@@ -212,10 +212,17 @@ async def test_sync_calls_from_another_thread_run_on_the_savers_loop() -> None:
 
 
 class Counting(StorageWrapper):
-    """Counts the requests made through it."""
+    """Counts the requests made through it.
 
-    def __init__(self, inner: Any) -> None:
+    Its capabilities are the protocol's defaults, without ``indexed_list``, so
+    an integration on it keeps heads; with ``mirror=True`` they are the inner
+    storage's (no heads on SQLite or memory).
+    """
+
+    def __init__(self, inner: Any, *, mirror: bool = False) -> None:
         super().__init__(inner)
+        if mirror:
+            self.__dict__["capabilities"] = inner.capabilities
         self.counts: dict[str, int] = {"put": 0, "get": 0, "delete": 0, "list": 0}
         self.put_bytes = 0
 

@@ -10,6 +10,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.errors import NotFound, PreconditionFailed
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
@@ -339,3 +340,17 @@ class DoubleApply(IOMemoryStorage):
 
     async def _aclose(self) -> None:
         await asyncio.gather(*self._retries, return_exceptions=True)
+
+
+class ScansEveryKey(MemoryStorage):
+    """Bug: declares ``indexed_list``, but a listing scans and sorts every stored key."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after = cursor if cursor is not None else start_after
+        found = sorted(
+            k for k in self._data.values if k.startswith(prefix) and (after is None or k > after)
+        )
+        page = found[:limit]
+        return ListPage(page, page[-1] if len(found) > limit else None)
