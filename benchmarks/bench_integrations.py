@@ -13,6 +13,8 @@ every checkpoint, plus a small counter channel):
 - ``latest``: ``aget_tuple`` without a checkpoint id, on a thread of 50 checkpoints;
 - ``latest, N checkpoints``: the same (1 KiB state) on a thread of 10, 1,000 and
   5,000 checkpoints (checkpointkit only: filled without fsync, read with it);
+- ``put, 1 KiB, 16 threads``: 16 threads each putting its next checkpoints,
+  all at once (wall time per put: what a server with concurrent users sees);
 - ``graph step``: a real ``StateGraph`` of 10 sequential nodes run with
   ``ainvoke`` (each step is ``put_writes`` plus ``put``), per step.
 
@@ -25,6 +27,8 @@ syncs the log).
 agent-framework (same state sizes):
 
 - ``save`` and ``load`` of one checkpoint;
+- ``save, 1 KiB, 16 workflows``: 16 workflows each saving its next
+  checkpoints, all at once (wall time per save);
 - ``get_latest`` with 10, 1,000 and 5,000 checkpoints of the workflow;
 
 for ``CheckpointkitCheckpointStorage`` on checkpointkit's SQLite and file
@@ -57,6 +61,8 @@ from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointSt
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 
 SIZES = {"1 KiB": 1 << 10, "64 KiB": 64 << 10, "1 MiB": 1 << 20}
+CONCURRENT = 16
+"""Threads (LangGraph) or workflows (agent-framework) written at once in the concurrent rows."""
 WORDS = [
     "".join(
         random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=random.Random(i).randint(2, 9))
@@ -232,6 +238,25 @@ async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | No
                     )
             rows.append((f"put, {label}", {k: statistics.median(v) for k, v in puts.items()}))
             rows.append((f"latest, {label}", {k: statistics.median(v) for k, v in latest.items()}))
+        # Many threads at once, as a server with concurrent users: per put, wall time.
+        at_once: dict[str, list[float]] = {name: [] for name in savers}
+        k = max(4, counts["1 KiB"] // 16)
+        for run in range(runs):
+            for name, saver in savers.items():
+                start = time.perf_counter()
+                await asyncio.gather(
+                    *(
+                        put_chain(saver, f"many-{run}-{t}-{uuid.uuid4().hex[:6]}", 1 << 10, k)
+                        for t in range(CONCURRENT)
+                    )
+                )
+                at_once[name].append((time.perf_counter() - start) / (CONCURRENT * k))
+        rows.append(
+            (
+                f"put, 1 KiB, {CONCURRENT} threads",
+                {k: statistics.median(v) for k, v in at_once.items()},
+            )
+        )
         steps: dict[str, list[float]] = {name: [] for name in savers}
         builder = ten_step_graph()
         for _ in range(runs):
@@ -315,6 +340,29 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
                     )
             rows.append((f"save, {label}", {k: statistics.median(v) for k, v in saves.items()}))
             rows.append((f"load, {label}", {k: statistics.median(v) for k, v in loads.items()}))
+        # Many workflows saving at once: per save, wall time.
+        at_once: dict[str, list[float]] = {k: [] for k in stores}
+        k = max(4, counts["1 KiB"] // 16)
+        for _ in range(runs):
+            for key, store in stores.items():
+                batches = [
+                    [af_checkpoint(f"many-{w}", 1 << 10, i, next(clock)) for i in range(k)]
+                    for w in range(CONCURRENT)
+                ]
+
+                async def chain(batch: list[Any], store: Any = store) -> None:
+                    for cp in batch:
+                        await store.save(cp)
+
+                start = time.perf_counter()
+                await asyncio.gather(*(chain(b) for b in batches))
+                at_once[key].append((time.perf_counter() - start) / (CONCURRENT * k))
+        rows.append(
+            (
+                f"save, 1 KiB, {CONCURRENT} workflows",
+                {k: statistics.median(v) for k, v in at_once.items()},
+            )
+        )
         # get_latest as the workflow grows (small checkpoints, as a run's steps would
         # be), each storage in a directory of its own holding only this workflow.
         name = "latest"
