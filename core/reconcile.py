@@ -16,10 +16,12 @@ are repeated with the same bytes.
 
 from __future__ import annotations
 
+import contextlib
+
 from .errors import NotFound, OutcomeUnknown, PreconditionFailed
 from .storage import GetResult, PutMode, Storage
 
-__all__ = ["ATTEMPTS", "create", "delete", "put"]
+__all__ = ["ATTEMPTS", "create", "delete", "delete_as_read", "put"]
 
 ATTEMPTS = 3
 """Attempts of one write whose outcome keeps coming back unknown, before it raises."""
@@ -111,3 +113,20 @@ async def delete(storage: Storage, key: str, *, if_match: str | None = None) -> 
             if attempt == ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def delete_as_read(storage: Storage, key: str) -> None:
+    """Delete ``key`` as it is now: one get, then :func:`delete` if it is unchanged.
+
+    Afterwards the key is gone, or holds a write made after the get: such a
+    write is kept.
+
+    Raises:
+        OutcomeUnknown: every attempt's outcome was unknown.
+    """
+    try:
+        _, version = await storage.get(key)
+    except NotFound:
+        return
+    with contextlib.suppress(PreconditionFailed):
+        await delete(storage, key, if_match=version)

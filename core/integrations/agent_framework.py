@@ -69,7 +69,6 @@ Cost per operation, in storage requests:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections import OrderedDict
@@ -361,13 +360,7 @@ class CheckpointkitCheckpointStorage:
         version, a wrapper that hides ``indexed_list``) would take it for the
         latest checkpoint; without it, that object lists.
         """
-        try:
-            _, version = await self.storage.get(key)
-        except NotFound:
-            pass
-        else:
-            with contextlib.suppress(PreconditionFailed):
-                await reconcile.delete(self.storage, key, if_match=version)
+        await reconcile.delete_as_read(self.storage, key)
         self._no_head[key] = None
         if len(self._no_head) > _HEAD_CACHE_SIZE:
             self._no_head.popitem(last=False)

@@ -544,13 +544,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         checked = self._rt.no_head
         if key in checked:
             return
-        try:
-            _, version = await self.storage.get(key)
-        except NotFound:
-            pass
-        else:
-            with contextlib.suppress(PreconditionFailed):
-                await reconcile.delete(self.storage, key, if_match=version)
+        await reconcile.delete_as_read(self.storage, key)
         checked[key] = None
         if len(checked) > _CACHE_SIZE:
             checked.popitem(last=False)
