@@ -13,7 +13,7 @@ import os
 import socket
 from typing import NoReturn
 
-__all__ = ["REQUIRE_ENV", "free_port", "unavailable"]
+__all__ = ["REQUIRE_ENV", "free_port", "listens", "unavailable"]
 
 REQUIRE_ENV = "CHECKPOINTKIT_REQUIRE_BACKENDS"
 
@@ -24,6 +24,34 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds the listening TCP socket of 127.0.0.1:``port``.
+
+    A free port can be taken by another process (a parallel test worker's
+    server) before ours binds it: then something answers on the port, but not
+    ours. Read from ``/proc`` (Linux); None where that cannot be read.
+    """
+    inodes: set[str] = set()
+    try:
+        with open("/proc/net/tcp") as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{inode}]")
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    for fd in descriptors:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            continue  # closed meanwhile
+    return False
 
 
 def unavailable(reason: str) -> NoReturn:

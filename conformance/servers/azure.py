@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import free_port, unavailable
+from . import free_port, listens, unavailable
 
 __all__ = [
     "ACCOUNT_KEY",
@@ -142,7 +142,8 @@ def _wait_started(proc: subprocess.Popen[bytes], port: int) -> bool:
         if proc.poll() is not None:
             return False
         if _port_open(port):
-            return True
+            # Ours, not another server that took the same free port first.
+            return listens(proc.pid, port) is not False
         time.sleep(0.05)
     return False
 

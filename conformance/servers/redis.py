@@ -179,6 +179,13 @@ class ValkeyProcess:
                     )
                 try:
                     if client.ping():
+                        # Another server took the "free" port first (a parallel test
+                        # worker, say): the PING came from it, and ours cannot bind.
+                        pid = client.info("server").get("process_id")
+                        if pid != self.process.pid:
+                            raise RuntimeError(
+                                f"port {self.port} is served by another process (pid {pid})"
+                            )
                         return
                 except (redis.ConnectionError, redis.TimeoutError, OSError):
                     pass

@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import free_port, unavailable
+from . import free_port, listens, unavailable
 
 __all__ = [
     "ACCESS_KEY_ID",
@@ -197,37 +197,55 @@ def moto_auth_server() -> Iterator[str]:
         import moto.server  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment
         unavailable(f"moto's server is not installed ({exc}); pip install 'moto[server]'")
-    port = free_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    for _attempt in range(3):  # a free port can be taken by someone else before moto binds it
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            if _wait_listening(proc, port):
+                yield f"http://127.0.0.1:{port}"
+                return
+        finally:
+            _stop(proc)
+    unavailable(
+        f"moto's server did not start in 3 attempts (last exit status {proc.returncode}, "
+        f"port {port})"
     )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                unavailable(f"moto's server exited with status {proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    unavailable("moto's server did not start within 30 s")
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], port: int) -> bool:
+    """Whether ``proc`` listens on ``port``: False if it exited, or another process has the port.
+
+    Calls :func:`unavailable` if neither happens within 30 s.
+    """
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return listens(proc.pid, port) is not False  # not another server's
+        except OSError:
+            if time.monotonic() > deadline:
+                unavailable("moto's server did not start within 30 s")
+            time.sleep(0.05)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def storage_options(endpoint_url: str) -> dict[str, Any]:
