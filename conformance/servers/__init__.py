@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import time
 from typing import NoReturn
 
-__all__ = ["REQUIRE_ENV", "free_port", "listens", "unavailable"]
+__all__ = ["REQUIRE_ENV", "free_port", "listens", "started", "stop", "unavailable"]
 
 REQUIRE_ENV = "CHECKPOINTKIT_REQUIRE_BACKENDS"
 
@@ -52,6 +54,36 @@ def listens(pid: int, port: int) -> bool | None:
         except OSError:
             continue  # closed meanwhile
     return False
+
+
+def started(proc: subprocess.Popen[bytes], port: int, timeout: float = 30.0) -> bool:
+    """Whether ``proc`` came to listen on 127.0.0.1:``port`` within ``timeout`` seconds.
+
+    False if it exited, if another process holds the port (see :func:`listens`),
+    or if time ran out: the caller stops it and tries another free port.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                # Ours, not another server that took the same free port first.
+                return listens(proc.pid, port) is not False
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate ``proc`` and wait for it (kill it after 10 s); nothing if it has exited."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def unavailable(reason: str) -> NoReturn:

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import free_port, listens, unavailable
+from . import free_port, started, stop, unavailable
 
 __all__ = [
     "ACCOUNT_KEY",
@@ -69,14 +67,6 @@ def azurite_main() -> Path | None:
         if candidate.is_file():
             return candidate
     return None
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 @contextmanager
@@ -123,9 +113,9 @@ def azurite_server() -> Iterator[str]:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-            if _wait_started(proc, port):
+            if started(proc, port, _START_TIMEOUT):
                 break
-            _stop(proc)
+            stop(proc)
             proc = None
         if proc is None:
             tail = log_path.read_text(errors="replace")[-2000:]
@@ -133,26 +123,4 @@ def azurite_server() -> Iterator[str]:
         try:
             yield connection_string(port)
         finally:
-            _stop(proc)
-
-
-def _wait_started(proc: subprocess.Popen[bytes], port: int) -> bool:
-    deadline = time.monotonic() + _START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        if _port_open(port):
-            # Ours, not another server that took the same free port first.
-            return listens(proc.pid, port) is not False
-        time.sleep(0.05)
-    return False
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+            stop(proc)

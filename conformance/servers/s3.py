@@ -34,19 +34,17 @@ import hashlib
 import io
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import free_port, listens, unavailable
+from . import free_port, started, stop, unavailable
 
 __all__ = [
     "ACCESS_KEY_ID",
@@ -209,43 +207,15 @@ def moto_auth_server() -> Iterator[str]:
             start_new_session=True,
         )
         try:
-            if _wait_listening(proc, port):
+            if started(proc, port):
                 yield f"http://127.0.0.1:{port}"
                 return
         finally:
-            _stop(proc)
+            stop(proc)
     unavailable(
         f"moto's server did not start in 3 attempts (last exit status {proc.returncode}, "
         f"port {port})"
     )
-
-
-def _wait_listening(proc: subprocess.Popen[bytes], port: int) -> bool:
-    """Whether ``proc`` listens on ``port``: False if it exited, or another process has the port.
-
-    Calls :func:`unavailable` if neither happens within 30 s.
-    """
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            return False
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return listens(proc.pid, port) is not False  # not another server's
-        except OSError:
-            if time.monotonic() > deadline:
-                unavailable("moto's server did not start within 30 s")
-            time.sleep(0.05)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def storage_options(endpoint_url: str) -> dict[str, Any]:

@@ -7,8 +7,7 @@ import socket
 import subprocess
 import sys
 
-from checkpointkit.conformance.servers import listens
-from checkpointkit.conformance.servers.azure import _wait_started
+from checkpointkit.conformance.servers import listens, started
 
 
 def test_listens_names_the_process_that_holds_a_listening_port() -> None:
@@ -28,7 +27,7 @@ def test_a_server_is_not_started_while_another_process_holds_its_port() -> None:
         port = held.getsockname()[1]
         idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
         try:
-            assert _wait_started(idle, port) is False
+            assert started(idle, port) is False
         finally:
             idle.kill()
             idle.wait()
