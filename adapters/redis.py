@@ -138,6 +138,18 @@ end
 """The first lines of every write script: past its deadline (server µs, ARGV[n]) it does
 nothing and returns {5}; else it runs, and returns the server's TIME with its result."""
 
+_EXPIRE_SCOPE = """
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if redis.call('PEXPIRE', KEYS[4], ttl) == 1 then
+    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+      redis.call('PEXPIRE', name, ttl)
+    end
+  end
+"""
+"""Lua lines that give the scope's hash, index and big-value keys (KEYS[1], KEYS[2], KEYS[4]
+and its members) the expiry ``ttl`` (ms): in put, delete and delete_many when ``ttl > 0``."""
+
 _PUT = (
     _FENCE % 10
     + """
@@ -193,13 +205,9 @@ else
 end
 if not cur then redis.call('ZADD', KEYS[2], 0, key) end
 if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if redis.call('PEXPIRE', KEYS[4], ttl) == 1 then
-    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-      redis.call('PEXPIRE', name, ttl)
-    end
-  end
+"""
+    + _EXPIRE_SCOPE
+    + """
 end
 return {1, live, now[1], now[2]}
 """
@@ -243,13 +251,9 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 end
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if redis.call('PEXPIRE', KEYS[4], ttl) == 1 then
-    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-      redis.call('PEXPIRE', name, ttl)
-    end
-  end
+"""
+    + _EXPIRE_SCOPE
+    + r"""
 end
 return {1, '', now[1], now[2]}
 """
@@ -304,13 +308,9 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 and #gone > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if redis.call('PEXPIRE', KEYS[4], ttl) == 1 then
-    for _, name in ipairs(redis.call('SMEMBERS', KEYS[4])) do
-      redis.call('PEXPIRE', name, ttl)
-    end
-  end
+"""
+    + _EXPIRE_SCOPE
+    + r"""
 end
 return {1, '', now[1], now[2], #gone}
 """
