@@ -9,7 +9,22 @@ extra raises :class:`ModuleNotFoundError` whose message names the extra.
 
 from __future__ import annotations
 
-__all__ = ["missing_extra"]
+from typing import Any
+
+from ..storage import Capabilities
+
+__all__ = ["keeps_heads", "missing_extra"]
+
+
+def keeps_heads(storage: Any) -> bool:
+    """Whether an integration keeps a head record (the newest checkpoint's name) on ``storage``.
+
+    A head needs compare-and-swap (``conditional_put``), and pays only where a
+    listing is dear: with ``indexed_list``, ``list(limit=1)`` finds the newest
+    checkpoint as cheaply as a get of the head.
+    """
+    capabilities = getattr(storage, "capabilities", Capabilities())
+    return bool(capabilities.conditional_put) and not capabilities.indexed_list
 
 
 def missing_extra(module: str, extra: str, exc: ImportError) -> ModuleNotFoundError:

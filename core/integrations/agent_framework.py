@@ -80,7 +80,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from . import missing_extra
+from . import keeps_heads, missing_extra
 
 try:
     from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
@@ -97,7 +97,7 @@ from ..envelope import open_envelope, seal
 from ..errors import CheckpointCorrupted, CheckpointkitError, NotFound, PreconditionFailed
 from ..keys import validate_prefix
 from ..registry import open_storage
-from ..storage import Capabilities, IfMatch, PutMode, Storage
+from ..storage import IfMatch, PutMode, Storage
 
 __all__ = [
     "CODEC_AGENT_FRAMEWORK_HEAD",
@@ -190,12 +190,7 @@ class CheckpointkitCheckpointStorage:
             "encryption": encryption,
         }
         self._owns_storage = False
-        capabilities = getattr(storage, "capabilities", Capabilities())
-        # A head needs compare-and-swap, and pays only where a listing is dear: with
-        # an indexed listing, list(limit=1) finds the newest marker as cheaply.
-        self._use_heads = bool(capabilities.conditional_put) and not getattr(
-            capabilities, "indexed_list", False
-        )
+        self._use_heads = keeps_heads(storage)
         # head key -> (version, marker name) last written or read by this object
         self._heads: OrderedDict[str, tuple[str, str]] = OrderedDict()
         # Heads off: head keys checked for a head left by a storage object that kept heads.

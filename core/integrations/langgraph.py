@@ -108,7 +108,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from . import missing_extra
+from . import keeps_heads, missing_extra
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -138,7 +138,7 @@ from ..errors import (
 )
 from ..keys import validate_prefix
 from ..registry import open_storage
-from ..storage import Capabilities, IfMatch, PutMode, Storage
+from ..storage import IfMatch, PutMode, Storage
 
 __all__ = [
     "CODEC_LANGGRAPH_BLOB",
@@ -328,12 +328,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             "encryption": encryption,
         }
         self._owns_storage = False
-        capabilities = getattr(storage, "capabilities", Capabilities())
-        # A head needs compare-and-swap, and pays only where a listing is dear: with
-        # an indexed listing, list(limit=1) finds the newest checkpoint as cheaply.
-        self._use_heads = bool(capabilities.conditional_put) and not getattr(
-            capabilities, "indexed_list", False
-        )
+        self._use_heads = keeps_heads(storage)
         # Shared by the shallow copies that LangGraph makes (``with_allowlist``).
         self._rt = _Runtime()
 
