@@ -71,8 +71,15 @@ INLINE_BYTES: Final = 256 << 10
 INLINE_BUSY_MS: Final = 20
 """Most milliseconds an inline read waits for a lock before it goes to a worker thread."""
 
-CHECKPOINT_BYTES: Final = 8 << 20
-"""Bytes written to the log after which the writer copies it into the database file."""
+CHECKPOINT_BYTES: Final = 4 << 20
+"""Log bytes after which the writer copies the log into the database file.
+
+Small enough that the log soon starts over at its beginning: a commit that
+overwrites blocks the log file already has is synced about twice as fast as
+one that makes the file longer (measured in ``docs/adapters/sqlite.md``)."""
+
+PAGE: Final = 4096
+"""SQLite's page size: the log holds whole pages (a commit of one 1 KiB value adds five)."""
 
 _SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} "
@@ -543,7 +550,7 @@ class SQLiteStorage(StorageBase):
                         raise  # the whole transaction was rolled back
                     op.error = self._unavailable(f"write key {op.key!r}", exc)
                 else:
-                    written += len(op.data) + 64
+                    written += _logged(op.data)
             if counter != start:
                 conn.execute(_SET_COUNTER, (counter,))
         except sqlite3.Error as exc:
@@ -560,7 +567,7 @@ class SQLiteStorage(StorageBase):
             self._fail(live, error, taken=True)
             return 0
         self._answer(live)
-        return written + 4096
+        return written + 3 * PAGE  # the counter's page, page 1 and a parent of the leaves
 
     def _apply(self, conn: sqlite3.Connection, op: _Op, counter: int) -> int:
         """Run one operation's statement; set its result or error; return the counter."""
@@ -625,6 +632,16 @@ class SQLiteStorage(StorageBase):
                 loop.call_soon_threadsafe(_resolve, group)
             except RuntimeError:
                 pass  # that event loop is closed: nobody is waiting
+
+
+def _logged(data: bytes) -> int:
+    """About how many bytes of log a write of ``data`` adds: its leaf page and overflow pages.
+
+    A row of a ``WITHOUT ROWID`` table keeps about a quarter of a page in its
+    leaf; the rest goes to overflow pages. Counting a little high only makes
+    the writer checkpoint a little early.
+    """
+    return (2 + len(data) // (PAGE - 4)) * PAGE
 
 
 def _resolve(ops: list[_Op]) -> None:

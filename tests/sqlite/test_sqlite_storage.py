@@ -21,6 +21,7 @@ from checkpointkit import (
     StorageUnavailable,
     open_storage,
 )
+from checkpointkit.adapters import sqlite as sqlite_adapter
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.sqlite import SQLiteStorage
 
@@ -147,6 +148,24 @@ async def test_delete_many_is_one_transaction(
     assert await db.delete_many([*keys, "runs/r/c/missing"]) == 1000
     assert sizes == [1]
     assert [k async for k in db.list()] == []
+
+
+@pytest.mark.parametrize("size", [1000, 3000, 70_000])
+async def test_the_log_starts_over_before_it_grows_far_past_the_checkpoint_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """The writer checkpoints by the pages a commit adds to the log, not by the value bytes:
+    a 1 KiB value costs two or three 4 KiB pages. Once a checkpoint is done the log starts
+    over at its beginning and later commits overwrite blocks the file already has, which
+    is much cheaper to sync than making the file longer."""
+    limit = 256 << 10
+    monkeypatch.setattr(sqlite_adapter, "CHECKPOINT_BYTES", limit)
+    path = tmp_path / "log.db"
+    async with SQLiteStorage(path, fsync=False) as s:
+        for i in range(8 * limit // size):  # about 8 checkpoints' worth of values
+            await s.put(f"runs/r/c/{i:05d}", bytes([i % 251]) * size)
+        wal = path.with_name(path.name + "-wal").stat().st_size
+    assert wal <= 1.5 * limit + 2 * size, f"the log grew to {wal:,} bytes (limit {limit:,})"
 
 
 async def test_listing_is_a_range_scan_of_the_primary_key(db: SQLiteStorage) -> None:
