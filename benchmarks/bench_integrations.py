@@ -35,6 +35,15 @@ for ``CheckpointkitCheckpointStorage`` on checkpointkit's SQLite and file
 storages (fsync on) against agent-framework's own ``FileCheckpointStorage`` (which does not
 fsync) in the same directory.
 
+Every saver and storage first writes ``WARM_UP`` checkpoints of 1 KiB, so that a SQLite
+log has been copied into its database and started over at least once, as in a process
+that has been running for a while (until then each commit makes the log file longer,
+and such a sync costs about twice as much).
+
+The last lines give the floor on this disk: one SQLite commit of a 1 KiB row with its log
+sync (WAL, ``synchronous=FULL``, the log started over), made in the event loop's thread and
+from a worker thread as both savers do (the thread hop is the difference).
+
 Figures are medians of ``--runs`` runs; the ratio column is the peer's time
 divided by checkpointkit's (above 1 means checkpointkit is faster).
 """
@@ -61,6 +70,8 @@ from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointSt
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 
 SIZES = {"1 KiB": 1 << 10, "64 KiB": 64 << 10, "1 MiB": 1 << 20}
+WARM_UP = 600
+"""Checkpoints of 1 KiB each saver writes before anything is timed."""
 CONCURRENT = 16
 """Threads (LangGraph) or workflows (agent-framework) written at once in the concurrent rows."""
 WORDS = [
@@ -131,6 +142,8 @@ async def langgraph_savers(base: str, redis_url: str | None) -> AsyncIterator[di
         )
         await sqlite.setup()
         savers["sqlite"] = sqlite
+        for saver in savers.values():
+            await put_chain(saver, f"warm-up-{uuid.uuid4().hex[:6]}", 1 << 10, WARM_UP)
         yield savers
 
 
@@ -327,6 +340,9 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
             ),
             "theirs": theirs,
         }
+        for store in stores.values():
+            for i in range(WARM_UP):
+                await store.save(af_checkpoint("warm-up", 1 << 10, i, next(clock)))
         for label, size in SIZES.items():
             n = counts[label]
             saves: dict[str, list[float]] = {k: [] for k in stores}
@@ -423,6 +439,51 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
     )
 
 
+def commit_floor(base: str, runs: int) -> tuple[float, float]:
+    """Seconds of one commit of a 1 KiB row with its log sync: in this thread, and via a thread.
+
+    The same pragmas as both savers (WAL, ``synchronous=FULL``); the log has started over,
+    as after the warm-up. Medians of ``runs`` runs of 200 commits each.
+    """
+    import concurrent.futures
+    import sqlite3
+
+    conn = sqlite3.connect(f"{base}/floor.db", isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID")
+    row = random.Random(0).randbytes(1 << 10)
+    counter = itertools.count()
+
+    def commit() -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO kv VALUES (?, ?)", (f"k/{next(counter):012d}", row))
+        conn.execute("COMMIT")
+
+    for _ in range(WARM_UP):
+        commit()
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    inline: list[float] = []
+    hopped: list[float] = []
+
+    async def via_thread(pool: concurrent.futures.ThreadPoolExecutor) -> float:
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        for _ in range(200):
+            await loop.run_in_executor(pool, commit)
+        return (time.perf_counter() - start) / 200
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        for _ in range(runs):
+            start = time.perf_counter()
+            for _ in range(200):
+                commit()
+            inline.append((time.perf_counter() - start) / 200)
+            hopped.append(asyncio.run(via_thread(pool)))
+    conn.close()
+    return statistics.median(inline), statistics.median(hopped)
+
+
 def _load() -> str:
     with open("/proc/loadavg") as f:
         return "load average " + " ".join(f.read().split()[:3])
@@ -475,6 +536,11 @@ async def main() -> None:
                     await bench_langgraph(base, args.runs, args.quick, redis_url)
             if args.only in (None, "agent-framework"):
                 await bench_agent_framework(base, args.runs, args.quick)
+        inline, hopped = await asyncio.to_thread(commit_floor, base, args.runs)
+        print(
+            f"\nfloor: one SQLite commit of 1 KiB with its log sync {fmt(inline).strip()} in "
+            f"the calling thread, {fmt(hopped).strip()} from an event loop via a worker thread"
+        )
         print(_load())
     finally:
         shutil.rmtree(base, ignore_errors=True)
