@@ -1,10 +1,13 @@
 """The SQLite adapter: every key in one database file, with group commit.
 
 Layout (see ``docs/adapters/sqlite.md``): one table ``checkpointkit_kv (key
-TEXT PRIMARY KEY, version INTEGER, data BLOB) WITHOUT ROWID``, so keys sit in
-one B-tree in ascending (UTF-8 byte, hence code point) order, and a listing
-page is one index range scan: O(log N + limit). A second table
-``checkpointkit_meta`` holds the version counter.
+TEXT NOT NULL UNIQUE, version INTEGER, data BLOB)``. Its unique index keeps the
+keys in one B-tree in ascending (UTF-8 byte, hence code point) order, and a
+listing page is one range scan of that index alone: O(log N + limit). The rows
+themselves sit in a rowid table, where SQLite reads and writes a large value
+several times faster than in a ``WITHOUT ROWID`` table (a 1 MiB value: read in
+a fifth of the time, written in a third). A second table ``checkpointkit_meta``
+holds the version counter.
 
 Writes go through one writer thread per storage object. It takes every put
 and delete queued while the previous commit was running, applies each with
@@ -79,11 +82,11 @@ overwrites blocks the log file already has is synced about twice as fast as
 one that makes the file longer (measured in ``docs/adapters/sqlite.md``)."""
 
 PAGE: Final = 4096
-"""SQLite's page size: the log holds whole pages (a commit of one 1 KiB value adds five)."""
+"""SQLite's page size: the log holds whole pages (a commit of one 1 KiB value adds four or five)."""
 
 _SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} "
-    "(key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, data BLOB NOT NULL) WITHOUT ROWID",
+    "(key TEXT NOT NULL UNIQUE, version INTEGER NOT NULL, data BLOB NOT NULL)",
     f"CREATE TABLE IF NOT EXISTS {META} "
     "(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID",
     f"INSERT OR IGNORE INTO {META} VALUES ('version', 0)",
@@ -635,11 +638,11 @@ class SQLiteStorage(StorageBase):
 
 
 def _logged(data: bytes) -> int:
-    """About how many bytes of log a write of ``data`` adds: its leaf page and overflow pages.
+    """About how many bytes of log a write of ``data`` adds: its leaves and overflow pages.
 
-    A row of a ``WITHOUT ROWID`` table keeps about a quarter of a page in its
-    leaf; the rest goes to overflow pages. Counting a little high only makes
-    the writer checkpoint a little early.
+    The row's leaf and the key's index leaf, and an overflow page for every
+    4 KiB of a value that does not fit in its leaf. Counting a little high only
+    makes the writer checkpoint a little early.
     """
     return (2 + len(data) // (PAGE - 4)) * PAGE
 
@@ -724,13 +727,15 @@ def _prepare(path: str, *, create: bool, busy_timeout: float) -> None:
                 f"SQLite database {path!r} cannot use WAL mode (it stays in {mode!r} mode): "
                 "is it on a network file system?"
             )
-        if conn.execute(
-            "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", (TABLE, META)
-        ).fetchone()[0] < 2:
+        if _needs_schema(conn):
             conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute("COMMIT")
+            try:
+                if _needs_schema(conn):  # still, now that this connection holds the lock
+                    _make_schema(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
     except sqlite3.DatabaseError as exc:
         code = getattr(exc, "sqlite_errorname", "")
         if code in ("SQLITE_BUSY", "SQLITE_LOCKED"):
@@ -744,6 +749,37 @@ def _prepare(path: str, *, create: bool, busy_timeout: float) -> None:
         ) from exc
     finally:
         conn.close()
+
+
+def _needs_schema(conn: sqlite3.Connection) -> bool:
+    """Whether a table is missing, or the key table is the old ``WITHOUT ROWID`` one."""
+    rows = dict(
+        conn.execute("SELECT name, sql FROM sqlite_master WHERE name IN (?, ?)", (TABLE, META))
+    )
+    return len(rows) < 2 or "WITHOUT ROWID" in str(rows[TABLE]).upper()
+
+
+def _make_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables (in the caller's transaction); move the rows of an old key table.
+
+    Databases made with the first layout keep their keys in a ``WITHOUT ROWID``
+    table; its rows, versions included, move to the new table in this same
+    transaction, and the counter stays, so no version comes back.
+    """
+    old = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+    ).fetchone()
+    if old is not None and "WITHOUT ROWID" in str(old[0]).upper():
+        conn.execute(f"ALTER TABLE {TABLE} RENAME TO {TABLE}_old")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(
+            f"INSERT INTO {TABLE} (key, version, data) SELECT key, version, data FROM {TABLE}_old"
+        )
+        conn.execute(f"DROP TABLE {TABLE}_old")
+        return
+    for statement in _SCHEMA:
+        conn.execute(statement)
 
 
 def _parse(url: str, name: str, value: str, kind: type) -> Any:

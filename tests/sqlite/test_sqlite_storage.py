@@ -168,7 +168,7 @@ async def test_the_log_starts_over_before_it_grows_far_past_the_checkpoint_size(
     assert wal <= 1.5 * limit + 2 * size, f"the log grew to {wal:,} bytes (limit {limit:,})"
 
 
-async def test_listing_is_a_range_scan_of_the_primary_key(db: SQLiteStorage) -> None:
+async def test_listing_is_a_range_scan_of_the_key_index_alone(db: SQLiteStorage) -> None:
     await asyncio.gather(*(db.put(f"p/{i:04d}", b"x") for i in range(300)))
     await db.put("q", b"x")
     assert [k async for k in db.list("p/", start_after="p/0100", limit=3)] == [
@@ -190,7 +190,44 @@ async def test_listing_is_a_range_scan_of_the_primary_key(db: SQLiteStorage) -> 
         ]
     finally:
         conn.close()
-    assert all("SEARCH" in plan and "PRIMARY KEY" in plan for plan in plans), plans
+    # the index holds the keys: a page of keys never reads a row, however large its value
+    assert all("SEARCH" in plan and "COVERING INDEX" in plan for plan in plans), plans
+
+
+async def test_a_database_of_the_first_layout_keeps_its_rows_and_versions(tmp_path: Path) -> None:
+    """Keys used to sit in a ``WITHOUT ROWID`` table, where SQLite reads a large value
+    several times slower; opening such a database moves its rows to the new table."""
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.execute("PRAGMA journal_mode=WAL")
+    old.execute(
+        "CREATE TABLE checkpointkit_kv (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, "
+        "data BLOB NOT NULL) WITHOUT ROWID"
+    )
+    old.execute(
+        "CREATE TABLE checkpointkit_meta (name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) "
+        "WITHOUT ROWID"
+    )
+    old.execute("INSERT INTO checkpointkit_meta VALUES ('version', 41)")
+    old.executemany(
+        "INSERT INTO checkpointkit_kv VALUES (?, ?, ?)",
+        [("runs/a", 7, b"a"), ("runs/b", 41, b"b" * 300_000), ("x", 12, b"")],
+    )
+    old.close()
+    async with SQLiteStorage(path) as s:
+        assert await s.get("runs/a") == (b"a", "7")
+        assert await s.get("runs/b") == (b"b" * 300_000, "41")
+        assert [k async for k in s.list()] == ["runs/a", "runs/b", "x"]
+        assert int(await s.put("runs/a", b"a")) > 41  # the counter stayed: no version comes back
+        with pytest.raises(PreconditionFailed):
+            await s.put("x", b"", mode="create")
+    check = sqlite3.connect(path)
+    try:
+        tables = dict(check.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+    finally:
+        check.close()
+    assert set(tables) == {"checkpointkit_kv", "checkpointkit_meta"}
+    assert "WITHOUT ROWID" not in tables["checkpointkit_kv"].upper()
 
 
 async def test_aclose_stops_every_thread_and_closes_every_connection(tmp_path: Path) -> None:
