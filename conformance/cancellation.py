@@ -55,6 +55,12 @@ CANCEL_BOUND = DEFAULT_CANCEL_BOUND
 CANCEL_POINTS: list[int | float] = [0, 1, 2, 3, 5, 8, 13, 21, 0.001, 0.003, 0.01, 0.03]
 """When the sweep cancels: ints are event-loop iterations, floats seconds."""
 
+_HOLD_ATTEMPTS = 3
+"""Tries at catching a put inside a stall that holds it only for a while (a large value)."""
+
+_SHORTEST_HOLD = 0.005
+"""Seconds: a put that a stall cannot hold this long is not held at all."""
+
 
 def _patience(bound: float) -> float:
     """How long a late cancellation is waited for, to measure its delay."""
@@ -412,16 +418,23 @@ class CancellationTests(StorageFixtures):
         await backend_stall.prepare(storage, key)
         await storage.put(key, old)
         async with backend_stall.held(raw_storage(storage), key):
-            task = asyncio.ensure_future(storage.put(key, new))
-            await asyncio.wait({task}, timeout=backend_stall.hold_for)
-            if task.done():
+            for attempt in range(_HOLD_ATTEMPTS):
+                task = asyncio.ensure_future(storage.put(key, new))
+                await asyncio.wait({task}, timeout=backend_stall.hold_for)
+                if not task.done():
+                    break
                 if not task.cancelled():
                     task.exception()
-                pytest.skip(
-                    f"{backend_stall.name} did not hold a put: it finished within "
-                    f"{backend_stall.hold_for * 1000:g} ms (the adapter writes without waiting, "
-                    "or the stall does not apply to it: override the backend_stall fixture)"
-                )
+                if attempt == _HOLD_ATTEMPTS - 1 or backend_stall.hold_for <= _SHORTEST_HOLD:
+                    pytest.skip(
+                        f"{backend_stall.name} did not hold a put: it finished within "
+                        f"{backend_stall.hold_for * 1000:g} ms (the adapter writes without "
+                        "waiting, or the stall does not apply to it: override the "
+                        "backend_stall fixture)"
+                    )
+                # It went faster than when it was timed (a busy machine then): cancel sooner.
+                backend_stall.hold_for = max(backend_stall.hold_for / 4, _SHORTEST_HOLD)
+                await storage.put(key, old)
             held_ms = backend_stall.hold_for * 1000
             context = f"cancelled after {held_ms:g} ms, held by {backend_stall.name}"
             outcome = await _cancel(
