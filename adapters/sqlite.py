@@ -82,7 +82,7 @@ overwrites blocks the log file already has is synced about twice as fast as
 one that makes the file longer (measured in ``docs/adapters/sqlite.md``)."""
 
 PAGE: Final = 4096
-"""SQLite's page size: the log holds whole pages (a commit of one 1 KiB value adds four or five)."""
+"""SQLite's page size: the log holds whole pages (a 1 KiB value's commit adds three to five)."""
 
 _SCHEMA = (
     f"CREATE TABLE IF NOT EXISTS {TABLE} "
