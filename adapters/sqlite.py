@@ -4,10 +4,10 @@ Layout (see ``docs/adapters/sqlite.md``): one table ``checkpointkit_kv (key
 TEXT NOT NULL UNIQUE, version INTEGER, data BLOB)``. Its unique index keeps the
 keys in one B-tree in ascending (UTF-8 byte, hence code point) order, and a
 listing page is one range scan of that index alone: O(log N + limit). The rows
-themselves sit in a rowid table, where SQLite reads and writes a large value
-several times faster than in a ``WITHOUT ROWID`` table (a 1 MiB value: read in
-a fifth of the time, written in a third). A second table ``checkpointkit_meta``
-holds the version counter.
+themselves sit in a rowid table, where SQLite reads a large value two to four
+times faster than in a ``WITHOUT ROWID`` table and writes it one and a half to
+three times faster (``benchmarks/sqlite_layout.py``). A second table
+``checkpointkit_meta`` holds the version counter.
 
 Writes go through one writer thread per storage object. It takes every put
 and delete queued while the previous commit was running, applies each with
@@ -79,7 +79,7 @@ CHECKPOINT_BYTES: Final = 4 << 20
 
 Small enough that the log soon starts over at its beginning: a commit that
 overwrites blocks the log file already has is synced about twice as fast as
-one that makes the file longer (measured in ``docs/adapters/sqlite.md``)."""
+one that makes the file longer (``benchmarks/sqlite_layout.py``)."""
 
 PAGE: Final = 4096
 """SQLite's page size: the log holds whole pages (a 1 KiB value's commit adds three to five)."""
