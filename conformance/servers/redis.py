@@ -52,6 +52,7 @@ __all__ = [
     "redis_standalone_target",
     "redis_target",
     "valkey_cluster",
+    "valkey_server_or_unavailable",
     "valkey_standalone",
 ]
 
@@ -229,7 +230,8 @@ class ValkeyProcess:
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def _binary_or_skip() -> str:
+def valkey_server_or_unavailable() -> str:
+    """The ``valkey-server`` binary; if there is none, :func:`unavailable` (skip; error in CI)."""
     binary = find_valkey_server()
     if binary is None:
         unavailable(
@@ -271,7 +273,7 @@ def valkey_standalone(*, password: str | None = None) -> Iterator[str]:
     Args:
         password: require this password (it is then part of the yielded URL).
     """
-    binary = _binary_or_skip()
+    binary = valkey_server_or_unavailable()
     proc = _start_with_retries(ValkeyProcess(binary=binary, password=password))
     try:
         yield _url(proc.port, password)
@@ -287,7 +289,7 @@ def valkey_cluster(nodes: int = 3) -> Iterator[str]:
     joined with ``CLUSTER MEET``, and the context is entered once every node
     reports ``cluster_state:ok`` and knows all the others.
     """
-    binary = _binary_or_skip()
+    binary = valkey_server_or_unavailable()
     with contextlib.ExitStack() as stack:
         procs: list[ValkeyProcess] = []
         for _ in range(nodes):

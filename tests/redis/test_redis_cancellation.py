@@ -24,8 +24,7 @@ from checkpointkit import IfMatch, NotFound, OutcomeUnknown, StorageUnavailable
 from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.conformance.proxy import StallProxy
-from checkpointkit.conformance.servers import unavailable
-from checkpointkit.conformance.servers.redis import ValkeyProcess, find_valkey_server
+from checkpointkit.conformance.servers.redis import ValkeyProcess, valkey_server_or_unavailable
 from checkpointkit.storage import PutMode
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -241,9 +240,7 @@ async def test_cancelled_put_never_reaches_a_server_that_stopped_reading() -> No
     reset), not flushed once the server runs again: else the put would land
     after the caller saw CancelledError.
     """
-    binary = find_valkey_server()
-    if binary is None:
-        unavailable("no valkey-server binary")
+    binary = valkey_server_or_unavailable()
     server = ValkeyProcess(binary=binary)
     server.start()
     try:

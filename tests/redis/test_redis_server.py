@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from checkpointkit.conformance.servers import unavailable
-from checkpointkit.conformance.servers.redis import ValkeyProcess, find_valkey_server
+from checkpointkit.conformance.servers.redis import ValkeyProcess, valkey_server_or_unavailable
 
 
 def test_a_server_whose_port_another_server_holds_does_not_start() -> None:
     """A parallel worker may take the same "free" port: its PING must not count as ours."""
-    binary = find_valkey_server()
-    if binary is None:
-        unavailable("no valkey-server binary")
+    binary = valkey_server_or_unavailable()
     first = ValkeyProcess(binary=binary)
     first.start()
     try:
