@@ -220,6 +220,14 @@ async def test_langgraph_a_thread_without_a_head_is_read_and_mended(
 BASE = datetime(2025, 3, 1, tzinfo=UTC)
 
 
+def _shuffled_checkpoints(*, seed: int) -> tuple[list[Any], str]:
+    """Twelve checkpoints a second apart, in a shuffled order, and the newest one's id."""
+    seconds = list(range(12))
+    random.Random(seed).shuffle(seconds)
+    checkpoints = [af_checkpoint(at=BASE + timedelta(seconds=s), s=s) for s in seconds]
+    return checkpoints, max(checkpoints, key=lambda cp: cp.timestamp).checkpoint_id
+
+
 async def _af_latest_id(storage: CheckpointkitCheckpointStorage, name: str = "wf") -> str | None:
     latest = await storage.get_latest(workflow_name=name)
     return None if latest is None else latest.checkpoint_id
@@ -228,10 +236,7 @@ async def _af_latest_id(storage: CheckpointkitCheckpointStorage, name: str = "wf
 async def test_agent_framework_latest_after_concurrent_saves_is_the_newest(
     location: Location,
 ) -> None:
-    seconds = list(range(12))
-    random.Random(3).shuffle(seconds)
-    checkpoints = [af_checkpoint(at=BASE + timedelta(seconds=s), s=s) for s in seconds]
-    newest = max(checkpoints, key=lambda cp: cp.timestamp).checkpoint_id
+    checkpoints, newest = _shuffled_checkpoints(seed=3)
     barrier, held = asyncio.Barrier(len(checkpoints)), [0]
     async with (
         location.open() as one,
@@ -553,10 +558,7 @@ async def test_agent_framework_latest_after_a_half_failed_save_with_heads_off_is
 async def test_agent_framework_latest_after_concurrent_saves_with_heads_off_is_the_newest(
     indexed_location: Location,
 ) -> None:
-    seconds = list(range(12))
-    random.Random(9).shuffle(seconds)
-    checkpoints = [af_checkpoint(at=BASE + timedelta(seconds=s), s=s) for s in seconds]
-    newest = max(checkpoints, key=lambda cp: cp.timestamp).checkpoint_id
+    checkpoints, newest = _shuffled_checkpoints(seed=9)
     async with (
         indexed_location.open() as one,
         indexed_location.open() as two,
