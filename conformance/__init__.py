@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .cancellation import CancellationTests
     from .capabilities import CapabilityTests
     from .checks import ConformanceFailure
+    from .clauses import CLAUSES, Clause, checks
     from .concurrency import ConcurrencyTests
     from .faults import Fault, FaultyStorage
     from .fixtures import StorageFixtures
@@ -50,10 +51,12 @@ if TYPE_CHECKING:
     from .timing import TimedStorage
 
 __all__ = [
+    "CLAUSES",
     "GROUPS",
     "BadInputTests",
     "CancellationTests",
     "CapabilityTests",
+    "Clause",
     "ConcurrencyTests",
     "ConformanceFailure",
     "Fault",
@@ -79,6 +82,7 @@ __all__ = [
     "Target",
     "TestResult",
     "TimedStorage",
+    "checks",
     "hygiene",
     "new_location",
     "resolve_target",
@@ -86,6 +90,9 @@ __all__ = [
 ]
 
 _WHERE = {
+    "CLAUSES": "clauses",
+    "Clause": "clauses",
+    "checks": "clauses",
     "GROUPS": "groups",
     "BadInputTests": "bad_input",
     "CancellationTests": "cancellation",

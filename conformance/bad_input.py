@@ -9,6 +9,7 @@ import pytest
 from ..errors import InvalidKey
 from ..storage import Storage
 from .checks import call_text, describe, expect_keys, expect_raises, expect_value, fail
+from .clauses import checks
 from .fixtures import StorageFixtures
 
 __all__ = ["INVALID_KEYS", "BadInputTests"]
@@ -60,6 +61,18 @@ class BadInputTests(StorageFixtures):
 
     conformance_group: ClassVar[str | None] = "bad-input"
 
+    @checks(
+        "error.invalid-key",
+        "key.invalid.empty",
+        "key.invalid.surrogate",
+        "key.invalid.character",
+        "key.invalid.slash",
+        "key.invalid.empty-segment",
+        "key.invalid.dot",
+        "key.invalid.dotdot",
+        "key.too-long",
+        "error.loses-nothing",
+    )
     @pytest.mark.parametrize("case", list(INVALID_KEYS))
     async def test_invalid_key_is_rejected_with_invalid_key(
         self, storage: Storage, case: str
@@ -85,6 +98,7 @@ class BadInputTests(StorageFixtures):
         )
         await _check_sentinels(storage, f"after the {case} key")
 
+    @checks("error.names-key", "error.invalid-key")
     async def test_invalid_key_error_names_the_key(self, storage: Storage) -> None:
         key = "a//b"
         try:
@@ -105,6 +119,7 @@ class BadInputTests(StorageFixtures):
                 observed="the put succeeded",
             )
 
+    @checks("key.prefix", "error.invalid-key", "error.loses-nothing")
     @pytest.mark.parametrize("prefix", ["a//", "../", "a\x00", "/a", "a\\b/"])
     async def test_invalid_list_prefix_is_rejected_with_invalid_key(
         self, storage: Storage, prefix: str
@@ -122,6 +137,7 @@ class BadInputTests(StorageFixtures):
             )
         await _check_sentinels(storage, f"after the prefix {prefix!r}")
 
+    @checks("error.data-type", "error.loses-nothing")
     @pytest.mark.parametrize("case", list(BAD_DATA))
     async def test_non_bytes_data_is_rejected_with_type_error(
         self, storage: Storage, case: str
@@ -145,6 +161,7 @@ class BadInputTests(StorageFixtures):
         )
         await _check_sentinels(storage, f"after {case} data")
 
+    @checks("put.mode.unknown", "error.loses-nothing")
     async def test_unknown_put_mode_is_rejected(self, storage: Storage) -> None:
         await _plant(storage)
         await expect_raises(
@@ -156,6 +173,7 @@ class BadInputTests(StorageFixtures):
         )
         await _check_sentinels(storage, "after an unknown put mode")
 
+    @checks("error.limit-negative")
     async def test_negative_list_limit_is_rejected(self, storage: Storage) -> None:
         await _plant(storage)
         try:
@@ -169,6 +187,7 @@ class BadInputTests(StorageFixtures):
                 observed=f"it listed {keys!r}",
             )
 
+    @checks("error.arg-type", "error.loses-nothing")
     async def test_non_str_if_match_is_rejected(self, storage: Storage) -> None:
         await _plant(storage)
         try:

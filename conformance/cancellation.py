@@ -38,6 +38,7 @@ import pytest
 
 from ..storage import Storage
 from .checks import ConformanceFailure, describe, expect_value, fail, get_or_none
+from .clauses import checks
 from .faults import FaultyStorage
 from .fixtures import DEFAULT_CANCEL_BOUND, StorageFixtures, raw_storage
 from .proxy import StallProxy
@@ -266,16 +267,19 @@ class CancellationTests(StorageFixtures):
                 await after_each(i, outcome)
         return outcomes
 
+    @checks("cancel.prompt")
     async def test_cancelled_put_raises_cancelled_error_promptly(
         self, storage: Storage, cancel_bound: float
     ) -> None:
         await self._sweep_puts(storage, storage, cancel_bound, check_whole=False, check_prompt=True)
 
+    @checks("cancel.whole-or-absent", "put.atomic")
     async def test_cancelled_put_is_whole_or_absent(
         self, storage: Storage, observer: Storage, cancel_bound: float
     ) -> None:
         await self._sweep_puts(storage, observer, cancel_bound)  # checks each key at once
 
+    @checks("cancel.no-late-landing")
     async def test_cancelled_put_does_not_land_later(
         self, storage: Storage, settle: SettleWatch, cancel_bound: float
     ) -> None:
@@ -333,12 +337,14 @@ class CancellationTests(StorageFixtures):
             outcomes.append(outcome)
         return outcomes
 
+    @checks("cancel.prompt", "cancel.whole-or-absent")
     async def test_cancelled_delete_raises_promptly_and_is_whole_or_absent(
         self, storage: Storage, observer: Storage, cancel_bound: float
     ) -> None:
         outcomes = await self._sweep_deletes(storage, observer, cancel_bound)
         _check_raised(outcomes, "delete", cancel_bound)
 
+    @checks("cancel.no-late-landing")
     async def test_cancelled_delete_does_not_land_later(
         self, storage: Storage, settle: SettleWatch, cancel_bound: float
     ) -> None:
@@ -353,6 +359,7 @@ class CancellationTests(StorageFixtures):
             )
         await settle.settle()
 
+    @checks("cancel.healthy-after")
     async def test_next_call_after_cancelled_get_gets_its_own_answer(
         self, storage: Storage, cancel_bound: float
     ) -> None:
@@ -378,6 +385,7 @@ class CancellationTests(StorageFixtures):
             )
             _check_raised([outcome], "get", cancel_bound)
 
+    @checks("cancel.healthy-after")
     async def test_next_call_after_cancelled_put_gets_its_own_answer(
         self, storage: Storage, cancel_bound: float
     ) -> None:
@@ -406,6 +414,12 @@ class CancellationTests(StorageFixtures):
             )
 
     # -- a stall inside the backend (any adapter) ---------------------------------------------
+    @checks(
+        "cancel.held-backend",
+        "cancel.prompt",
+        "cancel.no-late-landing",
+        "cancel.healthy-after",
+    )
     async def test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands(
         self,
         storage: Storage,
@@ -472,6 +486,7 @@ class CancellationTests(StorageFixtures):
         await _own_answer(storage, "held-next", f"a put {context}")
 
     # -- the fault-injecting wrapper --------------------------------------------------------------
+    @checks("cancel.prompt", "cancel.whole-or-absent", "cancel.healthy-after")
     async def test_put_cancelled_while_backend_stalls_raises_promptly(
         self, storage: Storage, observer: Storage, cancel_bound: float
     ) -> None:
@@ -495,6 +510,7 @@ class CancellationTests(StorageFixtures):
         )
         await _own_answer(faulty, "stall-next", "the stalled put was cancelled")
 
+    @checks("cancel.whole-or-absent", "cancel.healthy-after")
     async def test_put_cancelled_after_backend_answered_is_whole(
         self, storage: Storage, observer: Storage, cancel_bound: float
     ) -> None:
@@ -518,11 +534,23 @@ class CancellationTests(StorageFixtures):
         await _own_answer(faulty, "stall-next", "the put's reply was held and then cancelled")
 
     # -- the stall proxy (network adapters) --------------------------------------------------------
+    @checks(
+        "cancel.held-backend",
+        "cancel.prompt",
+        "cancel.healthy-after",
+        "cancel.whole-or-absent",
+    )
     async def test_put_cancelled_mid_request_raises_promptly_and_client_recovers(
         self, target: Target, settle: SettleWatch, cancel_bound: float
     ) -> None:
         await _through_proxy(target, "request", settle, cancel_bound)
 
+    @checks(
+        "cancel.held-backend",
+        "cancel.prompt",
+        "cancel.healthy-after",
+        "cancel.whole-or-absent",
+    )
     async def test_put_cancelled_mid_response_raises_promptly_and_client_recovers(
         self, target: Target, settle: SettleWatch, cancel_bound: float
     ) -> None:

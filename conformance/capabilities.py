@@ -33,6 +33,7 @@ from .checks import (
     fail,
     get_or_none,
 )
+from .clauses import checks
 from .fixtures import StorageFixtures, raw_storage, scaled
 from .target import Target, new_location
 
@@ -66,6 +67,7 @@ class CapabilityTests(StorageFixtures):
 
     conformance_group: ClassVar[str | None] = "capabilities"
 
+    @checks("cap.declared")
     async def test_capabilities_are_declared(self, storage: Storage) -> None:
         raw = raw_storage(storage)
         declared = getattr(type(raw), "capabilities", None)
@@ -76,6 +78,7 @@ class CapabilityTests(StorageFixtures):
             observed=f"it is {declared!r}",
         )
 
+    @checks("put.create.existing", "put.if-match.stale", "put.refused-changes-nothing")
     async def test_declared_conditional_put_is_enforced(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -104,6 +107,7 @@ class CapabilityTests(StorageFixtures):
             promise="conditional_put: refused puts must change nothing",
         )
 
+    @checks("delete.if-match.stale", "put.refused-changes-nothing")
     async def test_declared_conditional_delete_is_enforced(
         self, storage: Storage, supports_conditional_delete: bool
     ) -> None:
@@ -124,6 +128,7 @@ class CapabilityTests(StorageFixtures):
             promise="conditional_delete: a refused delete must keep the value",
         )
 
+    @checks("cap.durable")
     async def test_declared_durable_data_survives_reopening(
         self, target: Target, supports_durable: bool
     ) -> None:
@@ -150,6 +155,7 @@ class CapabilityTests(StorageFixtures):
                     promise="durable: a reopened storage must list the stored keys",
                 )
 
+    @checks("cap.shared", "put.conditional.one-winner")
     async def test_declared_shared_data_is_visible_to_a_second_client(
         self, target: Target, supports_shared: bool, supports_conditional_put: bool
     ) -> None:
@@ -191,6 +197,7 @@ class CapabilityTests(StorageFixtures):
                     observed=f"{sum(wins)} winners",
                 )
 
+    @checks("ttl.expires")
     async def test_declared_ttl_expires_keys(self, target: Target, supports_ttl: bool) -> None:
         _undeclared(supports_ttl, "ttl")
         if not target.expires:
@@ -213,6 +220,7 @@ class CapabilityTests(StorageFixtures):
                 observed="it was still there",
             )
 
+    @checks("cap.indexed-list")
     async def test_declared_indexed_list_is_flat_in_the_number_of_keys(
         self, storage: Storage, supports_indexed_list: bool, scale: float
     ) -> None:

@@ -12,6 +12,7 @@ from typing import ClassVar
 from ..errors import NotFound, PreconditionFailed
 from ..storage import IfMatch, Storage
 from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none
+from .clauses import checks
 from .fixtures import StorageFixtures, scaled
 from .semantics import _need
 
@@ -23,6 +24,7 @@ class ConcurrencyTests(StorageFixtures):
 
     conformance_group: ClassVar[str | None] = "concurrency"
 
+    @checks("put.round-trip")
     async def test_concurrent_puts_to_distinct_keys_are_all_readable(
         self, storage: Storage, scale: float
     ) -> None:
@@ -42,6 +44,7 @@ class ConcurrencyTests(StorageFixtures):
             storage, keys, prefix="many/", promise=f"{n} concurrent puts must all be listed"
         )
 
+    @checks("put.conditional.one-winner", "put.create.existing")
     async def test_create_only_race_has_one_winner(
         self, storage: Storage, scale: float, supports_conditional_put: bool
     ) -> None:
@@ -72,6 +75,7 @@ class ConcurrencyTests(StorageFixtures):
             promise="the winner's value must be stored",
         )
 
+    @checks("put.conditional.one-winner", "put.if-match.stale")
     async def test_cas_race_has_one_winner(
         self, storage: Storage, scale: float, supports_conditional_put: bool
     ) -> None:
@@ -103,6 +107,7 @@ class ConcurrencyTests(StorageFixtures):
             promise="the compare-and-swap winner's value must be stored",
         )
 
+    @checks("put.conditional.one-winner")
     async def test_cas_counter_ends_exact_under_concurrent_increments(
         self, storage: Storage, scale: float, supports_conditional_put: bool
     ) -> None:
@@ -141,6 +146,7 @@ class ConcurrencyTests(StorageFixtures):
             f"after {attempts} attempts (lost updates)",
         )
 
+    @checks("put.atomic")
     async def test_concurrent_reader_sees_only_whole_values(
         self, storage: Storage, scale: float
     ) -> None:
@@ -183,6 +189,7 @@ class ConcurrencyTests(StorageFixtures):
 
         await asyncio.gather(writer(), reader(), reader())
 
+    @checks("put.atomic", "put.overwrite")
     async def test_concurrent_overwrites_leave_one_whole_value(
         self, storage: Storage, scale: float
     ) -> None:

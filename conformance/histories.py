@@ -37,6 +37,7 @@ import pytest
 from ..errors import ConfigurationError, NotFound, PreconditionFailed, StorageUnavailable
 from ..storage import Capabilities, GetResult, IfMatch, PutMode, Storage
 from .checks import fail
+from .clauses import checks
 from .fixtures import StorageFixtures
 from .linearizability import InconclusiveError, Operation, check
 from .proxy import StallProxy
@@ -359,6 +360,7 @@ class LinearizabilityTests(StorageFixtures):
             request.config.stash[SEED_KEY] = seed
         return seed
 
+    @checks("put.atomic", "put.conditional.one-winner", "version.never-repeats")
     async def test_concurrent_history_is_linearizable(
         self,
         storage: Storage,
@@ -372,6 +374,7 @@ class LinearizabilityTests(StorageFixtures):
                 test="plain", how=how,
             )  # fmt: skip
 
+    @checks("put.atomic", "put.conditional.one-winner", "cancel.whole-or-absent")
     async def test_history_with_stalled_backend_is_linearizable(
         self,
         storage: Storage,

@@ -19,6 +19,7 @@ import pytest
 from ..storage import Storage
 from . import descriptors
 from .checks import fail
+from .clauses import checks
 from .fixtures import StorageFixtures
 from .hygiene import HygieneReport, hygiene
 from .target import Target
@@ -46,12 +47,14 @@ class HygieneTests(StorageFixtures):
 
     conformance_group: ClassVar[str | None] = "hygiene"
 
+    @checks("hygiene.never-awaited")
     async def test_hygiene_catches_never_awaited_coroutine(self, storage: Storage) -> None:
         async with hygiene(check=False) as report:
             storage.get("never")  # type: ignore[unused-coroutine]  # dropped on purpose
             gc.collect()
         _expect_finding(report, "never awaited", "a coroutine that is never awaited")
 
+    @checks("hygiene.no-task-left")
     async def test_hygiene_catches_task_left_pending(self, storage: Storage) -> None:
         blocker = asyncio.Event()
         async with hygiene(check=False) as report:
@@ -60,6 +63,7 @@ class HygieneTests(StorageFixtures):
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
+    @checks("hygiene.no-task-left")
     async def test_hygiene_catches_task_destroyed_while_pending(self, storage: Storage) -> None:
         async def wait_forever() -> None:
             await asyncio.get_running_loop().create_future()
@@ -71,12 +75,14 @@ class HygieneTests(StorageFixtures):
             gc.collect()
         _expect_finding(report, "destroyed but it is pending", "a task destroyed while pending")
 
+    @checks("hygiene.no-unraisable")
     async def test_hygiene_catches_unraisable_exception(self, storage: Storage) -> None:
         async with hygiene(check=False) as report:
             _Unraisable()
             gc.collect()
         _expect_finding(report, "unraisable exception", "an unraisable exception")
 
+    @checks("hygiene.no-unraisable")
     async def test_hygiene_catches_resource_warning(self, storage: Storage) -> None:
         async with hygiene(check=False) as report:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -84,6 +90,7 @@ class HygieneTests(StorageFixtures):
             gc.collect()
         _expect_finding(report, "ResourceWarning", "an unclosed socket (ResourceWarning)")
 
+    @checks("hygiene.no-thread-left")
     async def test_hygiene_catches_thread_left_running(self, storage: Storage) -> None:
         stop = threading.Event()
         async with hygiene(check=False, thread_grace=0.01) as report:
@@ -93,6 +100,13 @@ class HygieneTests(StorageFixtures):
         await asyncio.to_thread(thread.join, 5)
         _expect_finding(report, "ckc-leaky-thread", "a thread left running")
 
+    @checks(
+        "close.releases",
+        "cancel.nothing-left",
+        "hygiene.no-task-left",
+        "hygiene.no-thread-left",
+        "hygiene.never-awaited",
+    )
     async def test_storage_leaves_nothing_behind_after_close(self, target: Target) -> None:
         async with hygiene(check=False) as report:
             await _exercise(target)
@@ -106,6 +120,7 @@ class HygieneTests(StorageFixtures):
                 "delete and a cancelled put, then closed",
             )
 
+    @checks("hygiene.descriptors", "close.releases")
     async def test_storage_closes_every_descriptor_on_aclose(self, target: Target) -> None:
         if not descriptors.available():
             pytest.skip("this system does not list open descriptors in /proc/self/fd")

@@ -25,6 +25,7 @@ from ..errors import CheckpointSaveError, StateClosed
 from ..runner import Workflow, context, step
 from ..storage import Storage
 from .checks import expect, fail
+from .clauses import checks
 from .faults import FaultyStorage
 from .fixtures import StorageFixtures
 from .styles import STYLES, PutGate
@@ -106,6 +107,7 @@ class LifecycleTests(StorageFixtures):
         return storage
 
     # -- G1 / G2 -------------------------------------------------------------------------------
+    @checks("runner.g1-snapshot")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g1_step_result_is_a_snapshot_at_completion(
         self, runner_storage: Storage, style: str
@@ -158,6 +160,7 @@ class LifecycleTests(StorageFixtures):
             observed=f"{calls['make']} executions",
         )
 
+    @checks("runner.g2-replay")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g2_concurrent_calls_of_one_step_keep_their_results(
         self, runner_storage: Storage, style: str
@@ -208,6 +211,7 @@ class LifecycleTests(StorageFixtures):
         )
 
     # -- G3 --------------------------------------------------------------------------------
+    @checks("runner.g3-sibling-failure")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g3_sibling_failure_keeps_completed_saves(
         self, runner_storage: Storage, style: str
@@ -274,6 +278,7 @@ class LifecycleTests(StorageFixtures):
         )
 
     # -- G4 --------------------------------------------------------------------------------
+    @checks("runner.g4-cancel-prompt")
     @pytest.mark.parametrize("how", ["task.cancel", "asyncio.timeout"])
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g4_caller_cancel_ends_run_promptly_even_if_save_never_returns(
@@ -343,6 +348,7 @@ class LifecycleTests(StorageFixtures):
             observed="it was left running",
         )
 
+    @checks("runner.g4-cancel-prompt", "runner.g5-hygiene")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g4_repeated_cancellation_leaves_no_task_behind(
         self, runner_storage: Storage, style: str
@@ -390,6 +396,7 @@ class LifecycleTests(StorageFixtures):
             observed=repr(run.exception() if not run.cancelled() else None),
         )
 
+    @checks("runner.g5-hygiene")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_cancel_before_a_save_starts_leaves_nothing_pending(
         self, runner_storage: Storage, style: str
@@ -420,6 +427,7 @@ class LifecycleTests(StorageFixtures):
             run.result()
 
     # -- G6 --------------------------------------------------------------------------------
+    @checks("runner.g6-pause")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g6_pause_settles_saves_and_resume_continues(
         self, runner_storage: Storage, style: str
@@ -492,6 +500,7 @@ class LifecycleTests(StorageFixtures):
         )
 
     # -- G7 --------------------------------------------------------------------------------
+    @checks("runner.g7-isolation")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g7_failed_step_state_writes_are_discarded(
         self, runner_storage: Storage, style: str
@@ -529,6 +538,7 @@ class LifecycleTests(StorageFixtures):
             observed=repr(result.output),
         )
 
+    @checks("runner.g7-isolation")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g7_abandoned_stream_cannot_touch_a_later_run(
         self, runner_storage: Storage, style: str
@@ -575,6 +585,7 @@ class LifecycleTests(StorageFixtures):
         )
 
     # -- G9 --------------------------------------------------------------------------------
+    @checks("runner.g9-loud-save")
     @pytest.mark.parametrize("style", STYLE_NAMES)
     async def test_g9_failed_save_fails_the_run_loudly(
         self, runner_storage: Storage, style: str

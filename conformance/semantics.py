@@ -19,6 +19,7 @@ from .checks import (
     expect_value,
     fail,
 )
+from .clauses import checks
 from .fixtures import StorageFixtures, set_small_pages
 
 __all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "UNICODE_KEYS", "SemanticsTests"]
@@ -80,12 +81,14 @@ class SemanticsTests(StorageFixtures):
     conformance_group: ClassVar[str | None] = "semantics"
 
     # -- round trips ------------------------------------------------------------------
+    @checks("put.round-trip", "put.returns-version")
     async def test_empty_value_round_trips(self, storage: Storage) -> None:
         version = await storage.put("empty", b"")
         await expect_value(
             storage, "empty", b"", version=version, promise="an empty value must round-trip"
         )
 
+    @checks("put.round-trip", "put.returns-version")
     async def test_small_value_round_trips(self, storage: Storage) -> None:
         data = bytes(range(256))
         version = await storage.put("small", data)
@@ -93,6 +96,7 @@ class SemanticsTests(StorageFixtures):
             storage, "small", data, version=version, promise="a small value must round-trip"
         )
 
+    @checks("put.round-trip", "put.returns-version")
     async def test_16_mib_value_round_trips(self, storage: Storage) -> None:
         data = random.Random(16).randbytes(16 * 1024 * 1024)
         version = await storage.put("big", data)
@@ -100,6 +104,7 @@ class SemanticsTests(StorageFixtures):
             storage, "big", data, version=version, promise="a 16 MiB value must round-trip"
         )
 
+    @checks("put.bytes-like")
     async def test_bytes_like_data_is_stored_as_bytes(self, storage: Storage) -> None:
         await storage.put("ba", bytearray(b"from bytearray"))  # type: ignore[arg-type]
         await storage.put("mv", memoryview(b"from memoryview"))  # type: ignore[arg-type]
@@ -107,6 +112,7 @@ class SemanticsTests(StorageFixtures):
         await expect_value(storage, "ba", b"from bytearray", promise=promise)
         await expect_value(storage, "mv", b"from memoryview", promise=promise)
 
+    @checks("put.returns-version", "version.opaque-str")
     async def test_put_returns_the_version_that_get_reports(self, storage: Storage) -> None:
         version = await storage.put("v", b"one")
         expect(
@@ -124,6 +130,7 @@ class SemanticsTests(StorageFixtures):
             promise="get must report the version put returned",
         )
 
+    @checks("put.overwrite", "version.changes")
     async def test_overwrite_replaces_value_and_changes_version(self, storage: Storage) -> None:
         v1 = await storage.put("k", b"old")
         v2 = await storage.put("k", b"new")
@@ -139,6 +146,7 @@ class SemanticsTests(StorageFixtures):
         )
 
     # -- conditional puts ---------------------------------------------------------------
+    @checks("put.create.missing")
     async def test_create_only_writes_a_missing_key(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -152,6 +160,7 @@ class SemanticsTests(StorageFixtures):
             promise="a create-only put must write a missing key",
         )
 
+    @checks("put.create.existing", "put.refused-changes-nothing")
     async def test_create_only_rejects_existing_key(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -172,6 +181,7 @@ class SemanticsTests(StorageFixtures):
             promise="a refused create-only put must change nothing",
         )
 
+    @checks("put.if-match.current")
     async def test_if_match_put_succeeds_on_current_version(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -197,6 +207,7 @@ class SemanticsTests(StorageFixtures):
             storage, "m", b"two", version=v2, promise="an if-match put must write the value"
         )
 
+    @checks("put.if-match.stale", "put.refused-changes-nothing")
     async def test_if_match_put_rejects_stale_version(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -214,6 +225,7 @@ class SemanticsTests(StorageFixtures):
             storage, "m", b"two", version=v2, promise="a refused if-match put must change nothing"
         )
 
+    @checks("put.if-match.missing")
     async def test_if_match_put_rejects_missing_key(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -230,6 +242,7 @@ class SemanticsTests(StorageFixtures):
             storage, "absent", promise="a refused if-match put must not create the key"
         )
 
+    @checks("version.never-repeats")
     async def test_version_changes_after_delete_and_recreate(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -252,6 +265,7 @@ class SemanticsTests(StorageFixtures):
             key="r",
         )
 
+    @checks("version.changes", "version.never-repeats")
     async def test_every_write_mints_a_new_version(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -294,6 +308,7 @@ class SemanticsTests(StorageFixtures):
         )
 
     # -- get and delete -------------------------------------------------------------------
+    @checks("get.missing")
     async def test_get_missing_key_raises_not_found(self, storage: Storage) -> None:
         await expect_raises(
             NotFound,
@@ -303,6 +318,7 @@ class SemanticsTests(StorageFixtures):
             key="nothing/here",
         )
 
+    @checks("delete.missing")
     async def test_delete_missing_key_returns_false(self, storage: Storage) -> None:
         existed = await storage.delete("nothing")
         expect(
@@ -313,6 +329,7 @@ class SemanticsTests(StorageFixtures):
             observed=f"it returned {existed!r}",
         )
 
+    @checks("delete.existing")
     async def test_delete_removes_key_and_returns_true(self, storage: Storage) -> None:
         await storage.put("d", b"x")
         await storage.put("keep", b"y")
@@ -328,6 +345,7 @@ class SemanticsTests(StorageFixtures):
         await expect_value(storage, "keep", b"y", promise="delete must not touch other keys")
         await expect_keys(storage, ["keep"], promise="a deleted key must not be listed")
 
+    @checks("delete.if-match.stale", "put.refused-changes-nothing")
     async def test_delete_if_match_rejects_stale_version(
         self, storage: Storage, supports_conditional_delete: bool
     ) -> None:
@@ -345,6 +363,7 @@ class SemanticsTests(StorageFixtures):
             storage, "d", b"two", version=v2, promise="a refused delete must keep the value"
         )
 
+    @checks("delete.if-match.current")
     async def test_delete_if_match_current_version_deletes(
         self, storage: Storage, supports_conditional_delete: bool
     ) -> None:
@@ -359,6 +378,28 @@ class SemanticsTests(StorageFixtures):
             observed=f"it returned {existed!r}",
         )
         await expect_missing(storage, "d", promise="an if-match delete must remove the key")
+
+    @checks("delete.if-match.missing")
+    async def test_delete_if_match_of_missing_key_returns_false(
+        self, storage: Storage, supports_conditional_delete: bool
+    ) -> None:
+        _need(supports_conditional_delete, "conditional_delete")
+        v1 = await storage.put("d", b"one")
+        await storage.delete("d")
+        for key, version in (("d", v1), ("never", v1), ("never", "made-up-version")):
+            outcome: object
+            try:
+                outcome = await storage.delete(key, if_match=version)
+            except PreconditionFailed as exc:
+                outcome = exc
+            expect(
+                outcome is False,
+                "an if-match delete of a missing key must return False",
+                key=key,
+                expected="False",
+                observed=f"delete({key!r}, if_match={version!r}) gave {describe(outcome)}",
+            )
+        await expect_missing(storage, "d", promise="a missing key must stay missing")
         gone = await storage.delete("d", if_match=v1)
         expect(
             gone is False,
@@ -369,9 +410,11 @@ class SemanticsTests(StorageFixtures):
         )
 
     # -- listing -----------------------------------------------------------------------------
+    @checks("list.prefix-only")
     async def test_list_of_empty_storage_is_empty(self, storage: Storage) -> None:
         await expect_keys(storage, [], promise="a fresh storage must list nothing")
 
+    @checks("list.order")
     async def test_list_returns_keys_in_ascending_order(self, storage: Storage) -> None:
         keys = ["b", "a", "a/b", "a/a", "a.b", "a0", "B", "c/d/e", "ab", "_", "~"]
         shuffled = keys[:]
@@ -380,6 +423,7 @@ class SemanticsTests(StorageFixtures):
             await storage.put(key, key.encode())
         await expect_keys(storage, sorted(keys), promise="list must return keys in ascending order")
 
+    @checks("list.pages", "list.order")
     async def test_list_pages_across_many_keys(self, storage: Storage) -> None:
         small = set_small_pages(storage, 4)
         keys = [f"p/{i:03d}" for i in range(23)]
@@ -397,6 +441,7 @@ class SemanticsTests(StorageFixtures):
             promise=f"start_after must hold across pages{pages}",
         )
 
+    @checks("list.start-after")
     async def test_list_start_after_skips_keys_up_to_it(self, storage: Storage) -> None:
         keys = ["a", "b", "c", "d"]
         for key in keys:
@@ -414,6 +459,7 @@ class SemanticsTests(StorageFixtures):
             storage, [], start_after="d", promise="start_after at the last key must list nothing"
         )
 
+    @checks("list.limit")
     async def test_list_limit_caps_the_number_of_keys(self, storage: Storage) -> None:
         keys = [f"l{i}" for i in range(5)]
         for key in keys:
@@ -424,6 +470,7 @@ class SemanticsTests(StorageFixtures):
             storage, keys, limit=50, promise="a limit above the count must list everything"
         )
 
+    @checks("list.start-after", "list.limit")
     async def test_list_start_after_and_limit_page_through_everything(
         self, storage: Storage
     ) -> None:
@@ -445,6 +492,7 @@ class SemanticsTests(StorageFixtures):
             observed=f"it visited {seen}",
         )
 
+    @checks("list.prefix-only")
     async def test_list_prefix_isolates_keys(self, storage: Storage) -> None:
         keys = ["a", "a.b", "a/b", "a/c/d", "a0", "ab", "b/a", "A/b"]
         for key in keys:
@@ -475,6 +523,7 @@ class SemanticsTests(StorageFixtures):
             promise="start_after must combine with the prefix",
         )
 
+    @checks("list.reflects-writes")
     async def test_listing_reflects_puts_and_deletes(self, storage: Storage) -> None:
         await storage.put("x/1", b"1")
         await storage.put("x/2", b"2")
@@ -483,16 +532,20 @@ class SemanticsTests(StorageFixtures):
         await expect_keys(storage, ["x/2"], promise="a listing must not show deleted keys")
 
     # -- keys ------------------------------------------------------------------------------------
+    @checks("key.multi-byte", "key.one-to-one")
     async def test_unicode_keys_round_trip_and_stay_distinct(self, storage: Storage) -> None:
         await _round_trip_all(storage, UNICODE_KEYS, "unicode keys")
 
+    @checks("key.multi-byte", "key.one-to-one")
     async def test_odd_but_valid_keys_round_trip_and_list_exactly(self, storage: Storage) -> None:
         await _round_trip_all(storage, ODD_KEYS, "odd but valid keys")
 
+    @checks("key.multi-byte")
     async def test_200_byte_segment_keys_round_trip(self, storage: Storage) -> None:
         await _round_trip_all(storage, LONG_SEGMENT_KEYS, "keys with a 200-byte segment")
 
     # -- close -------------------------------------------------------------------------------------
+    @checks("close.storage-closed", "close.open-listing")
     async def test_operations_after_close_raise_storage_closed(self, storage: Storage) -> None:
         await storage.put("k", b"x")
         await storage.aclose()
@@ -513,6 +566,7 @@ class SemanticsTests(StorageFixtures):
         else:
             fail(promise, expected="list('') to raise StorageClosed", observed="it listed keys")
 
+    @checks("close.idempotent")
     async def test_close_is_idempotent(self, storage: Storage) -> None:
         await storage.aclose()
         try:
