@@ -50,6 +50,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..versions import entity_tag
 from ._inflight import Background, no_hidden_resend, track_connections
 from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
@@ -595,6 +596,9 @@ class AzureBlobStorage(StorageBase):
                 "(listings are XML)"
             )
         return self._root + key
+
+    def _may_match(self, version: str) -> bool:
+        return entity_tag(version)  # an ETag: never "*", which would match any blob
 
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         name = self._name(key)

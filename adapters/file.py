@@ -61,6 +61,7 @@ from ..errors import (
 )
 from ..keys import MAX_KEY_BYTES, validate_key
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..versions import hex_token
 
 __all__ = ["FileStorage"]
 
@@ -346,6 +347,9 @@ class FileStorage(StorageBase):
         return _Mapped(self.root, dirnames, leaf, longs)
 
     # -- the protocol --------------------------------------------------------------------
+    def _may_match(self, version: str) -> bool:
+        return hex_token(version, 2 * TOKEN_BYTES)  # the file's random token, in hex
+
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         mapped = self._map(key)
         return await self._call_guarded(

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from ..errors import NotFound, PreconditionFailed
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..versions import decimal_version
 
 __all__ = ["MemoryStorage"]
 
@@ -49,6 +50,9 @@ class MemoryStorage(StorageBase):
 
     def __repr__(self) -> str:
         return f"MemoryStorage(name={self.name!r}, keys={len(self._data.values)})"
+
+    def _may_match(self, version: str) -> bool:
+        return decimal_version(version) is not None  # a counter: "13", never "013"
 
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         d = self._data

@@ -61,6 +61,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..versions import hex_token
 
 try:
     import redis as _redis_package
@@ -82,6 +83,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 __all__ = ["RedisStorage"]
+
+VERSION_BYTES = 12
+"""Random bytes of a version (written as twice as many hex digits)."""
 
 DEAD_TOKEN_MS = 24 * 3600 * 1000
 """How long a retired registration token is remembered (see the module docstring)."""
@@ -973,6 +977,9 @@ class RedisStorage(StorageBase):
             raise asyncio.CancelledError() from exc
 
     # -- the protocol ------------------------------------------------------------------
+    def _may_match(self, version: str) -> bool:
+        return hex_token(version, 2 * VERSION_BYTES)  # a random token, in hex
+
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         return await self._write("put", key, lambda w: self._put_attempts(key, data, mode, w))
 
@@ -999,7 +1006,7 @@ class RedisStorage(StorageBase):
     async def _put_attempts(self, key: str, data: bytes, mode: PutMode, write: _Write) -> str:
         scope = self._scope(key)
         names = self._names(scope)
-        version = secrets.token_hex(12)
+        version = secrets.token_hex(VERSION_BYTES)
         if mode == "overwrite":
             code, expected = "o", ""
         elif mode == "create":

@@ -52,6 +52,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..versions import entity_tag
 from ._inflight import Background, no_hidden_resend, track_connections
 from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
@@ -605,6 +606,9 @@ class S3Storage(StorageBase):
                 f"(object names hold at most {MAX_NAME_BYTES} UTF-8 bytes)"
             )
         return name
+
+    def _may_match(self, version: str) -> bool:
+        return entity_tag(version)  # an ETag: never "*", which would match any object
 
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         name = self._name(key)

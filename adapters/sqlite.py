@@ -54,6 +54,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..versions import decimal_version
 
 __all__ = ["SQLiteStorage"]
 
@@ -373,9 +374,17 @@ class SQLiteStorage(StorageBase):
                 f": another connection held the database's write lock for more than "
                 f"busy_timeout={self.busy_timeout:g} s"
             )
-        return StorageUnavailable(f"SQLite storage {self.path!r} could not {what}: {detail}")
+        elif code in ("SQLITE_READONLY", "SQLITE_CANTOPEN") and _read_only_fs(self.path):
+            detail += ": the database is on a read-only file system"
+        error = StorageUnavailable(f"SQLite storage {self.path!r} could not {what}: {detail}")
+        error.__cause__ = exc  # also when it is raised later, for every caller of a batch
+        return error
 
     # -- the protocol -------------------------------------------------------------------------
+    def _may_match(self, version: str) -> bool:
+        # Refused here, it never reaches the shared transaction of the group commit.
+        return decimal_version(version) is not None
+
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         if isinstance(mode, IfMatch):
             return str(await self._write("if-match", key, data, mode.version))
@@ -567,6 +576,7 @@ class SQLiteStorage(StorageBase):
             error = OutcomeUnknown(
                 f"{self._unavailable('commit', exc)}; the writes may or may not have landed"
             )
+            error.__cause__ = exc
             self._fail(live, error, taken=True)
             return 0
         self._answer(live)
@@ -686,9 +696,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 def _as_version(text: str | None) -> int | None:
     """The stored form of a version string; None if it cannot be one of ours."""
-    if text is None or not text.isdigit() or len(text) > 19:
-        return None
-    return int(text)
+    return None if text is None else decimal_version(text)
 
 
 def _prepare(path: str, *, create: bool, busy_timeout: float) -> None:
@@ -749,6 +757,19 @@ def _prepare(path: str, *, create: bool, busy_timeout: float) -> None:
         ) from exc
     finally:
         conn.close()
+
+
+def _read_only_fs(path: str) -> bool:
+    """Whether the file system holding ``path`` (or its nearest existing parent) is read-only."""
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    try:
+        return bool(os.statvfs(path or ".").f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _needs_schema(conn: sqlite3.Connection) -> bool:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar
 
 import pytest
 
-from ..errors import InvalidKey
-from ..storage import Storage
+from ..errors import InvalidKey, PreconditionFailed
+from ..storage import IfMatch, Storage
 from .checks import call_text, describe, expect_keys, expect_raises, expect_value, fail
 from .clauses import checks
 from .fixtures import StorageFixtures
 
-__all__ = ["INVALID_KEYS", "BadInputTests"]
+__all__ = ["INVALID_KEYS", "BadInputTests", "versions_of_another_form"]
 
 INVALID_KEYS: dict[str, Any] = {
     "empty": "",
@@ -39,6 +40,37 @@ BAD_DATA: dict[str, Any] = {
     "dict": {"a": 1},
 }
 """Values that are not bytes-like, refused with TypeError."""
+
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+_ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+
+
+def versions_of_another_form(version: str) -> dict[str, str]:
+    """Strings near ``version`` that are not it, by case name: none may match it.
+
+    Versions compare as exact strings, so a leading zero, a sign, a space, other
+    digits that ``int`` reads as the same number, another letter case, quotes
+    added or taken away, HTTP's ``*`` and the empty string all fail the
+    condition (PreconditionFailed), and nothing else.
+    """
+    cases = {
+        "leading-zero": "0" + version,
+        "plus-sign": "+" + version,
+        "space-before": " " + version,
+        "space-after": version + " ",
+        "newline-after": version + "\n",
+        "superscript-digits": version.translate(_SUPERSCRIPT),
+        "arabic-indic-digits": version.translate(_ARABIC_INDIC),
+        "superscript-two": "²",
+        "upper-case": version.upper(),
+        "lower-case": version.lower(),
+        "quoted": f'"{version}"',
+        "unquoted": version.strip('"'),
+        "star": "*",
+        "empty": "",
+    }
+    return {name: text for name, text in cases.items() if text != version}
+
 
 SENTINELS = {"keep/a": b"alpha", "keep/b": b"beta", "keep/c/d": b"gamma"}
 
@@ -202,3 +234,75 @@ class BadInputTests(StorageFixtures):
                 observed=f"it returned {describe(existed)}",
             )
         await _check_sentinels(storage, "after a non-str if_match")
+
+    async def test_if_match_version_of_another_form_never_matches(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        if not supports_conditional_put:
+            pytest.skip("the adapter does not declare the conditional_put capability")
+        await _plant(storage)
+        version = await storage.put("m", b"kept")
+        for case, other in versions_of_another_form(version).items():
+            promise = (
+                f"versions compare as exact strings: {other!r} ({case}) must not match "
+                f"{version!r}, and fails with PreconditionFailed"
+            )
+            await expect_raises(
+                PreconditionFailed,
+                storage.put("m", b"lost", mode=IfMatch(other)),
+                promise=promise,
+                call=f"put('m', b'lost', mode=IfMatch({other!r}))",
+                key="m",
+            )
+            await expect_raises(
+                PreconditionFailed,
+                storage.delete("m", if_match=other),
+                promise=promise,
+                call=f"delete('m', if_match={other!r})",
+                key="m",
+            )
+            await expect_value(
+                storage, "m", b"kept", version=version, promise=f"{promise}; nothing changes"
+            )
+        await storage.delete("m")
+        await _check_sentinels(storage, "after versions of another form")
+
+    async def test_bad_if_match_version_fails_only_its_own_call(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        if not supports_conditional_put:
+            pytest.skip("the adapter does not declare the conditional_put capability")
+        await _plant(storage)
+        version = await storage.put("m", b"kept")
+        bad = [IfMatch("\u00b2"), IfMatch("0" + version), IfMatch("")]
+        good = [f"good/{i}" for i in range(7)]
+        results = await asyncio.gather(
+            *[storage.put("m", b"lost", mode=mode) for mode in bad],
+            *[storage.put(key, key.encode()) for key in good],
+            return_exceptions=True,
+        )
+        promise = (
+            "a put with a version that cannot match fails its own call with "
+            "PreconditionFailed, and nothing else: the writes issued with it all land"
+        )
+        for mode, result in zip(bad, results, strict=False):
+            if not isinstance(result, PreconditionFailed):
+                fail(
+                    promise,
+                    key="m",
+                    expected=f"put('m', b'lost', mode={mode!r}) to raise PreconditionFailed",
+                    observed=f"it gave {describe(result)}",
+                )
+        for key, result in zip(good, results[len(bad) :], strict=True):
+            if isinstance(result, BaseException):
+                fail(
+                    promise,
+                    key=key,
+                    expected=f"put({key!r}, ...) issued at the same time to succeed",
+                    observed=f"it raised {describe(result)}",
+                )
+            await expect_value(storage, key, key.encode(), promise=promise)
+        await expect_value(storage, "m", b"kept", version=version, promise=promise)
+        for key in ["m", *good]:
+            await storage.delete(key)
+        await _check_sentinels(storage, "after bad versions among good writes")

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, Self, runtime_checkable
 
-from .errors import StorageClosed
+from .errors import NotFound, PreconditionFailed, StorageClosed
 from .keys import validate_key, validate_prefix
 
 __all__ = [
@@ -246,6 +246,19 @@ class StorageBase:
     _closed: bool = False
 
     # -- what an adapter implements ------------------------------------------------
+    def _may_match(self, version: str) -> bool:
+        """Whether ``version`` has the form of a version this adapter hands out.
+
+        Versions compare by exact string equality, so one of another form
+        (``"013"`` where the adapter writes ``"13"``, ``"²"``, an empty string)
+        can never match. :meth:`put` and :meth:`delete` refuse such a version
+        before it reaches the backend, where it could otherwise fail a shared
+        batch or transaction, or match by a looser rule (a number, an HTTP
+        ``*``). The default accepts any non-empty str; adapters narrow it.
+        """
+        return bool(version)
+
+    # -- the backend calls ---------------------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         raise NotImplementedError
 
@@ -291,6 +304,19 @@ class StorageBase:
                 f"invalid put mode {mode!r} for key {key!r}: "
                 "use 'overwrite', 'create' or IfMatch(version)"
             )
+        if isinstance(mode, IfMatch):
+            version = mode.version
+            if not isinstance(version, str):
+                raise TypeError(
+                    f"IfMatch version for key {key!r} must be a version string, "
+                    f"not {type(version).__name__}"
+                )
+            if not self._may_match(version):
+                raise PreconditionFailed(
+                    f"key {key!r}: if-match version {version!r} cannot match any version "
+                    f"{type(self).__name__} writes (versions compare as exact strings); "
+                    "nothing was written"
+                )
         return await self._put(key, data, mode)
 
     async def get(self, key: str) -> GetResult:
@@ -305,6 +331,18 @@ class StorageBase:
         validate_key(key)
         if if_match is not None and not isinstance(if_match, str):
             raise TypeError(f"if_match for key {key!r} must be a version string or None")
+        if if_match is not None and not self._may_match(if_match):
+            # It cannot match: a missing key returns False, an existing one fails its
+            # condition, as the backend would answer for any other version.
+            try:
+                await self._get(key)
+            except NotFound:
+                return False
+            raise PreconditionFailed(
+                f"key {key!r}: if-match version {if_match!r} cannot match any version "
+                f"{type(self).__name__} writes (versions compare as exact strings); "
+                "nothing was deleted"
+            )
         return await self._delete(key, if_match)
 
     async def delete_many(self, keys: Iterable[str]) -> int:

@@ -8,6 +8,7 @@ from checkpointkit.conformance import Report, Target, run
 
 from .broken.adapters import (
     CreateOverwrites,
+    GroupCommit,
     IfMatchIgnoresVersion,
     IOMemoryStorage,
     LandsLater,
@@ -16,6 +17,7 @@ from .broken.adapters import (
     ListLeaksOutsidePrefix,
     NeverAwaits,
     NonAtomicPut,
+    NumericVersionBatch,
     StaleReply,
     SwallowsCancel,
 )
@@ -59,6 +61,14 @@ CASES: dict[str, tuple[type, list[str], dict[str, str]]] = {
             "test_if_match_put_rejects_stale_version": "refuse a stale version",
             "test_cas_race_has_one_winner": "exactly one winner",
             "test_cas_counter_ends_exact_under_concurrent_increments": "lost updates",
+        },
+    ),
+    "if-match-compares-numbers-and-sinks-the-batch": (
+        NumericVersionBatch,
+        ["bad-input", "semantics"],
+        {
+            "test_if_match_version_of_another_form_never_matches": "must not match",
+            "test_bad_if_match_version_fails_only_its_own_call": "and nothing else",
         },
     ),
     "list-leaks-outside-prefix": (
@@ -108,6 +118,11 @@ async def test_suite_passes_the_correct_twin_of_the_broken_adapters() -> None:
         Target(IOMemoryStorage, name="io-memory"),
         groups=["semantics", "concurrency", "cancellation", "hygiene"],
     )
+    assert report.ok, _explain(report)
+
+
+async def test_suite_passes_the_correct_twin_of_the_numeric_version_batch() -> None:
+    report = await run(Target(GroupCommit, name="group-commit"), groups=["bad-input", "semantics"])
     assert report.ok, _explain(report)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from checkpointkit.adapters.memory import MemoryStorage
-from checkpointkit.errors import NotFound, PreconditionFailed
+from checkpointkit.errors import NotFound, OutcomeUnknown, PreconditionFailed
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
 IO_DELAY = 0.0005
@@ -354,3 +354,72 @@ class ScansEveryKey(MemoryStorage):
         )
         page = found[:limit]
         return ListPage(page, page[-1] if len(found) > limit else None)
+
+
+class GroupCommit(IOMemoryStorage):
+    """Correct: puts issued together are applied in one batch, each with its own condition.
+
+    The first put of a batch waits for the I/O, then applies every put queued
+    meanwhile; a failed condition fails only its own put (SQLite's group commit
+    in miniature).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue: list[tuple[str, bytes, PutMode, asyncio.Future[str]]] = []
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._queue.append((key, data, mode, future))
+        if len(self._queue) == 1:  # the batch's first put commits it
+            try:
+                await self._io()
+            finally:
+                batch, self._queue = self._queue, []
+                self._commit(batch)
+        return await future
+
+    def _commit(self, batch: list[tuple[str, bytes, PutMode, asyncio.Future[str]]]) -> None:
+        for key, data, mode, future in batch:
+            try:
+                self._check(key, mode)
+            except PreconditionFailed as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(self._store(key, data))
+
+
+class NumericVersionBatch(GroupCommit):
+    """Bug: versions compare as numbers (``"013"`` matches ``"13"``), and a version that is
+    no number (``"²"``, which ``isdigit`` accepts) fails the whole batch: every other put
+    of it is rolled back (the SQLite adapter's old bug)."""
+
+    def _check(self, key: str, mode: PutMode) -> tuple[bytes, str] | None:
+        current = self._data.values.get(key)
+        if isinstance(mode, IfMatch) and mode.version.isdigit():
+            if current is None or int(current[1]) != int(mode.version):
+                raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+            return current
+        return super()._check(key, mode)
+
+    def _commit(self, batch: list[tuple[str, bytes, PutMode, asyncio.Future[str]]]) -> None:
+        saved = dict(self._data.values), list(self._data.keys)
+        try:
+            results: list[str | PreconditionFailed] = []
+            for key, data, mode, _ in batch:
+                try:
+                    self._check(key, mode)
+                except PreconditionFailed as exc:
+                    results.append(exc)
+                else:
+                    results.append(self._store(key, data))
+        except ValueError as exc:  # the transaction is rolled back, every caller fails
+            self._data.values, self._data.keys = saved
+            for *_, future in batch:
+                future.set_exception(OutcomeUnknown(f"the batch failed: {exc!r}"))
+            return
+        for (*_, future), result in zip(batch, results, strict=True):
+            if isinstance(result, PreconditionFailed):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
