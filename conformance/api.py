@@ -61,12 +61,17 @@ async def run(
     progress: Progress | None = None,
     settle_window: float | None = None,
     cancel_bound: float | None = None,
+    ecosystem: str | None = None,
 ) -> Report:
     """Run the conformance suite against ``target`` and return the report.
 
     Args:
         target: a :class:`Target`, a factory of fresh storages, or a SPEC
-            string (a storage URL, ``module:factory``, ``file`` or ``memory``).
+            string (a storage URL, ``module:factory``, ``file`` or ``memory``);
+            or a LangGraph saver or agent-framework storage: an
+            :class:`~checkpointkit.conformance.ecosystems.EcosystemTarget`,
+            ``langgraph:MODULE:ATTR``, ``agent-framework:MODULE:ATTR``, or a
+            class or factory with ``ecosystem`` given.
         groups: run only these groups (default: all): ``semantics``,
             ``concurrency``, ``bad-input``, ``cancellation``, ``lifecycle``,
             ``hygiene``, ``capabilities``, ``linearizability``.
@@ -78,6 +83,9 @@ async def run(
             late landing (default 2).
         cancel_bound: seconds within which a cancelled operation must raise
             ``CancelledError`` (default 0.5).
+        ecosystem: ``"langgraph"`` or ``"agent-framework"`` when ``target``
+            is a saver or storage class or factory: the ecosystem groups run
+            (:mod:`checkpointkit.conformance.ecosystems`).
 
     Raises:
         ConfigurationError: the target cannot be resolved or opened for a
@@ -88,7 +96,22 @@ async def run(
             (``pip install "checkpointkit[conformance]"``).
     """
     _require_pytest()
+    from .ecosystems.target import ecosystem_of
     from .plugin import selected_groups
+
+    if ecosystem is not None or ecosystem_of(target) is not None:
+        from .ecosystems.api import run_ecosystem
+
+        return await run_ecosystem(
+            target,
+            groups,
+            pattern,
+            ecosystem=ecosystem,
+            scale=scale,
+            progress=progress,
+            settle_window=settle_window,
+            cancel_bound=cancel_bound,
+        )
 
     overrides: dict[str, Any] = {}
     if scale is not None:
@@ -153,7 +176,7 @@ def _require_pytest() -> None:
         ) from exc
 
 
-def _run_pytest(collector: _Collector, pattern: str | None) -> None:
+def _run_pytest(collector: _Collector, pattern: str | None, path: str | None = None) -> None:
     import pytest
 
     from .plugin import suite_path
@@ -162,7 +185,7 @@ def _run_pytest(collector: _Collector, pattern: str | None) -> None:
         ini = Path(tmp) / "pytest.ini"
         ini.write_text(_INI)
         args = [
-            suite_path(),
+            path or suite_path(),
             "-c",
             str(ini),
             "--rootdir",
@@ -310,6 +333,9 @@ def _where(tb: Any) -> str:
 
 
 def _skip_reason(report: Any) -> str:
+    wasxfail = getattr(report, "wasxfail", None)
+    if wasxfail:  # pytest.xfail(reason): an expected failure, shown as a skip with its reason
+        return str(wasxfail).removeprefix("reason: ")
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         text = str(longrepr[2])

@@ -3,7 +3,10 @@
 SPEC is a storage URL (``redis://127.0.0.1:6379/0``; each test works under its
 own random key prefix, deleted afterwards), ``module:factory`` (a factory or
 a :class:`~checkpointkit.conformance.Target`), ``file`` (a fresh temporary
-directory per test) or ``memory``.
+directory per test) or ``memory``; or ``langgraph:MODULE:ATTR`` (a LangGraph
+saver) or ``agent-framework:MODULE:ATTR`` (an agent-framework checkpoint
+storage), which run the ecosystem groups
+(:mod:`checkpointkit.conformance.ecosystems`).
 
 Exit status: 0 when every test that was not skipped passed; 1 when a test
 failed, the target could not be opened or no test was selected; 2 for a bad
@@ -126,7 +129,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "spec",
         metavar="SPEC",
-        help="what to test: a storage URL, module:factory, 'file' or 'memory'",
+        help="what to test: a storage URL, module:factory, 'file', 'memory', "
+        "langgraph:MODULE:ATTR (a LangGraph saver) or agent-framework:MODULE:ATTR "
+        "(an agent-framework checkpoint storage)",
     )
     parser.add_argument(
         "--json",
@@ -179,7 +184,10 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
 
     SPEC is a storage URL (each test works under its own random key prefix,
     deleted afterwards), module:factory (your factory of fresh storages),
-    'file' (a fresh temporary directory per test) or 'memory'.
+    'file' (a fresh temporary directory per test) or 'memory'; or
+    langgraph:MODULE:ATTR (a LangGraph saver: a class, a factory or an async
+    context manager factory) or agent-framework:MODULE:ATTR (an agent-framework
+    checkpoint storage, likewise).
     """
     out.json = args.json == "-"
     try:
@@ -297,10 +305,14 @@ def print_report(report: Report, out: Output) -> None:
             ],
             right=(1, 2, 3, 4),
         )
+    if report.about:
+        out.print()
+        for name, text in report.about.items():
+            out.print(f"{name}: {text}")
     verdict = out.paint("passed", "green") if report.ok else out.paint("FAILED", "red")
     tests = f"{len(report.results)} tests in {report.duration:.1f} s"
     out.print()
-    if set(report.groups_run) == set(GROUPS):
+    if set(report.groups_run) == set(report.all_groups):
         out.print(
             f"Conformance level: {out.paint(report.level, 'bold')} ({report.level_reason})"
             f"  ·  {verdict}  ·  {tests}"

@@ -8,7 +8,9 @@ suite runs; with paths, the suite runs besides them.
 Options:
 
 ``--checkpointkit-storage SPEC``
-    the target.
+    the target; ``langgraph:MODULE:ATTR`` or ``agent-framework:MODULE:ATTR``
+    runs the ecosystem groups (:mod:`checkpointkit.conformance.ecosystems`)
+    against a LangGraph saver or an agent-framework checkpoint storage.
 ``--checkpointkit-group NAME`` (repeatable)
     run only these groups; also applies to subclasses of the suite's classes.
 ``--checkpointkit-scale FACTOR``
@@ -42,17 +44,30 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import ConfigurationError
+from .ecosystems.groups import ECOSYSTEM_GROUPS
 from .groups import GROUPS, group_of
 from .seed import SEED_KEY, resolve_seed
 from .settings import INDETERMINATE, check_seconds
 
 if TYPE_CHECKING:
+    from .ecosystems.target import EcosystemTarget
     from .target import Target
 
-__all__ = ["TARGET_KEY", "suite_path"]
+__all__ = [
+    "ECOSYSTEM_TARGET_KEY",
+    "TARGET_KEY",
+    "ecosystem_suite_path",
+    "session_ecosystem_target",
+    "suite_path",
+]
 
 TARGET_KEY: pytest.StashKey[Target] = pytest.StashKey()
 """Where the session's target is kept in ``config.stash``."""
+
+ECOSYSTEM_TARGET_KEY: pytest.StashKey[EcosystemTarget] = pytest.StashKey()
+"""Where the session's LangGraph or agent-framework target is kept in ``config.stash``."""
+
+_KNOWN_GROUPS = GROUPS + tuple(g for g in ECOSYSTEM_GROUPS if g not in GROUPS)
 
 _OWNED_KEY = pytest.StashKey[bool]()
 
@@ -65,6 +80,27 @@ def suite_path() -> str:
     return spec.origin
 
 
+def ecosystem_suite_path(ecosystem: str) -> str:
+    """The file of the module holding the collected test class of ``ecosystem``."""
+    module = "checkpointkit.conformance.ecosystems.collected_" + ecosystem.replace("-", "_")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:  # pragma: no cover - broken installation
+        raise RuntimeError(f"{module} cannot be found")
+    return spec.origin
+
+
+def session_ecosystem_target(config: pytest.Config) -> EcosystemTarget:
+    """The session's ecosystem target; fails the test when there is none."""
+    target = config.stash.get(ECOSYSTEM_TARGET_KEY, None)
+    if target is None:
+        pytest.fail(
+            "no ecosystem target: run pytest with --checkpointkit-storage langgraph:MODULE:ATTR "
+            "or agent-framework:MODULE:ATTR",
+            pytrace=False,
+        )
+    return target
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("checkpointkit", "checkpointkit conformance suite")
     group.addoption(
@@ -72,14 +108,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SPEC",
         default=None,
         help="run the checkpointkit conformance suite against SPEC: a storage URL, "
-        "module:factory, 'file' or 'memory'",
+        "module:factory, 'file', 'memory', langgraph:MODULE:ATTR or agent-framework:MODULE:ATTR",
     )
     group.addoption(
         "--checkpointkit-group",
         action="append",
         default=[],
         metavar="NAME",
-        help=f"run only this conformance group (repeatable): {', '.join(GROUPS)}",
+        help=f"run only this conformance group (repeatable): {', '.join(_KNOWN_GROUPS)}",
     )
     group.addoption(
         "--checkpointkit-scale",
@@ -111,26 +147,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def selected_groups(names: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """Validate group names; None (or empty) means every group.
+def selected_groups(
+    names: list[str] | tuple[str, ...] | None, groups: tuple[str, ...] = GROUPS
+) -> tuple[str, ...] | None:
+    """Validate group names against ``groups``; None (or empty) means every group.
 
     Raises:
         ConfigurationError: an unknown group name.
     """
     if not names:
         return None
-    unknown = [n for n in names if n not in GROUPS]
+    unknown = [n for n in names if n not in groups]
     if unknown:
         raise ConfigurationError(
-            f"unknown conformance group {unknown[0]!r}; the groups are: {', '.join(GROUPS)}"
+            f"unknown conformance group {unknown[0]!r}; the groups are: {', '.join(groups)}"
         )
-    return tuple(g for g in GROUPS if g in names)
+    return tuple(g for g in groups if g in names)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     overrides: dict[str, Any] = {}
     try:
-        selected_groups(config.getoption("checkpointkit_group"))
+        selected_groups(config.getoption("checkpointkit_group"), _KNOWN_GROUPS)
         config.stash[SEED_KEY] = resolve_seed(config.getoption("checkpointkit_seed"))
         for option, name, zero in (
             ("checkpointkit_settle_window", "settle_window", True),
@@ -145,18 +183,33 @@ def pytest_configure(config: pytest.Config) -> None:
     if not spec:
         return
     _require_suite_dependencies()
+    from .ecosystems.target import ecosystem_of, resolve_ecosystem_target
     from .target import resolve_target
 
     scale = config.getoption("checkpointkit_scale")
     if scale is not None:
         overrides["scale"] = scale
+    ecosystem = ecosystem_of(spec)
+    if ecosystem is not None:
+        try:
+            eco = resolve_ecosystem_target(spec, **overrides)
+        except ConfigurationError as exc:
+            raise pytest.UsageError(f"--checkpointkit-storage: {exc}") from None
+        config.stash[ECOSYSTEM_TARGET_KEY] = eco
+        config.stash[_OWNED_KEY] = True
+        _collect(config, ecosystem_suite_path(ecosystem))
+        return
     try:
         target = resolve_target(spec, **overrides)
     except ConfigurationError as exc:
         raise pytest.UsageError(f"--checkpointkit-storage: {exc}") from None
     config.stash[TARGET_KEY] = target
     config.stash[_OWNED_KEY] = True
-    path = suite_path()
+    _collect(config, suite_path())
+
+
+def _collect(config: pytest.Config, path: str) -> None:
+    """Add the suite's module to what the session collects."""
     if config.args_source == pytest.Config.ArgsSource.ARGS:
         if path not in config.args:
             config.args.append(path)
@@ -176,7 +229,9 @@ def _require_suite_dependencies() -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    target = config.stash.get(TARGET_KEY, None)
+    target: Target | EcosystemTarget | None = config.stash.get(TARGET_KEY, None)
+    if target is None:
+        target = config.stash.get(ECOSYSTEM_TARGET_KEY, None)
     if target is None:  # the suite is not in use: say nothing in other projects' runs
         return None
     return [
@@ -186,7 +241,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups = selected_groups(config.getoption("checkpointkit_group"))
+    groups = selected_groups(config.getoption("checkpointkit_group"), _KNOWN_GROUPS)
     if groups is None:
         return
     keep: list[pytest.Item] = []
@@ -200,7 +255,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    target = config.stash.get(TARGET_KEY, None)
+    target: Target | EcosystemTarget | None = config.stash.get(TARGET_KEY, None)
+    if target is None:
+        target = config.stash.get(ECOSYSTEM_TARGET_KEY, None)
     if target is not None and config.stash.get(_OWNED_KEY, False) and target.cleanup is not None:
         target.cleanup()
 

@@ -107,6 +107,13 @@ class Report:
         capabilities: what the adapter declared (None if it was never opened).
         errors: problems outside any test (a target that cannot be loaded,
             a collection error); any error makes the run fail.
+        all_groups: every group of the suite that ran, in report order: a
+            ``full`` level needs each of them (the storage groups, or the
+            ecosystem groups for a LangGraph or agent-framework target).
+        basic_groups: the groups a ``basic`` level needs.
+        about: what else the reader needs, by name: the versions of the
+            libraries under test, the level of an ecosystem's own suite
+            (``langgraph-checkpoint-conformance``), runner findings.
     """
 
     target: str
@@ -116,6 +123,9 @@ class Report:
     duration: float = 0.0
     capabilities: dict[str, bool] | None = None
     errors: list[str] = field(default_factory=list)
+    all_groups: tuple[str, ...] = ALL_GROUPS
+    basic_groups: tuple[str, ...] = BASIC_GROUPS
+    about: dict[str, str] = field(default_factory=dict)
 
     # -- verdicts -------------------------------------------------------------------
     @property
@@ -141,7 +151,7 @@ class Report:
     def groups(self) -> dict[str, GroupSummary]:
         """Totals per group, in the suite's order (groups that ran only)."""
         out: dict[str, GroupSummary] = {}
-        order = {g: i for i, g in enumerate(ALL_GROUPS)}
+        order = {g: i for i, g in enumerate(self.all_groups)}
         for r in sorted(self.results, key=lambda r: order.get(r.group, len(order))):
             summary = out.setdefault(r.group, GroupSummary())
             setattr(summary, r.outcome, getattr(summary, r.outcome) + 1)
@@ -158,9 +168,9 @@ class Report:
             s = groups.get(group)
             return s is not None and s.failed == 0 and s.passed + s.indeterminate > 0
 
-        if not all(clean(g) for g in BASIC_GROUPS):
+        if not all(clean(g) for g in self.basic_groups):
             return "none"
-        ran_all = all(g in groups for g in ALL_GROUPS)
+        ran_all = all(g in groups for g in self.all_groups)
         if ran_all and not self.failures:
             return "full"
         return "basic"
@@ -171,7 +181,7 @@ class Report:
         groups = self.groups()
         if self.errors:
             return "the suite could not run"
-        for g in BASIC_GROUPS:
+        for g in self.basic_groups:
             s = groups.get(g)
             if s is None:
                 return f"{g} was not run"
@@ -182,7 +192,7 @@ class Report:
         failed = [g for g, s in groups.items() if s.failed]
         if failed:
             return "failures in " + ", ".join(failed)
-        missing = [g for g in ALL_GROUPS if g not in groups]
+        missing = [g for g in self.all_groups if g not in groups]
         if missing:
             return "not run: " + ", ".join(missing)
         return "every group passed"
@@ -216,6 +226,7 @@ class Report:
             "groups": {g: {**asdict(s), "total": s.total} for g, s in self.groups().items()},
             "latency_ms": {op: dict(v) for op, v in self.latency.items()},
             "errors": list(self.errors),
+            "about": dict(self.about),
             "tests": [{**asdict(r), "duration": round(r.duration, 4)} for r in self.results],
         }
 

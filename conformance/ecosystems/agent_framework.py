@@ -1,0 +1,977 @@
+"""The conformance groups for an agent-framework ``CheckpointStorage``.
+
+A storage joins with one fixture and one empty class::
+
+    class TestMyStorage(CheckpointStorageConformance):
+        @pytest.fixture
+        def checkpoint_storage_factory(self):
+            return my_storage_factory  # or an EcosystemTarget
+
+Groups (each a mixin, all in :class:`CheckpointStorageConformance`):
+``semantics`` (the ``CheckpointStorage`` protocol as agent-framework
+documents it), ``cancellation``, ``concurrency``, ``isolation``,
+``durability``, ``hygiene`` (as for savers, see
+:mod:`checkpointkit.conformance.ecosystems.langgraph`) and ``scenarios``:
+agent-framework's own runner (a functional workflow and a graph workflow)
+over the storage wrapped in three save styles (inline, task-spawning,
+gather-based).
+
+Where agent-framework's runner fails a scenario whatever the storage, the
+test is marked as an expected failure whose reason starts with ``the runner
+failed, not the storage`` and gives the evidence: the same scenario on
+agent-framework's own ``InMemoryCheckpointStorage`` fails too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Literal
+
+import pytest
+
+try:
+    from agent_framework import (
+        Executor,
+        InMemoryCheckpointStorage,
+        RunContext,
+        WorkflowBuilder,
+        WorkflowCheckpoint,
+        WorkflowCheckpointException,
+        WorkflowContext,
+        handler,
+        step,
+        workflow,
+    )
+    from agent_framework._feature_stage import ExperimentalWarning
+except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the extra
+    raise ModuleNotFoundError(
+        f"the agent-framework groups need agent-framework ({_exc}); "
+        'install it with: pip install "checkpointkit[agent-framework]"',
+        name=_exc.name,
+    ) from _exc
+
+from ..checks import fail
+from .harness import (
+    EcosystemFixtures,
+    cancel_at_each_step,
+    cancel_while_held,
+    crash_writer,
+    finish,
+    held,
+    judge,
+    library,
+    need,
+    no_hold_reason,
+)
+from .target import EcosystemTarget
+
+__all__ = [
+    "SAVE_STYLES",
+    "CheckpointStorageCancellationTests",
+    "CheckpointStorageConcurrencyTests",
+    "CheckpointStorageConformance",
+    "CheckpointStorageDurabilityTests",
+    "CheckpointStorageFixtures",
+    "CheckpointStorageHygieneTests",
+    "CheckpointStorageIsolationTests",
+    "CheckpointStorageScenarioTests",
+    "CheckpointStorageSemanticsTests",
+    "StyledStorage",
+    "checkpoint",
+    "save_one",
+]
+
+SaveStyle = Literal["inline", "task-spawning", "gather"]
+SAVE_STYLES: tuple[SaveStyle, ...] = ("inline", "task-spawning", "gather")
+
+
+def checkpoint(
+    workflow_name: str, state: dict[str, Any], *, at: datetime | None = None
+) -> WorkflowCheckpoint:
+    """A new checkpoint of ``workflow_name`` holding ``state`` (a fresh id, now or ``at``)."""
+    return WorkflowCheckpoint(
+        workflow_name=workflow_name,
+        graph_signature_hash="conformance",
+        checkpoint_id=str(uuid.uuid4()),
+        timestamp=(at or datetime.now(UTC)).isoformat(),
+        state=state,
+    )
+
+
+async def save_one(storage: Any, workflow_name: str, state: dict[str, Any]) -> str:
+    """Save a new checkpoint of ``state``; its id."""
+    return str(await storage.save(checkpoint(workflow_name, state)))
+
+
+async def load_or_none(storage: Any, checkpoint_id: str) -> WorkflowCheckpoint | None:
+    """``load``, or None when it raises ``WorkflowCheckpointException``."""
+    try:
+        return await storage.load(checkpoint_id)  # type: ignore[no-any-return]
+    except WorkflowCheckpointException:
+        return None
+
+
+# -- save styles and hangs ----------------------------------------------------------------------
+class StyledStorage:
+    """Delegates to ``inner``; ``save`` runs in one of three styles, and can be held.
+
+    Args:
+        inner: the storage under test.
+        style: ``inline`` (awaited directly), ``task-spawning`` (in a task the
+            storage creates and awaits) or ``gather`` (gathered with a mirror
+            copy into an in-memory storage).
+
+    Attributes:
+        hang: while true, a save waits for :attr:`release` (or its cancel).
+        gate: when set, the next save signals :attr:`entered` and waits for
+            :attr:`release` before going on.
+    """
+
+    def __init__(self, inner: Any, style: SaveStyle = "inline") -> None:
+        self.inner = inner
+        self.style = style
+        self.mirror = InMemoryCheckpointStorage()
+        self.hang = False
+        self.gate = False
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def _save(self, cp: WorkflowCheckpoint) -> str:
+        if self.hang:
+            self.entered.set()
+            await self.release.wait()
+        if self.gate:
+            self.gate = False
+            self.entered.set()
+            await self.release.wait()
+        return str(await self.inner.save(cp))
+
+    async def save(self, cp: WorkflowCheckpoint) -> str:
+        if self.style == "task-spawning":
+            return await asyncio.ensure_future(self._save(cp))
+        if self.style == "gather":
+            first, _ = await asyncio.gather(self._save(cp), self.mirror.save(cp))
+            return first
+        return await self._save(cp)
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        return await self.inner.load(checkpoint_id)  # type: ignore[no-any-return]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return await self.inner.list_checkpoints(workflow_name=workflow_name)  # type: ignore[no-any-return]
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        return bool(await self.inner.delete(checkpoint_id))
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        return await self.inner.get_latest(workflow_name=workflow_name)  # type: ignore[no-any-return]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return await self.inner.list_checkpoint_ids(workflow_name=workflow_name)  # type: ignore[no-any-return]
+
+
+# -- fixtures --------------------------------------------------------------------------------------
+class CheckpointStorageFixtures(EcosystemFixtures):
+    """Fixtures of the storage groups; override ``checkpoint_storage_factory``."""
+
+    @pytest.fixture
+    def checkpoint_storage_factory(self) -> EcosystemTarget | Callable[..., Any]:
+        """The storage class or factory (or an :class:`EcosystemTarget`); override this.
+
+        Raises:
+            NotImplementedError: until a subclass overrides it.
+        """
+        raise NotImplementedError(
+            "override the checkpoint_storage_factory fixture: return a storage class, a factory "
+            "of storages or an EcosystemTarget"
+        )
+
+    @pytest.fixture
+    def eco_target(self, checkpoint_storage_factory: Any) -> EcosystemTarget:
+        """The target made from ``checkpoint_storage_factory``."""
+        if isinstance(checkpoint_storage_factory, EcosystemTarget):
+            return checkpoint_storage_factory
+        return EcosystemTarget("agent-framework", checkpoint_storage_factory)
+
+    @pytest.fixture
+    def name(self) -> str:
+        """A workflow name of its own for the test."""
+        return f"wf-{uuid.uuid4().hex[:12]}"
+
+
+# -- semantics -------------------------------------------------------------------------------------
+class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
+    """The ``CheckpointStorage`` protocol, as agent-framework documents it."""
+
+    conformance_group: ClassVar[str | None] = "semantics"
+
+    async def test_save_then_load_returns_an_equal_checkpoint(
+        self, instance: Any, name: str
+    ) -> None:
+        cp = checkpoint(name, {"k": [1, 2], "nested": {"a": "b"}})
+        returned = await instance.save(cp)
+        if returned != cp.checkpoint_id:
+            fail(
+                "save returns the checkpoint's id",
+                expected=cp.checkpoint_id,
+                observed=f"{returned!r}",
+            )
+        got = await load_or_none(instance, cp.checkpoint_id)
+        if got is None or got.to_dict() != cp.to_dict():
+            fail(
+                "load returns the checkpoint that was saved",
+                expected=f"{cp.to_dict()}",
+                observed="nothing" if got is None else f"{got.to_dict()}",
+            )
+
+    async def test_load_of_a_missing_id_raises_workflow_checkpoint_exception(
+        self, instance: Any
+    ) -> None:
+        try:
+            await instance.load(str(uuid.uuid4()))
+        except WorkflowCheckpointException:
+            return
+        except Exception as exc:
+            fail(
+                "load of an id never saved raises WorkflowCheckpointException",
+                expected="WorkflowCheckpointException",
+                observed=f"{type(exc).__name__}: {exc}",
+            )
+        fail(
+            "load of an id never saved raises WorkflowCheckpointException",
+            expected="an error",
+            observed="it returned",
+        )
+
+    async def test_listings_filter_by_workflow(self, instance: Any, name: str) -> None:
+        mine = [await save_one(instance, name, {"i": i}) for i in range(3)]
+        await save_one(instance, f"{name}-other", {"i": 9})
+        ids = await instance.list_checkpoint_ids(workflow_name=name)
+        listed = [c.checkpoint_id for c in await instance.list_checkpoints(workflow_name=name)]
+        if sorted(ids) != sorted(mine) or sorted(listed) != sorted(mine):
+            fail(
+                "list_checkpoint_ids and list_checkpoints give exactly the workflow's checkpoints",
+                expected=f"{sorted(mine)}",
+                observed=f"ids {sorted(ids)}, checkpoints {sorted(listed)}",
+            )
+
+    async def test_delete_returns_whether_it_existed(self, instance: Any, name: str) -> None:
+        checkpoint_id = await save_one(instance, name, {})
+        first, second = await instance.delete(checkpoint_id), await instance.delete(checkpoint_id)
+        if (first, second) != (True, False) or await load_or_none(
+            instance, checkpoint_id
+        ) is not None:
+            fail(
+                "delete removes the checkpoint and says whether it existed",
+                expected="True, then False, then load fails",
+                observed=f"{first}, then {second}",
+            )
+
+    async def test_get_latest_is_the_newest_by_timestamp(self, instance: Any, name: str) -> None:
+        if await instance.get_latest(workflow_name=name) is not None:
+            fail(
+                "get_latest of a workflow without checkpoints",
+                expected="None",
+                observed="a checkpoint",
+            )
+        now = datetime.now(UTC)
+        order = [2, 0, 3, 1]
+        ids = {}
+        for i in order:
+            cp = checkpoint(name, {"i": i}, at=now + timedelta(seconds=i))
+            ids[i] = await instance.save(cp)
+        latest = await instance.get_latest(workflow_name=name)
+        if latest is None or latest.checkpoint_id != ids[3]:
+            fail(
+                "get_latest returns the checkpoint with the newest timestamp",
+                expected=f"{ids[3]} (saved second to last)",
+                observed="None" if latest is None else latest.checkpoint_id,
+            )
+
+    async def test_saving_an_id_again_replaces_it(self, instance: Any, name: str) -> None:
+        cp = checkpoint(name, {"v": 1})
+        await instance.save(cp)
+        cp.state = {"v": 2}
+        await instance.save(cp)
+        got = await load_or_none(instance, cp.checkpoint_id)
+        ids = await instance.list_checkpoint_ids(workflow_name=name)
+        if got is None or got.state != {"v": 2} or ids.count(cp.checkpoint_id) != 1:
+            fail(
+                "saving a checkpoint id again replaces it",
+                expected="state {'v': 2}, listed once",
+                observed=f"{None if got is None else got.state}, "
+                f"listed {ids.count(cp.checkpoint_id)} times",
+            )
+
+
+# -- cancellation ----------------------------------------------------------------------------------
+class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
+    """A cancelled save ends promptly, lands never after, and leaves the storage healthy."""
+
+    conformance_group: ClassVar[str | None] = "cancellation"
+
+    async def test_cancelled_save_ends_promptly_while_held(
+        self, eco_target: EcosystemTarget, location: str | None, name: str, cancel_bound: float
+    ) -> None:
+        async with held(eco_target, location) as h:
+            need(h is not None, no_hold_reason(eco_target))
+            assert h is not None
+            cp = checkpoint(name, {"v": "cancelled"})
+            outcome = await cancel_while_held(
+                lambda: h.instance.save(cp), wait=max(5.0, 10 * cancel_bound)
+            )
+            if outcome.seconds > cancel_bound or outcome.result != "cancelled":
+                fail(
+                    "a cancelled save must raise CancelledError promptly while the backend "
+                    f"is held (by {h.how})",
+                    expected=f"CancelledError within {cancel_bound:g} s",
+                    observed=f"the call {outcome.result} after {outcome.seconds:.2f} s",
+                    detail="do not catch CancelledError (re-raise it after cleanup), and do not "
+                    "wait "
+                    "for the backend inside a shield or a thread join",
+                )
+        await finish(outcome.task)
+
+    async def test_cancelled_save_does_not_land_later(
+        self,
+        eco_target: EcosystemTarget,
+        location: str | None,
+        name: str,
+        cancel_bound: float,
+        settle_window: float,
+    ) -> None:
+        need(
+            location is not None,
+            "the factory takes no location: no second instance to watch through",
+        )
+        async with held(eco_target, location) as h:
+            need(h is not None, no_hold_reason(eco_target))
+            assert h is not None
+            cp = checkpoint(name, {"v": "cancelled"})
+            outcome = await cancel_while_held(
+                lambda: h.instance.save(cp), wait=max(5.0, 10 * cancel_bound)
+            )
+        await finish(outcome.task)
+        if outcome.result != "cancelled":
+            pytest.skip(f"the cancelled save {outcome.result} (see the promptness test)")
+        start = time.monotonic()
+        async with eco_target.open(location=location) as observer:
+            while time.monotonic() - start < settle_window:
+                if await load_or_none(observer, cp.checkpoint_id) is not None:
+                    fail(
+                        "a cancelled save must not land after CancelledError",
+                        expected=f"checkpoint {cp.checkpoint_id} never to appear",
+                        observed="a second instance loaded it "
+                        f"{time.monotonic() - start:.2f} s after the "
+                        "hold was released",
+                        detail="the write went on after the cancel (a thread, a task, bytes "
+                        "already sent): "
+                        "wait for it before raising CancelledError, or fence it",
+                    )
+                await asyncio.sleep(0.02)
+
+    async def test_call_after_cancel_gets_its_own_answer(
+        self, eco_target: EcosystemTarget, location: str | None, name: str
+    ) -> None:
+        async with held(eco_target, location) as h:
+            need(h is not None, no_hold_reason(eco_target))
+            assert h is not None
+            cp = checkpoint(name, {"v": "cancelled"})
+            outcome = await cancel_while_held(lambda: h.instance.save(cp), wait=5.0)
+        await finish(outcome.task)
+        async with eco_target.open(location=location) as storage:
+            checkpoint_id = await save_one(storage, f"{name}-next", {"v": "next"})
+            got = await load_or_none(storage, checkpoint_id)
+        if got is None or got.state != {"v": "next"}:
+            fail(
+                "after a cancelled call, the next call must get its own answer",
+                expected="the new checkpoint with {'v': 'next'}",
+                observed="nothing" if got is None else f"{got.state}",
+            )
+
+    async def test_cancel_at_each_step_is_whole_or_absent(
+        self, instance: Any, second: Any, name: str, settle_window: float
+    ) -> None:
+        made: list[WorkflowCheckpoint] = []
+
+        def make() -> Awaitable[Any]:
+            cp = checkpoint(name, {"n": len(made), "w": [len(made)] * 3})
+            made.append(cp)
+            return instance.save(cp)  # type: ignore[no-any-return]
+
+        outcomes = await cancel_at_each_step(make, steps=40)  # type: ignore[arg-type]
+        for k, outcome in outcomes:
+            if outcome == "swallowed":
+                fail(
+                    "a cancelled save must raise CancelledError",
+                    expected="CancelledError",
+                    observed=f"it returned normally when cancelled after {k} loop iterations",
+                    detail="never swallow CancelledError: re-raise it after cleanup",
+                )
+            if outcome.startswith("raised"):
+                fail(
+                    "a cancelled save must raise CancelledError, not another error",
+                    expected="CancelledError",
+                    observed=f"it {outcome} when cancelled after {k} loop iterations",
+                )
+        await asyncio.sleep(min(settle_window, 0.5))
+        for (k, outcome), cp in zip(outcomes, made, strict=False):
+            got = await load_or_none(second, cp.checkpoint_id)
+            if outcome == "completed" and got is None:
+                fail(
+                    "a save that returned must be stored",
+                    expected=cp.checkpoint_id,
+                    observed="it is missing",
+                )
+            if got is not None and got.state != cp.state:
+                fail(
+                    "a cancelled save must leave the checkpoint whole or absent",
+                    expected=f"absent, or {cp.state}",
+                    observed=f"{got.state} after a cancel at step {k}",
+                    detail="write the checkpoint in one atomic write",
+                )
+
+
+# -- concurrency -----------------------------------------------------------------------------------
+class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):
+    """Two instances on one workflow: nothing lost, one newest, nothing torn."""
+
+    conformance_group: ClassVar[str | None] = "concurrency"
+
+    async def test_two_instances_keep_every_checkpoint(
+        self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
+    ) -> None:
+        n = eco_target.count(10)
+
+        async def writer(storage: Any, tag: str) -> list[str]:
+            ids = []
+            for i in range(n):
+                ids.append(await save_one(storage, name, {"v": f"{tag}{i}"}))
+                await asyncio.sleep(0)
+            return ids
+
+        a, b = await asyncio.gather(writer(instance, "a"), writer(second, "b"))
+        listed = set(await second.list_checkpoint_ids(workflow_name=name))
+        lost = [i for i in a + b if i not in listed]
+        if lost:
+            fail(
+                "two instances saving checkpoints of one workflow must lose none",
+                expected=f"all {2 * n} listed",
+                observed=f"{len(lost)} missing (first {lost[0]})",
+                detail="store each checkpoint under its own id; never rewrite a shared index",
+            )
+
+    async def test_latest_is_the_newest_under_two_instances(
+        self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
+    ) -> None:
+        n = eco_target.count(12)
+        base = datetime.now(UTC)
+        newest: tuple[str, str] | None = None
+        for i in range(0, n, 2):
+            a = checkpoint(name, {"i": i}, at=base + timedelta(milliseconds=i))
+            b = checkpoint(name, {"i": i + 1}, at=base + timedelta(milliseconds=i + 1))
+            await asyncio.gather(instance.save(b), second.save(a))
+            newest = (b.timestamp, b.checkpoint_id)
+            for who, storage in (("first", instance), ("second", second)):
+                latest = await storage.get_latest(workflow_name=name)
+                if latest is None or latest.checkpoint_id != newest[1]:
+                    fail(
+                        "get_latest returns the newest checkpoint, whoever saved it",
+                        expected=f"{newest[1]} (timestamp {newest[0]})",
+                        observed=f"the {who} instance gave "
+                        f"{None if latest is None else latest.checkpoint_id}",
+                        detail="order by timestamp, not by write time; move a shared head "
+                        "only forward",
+                    )
+
+    async def test_read_during_writes_is_never_torn(
+        self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
+    ) -> None:
+        n = eco_target.count(15)
+        done = asyncio.Event()
+
+        async def writer() -> None:
+            try:
+                for i in range(n):
+                    await save_one(instance, name, {"a": i, "b": i, "blob": str(i) * 200})
+                    await asyncio.sleep(0)
+            finally:
+                done.set()
+
+        async def reader() -> None:
+            while not done.is_set():
+                latest = await second.get_latest(workflow_name=name)
+                if latest is not None:
+                    s = latest.state
+                    if s.get("a") != s.get("b") or s.get("blob") != str(s.get("a")) * 200:
+                        fail(
+                            "a checkpoint read while another is written must be whole",
+                            expected="the state of one checkpoint",
+                            observed=f"a={s.get('a')!r}, b={s.get('b')!r}",
+                            detail="write each checkpoint in one atomic write",
+                        )
+                await asyncio.sleep(0)
+
+        await asyncio.gather(writer(), reader())
+
+
+# -- isolation ------------------------------------------------------------------------------------
+class CheckpointStorageIsolationTests(CheckpointStorageFixtures):
+    """Mutating what was saved or loaded changes nothing stored."""
+
+    conformance_group: ClassVar[str | None] = "isolation"
+
+    async def test_mutating_after_save_changes_nothing_stored(
+        self, instance: Any, name: str
+    ) -> None:
+        cp = checkpoint(name, {"items": [1, 2, 3], "nested": {"k": "v"}})
+        await instance.save(cp)
+        cp.state["items"].append(4)
+        cp.state["nested"]["k"] = "changed"
+        cp.metadata["added"] = True
+        got = await load_or_none(instance, cp.checkpoint_id)
+        if got is None or got.state != {"items": [1, 2, 3], "nested": {"k": "v"}} or got.metadata:
+            fail(
+                "mutating a checkpoint after save must change nothing stored",
+                expected="{'items': [1, 2, 3], 'nested': {'k': 'v'}} and no metadata",
+                observed="nothing" if got is None else f"{got.state} and metadata {got.metadata}",
+                detail="encode (or deep-copy) the checkpoint inside save; never keep the "
+                "caller's object",
+            )
+
+    async def test_mutating_a_loaded_checkpoint_changes_nothing_stored(
+        self, instance: Any, name: str
+    ) -> None:
+        checkpoint_id = await save_one(instance, name, {"items": [1, 2, 3]})
+        first = await load_or_none(instance, checkpoint_id)
+        assert first is not None
+        first.state["items"].append(4)
+        first.state["extra"] = 1
+        latest = await instance.get_latest(workflow_name=name)
+        if latest is not None:
+            latest.state["items"].append(5)
+        again = await load_or_none(instance, checkpoint_id)
+        if again is None or again.state != {"items": [1, 2, 3]}:
+            fail(
+                "mutating a loaded checkpoint must change nothing stored",
+                expected="{'items': [1, 2, 3]}",
+                observed="nothing" if again is None else f"{again.state}",
+                detail="decode a new object on every load; never return the stored one",
+            )
+
+
+# -- durability ------------------------------------------------------------------------------------
+class CheckpointStorageDurabilityTests(CheckpointStorageFixtures):
+    """What was acknowledged is there after reopening, and after a SIGKILL."""
+
+    conformance_group: ClassVar[str | None] = "durability"
+
+    async def test_checkpoint_survives_reopen(
+        self, eco_target: EcosystemTarget, location: str | None, name: str
+    ) -> None:
+        need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
+        need(location is not None, "the factory takes no location: it cannot be reopened")
+        async with eco_target.open(location=location) as storage:
+            checkpoint_id = await save_one(storage, name, {"v": "kept"})
+        async with eco_target.open(location=location) as storage:
+            got = await load_or_none(storage, checkpoint_id)
+            latest = await storage.get_latest(workflow_name=name)
+        if (
+            got is None
+            or got.state != {"v": "kept"}
+            or latest is None
+            or latest.checkpoint_id != checkpoint_id
+        ):
+            fail(
+                "a checkpoint must survive closing and reopening a durable storage",
+                expected=f"{checkpoint_id} with {{'v': 'kept'}}, and as the latest",
+                observed="it is missing" if got is None else "it differs",
+            )
+
+    async def test_sigkill_mid_write_keeps_every_acknowledged_checkpoint(
+        self, eco_target: EcosystemTarget, location: str | None
+    ) -> None:
+        need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
+        need(location is not None, "the factory takes no location: it cannot be reopened")
+        need(
+            eco_target.spec is not None, "the target has no importable MODULE:ATTR for a subprocess"
+        )
+        assert location is not None
+        async with crash_writer(eco_target, location, acks=eco_target.count(20)) as acked:
+            pass
+        async with eco_target.open(location=location) as storage:
+            for line in acked:
+                checkpoint_id, _, n = line.partition(" ")
+                got = await load_or_none(storage, checkpoint_id)
+                if got is None or got.state != {"n": int(n), "pad": "x" * 4096}:
+                    fail(
+                        "every checkpoint acknowledged before a SIGKILL must be there, whole",
+                        expected=f"checkpoint {checkpoint_id} (#{n})",
+                        observed="it is missing" if got is None else "it is damaged",
+                        detail="make save return only after the write is durable (fsync the file "
+                        "and its directory)",
+                    )
+            try:
+                await storage.get_latest(workflow_name="crash")
+            except Exception as exc:
+                fail(
+                    "after a SIGKILL mid-write the storage must still read",
+                    expected="get_latest to work",
+                    observed=f"{type(exc).__name__}: {exc}",
+                    detail="a half-written checkpoint must never be visible: write to a temporary "
+                    "file and rename it",
+                )
+
+
+# -- hygiene ---------------------------------------------------------------------------------------
+class CheckpointStorageHygieneTests(CheckpointStorageFixtures):
+    """Every operation, then close: nothing left behind (checked around the test)."""
+
+    conformance_group: ClassVar[str | None] = "hygiene"
+
+    async def test_every_operation_then_close_leaves_nothing_behind(
+        self, eco_target: EcosystemTarget, location: str | None, name: str
+    ) -> None:
+        async with eco_target.open(location=location) as storage:
+            checkpoint_id = await save_one(storage, name, {"v": 1})
+            await storage.load(checkpoint_id)
+            await storage.list_checkpoints(workflow_name=name)
+            await storage.list_checkpoint_ids(workflow_name=name)
+            await storage.get_latest(workflow_name=name)
+            await storage.delete(checkpoint_id)
+            task = asyncio.ensure_future(save_one(storage, name, {"v": 2}))
+            await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+# -- scenarios: agent-framework's runner over the storage ------------------------------------------
+PROBE: dict[str, Any] = {"calls": [], "fail": True, "storage": None}
+"""What the scenario workflows record (the steps are module-level, as agent-framework needs)."""
+
+with warnings.catch_warnings():  # agent-framework's functional workflows are experimental
+    warnings.simplefilter("ignore", ExperimentalWarning)
+
+    @step
+    async def _completed(x: int) -> int:
+        PROBE["calls"].append("completed")
+        storage = PROBE["storage"]
+        if storage is not None:
+            storage.gate = True  # hold this step's save in flight until the sibling fails
+        return x + 1
+
+    @step
+    async def _failing(x: int) -> int:
+        storage = PROBE["storage"]
+        if storage is not None and PROBE["fail"]:
+            await asyncio.wait_for(storage.entered.wait(), 5)
+        PROBE["calls"].append("failing")
+        if PROBE["fail"]:
+            if storage is not None:
+                # Released a moment after the failure: a runner that cancels the in-flight
+                # save on failure loses it; one that lets it finish keeps it.
+                asyncio.get_running_loop().call_later(0.05, storage.release.set)
+            raise RuntimeError("sibling step failed")
+        return x
+
+    @workflow(name="ck-siblings")
+    async def _siblings(x: int) -> int:
+        a, b = await asyncio.gather(_completed(x), _failing(x))
+        return a + b
+
+    @step
+    async def _first(x: int) -> int:
+        PROBE["calls"].append("first")
+        return x * 2
+
+    @workflow(name="ck-pause")
+    async def _pause(x: int, ctx: RunContext) -> str:
+        a = await _first(x)
+        ok = await ctx.request_info({"value": a}, bool, request_id="approve")
+        return f"{a}:{ok}"
+
+
+class _Start(Executor):
+    @handler
+    async def go(self, x: int, ctx: WorkflowContext[int]) -> None:
+        PROBE["calls"].append("start")
+        await ctx.send_message(x + 1)
+
+
+class _Good(Executor):
+    @handler
+    async def go(self, x: int, ctx: WorkflowContext[Any, int]) -> None:
+        PROBE["calls"].append("good")
+        await ctx.yield_output(x * 10)
+
+
+class _Bad(Executor):
+    @handler
+    async def go(self, x: int, ctx: WorkflowContext[Any, int]) -> None:
+        await asyncio.sleep(0.01)
+        PROBE["calls"].append("bad")
+        if PROBE["fail"]:
+            raise RuntimeError("sibling executor failed")
+        await ctx.yield_output(x)
+
+
+def _graph() -> Any:
+    start, good, bad = _Start(id="start"), _Good(id="good"), _Bad(id="bad")
+    return (
+        WorkflowBuilder(name="ck-graph", start_executor=start)
+        .add_fan_out_edges(start, [good, bad])
+        .build()
+    )
+
+
+def _reset(storage: StyledStorage | None) -> None:
+    PROBE.update(calls=[], fail=True, storage=storage)
+
+
+Scenario = Callable[[StyledStorage, Any], Awaitable[None]]
+
+
+async def _functional_sibling(storage: StyledStorage, reader: Any) -> None:
+    _reset(storage)
+    try:
+        await _siblings.build().run(1, checkpoint_storage=storage)
+    except RuntimeError:
+        pass
+    else:
+        fail(
+            "a failing step fails the workflow run",
+            expected="RuntimeError",
+            observed="the run succeeded",
+        )
+    PROBE["storage"] = None
+    latest = await reader.get_latest(workflow_name="ck-siblings")
+    if latest is None:
+        fail(
+            "a completed step's checkpoint must survive a sibling step's failure",
+            expected="a checkpoint holding the completed step",
+            observed="no checkpoint of the workflow is stored",
+            detail=f"the completed step's save was in flight ({storage.style} style) when the "
+            "sibling failed: the save must be let finish",
+        )
+    PROBE["fail"] = False
+    await _siblings.build().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
+    if PROBE["calls"].count("completed") != 1:
+        fail(
+            "a resume must not run a completed step again",
+            expected="the completed step once",
+            observed=f"calls {PROBE['calls']}",
+        )
+
+
+async def _graph_sibling(storage: StyledStorage, reader: Any) -> None:
+    _reset(None)
+    try:
+        await _graph().run(1, checkpoint_storage=storage)
+    except RuntimeError:
+        pass
+    else:
+        fail(
+            "a failing executor fails the workflow run",
+            expected="RuntimeError",
+            observed="it succeeded",
+        )
+    latest = await reader.get_latest(workflow_name="ck-graph")
+    if latest is None:
+        fail(
+            "a completed superstep's checkpoint must survive a later failure",
+            expected="a checkpoint after the start executor",
+            observed="none is stored",
+        )
+    PROBE["fail"] = False
+    await _graph().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
+    calls = PROBE["calls"]
+    if calls.count("start") != 1 or calls.count("good") != 1:
+        fail(
+            "a resume must not run a completed executor again",
+            expected="start and good once each",
+            observed=f"calls {calls}",
+            detail="good completed beside the failing executor, in the same superstep",
+        )
+
+
+async def _cancel_while_hanging(
+    storage: StyledStorage, run: Callable[[], Awaitable[Any]], bound: float, how: str
+) -> None:
+    storage.hang = True
+    if how == "wait_for":
+        start = time.monotonic()
+        waiter = asyncio.ensure_future(asyncio.wait_for(run(), timeout=0.2))
+        done, _ = await asyncio.wait({waiter}, timeout=0.2 + bound + 1.0)
+        seconds = time.monotonic() - start - 0.2
+        result = (
+            "timed out" if done and isinstance(waiter.exception(), TimeoutError) else "did not end"
+        )
+        if done and waiter.exception() is None:
+            result = "returned"
+        storage.release.set()
+        await finish(waiter)
+        ok = result == "timed out" and seconds <= bound
+    else:
+        outcome = await cancel_while_held(run, entered=storage.entered.wait, wait=bound + 1.0)  # type: ignore[arg-type]
+        storage.release.set()
+        await finish(outcome.task)
+        seconds, result, ok = (
+            outcome.seconds,
+            outcome.result,
+            outcome.result == "cancelled" and outcome.seconds <= bound,
+        )
+    if not ok:
+        fail(
+            f"a caller's {'asyncio.wait_for' if how == 'wait_for' else 'task.cancel()'} "
+            "must end the "
+            "run promptly while a save hangs",
+            expected=f"the run to end within {bound:g} s",
+            observed=f"it {result} after {seconds:.2f} s ({storage.style} style)",
+        )
+
+
+class CheckpointStorageScenarioTests(CheckpointStorageFixtures):
+    """agent-framework's runner over the storage, in three save styles."""
+
+    conformance_group: ClassVar[str | None] = "scenarios"
+
+    async def _judge(
+        self, scenario: Scenario, instance: Any, second: Any, style: SaveStyle
+    ) -> None:
+        """Run ``scenario`` on the target; on failure, on agent-framework's own storage too."""
+
+        @asynccontextmanager
+        async def reference() -> AsyncIterator[tuple[Any, Any]]:
+            storage = InMemoryCheckpointStorage()
+            yield StyledStorage(storage, style), storage
+
+        try:
+            await judge(
+                scenario,
+                (StyledStorage(instance, style), second),
+                reference,
+                library("agent-framework-core"),
+            )
+        finally:
+            PROBE["storage"] = None
+
+    @pytest.mark.parametrize("style", SAVE_STYLES)
+    async def test_functional_completed_step_survives_sibling_failure(
+        self, instance: Any, second: Any, style: SaveStyle
+    ) -> None:
+        await self._judge(_functional_sibling, instance, second, style)
+
+    @pytest.mark.parametrize("style", SAVE_STYLES)
+    async def test_graph_completed_step_survives_sibling_failure(
+        self, instance: Any, second: Any, style: SaveStyle
+    ) -> None:
+        await self._judge(_graph_sibling, instance, second, style)
+
+    @pytest.mark.parametrize("how", ["cancel", "wait_for"])
+    @pytest.mark.parametrize("style", SAVE_STYLES)
+    async def test_functional_caller_cancel_ends_promptly_while_save_hangs(
+        self, instance: Any, second: Any, style: SaveStyle, how: str, cancel_bound: float
+    ) -> None:
+        async def scenario(storage: StyledStorage, reader: Any) -> None:
+            _reset(None)
+            await _cancel_while_hanging(
+                storage,
+                lambda: _pause.build().run(3, checkpoint_storage=storage),
+                max(1.0, 2 * cancel_bound),
+                how,
+            )
+
+        await self._judge(scenario, instance, second, style)
+
+    @pytest.mark.parametrize("style", SAVE_STYLES)
+    async def test_graph_caller_cancel_ends_promptly_while_save_hangs(
+        self, instance: Any, second: Any, style: SaveStyle, cancel_bound: float
+    ) -> None:
+        async def scenario(storage: StyledStorage, reader: Any) -> None:
+            _reset(None)
+            PROBE["fail"] = False
+            await _cancel_while_hanging(
+                storage,
+                lambda: _graph().run(1, checkpoint_storage=storage),
+                max(1.0, 2 * cancel_bound),
+                "cancel",
+            )
+
+        await self._judge(scenario, instance, second, style)
+
+    @pytest.mark.parametrize("style", SAVE_STYLES)
+    async def test_pause_for_input_resumes_without_running_completed_steps(
+        self, instance: Any, second: Any, style: SaveStyle
+    ) -> None:
+        async def scenario(storage: StyledStorage, reader: Any) -> None:
+            _reset(None)
+            first = await _pause.build().run(4, checkpoint_storage=storage)
+            if [e.request_id for e in first.get_request_info_events()] != ["approve"]:
+                fail(
+                    "a request for input pauses the run",
+                    expected="one request 'approve'",
+                    observed="none",
+                )
+            latest = await reader.get_latest(workflow_name="ck-pause")
+            if latest is None or "approve" not in latest.pending_request_info_events:
+                fail(
+                    "the paused run's checkpoint holds the pending request",
+                    expected="a latest checkpoint with request 'approve'",
+                    observed="none"
+                    if latest is None
+                    else f"requests {list(latest.pending_request_info_events)}",
+                )
+            resumed = await _pause.build().run(
+                checkpoint_id=latest.checkpoint_id,
+                checkpoint_storage=reader,
+                responses={"approve": True},
+            )
+            if resumed.get_outputs() != ["8:True"] or PROBE["calls"].count("first") != 1:
+                fail(
+                    "a paused run resumed with the response continues without re-running "
+                    "completed steps",
+                    expected="output '8:True', step 'first' run once",
+                    observed=f"outputs {resumed.get_outputs()}, calls {PROBE['calls']}",
+                )
+
+        await self._judge(scenario, instance, second, style)
+
+    @pytest.mark.parametrize("style", SAVE_STYLES)
+    async def test_caller_cancel_during_pause_ends_promptly(
+        self, instance: Any, second: Any, style: SaveStyle, cancel_bound: float
+    ) -> None:
+        async def scenario(storage: StyledStorage, reader: Any) -> None:
+            _reset(None)
+            first = await _pause.build().run(4, checkpoint_storage=storage)
+            latest = await reader.get_latest(workflow_name="ck-pause")
+            assert latest is not None and first is not None
+            await _cancel_while_hanging(
+                storage,
+                lambda: _pause.build().run(
+                    checkpoint_id=latest.checkpoint_id,
+                    checkpoint_storage=storage,
+                    responses={"approve": True},
+                ),
+                max(1.0, 2 * cancel_bound),
+                "cancel",
+            )
+
+        await self._judge(scenario, instance, second, style)
+
+
+class CheckpointStorageConformance(
+    CheckpointStorageSemanticsTests,
+    CheckpointStorageCancellationTests,
+    CheckpointStorageConcurrencyTests,
+    CheckpointStorageIsolationTests,
+    CheckpointStorageDurabilityTests,
+    CheckpointStorageHygieneTests,
+    CheckpointStorageScenarioTests,
+):
+    """Every group for an agent-framework storage; subclass it and override the factory."""

@@ -1,0 +1,367 @@
+"""What the ecosystem groups share: fixtures, holds, the cancellation probe, the crash writer.
+
+The saver (LangGraph) and storage (agent-framework) groups subclass
+:class:`EcosystemFixtures`; a user's test class overrides one fixture
+(``saver_factory`` or ``checkpoint_storage_factory``), as for storages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Any, ClassVar
+
+import pytest
+import pytest_asyncio
+
+from .. import descriptors
+from ..checks import ConformanceFailure
+from ..fixtures import _time_limited
+from ..hygiene import HygieneError, hygiene
+from ..proxy import StallProxy
+from ..target import new_location
+from .target import EcosystemTarget
+
+__all__ = [
+    "CancelOutcome",
+    "EcosystemFixtures",
+    "cancel_while_held",
+    "crash_writer",
+    "held",
+]
+
+
+RUNNER_FAILED = "the runner failed, not the storage"
+"""How the reason of a scenario that fails on the library's own storage too begins."""
+
+
+class EcosystemFixtures:
+    """Fixtures of the ecosystem groups; a subclass says how to get the target.
+
+    Attributes:
+        conformance_group: the group of the tests defined in a mixin class.
+        time_limit: seconds after which one test is failed as hung.
+    """
+
+    pytestmark: ClassVar[list[pytest.MarkDecorator]] = [pytest.mark.asyncio]
+    conformance_group: ClassVar[str | None] = None
+    time_limit: ClassVar[float] = 60.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        group = cls.__dict__.get("conformance_group")
+        for name, value in list(cls.__dict__.items()):
+            if (
+                name.startswith("test_")
+                and inspect.iscoroutinefunction(value)
+                and not getattr(value, "__conformance_wrapped__", False)
+            ):
+                setattr(cls, name, _time_limited(value, group))
+
+    @pytest.fixture
+    def eco_target(self) -> EcosystemTarget:
+        """The target; the ecosystem's fixture class derives it from its factory fixture."""
+        raise NotImplementedError("override saver_factory or checkpoint_storage_factory")
+
+    @pytest.fixture
+    def location(self, eco_target: EcosystemTarget) -> str | None:
+        """A fresh location for the test, when the target can open one twice."""
+        return new_location() if eco_target.reopens else None
+
+    @pytest_asyncio.fixture
+    async def instance(
+        self, eco_target: EcosystemTarget, location: str | None
+    ) -> AsyncIterator[Any]:
+        """A fresh instance (saver or storage) for one test; closed after it."""
+        async with eco_target.open(location=location) as opened:
+            yield opened
+
+    @pytest_asyncio.fixture
+    async def second(
+        self, eco_target: EcosystemTarget, location: str | None, instance: Any
+    ) -> AsyncIterator[Any]:
+        """A second instance on the test's data; the first itself when there is no location."""
+        if location is None:
+            yield instance
+            return
+        async with eco_target.open(location=location) as opened:
+            yield opened
+
+    @pytest.fixture
+    def two_instances(self, eco_target: EcosystemTarget) -> bool:
+        """Whether ``second`` is a second instance (else the same one)."""
+        return eco_target.reopens
+
+    @pytest.fixture
+    def settle_window(self, request: pytest.FixtureRequest, eco_target: EcosystemTarget) -> float:
+        """Seconds a cancelled call is watched for a late landing."""
+        option = request.config.getoption("checkpointkit_settle_window", default=None)
+        return float(option) if option is not None else eco_target.settle_window
+
+    @pytest.fixture
+    def cancel_bound(self, request: pytest.FixtureRequest, eco_target: EcosystemTarget) -> float:
+        """Seconds within which a cancelled call must end."""
+        option = request.config.getoption("checkpointkit_cancel_bound", default=None)
+        return float(option) if option is not None else eco_target.cancel_bound
+
+    @pytest_asyncio.fixture(autouse=True)
+    async def _ecosystem_hygiene(self) -> AsyncIterator[None]:
+        """Hygiene around every test (after every instance is closed), descriptors too."""
+        counting = descriptors.available()
+        before = descriptors.snapshot() if counting else {}
+        async with hygiene():
+            yield
+        if counting:
+            found = await descriptors.wait_for_no_leak(before, grace=0.5)
+            if found:
+                raise HygieneError(
+                    "hygiene check failed:\n- the test left "
+                    + descriptors.describe_leak(found)
+                    + " open after every instance was closed"
+                )
+
+
+# -- holding a backend ----------------------------------------------------------------------
+@dataclass
+class Held:
+    """An instance whose backend is held while the context is entered."""
+
+    instance: Any
+    how: str
+
+
+@asynccontextmanager
+async def held(target: EcosystemTarget, location: str | None) -> AsyncIterator[Held | None]:
+    """An instance on ``location`` whose backend stops answering while this is entered.
+
+    Through the target's ``hold`` if it has one, else through the stalling TCP
+    proxy if the factory takes ``endpoint``; yields None when neither is there.
+    """
+    if target.proxyable:
+        assert target.upstream is not None
+        async with StallProxy(target.upstream) as proxy:  # noqa: SIM117 - the open needs its address
+            async with target.open(location=location, endpoint=proxy.address) as instance:
+                await _warm(instance)
+                proxy.stall("both")
+                try:
+                    yield Held(instance, "the stalling TCP proxy")
+                finally:
+                    proxy.resume()
+        return
+    if target.hold is not None:
+        async with target.open(location=location) as instance:
+            await _warm(instance)
+            async with target.hold(location):
+                yield Held(instance, "the target's hold")
+        return
+    yield None
+
+
+async def _warm(instance: Any) -> None:
+    """One read, so that connections are open before the backend is held."""
+    warm = getattr(instance, "aget_tuple", None)
+    if warm is not None:
+        await warm({"configurable": {"thread_id": "warm-up", "checkpoint_ns": ""}})
+        return
+    await instance.list_checkpoint_ids(workflow_name="warm-up")
+
+
+@dataclass
+class CancelOutcome:
+    """What a call cancelled while held did."""
+
+    seconds: float
+    """From ``cancel()`` to the call's end."""
+    ended: bool
+    """The call ended within the wait."""
+    result: str
+    """``cancelled``, ``returned`` (cancellation swallowed) or ``raised X``."""
+    task: asyncio.Task[Any]
+
+
+async def cancel_while_held(
+    make: Callable[[], Coroutine[Any, Any, Any]],
+    *,
+    entered: Callable[[], Awaitable[Any]] | None = None,
+    wait: float,
+) -> CancelOutcome:
+    """Start ``make()``, let it reach the held backend, cancel it, time its end.
+
+    Args:
+        make: the call.
+        entered: awaited before cancelling (default: a short pause, so the
+            call has sent its request into the held backend).
+        wait: seconds to wait for the call to end after ``cancel()``.
+    """
+    task = asyncio.ensure_future(make())
+    if entered is None:
+        await asyncio.sleep(0.05)
+    else:
+        await asyncio.wait_for(entered(), wait)
+    start = time.monotonic()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=wait)
+    seconds = time.monotonic() - start
+    if not done:
+        return CancelOutcome(seconds, False, "still running", task)
+    if task.cancelled():
+        result = "cancelled"
+    elif task.exception() is not None:
+        exc = task.exception()
+        result = f"raised {type(exc).__name__}: {exc}"
+    else:
+        result = "returned"
+    return CancelOutcome(seconds, True, result, task)
+
+
+async def finish(task: asyncio.Task[Any], seconds: float = 30.0) -> None:
+    """Let a task that outlived its cancel end (after the hold is gone), whatever it does."""
+    if task.done():
+        if not task.cancelled():
+            task.exception()
+        return
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if done:
+        if not task.cancelled():
+            task.exception()
+        return
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def cancel_at_each_step(
+    make: Callable[[], Coroutine[Any, Any, Any]], *, steps: int
+) -> list[tuple[int, str]]:
+    """Cancel ``make()`` after 0, 1, 2, ... loop iterations, until it completes first.
+
+    Returns ``(iterations, outcome)`` per attempt, where outcome is
+    ``cancelled``, ``completed`` (it ended before the cancel), ``swallowed``
+    (cancelled while pending, yet it returned) or ``raised X``.
+    """
+    outcomes: list[tuple[int, str]] = []
+    for k in range(steps):
+        task = asyncio.ensure_future(make())
+        for _ in range(k):
+            await asyncio.sleep(0)
+        if task.done():
+            await asyncio.gather(task, return_exceptions=True)
+            outcomes.append((k, "completed"))
+            break
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            outcomes.append((k, "cancelled"))
+        elif task.exception() is not None:
+            exc = task.exception()
+            outcomes.append((k, f"raised {type(exc).__name__}: {exc}"))
+        else:
+            outcomes.append((k, "swallowed"))
+    return outcomes
+
+
+async def judge(
+    scenario: Callable[[Any, Any], Awaitable[None]],
+    target: tuple[Any, Any],
+    reference: Callable[[], AbstractAsyncContextManager[tuple[Any, Any]]],
+    library: str,
+) -> None:
+    """Run a runner scenario on the target; when it fails, on the library's own storage too.
+
+    Args:
+        scenario: called with the instance to run over and a second one to read with.
+        target: the target's ``(instance, second)``.
+        reference: opens the library's own in-memory ``(instance, second)``.
+        library: the library and version, for the reason (``agent-framework-core 1.23.0``).
+
+    Raises:
+        ConformanceFailure: the scenario fails on the target only.
+    """
+    __tracebackhide__ = True
+    try:
+        await scenario(*target)
+    except ConformanceFailure as exc:
+        try:
+            async with reference() as (ref, ref_reader):
+                await scenario(ref, ref_reader)
+        except ConformanceFailure as ref_failure:
+            pytest.xfail(
+                f"{RUNNER_FAILED}: {library} fails this scenario on its own "
+                f"in-memory storage too ({ref_failure})"
+            )
+        raise exc
+
+
+def no_hold_reason(target: EcosystemTarget) -> str:
+    """Why the held-backend tests cannot run on ``target``."""
+    return (
+        f"{target.name} has no way to hold its backend: give the EcosystemTarget a hold "
+        "(a context manager that makes the backend stop answering), or a factory taking "
+        "endpoint= with upstream= set, for the stalling TCP proxy"
+    )
+
+
+# -- the crash writer --------------------------------------------------------------------------
+@asynccontextmanager
+async def crash_writer(
+    target: EcosystemTarget, location: str, *, acks: int
+) -> AsyncIterator[list[str]]:
+    """Run a subprocess that writes checkpoints at ``location``; SIGKILL it after ``acks``.
+
+    Yields the ids the subprocess reported as written (each printed after its
+    call returned), once it has been killed.
+
+    Raises:
+        ConformanceFailure: the subprocess ended or failed before it was killed.
+    """
+    if target.spec is None:
+        raise RuntimeError("the crash writer needs an importable spec")
+    cmd = [
+        sys.executable,
+        "-m",
+        "checkpointkit.conformance.ecosystems.crash",
+        target.ecosystem,
+        target.spec,
+        location,
+    ]
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ}
+    )
+    acked: list[str] = []
+    try:
+        assert proc.stdout is not None
+        while len(acked) < acks:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            if not line:
+                err = b"" if proc.stderr is None else await proc.stderr.read()
+                raise ConformanceFailure(
+                    f"the crash writer (a subprocess writing through {target.spec}) ended before "
+                    f"writing {acks} checkpoints: {err.decode(errors='replace')[-800:]}"
+                )
+            acked.append(line.decode().strip())
+        os.kill(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        yield acked
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+def library(distribution: str) -> str:
+    """``distribution version`` of an installed distribution."""
+    return f"{distribution} {version(distribution)}"
+
+
+def need(condition: bool, reason: str) -> None:
+    """Skip the test with ``reason`` unless ``condition``."""
+    if not condition:
+        pytest.skip(reason)

@@ -1,0 +1,942 @@
+"""The conformance groups for a LangGraph checkpointer (a ``BaseCheckpointSaver``).
+
+A saver joins with one fixture and one empty class::
+
+    class TestMySaver(SaverConformance):
+        @pytest.fixture
+        def saver_factory(self):
+            return my_saver_factory  # or an EcosystemTarget
+
+Groups (each a mixin of its own, all in :class:`SaverConformance`):
+
+``semantics``
+    ``langgraph-checkpoint-conformance``, LangGraph's own suite, one test per
+    capability (``put``, ``put_writes``, ``get_tuple``, ``list``,
+    ``delete_thread`` are its base; ``delete_for_runs``, ``copy_thread`` and
+    ``prune`` are skipped when the saver does not implement them).
+``cancellation``
+    a call cancelled while the backend is held ends within the bound, raises
+    ``CancelledError`` and does not land afterwards (watched through a second
+    instance), and the next call gets its own answer; cancelled at each
+    await point, a call is whole or absent and never swallows the cancel.
+``concurrency``
+    two instances on one thread lose no checkpoint and no write, agree on the
+    newest checkpoint, never show a torn checkpoint, and keep LangGraph's
+    rules for parents and pending writes.
+``isolation``
+    mutating what was passed to ``aput``/``aput_writes``, or what was
+    loaded, changes nothing stored.
+``durability``
+    (a target that says it is durable) a checkpoint survives reopening, and
+    every checkpoint acknowledged before a SIGKILL mid-write is there, whole.
+``hygiene``
+    every test is checked for never-awaited coroutines, pending tasks,
+    threads and descriptors left after close.
+``scenarios``
+    LangGraph's own runner over the saver: parallel nodes with one failing,
+    interrupt and resume, a cancelled ``ainvoke`` while the saver hangs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, ClassVar, TypedDict
+
+import pytest
+
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        BaseCheckpointSaver,
+        Checkpoint,
+        CheckpointTuple,
+        empty_checkpoint,
+    )
+    from langgraph.checkpoint.base.id import uuid6
+except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the extra
+    raise ModuleNotFoundError(
+        f"the LangGraph groups need langgraph ({_exc}); "
+        'install it with: pip install "checkpointkit[langgraph]"',
+        name=_exc.name,
+    ) from _exc
+
+from ..checks import fail
+from .harness import (
+    EcosystemFixtures,
+    cancel_at_each_step,
+    cancel_while_held,
+    crash_writer,
+    finish,
+    held,
+    judge,
+    library,
+    need,
+    no_hold_reason,
+)
+from .target import EcosystemTarget
+
+__all__ = [
+    "HangingSaver",
+    "SaverCancellationTests",
+    "SaverConcurrencyTests",
+    "SaverConformance",
+    "SaverDurabilityTests",
+    "SaverFixtures",
+    "SaverHygieneTests",
+    "SaverIsolationTests",
+    "SaverScenarioTests",
+    "SaverSemanticsTests",
+    "checkpoint_of",
+    "config_of",
+    "native_level",
+]
+
+CAPABILITIES = (
+    "put",
+    "put_writes",
+    "get_tuple",
+    "list",
+    "delete_thread",
+    "delete_for_runs",
+    "copy_thread",
+    "prune",
+)
+BASE_CAPABILITIES = CAPABILITIES[:5]
+
+
+# -- building checkpoints ---------------------------------------------------------------------
+def config_of(thread: str, checkpoint_id: str | None = None, ns: str = "") -> RunnableConfig:
+    """A ``RunnableConfig`` naming a thread (and a checkpoint)."""
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def checkpoint_of(
+    saver: BaseCheckpointSaver[Any], values: dict[str, Any], *, previous: Checkpoint | None = None
+) -> tuple[Checkpoint, dict[str, Any]]:
+    """A new checkpoint holding ``values`` (a fresh, increasing id) and its new versions."""
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = str(uuid6(clock_seq=-1))
+    old = {} if previous is None else previous["channel_versions"]
+    versions = {ch: saver.get_next_version(old.get(ch), None) for ch in values}
+    checkpoint["channel_values"] = dict(values)
+    checkpoint["channel_versions"] = {**old, **versions}
+    return checkpoint, versions
+
+
+async def put(
+    saver: BaseCheckpointSaver[Any],
+    thread: str,
+    values: dict[str, Any],
+    *,
+    parent: str | None = None,
+    step: int = 0,
+) -> str:
+    """``aput`` a checkpoint of ``values`` on ``thread`` after ``parent``; its id."""
+    checkpoint, versions = checkpoint_of(saver, values)
+    await saver.aput(
+        config_of(thread, parent), checkpoint, {"source": "loop", "step": step}, versions
+    )
+    return checkpoint["id"]
+
+
+async def get(
+    saver: BaseCheckpointSaver[Any], thread: str, checkpoint_id: str | None = None
+) -> CheckpointTuple | None:
+    """``aget_tuple`` of a checkpoint (the newest without an id)."""
+    return await saver.aget_tuple(config_of(thread, checkpoint_id))
+
+
+def _id_of(t: CheckpointTuple | None) -> str | None:
+    return None if t is None else str(t.config["configurable"]["checkpoint_id"])
+
+
+async def _ids(saver: BaseCheckpointSaver[Any], thread: str) -> list[str]:
+    return [
+        str(t.config["configurable"]["checkpoint_id"]) async for t in saver.alist(config_of(thread))
+    ]
+
+
+def _writes(t: CheckpointTuple | None) -> dict[tuple[str, str], Any]:
+    return {} if t is None else {(w[0], w[1]): w[2] for w in (t.pending_writes or [])}
+
+
+def native_level(outcomes: Mapping[str, str]) -> str:
+    """langgraph-checkpoint-conformance's level from our per-capability outcomes."""
+    base_ok = [outcomes.get(c) == "passed" for c in BASE_CAPABILITIES]
+    detected = [c for c, o in outcomes.items() if o != "skipped"]
+    if all(base_ok) and all(outcomes[c] == "passed" for c in detected):
+        return "FULL"
+    if all(base_ok):
+        return "BASE+PARTIAL"
+    return "BASE" if any(base_ok) else "NONE"
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+class SaverFixtures(EcosystemFixtures):
+    """Fixtures of the saver groups; override ``saver_factory``."""
+
+    @pytest.fixture
+    def saver_factory(self) -> EcosystemTarget | Callable[..., Any]:
+        """The saver class or factory (or an :class:`EcosystemTarget`); override this.
+
+        Raises:
+            NotImplementedError: until a subclass overrides it.
+        """
+        raise NotImplementedError(
+            "override the saver_factory fixture: return a saver class, a factory of savers "
+            "or an EcosystemTarget"
+        )
+
+    @pytest.fixture
+    def eco_target(self, saver_factory: Any) -> EcosystemTarget:
+        """The target made from ``saver_factory``."""
+        if isinstance(saver_factory, EcosystemTarget):
+            return saver_factory
+        return EcosystemTarget("langgraph", saver_factory)
+
+    @pytest.fixture
+    def thread(self) -> str:
+        """A thread id of its own for the test."""
+        return f"t-{uuid6().hex[:12]}"
+
+
+# -- semantics: LangGraph's own suite --------------------------------------------------------------
+class SaverSemanticsTests(SaverFixtures):
+    """langgraph-checkpoint-conformance, one test per capability."""
+
+    conformance_group: ClassVar[str | None] = "semantics"
+
+    @pytest.mark.parametrize("capability", CAPABILITIES)
+    async def test_langgraph_checkpoint_conformance(
+        self, capability: str, eco_target: EcosystemTarget
+    ) -> None:
+        from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+        @checkpointer_test(name=eco_target.name)
+        async def fresh() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+            location = _fresh_location(eco_target)
+            async with eco_target.open(location=location) as saver:
+                yield saver
+
+        report = await validate(fresh, capabilities={capability})
+        result = report.results[capability]
+        if not result.detected:
+            if capability in BASE_CAPABILITIES:
+                fail(
+                    f"langgraph-checkpoint-conformance needs the base capability {capability!r}",
+                    expected=f"the saver to implement a{capability}",
+                    observed="it does not (LangGraph's suite did not detect it)",
+                    detail="implement the async method of BaseCheckpointSaver",
+                )
+            pytest.skip(f"the saver does not implement a{capability} (an optional capability)")
+        if not result.passed:
+            shown = "; ".join(result.failures[:5])
+            fail(
+                f"langgraph-checkpoint-conformance's {capability!r} tests must pass",
+                expected="every test to pass",
+                observed=f"{result.tests_failed} of {result.tests_failed + result.tests_passed} "
+                f"failed: {shown}",
+                detail="run langgraph-checkpoint-conformance on the saver for the full output",
+            )
+
+
+def _fresh_location(target: EcosystemTarget) -> str | None:
+    from ..target import new_location
+
+    return new_location() if target.reopens else None
+
+
+# -- cancellation ----------------------------------------------------------------------------------
+class SaverCancellationTests(SaverFixtures):
+    """A cancelled call ends promptly, lands never after, and leaves the saver healthy."""
+
+    conformance_group: ClassVar[str | None] = "cancellation"
+
+    async def _held_put(
+        self, target: EcosystemTarget, location: str | None, thread: str, bound: float
+    ) -> tuple[Any, str]:
+        async with held(target, location) as h:
+            need(h is not None, no_hold_reason(target))
+            assert h is not None
+            checkpoint, versions = checkpoint_of(h.instance, {"v": "cancelled"})
+            outcome = await cancel_while_held(
+                lambda: h.instance.aput(config_of(thread), checkpoint, {"step": 1}, versions),
+                wait=max(5.0, 10 * bound),
+            )
+        await finish(outcome.task)
+        return outcome, checkpoint["id"]
+
+    async def test_cancelled_aput_ends_promptly_while_held(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str, cancel_bound: float
+    ) -> None:
+        async with held(eco_target, location) as h:
+            need(h is not None, no_hold_reason(eco_target))
+            assert h is not None
+            checkpoint, versions = checkpoint_of(h.instance, {"v": "cancelled"})
+            outcome = await cancel_while_held(
+                lambda: h.instance.aput(config_of(thread), checkpoint, {"step": 1}, versions),
+                wait=max(5.0, 10 * cancel_bound),
+            )
+            if outcome.seconds > cancel_bound or outcome.result != "cancelled":
+                fail(
+                    "a cancelled aput must raise CancelledError promptly while the backend "
+                    f"is held (by {h.how})",
+                    expected=f"CancelledError within {cancel_bound:g} s",
+                    observed=f"the call {outcome.result} after {outcome.seconds:.2f} s",
+                    detail="do not catch CancelledError (re-raise it after cleanup), and do not "
+                    "wait for the backend's reply inside a shield or a thread join",
+                )
+        await finish(outcome.task)
+
+    async def test_cancelled_aput_does_not_land_later(
+        self,
+        eco_target: EcosystemTarget,
+        location: str | None,
+        thread: str,
+        cancel_bound: float,
+        settle_window: float,
+    ) -> None:
+        need(
+            location is not None,
+            "the factory takes no location: no second instance to watch through",
+        )
+        outcome, checkpoint_id = await self._held_put(eco_target, location, thread, cancel_bound)
+        if outcome.result != "cancelled":
+            pytest.skip(f"the cancelled aput {outcome.result} (see the promptness test)")
+        await _watch_absent(eco_target, location, thread, checkpoint_id, settle_window)
+
+    async def test_call_after_cancel_gets_its_own_answer(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str
+    ) -> None:
+        async with held(eco_target, location) as h:
+            need(h is not None, no_hold_reason(eco_target))
+            assert h is not None
+            saver = h.instance
+            checkpoint, versions = checkpoint_of(saver, {"v": "cancelled"})
+            outcome = await cancel_while_held(
+                lambda: saver.aput(config_of(thread), checkpoint, {"step": 1}, versions),
+                wait=5.0,
+            )
+            # Leave the hold inside the same instance's life: the next calls are its own.
+            ctx = h
+        await finish(outcome.task)
+        del ctx
+        async with eco_target.open(location=location) as saver:
+            other = f"{thread}-next"
+            new_id = await put(saver, other, {"v": "next"})
+            got = await get(saver, other)
+            if (
+                _id_of(got) != new_id
+                or got is None
+                or got.checkpoint["channel_values"] != {"v": "next"}
+            ):
+                fail(
+                    "after a cancelled call, the next call must get its own answer",
+                    expected=f"checkpoint {new_id} with {{'v': 'next'}}",
+                    observed=f"{_id_of(got)} with "
+                    f"{None if got is None else got.checkpoint['channel_values']}",
+                )
+
+    async def test_cancel_at_each_step_is_whole_or_absent(
+        self, instance: Any, second: Any, thread: str, settle_window: float
+    ) -> None:
+        saver: BaseCheckpointSaver[Any] = instance
+        seen: list[tuple[int, str, str]] = []
+
+        attempt = 0
+
+        def make() -> Any:
+            nonlocal attempt
+            attempt += 1
+            checkpoint, versions = checkpoint_of(saver, {"v": attempt, "w": [attempt] * 3})
+            seen.append((attempt, checkpoint["id"], ""))
+            return saver.aput(config_of(thread), checkpoint, {"step": attempt}, versions)
+
+        outcomes = await cancel_at_each_step(make, steps=40)
+        for k, outcome in outcomes:
+            if outcome == "swallowed":
+                fail(
+                    "a cancelled aput must raise CancelledError",
+                    expected="CancelledError",
+                    observed=f"it returned normally when cancelled after {k} loop iterations",
+                    detail="never swallow CancelledError: re-raise it after cleanup",
+                )
+            if outcome.startswith("raised"):
+                fail(
+                    "a cancelled aput must raise CancelledError, not another error",
+                    expected="CancelledError",
+                    observed=f"it {outcome} when cancelled after {k} loop iterations",
+                )
+        await asyncio.sleep(min(settle_window, 0.5))
+        for (k, outcome), (n, checkpoint_id, _) in zip(outcomes, seen, strict=False):
+            got = await get(second, thread, checkpoint_id)
+            if outcome == "completed" and got is None:
+                fail(
+                    "an aput that returned must be stored",
+                    expected=f"checkpoint {checkpoint_id}",
+                    observed="it is missing",
+                )
+            if got is not None and got.checkpoint["channel_values"] != {"v": n, "w": [n] * 3}:
+                fail(
+                    "a cancelled aput must leave the checkpoint whole or absent",
+                    expected=f"absent, or {{'v': {n}, 'w': {[n] * 3}}}",
+                    observed=f"{got.checkpoint['channel_values']} after a cancel at step {k}",
+                    detail="write the checkpoint and its values in one atomic write (or write "
+                    "the values first and the checkpoint that names them last)",
+                )
+
+
+async def _watch_absent(
+    target: EcosystemTarget, location: str | None, thread: str, checkpoint_id: str, window: float
+) -> None:
+    start = time.monotonic()
+    async with target.open(location=location) as observer:
+        while True:
+            got = await get(observer, thread, checkpoint_id)
+            if got is not None:
+                fail(
+                    "a cancelled aput must not land after CancelledError",
+                    expected=f"checkpoint {checkpoint_id} never to appear",
+                    observed=f"a second instance saw it {time.monotonic() - start:.2f} s after "
+                    "the hold was released",
+                    detail="the write went on after the cancel (a thread, a task or bytes already "
+                    "sent): wait for it to end before raising CancelledError, or make it "
+                    "conditional on a fence that the cancel moves",
+                )
+            if time.monotonic() - start >= window:
+                return
+            await asyncio.sleep(0.02)
+
+
+# -- concurrency -----------------------------------------------------------------------------------
+class SaverConcurrencyTests(SaverFixtures):
+    """Two instances on one thread: nothing lost, one newest, nothing torn."""
+
+    conformance_group: ClassVar[str | None] = "concurrency"
+
+    async def test_two_instances_keep_every_checkpoint(
+        self, instance: Any, second: Any, thread: str, eco_target: EcosystemTarget
+    ) -> None:
+        parent = await put(instance, thread, {"v": "parent"})
+        n = eco_target.count(10)
+
+        async def writer(saver: Any, tag: str) -> list[str]:
+            ids = []
+            for i in range(n):
+                ids.append(await put(saver, thread, {"v": f"{tag}{i}"}, parent=parent, step=i))
+                await asyncio.sleep(0)
+            return ids
+
+        a, b = await asyncio.gather(writer(instance, "a"), writer(second, "b"))
+        stored = set(await _ids(instance, thread))
+        lost = [i for i in a + b if i not in stored]
+        if lost:
+            fail(
+                "two instances putting checkpoints on one thread must lose none",
+                expected=f"all {2 * n + 1} checkpoints listed",
+                observed=f"{len(lost)} missing (first {lost[0]})",
+                detail="store each checkpoint under its own id; never rewrite a shared list",
+            )
+        for checkpoint_id in (a + b)[:: max(1, n // 3)]:
+            got = await get(second, thread, checkpoint_id)
+            parent_id = (
+                None
+                if got is None or got.parent_config is None
+                else got.parent_config["configurable"].get("checkpoint_id")
+            )
+            if parent_id != parent:
+                fail(
+                    "a checkpoint's parent is the checkpoint its aput config named",
+                    expected=f"parent {parent} for {checkpoint_id}",
+                    observed=f"parent {parent_id}",
+                )
+
+    async def test_latest_is_the_newest_checkpoint_under_two_instances(
+        self, instance: Any, second: Any, thread: str, eco_target: EcosystemTarget
+    ) -> None:
+        n = eco_target.count(12)
+        made: list[str] = []
+
+        async def one(saver: Any, i: int) -> None:
+            made.append(await put(saver, thread, {"v": i}, step=i))
+
+        for i in range(0, n, 2):
+            await asyncio.gather(one(instance, i), one(second, i + 1))
+            newest = max(made)
+            for who, saver in (("first", instance), ("second", second)):
+                got = _id_of(await get(saver, thread))
+                if got != newest:
+                    fail(
+                        "the latest checkpoint of a thread is the one with the greatest id",
+                        expected=f"{newest} (the newest of {len(made)})",
+                        observed=f"the {who} instance's aget_tuple gave {got}",
+                        detail="order by checkpoint id, not by write time or a per-instance "
+                        "head; move a shared head only forward (compare-and-swap)",
+                    )
+
+    async def test_concurrent_put_writes_keep_every_write(
+        self, instance: Any, second: Any, thread: str, eco_target: EcosystemTarget
+    ) -> None:
+        checkpoint_id = await put(instance, thread, {"v": 0})
+        n = eco_target.count(8)
+        config = config_of(thread, checkpoint_id)
+
+        async def tasks(saver: Any, tag: str) -> None:
+            for i in range(n):
+                await saver.aput_writes(config, [("ch", f"{tag}{i}")], task_id=f"{tag}-{i}")
+                await asyncio.sleep(0)
+
+        await asyncio.gather(tasks(instance, "a"), tasks(second, "b"))
+        writes = _writes(await get(instance, thread, checkpoint_id))
+        missing = [f"{t}-{i}" for t in "ab" for i in range(n) if (f"{t}-{i}", "ch") not in writes]
+        if missing:
+            fail(
+                "pending writes of concurrent tasks must all be kept",
+                expected=f"{2 * n} writes",
+                observed=f"{len(missing)} lost (first from task {missing[0]})",
+                detail="store each (task, index) write on its own; never read-modify-write a list",
+            )
+
+    async def test_read_during_writes_is_never_torn(
+        self, instance: Any, second: Any, thread: str, eco_target: EcosystemTarget
+    ) -> None:
+        n = eco_target.count(15)
+        done = asyncio.Event()
+
+        async def writer() -> None:
+            try:
+                for i in range(n):
+                    await put(instance, thread, {"a": i, "b": i, "blob": str(i) * 200}, step=i)
+                    await asyncio.sleep(0)
+            finally:
+                done.set()
+
+        async def reader() -> None:
+            while not done.is_set():
+                got = await get(second, thread)
+                if got is not None:
+                    values = got.checkpoint["channel_values"]
+                    step = got.metadata.get("step") if got.metadata else None
+                    a, b = values.get("a"), values.get("b")
+                    if a != b or values.get("blob") != str(a) * 200 or step != a:
+                        fail(
+                            "a checkpoint read while another is written must be whole",
+                            expected="values and metadata of one checkpoint",
+                            observed=f"a={a!r}, b={b!r}, step={step!r}",
+                            detail="publish a checkpoint only after its values and metadata "
+                            "are stored (one atomic write, or the record last)",
+                        )
+                await asyncio.sleep(0)
+
+        await asyncio.gather(writer(), reader())
+
+    async def test_parents_and_pending_writes_follow_langgraphs_rules(
+        self, instance: Any, second: Any, thread: str
+    ) -> None:
+        first = await put(instance, thread, {"v": 1})
+        child = await put(second, thread, {"v": 2}, parent=first)
+        got = await get(instance, thread, child)
+        parent = (
+            None
+            if got is None or got.parent_config is None
+            else got.parent_config["configurable"].get("checkpoint_id")
+        )
+        if parent != first:
+            fail(
+                "a checkpoint put after another names it as parent, seen by any instance",
+                expected=f"parent {first}",
+                observed=f"parent {parent}",
+            )
+        config = config_of(thread, child)
+        await instance.aput_writes(config, [("ch", "first")], task_id="task")
+        await second.aput_writes(config, [("ch", "second")], task_id="task")
+        await instance.aput_writes(config, [("__error__", "old error")], task_id="task-e")
+        await second.aput_writes(config, [("__error__", "new error")], task_id="task-e")
+        writes = _writes(await get(instance, thread, child))
+        if writes.get(("task", "ch")) != "first":
+            fail(
+                "a regular write of a (task, index) already stored is kept, not replaced",
+                expected="'first' (the first write of task 'task', index 0)",
+                observed=f"{writes.get(('task', 'ch'))!r}",
+                detail="LangGraph's savers skip a regular write whose (task_id, idx) exists",
+            )
+        if writes.get(("task-e", "__error__")) != "new error":
+            fail(
+                "a special write (error, interrupt) of a task replaces the earlier one",
+                expected="'new error'",
+                observed=f"{writes.get(('task-e', '__error__'))!r}",
+                detail="writes to special channels (negative index) overwrite",
+            )
+
+
+# -- isolation -----------------------------------------------------------------------------------
+class SaverIsolationTests(SaverFixtures):
+    """Mutating what was put or loaded changes nothing stored."""
+
+    conformance_group: ClassVar[str | None] = "isolation"
+
+    async def test_mutating_after_aput_changes_nothing_stored(
+        self, instance: Any, thread: str
+    ) -> None:
+        values: dict[str, Any] = {"items": [1, 2, 3], "state": {"k": "v"}}
+        checkpoint, versions = checkpoint_of(instance, values)
+        metadata: dict[str, Any] = {"step": 1, "tags": ["a"]}
+        await instance.aput(config_of(thread), checkpoint, metadata, versions)
+        values["items"].append(4)
+        checkpoint["channel_values"]["items"].append(5)
+        checkpoint["channel_values"]["state"]["k"] = "changed"
+        checkpoint["channel_values"]["new"] = True
+        metadata["tags"].append("b")
+        got = await get(instance, thread, checkpoint["id"])
+        stored = None if got is None else got.checkpoint["channel_values"]
+        if stored != {"items": [1, 2, 3], "state": {"k": "v"}} or (
+            got and got.metadata.get("tags") != ["a"]
+        ):
+            fail(
+                "mutating a checkpoint after aput must change nothing stored",
+                expected="{'items': [1, 2, 3], 'state': {'k': 'v'}} and tags ['a']",
+                observed=f"{stored} and tags {None if got is None else got.metadata.get('tags')}",
+                detail="serialize (or deep-copy) the checkpoint inside aput; do not keep the "
+                "caller's objects",
+            )
+
+    async def test_mutating_a_loaded_checkpoint_changes_nothing_stored(
+        self, instance: Any, thread: str
+    ) -> None:
+        checkpoint_id = await put(instance, thread, {"items": [1, 2, 3]})
+        first = await get(instance, thread, checkpoint_id)
+        assert first is not None
+        first.checkpoint["channel_values"]["items"].append(4)
+        first.checkpoint["channel_values"]["extra"] = 1
+        again = await get(instance, thread, checkpoint_id)
+        stored = None if again is None else again.checkpoint["channel_values"]
+        if stored != {"items": [1, 2, 3]}:
+            fail(
+                "mutating a loaded checkpoint must change nothing stored",
+                expected="{'items': [1, 2, 3]}",
+                observed=f"{stored}",
+                detail="deserialize a new object on every load; never return the stored one",
+            )
+
+    async def test_mutating_after_aput_writes_changes_nothing_stored(
+        self, instance: Any, thread: str
+    ) -> None:
+        checkpoint_id = await put(instance, thread, {"v": 0})
+        value = [1, 2]
+        await instance.aput_writes(config_of(thread, checkpoint_id), [("ch", value)], task_id="t")
+        value.append(3)
+        stored = _writes(await get(instance, thread, checkpoint_id)).get(("t", "ch"))
+        if stored != [1, 2]:
+            fail(
+                "mutating a write's value after aput_writes must change nothing stored",
+                expected="[1, 2]",
+                observed=f"{stored!r}",
+                detail="serialize the writes inside aput_writes",
+            )
+
+
+# -- durability ------------------------------------------------------------------------------------
+class SaverDurabilityTests(SaverFixtures):
+    """What was acknowledged is there after reopening, and after a SIGKILL."""
+
+    conformance_group: ClassVar[str | None] = "durability"
+
+    async def test_checkpoint_survives_reopen(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str
+    ) -> None:
+        need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
+        need(location is not None, "the factory takes no location: it cannot be reopened")
+        async with eco_target.open(location=location) as saver:
+            checkpoint_id = await put(saver, thread, {"v": "kept"})
+            await saver.aput_writes(config_of(thread, checkpoint_id), [("ch", "w")], task_id="t")
+        async with eco_target.open(location=location) as saver:
+            got = await get(saver, thread)
+        if (
+            _id_of(got) != checkpoint_id
+            or got is None
+            or got.checkpoint["channel_values"] != {"v": "kept"}
+        ):
+            fail(
+                "a checkpoint must survive closing and reopening a durable saver",
+                expected=f"{checkpoint_id} with {{'v': 'kept'}}",
+                observed=f"{_id_of(got)}",
+            )
+        if _writes(got).get(("t", "ch")) != "w":
+            fail(
+                "pending writes must survive reopening",
+                expected="the write 'w'",
+                observed="it is gone",
+            )
+
+    async def test_sigkill_mid_write_keeps_every_acknowledged_checkpoint(
+        self, eco_target: EcosystemTarget, location: str | None
+    ) -> None:
+        need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
+        need(location is not None, "the factory takes no location: it cannot be reopened")
+        need(
+            eco_target.spec is not None, "the target has no importable MODULE:ATTR for a subprocess"
+        )
+        assert location is not None
+        async with crash_writer(eco_target, location, acks=eco_target.count(20)) as acked:
+            pass
+        async with eco_target.open(location=location) as saver:
+            for line in acked:
+                checkpoint_id, _, n = line.partition(" ")
+                got = await get(saver, "crash", checkpoint_id)
+                if got is None or got.checkpoint["channel_values"] != {
+                    "n": int(n),
+                    "pad": "x" * 4096,
+                }:
+                    fail(
+                        "every checkpoint acknowledged before a SIGKILL must be there, whole",
+                        expected=f"checkpoint {checkpoint_id} (#{n})",
+                        observed="it is missing" if got is None else "it is damaged",
+                        detail="make aput return only after the write is durable (commit, fsync)",
+                    )
+            latest = await get(saver, "crash")
+            if latest is None:
+                fail(
+                    "after a SIGKILL the newest checkpoint must be readable",
+                    expected="one",
+                    observed="none",
+                )
+
+
+# -- hygiene ---------------------------------------------------------------------------------------
+class SaverHygieneTests(SaverFixtures):
+    """Every operation, then close: nothing left behind (checked around the test)."""
+
+    conformance_group: ClassVar[str | None] = "hygiene"
+
+    async def test_every_operation_then_close_leaves_nothing_behind(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str
+    ) -> None:
+        async with eco_target.open(location=location) as saver:
+            checkpoint_id = await put(saver, thread, {"v": 1})
+            await saver.aput_writes(config_of(thread, checkpoint_id), [("ch", 1)], task_id="t")
+            await get(saver, thread)
+            await _ids(saver, thread)
+            await saver.adelete_thread(thread)
+            task = asyncio.ensure_future(put(saver, thread, {"v": 2}))
+            await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+# -- scenarios: LangGraph's runner over the saver --------------------------------------------------
+class HangingSaver(BaseCheckpointSaver[Any]):
+    """Delegates to ``inner``; while :attr:`hang` is set, ``aput`` and ``aput_writes`` wait.
+
+    They wait until :attr:`released` is set (or they are cancelled).
+
+    Args:
+        inner: the saver under test.
+    """
+
+    def __init__(self, inner: BaseCheckpointSaver[Any]) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+        self.hang = False
+        self.entered = asyncio.Event()
+        self.released = asyncio.Event()
+
+    async def _maybe_hang(self) -> None:
+        if self.hang:
+            self.entered.set()
+            await self.released.wait()
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self.inner.aget_tuple(config)
+
+    async def alist(
+        self, config: RunnableConfig | None, **kwargs: Any
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for t in self.inner.alist(config, **kwargs):
+            yield t
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        await self._maybe_hang()
+        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._maybe_hang()
+        await self.inner.aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.inner.adelete_thread(thread_id)
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+
+class _State(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def _parallel_graph(
+    saver: BaseCheckpointSaver[Any], calls: dict[str, int], failing: list[bool]
+) -> Any:
+    from langgraph.graph import END, START, StateGraph
+
+    def node(name: str) -> Callable[[_State], Any]:
+        async def run(state: _State) -> dict[str, list[str]]:
+            calls[name] = calls.get(name, 0) + 1
+            if name == "c" and failing[0]:
+                await asyncio.sleep(0.01)  # let a and b finish first
+                raise RuntimeError("node c failed")
+            return {"log": [name]}
+
+        return run
+
+    builder = StateGraph(_State)
+    for name in ("a", "b", "c"):
+        builder.add_node(name, node(name))  # type: ignore[call-overload]
+        builder.add_edge(START, name)
+        builder.add_edge(name, END)
+    return builder.compile(checkpointer=saver)
+
+
+class SaverScenarioTests(SaverFixtures):
+    """LangGraph's runner over the saver: failure, interrupt, cancel."""
+
+    conformance_group: ClassVar[str | None] = "scenarios"
+
+    async def _judge(self, scenario: Callable[[Any, Any], Any], instance: Any, second: Any) -> None:
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        @asynccontextmanager
+        async def reference() -> AsyncIterator[tuple[Any, Any]]:
+            saver = InMemorySaver()
+            yield saver, saver
+
+        await judge(scenario, (instance, second), reference, library("langgraph"))
+
+    async def test_parallel_nodes_one_failing_keeps_completed_writes(
+        self, instance: Any, second: Any, thread: str
+    ) -> None:
+        async def scenario(saver: Any, reader: Any) -> None:
+            calls: dict[str, int] = {}
+            failing = [True]
+            config = config_of(thread)
+            try:
+                await _parallel_graph(saver, calls, failing).ainvoke({"log": []}, config)
+            except RuntimeError:
+                pass
+            else:
+                fail(
+                    "a failing node fails the run", expected="RuntimeError", observed="it succeeded"
+                )
+            failing[0] = False
+            result = await _parallel_graph(reader, calls, failing).ainvoke(None, config)
+            if calls != {"a": 1, "b": 1, "c": 2}:
+                fail(
+                    "completed parallel nodes must not run again when the graph resumes after a "
+                    "sibling failed",
+                    expected="a and b once, c twice",
+                    observed=f"calls {calls}",
+                    detail="aput_writes must keep the writes of the nodes that completed, so that "
+                    "the resumed run finds them",
+                )
+            if sorted(result["log"]) != ["a", "b", "c"]:
+                fail(
+                    "the resumed graph's state holds every node's write",
+                    expected="a, b, c",
+                    observed=f"{result['log']}",
+                )
+
+        await self._judge(scenario, instance, second)
+
+    async def test_interrupt_and_resume(self, instance: Any, second: Any, thread: str) -> None:
+        from langgraph.graph import END, START, StateGraph
+        from langgraph.types import Command, interrupt
+
+        calls: dict[str, int] = {}
+
+        async def before(state: _State) -> dict[str, list[str]]:
+            calls["before"] = calls.get("before", 0) + 1
+            return {"log": ["before"]}
+
+        async def ask(state: _State) -> dict[str, list[str]]:
+            answer = interrupt("approve?")
+            return {"log": [f"answer:{answer}"]}
+
+        def build(saver: Any) -> Any:
+            builder = StateGraph(_State)
+            builder.add_node("before", before)
+            builder.add_node("ask", ask)
+            builder.add_edge(START, "before")
+            builder.add_edge("before", "ask")
+            builder.add_edge("ask", END)
+            return builder.compile(checkpointer=saver)
+
+        async def scenario(saver: Any, reader: Any) -> None:
+            calls.clear()
+            config = config_of(f"{thread}-{id(saver)}")
+            first = await build(saver).ainvoke({"log": []}, config)
+            if "__interrupt__" not in first:
+                fail(
+                    "a node calling interrupt() pauses the graph",
+                    expected="an __interrupt__",
+                    observed=f"{first}",
+                )
+            resumed = await build(reader).ainvoke(Command(resume="yes"), config)
+            if resumed.get("log") != ["before", "answer:yes"] or calls != {"before": 1}:
+                fail(
+                    "a graph resumed after an interrupt continues from its checkpoint",
+                    expected="log ['before', 'answer:yes'], 'before' run once",
+                    observed=f"log {resumed.get('log')}, calls {calls}",
+                )
+
+        await self._judge(scenario, instance, second)
+
+    async def test_cancelled_ainvoke_while_saver_hangs_ends_promptly(
+        self, instance: Any, second: Any, thread: str, cancel_bound: float
+    ) -> None:
+        bound = max(1.0, 2 * cancel_bound)
+
+        async def scenario(saver: Any, reader: Any) -> None:
+            hanging = HangingSaver(saver)
+            graph = _parallel_graph(hanging, {}, [False])
+            hanging.hang = True
+            outcome = await cancel_while_held(
+                lambda: graph.ainvoke({"log": []}, config_of(f"{thread}-{id(saver)}")),
+                entered=hanging.entered.wait,
+                wait=bound + 1.0,
+            )
+            hanging.released.set()
+            await finish(outcome.task)
+            if outcome.seconds > bound or outcome.result != "cancelled":
+                fail(
+                    "a cancelled ainvoke must end promptly while the saver hangs",
+                    expected=f"CancelledError within {bound:g} s",
+                    observed=f"it {outcome.result} after {outcome.seconds:.2f} s",
+                )
+
+        await self._judge(scenario, instance, second)
+
+
+class SaverConformance(
+    SaverSemanticsTests,
+    SaverCancellationTests,
+    SaverConcurrencyTests,
+    SaverIsolationTests,
+    SaverDurabilityTests,
+    SaverHygieneTests,
+    SaverScenarioTests,
+):
+    """Every group for a LangGraph saver; subclass it and override ``saver_factory``."""
