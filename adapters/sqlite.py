@@ -240,15 +240,20 @@ class SQLiteStorage(StorageBase):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteStorage:
-        """Open ``sqlite:///absolute/path.db``, ``sqlite://relative/path.db`` or a plain path.
+        """Open ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db`` or a plain path.
 
+        URLs read as SQLAlchemy reads them: after ``sqlite:///`` comes the
+        path, so ``sqlite:///app.db`` is ``app.db`` in the working directory
+        and ``sqlite:////var/lib/app.db`` (four slashes) is ``/var/lib/app.db``.
         Query parameters ``fsync`` and ``create`` (true/false),
         ``busy_timeout`` (seconds) and ``threads`` (an int) set the options;
         keyword ``options`` override them.
 
         Raises:
-            ConfigurationError: not a sqlite URL, no path, or an unknown or
-                malformed parameter.
+            ConfigurationError: not a sqlite URL, no path, a host
+                (``sqlite://app.db``), a relative path that exists only as an
+                absolute one (the earlier, non-SQLAlchemy reading), or an
+                unknown or malformed parameter.
         """
         unknown = set(options) - set(_PARAMS)
         if unknown:
@@ -262,13 +267,7 @@ class SQLiteStorage(StorageBase):
         if scheme.lower() != "sqlite" or not sep:
             raise ConfigurationError(f"not a sqlite URL: {url!r}")
         rest, _, query = rest.partition("?")
-        if rest.startswith("localhost/"):
-            rest = rest[len("localhost") :]
-        if not rest:
-            raise ConfigurationError(
-                f"sqlite URL {url!r} names no database file; use sqlite:///absolute/path.db "
-                "or sqlite://relative/path.db"
-            )
+        path = _url_path(url, unquote(rest))
         params: dict[str, Any] = {}
         for name, value in parse_qsl(query, keep_blank_values=True):
             kind = _PARAMS.get(name)
@@ -278,7 +277,7 @@ class SQLiteStorage(StorageBase):
                 )
             params[name] = _parse(url, name, value, kind)
         params.update(options)
-        return cls(unquote(rest), **params)
+        return cls(path, **params)
 
     def __repr__(self) -> str:
         return f"SQLiteStorage(path={self.path!r}, fsync={self.fsync})"
@@ -697,6 +696,58 @@ def _rollback(conn: sqlite3.Connection) -> None:
 def _as_version(text: str | None) -> int | None:
     """The stored form of a version string; None if it cannot be one of ours."""
     return None if text is None else decimal_version(text)
+
+
+
+def _url_path(url: str, rest: str) -> str:
+    """The database path of a ``sqlite://`` URL (``rest``: what follows ``://``, unquoted).
+
+    SQLAlchemy's reading: ``sqlite:///x.db`` is relative, ``sqlite:////x.db``
+    absolute. checkpointkit used to read ``sqlite:///x.db`` as ``/x.db`` and
+    ``sqlite://x.db`` meant ``x.db``: the second form is refused (it names a
+    host), and the first is refused where it would silently open a new, empty
+    database beside the one that the old reading named.
+    """
+    if not rest.startswith("/"):
+        host = rest.split("/", 1)[0]
+        if not host:
+            raise ConfigurationError(
+                f"sqlite URL {url!r} names no database file; use sqlite:///relative/path.db "
+                "or sqlite:////absolute/path.db"
+            )
+        raise ConfigurationError(
+            f"sqlite URL {url!r} names a host ({host!r}), which SQLite has none of; "
+            f"use sqlite:///{rest} for the relative path {rest!r}, or four slashes "
+            f"(sqlite:////{rest}) for the absolute /{rest}"
+        )
+    path = rest[1:]
+    if not path:
+        raise ConfigurationError(
+            f"sqlite URL {url!r} names no database file; use sqlite:///relative/path.db "
+            "or sqlite:////absolute/path.db"
+        )
+    if not path.startswith(("/", "~", "./", "../")):  # ./ and ../ say "relative" outright
+        _refuse_old_absolute(url, path)
+    return path
+
+
+def _refuse_old_absolute(url: str, path: str) -> None:
+    """Refuse ``sqlite:///x/y.db`` when only ``/x/y.db`` exists (the earlier reading)."""
+    if os.path.exists(path):
+        return
+    absolute = "/" + path
+    here = os.path.dirname(path)
+    old_exists = os.path.exists(absolute) or (
+        bool(here) and not os.path.isdir(here) and os.path.isdir(os.path.dirname(absolute))
+    )
+    if old_exists:
+        there = "exists" if os.path.exists(absolute) else "is in an existing folder"
+        raise ConfigurationError(
+            f"sqlite URL {url!r} names the relative path {path!r} (as SQLAlchemy reads "
+            f"sqlite:///), which does not exist in {os.getcwd()!r}, while {absolute!r} "
+            f"{there}; for the absolute path write four slashes: sqlite:///{absolute}; "
+            f"for the relative one, sqlite:///./{path}"
+        )
 
 
 def _prepare(path: str, *, create: bool, busy_timeout: float) -> None:

@@ -128,7 +128,7 @@ async def langgraph_savers(base: str, redis_url: str | None) -> AsyncIterator[di
             CheckpointkitSaver.from_url(f"file://{base}/lg-ckk")
         )
         savers["ckk sqlite"] = await stack.enter_async_context(
-            CheckpointkitSaver.from_url(f"sqlite://{base}/lg-ckk.db")
+            CheckpointkitSaver.from_url(f"sqlite:///{base}/lg-ckk.db")
         )
         savers["ckk nosync"] = await stack.enter_async_context(
             CheckpointkitSaver.from_url(f"file://{base}/lg-ckk-nosync?fsync=false")
@@ -330,7 +330,7 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
     async with contextlib.AsyncExitStack() as stack:
         stores: dict[str, Any] = {
             "ckk sqlite": await stack.enter_async_context(
-                CheckpointkitCheckpointStorage.from_url(f"sqlite://{base}/af-ckk.db")
+                CheckpointkitCheckpointStorage.from_url(f"sqlite:///{base}/af-ckk.db")
             ),
             "ckk file": await stack.enter_async_context(
                 CheckpointkitCheckpointStorage.from_url(f"file://{base}/af-ckk")

@@ -91,7 +91,7 @@ def open_storage(url: str, **options: Any) -> Storage:
     """Create the storage that ``url`` names; use it with ``async with``.
 
     Args:
-        url: ``memory://[name]``, ``sqlite:///abs/path.db``,
+        url: ``memory://[name]``, ``sqlite:///relative.db``, ``sqlite:////abs/path.db``,
             ``file:///abs/path``, a plain path (an existing directory or a
             path ending with ``/``: file storage; otherwise a SQLite database
             file), ``s3://bucket/prefix``, ``az://container/prefix``,

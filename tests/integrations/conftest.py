@@ -106,7 +106,7 @@ def make_location(backend: str, request: pytest.FixtureRequest, tmp_path: Path) 
     if backend == "file":
         return Location(backend, f"file://{tmp_path / name}")
     if backend == "sqlite":
-        return Location(backend, f"sqlite://{tmp_path / name}.db")
+        return Location(backend, f"sqlite:///{tmp_path / name}.db")
     if backend == "redis":
         url = request.getfixturevalue("redis_server")
         return Location(backend, url, {"prefix": name, "timeout": 10})

@@ -43,7 +43,7 @@ class Target:
         self.kind = kind
         self.url = {
             "file": (tmp_path / "target").as_uri(),
-            "sqlite": f"sqlite://{tmp_path / 'target.db'}",  # sqlite:///absolute/path.db
+            "sqlite": f"sqlite:///{tmp_path / 'target.db'}",  # sqlite:////absolute/path.db
             "memory": "memory://",
         }[kind]
         self.memory = MemoryStorage() if kind == "memory" else None
@@ -234,7 +234,7 @@ def test_cli_migrates_a_sqlite_database_with_progress_and_a_json_summary(
     with sqlite_source(tmp_path) as (source, db):
         threads = run_graphs(source)
         target = tmp_path / "cli-target"
-        url = target.as_uri() if scheme == "file" else f"sqlite://{target}.db"
+        url = target.as_uri() if scheme == "file" else f"sqlite:///{target}.db"
         out, err = io.StringIO(), io.StringIO()
         code = invoke(
             ["migrate", "langgraph-sqlite", str(db), "--to", url, "--json"], stdout=out, stderr=err
@@ -409,7 +409,7 @@ def test_cli_migrates_an_agent_framework_directory(scheme: str, tmp_path: Path) 
     source = FileCheckpointStorage(str(tmp_path / "af"))
     asyncio.run(run_pipeline(source))
     target = tmp_path / "cli-target"
-    url = target.as_uri() if scheme == "file" else f"sqlite://{target}.db"
+    url = target.as_uri() if scheme == "file" else f"sqlite:///{target}.db"
     out, err = io.StringIO(), io.StringIO()
     code = invoke(
         ["migrate", "agent-framework-file", str(tmp_path / "af"), "--to", url, "--json"],

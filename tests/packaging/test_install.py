@@ -71,6 +71,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
         ":all:",
         "pytest",
         "pytest-asyncio",
+        "redis",  # the extra that the README's wheel install names
         "msgspec",
         "zstandard",
         "setuptools>=69",  # to build editable installs without the network
@@ -185,3 +186,40 @@ def test_the_suite_runs_from_every_install_form(
         env=env,
     )
     assert "passed" in cli.stdout.splitlines()[-1]
+
+
+def _readme_block(marker: str) -> list[str]:
+    """The command lines of the README's console block that follows ``<!-- marker: ...``."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"<!-- {marker}:")
+    block = text[text.index("```console\n", start) + len("```console\n") :]
+    block = block[: block.index("```")]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_readmes_install_commands_work_in_a_fresh_clone(
+    wheelhouse: Path, source: Path, tmp_path: Path
+) -> None:
+    clone = tmp_path / "checkpointkit"
+    shutil.copytree(source, clone)
+    lines = _readme_block("install") + _readme_block("install-wheel")
+    assert lines[0].startswith("git clone ") and lines[0].endswith("&& cd checkpointkit")
+    # Everything from the wheelhouse, none from an index: what the README says, not what
+    # a configured index would happen to provide.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "PYTHON", "PIP"))}
+    env |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "HOME": str(tmp_path)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # python3
+    outputs = [_check(["bash", "-euo", "pipefail", "-c", line], cwd=clone, env=env).stdout
+               for line in lines[1:]]
+    by_line = dict(zip(lines[1:], outputs, strict=True))
+    help_text = by_line[".venv/bin/checkpointkit --help"]
+    assert "conformance" in help_text and "migrate" in help_text
+    suite = by_line[".venv/bin/checkpointkit conformance memory --group capabilities"]
+    assert "passed" in suite.splitlines()[-1] and "FAILED" not in suite
+    for python, extra in [
+        (clone / ".venv" / "bin" / "python", "pytest-asyncio"),
+        (tmp_path / "app-env" / "bin" / "python", "redis"),
+    ]:
+        assert {"checkpointkit", "msgspec", "zstandard", extra} <= set(_installed(python))
+        where = _check([python, "-c", "import checkpointkit; print(checkpointkit.__file__)"])
+        assert "site-packages" in where.stdout  # the installed copy, not the clone's folder

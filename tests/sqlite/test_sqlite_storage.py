@@ -273,20 +273,20 @@ def test_bad_paths_are_configuration_errors_naming_the_path(tmp_path: Path) -> N
 
 async def test_url_forms_and_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    async with open_storage(f"sqlite://{tmp_path}/abs.db?fsync=false&busy_timeout=2") as s:
+    async with open_storage(f"sqlite:///{tmp_path}/abs.db?fsync=false&busy_timeout=2") as s:
         assert isinstance(s, SQLiteStorage)
         assert (s.path, s.fsync, s.busy_timeout) == (str(tmp_path / "abs.db"), False, 2.0)
-    async with open_storage("sqlite://rel/x.db", threads=4) as s:
+    async with open_storage("sqlite:///rel/x.db", threads=4) as s:
         assert isinstance(s, SQLiteStorage)
         assert (s.path, s.threads) == (str(tmp_path / "rel" / "x.db"), 4)
     with pytest.raises(ConfigurationError, match="unknown sqlite URL parameter 'fsnyc'"):
-        open_storage(f"sqlite://{tmp_path}/y.db?fsnyc=false")
+        open_storage(f"sqlite:///{tmp_path}/y.db?fsnyc=false")
     with pytest.raises(ConfigurationError, match="must be true or false"):
-        open_storage(f"sqlite://{tmp_path}/y.db?fsync=maybe")
+        open_storage(f"sqlite:///{tmp_path}/y.db?fsync=maybe")
     with pytest.raises(ConfigurationError, match="names no database file"):
         open_storage("sqlite://")
     with pytest.raises(ConfigurationError, match="unknown sqlite storage option"):
-        open_storage(f"sqlite://{tmp_path}/y.db", table="t")
+        open_storage(f"sqlite:///{tmp_path}/y.db", table="t")
 
 
 async def test_a_plain_path_opens_sqlite_unless_it_is_a_directory(
@@ -329,3 +329,63 @@ async def test_an_unexpected_error_in_the_writer_answers_its_batch_and_the_write
             await db.get("k")  # rolled back
         version = await db.put("k", b"v")
     assert await db.get("k") == (b"v", version)
+
+
+async def test_sqlite_urls_read_as_sqlalchemy_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    absolute = tmp_path / "elsewhere" / "abs.db"
+    cases = {
+        "sqlite:///app.db": tmp_path / "app.db",
+        "sqlite:///./dot.db": tmp_path / "dot.db",
+        "sqlite:///sub/dir/x.db": tmp_path / "sub" / "dir" / "x.db",
+        f"sqlite:///{absolute}": absolute,  # sqlite:////tmp/...: four slashes
+    }
+    for path in cases.values():
+        async with open_storage(str(path)):
+            pass
+    for url, path in cases.items():  # create=false: a wrong reading creates nothing elsewhere
+        async with open_storage(f"{url}?create=false") as s:
+            assert isinstance(s, SQLiteStorage)
+            assert s.path == str(path), url
+
+
+def test_a_sqlite_url_with_a_host_is_refused_with_both_spellings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError) as caught:
+        open_storage("sqlite://app.db")
+    message = str(caught.value)
+    assert "names a host ('app.db')" in message
+    assert "sqlite:///app.db" in message and "sqlite:////app.db" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_the_old_absolute_spelling_is_refused_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "runs" / "kept.db"
+    async with open_storage(str(db)) as s:
+        await s.put("runs/r1/x", b"stored", mode="create")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    old = f"sqlite://{db}"  # the old spelling of the absolute path: sqlite:///tmp/...
+    with pytest.raises(ConfigurationError) as caught:
+        open_storage(old)
+    message = str(caught.value)
+    assert f"{str(db)[1:]!r}" in message and f"{str(db)!r} exists" in message
+    assert f"sqlite:///{db}" in message  # the spelling to use instead
+    assert list(cwd.iterdir()) == []  # no new, empty database was created
+    # ... nor when only the folder exists (a new database there, under the old spelling)
+    with pytest.raises(ConfigurationError, match="is in an existing folder"):
+        open_storage(f"sqlite://{tmp_path}/runs/new.db")
+    assert list(cwd.iterdir()) == []
+    async with open_storage(f"sqlite:///{db}") as s:
+        assert (await s.get("runs/r1/x")).data == b"stored"
+    # an explicit relative path is taken at its word
+    (cwd / str(tmp_path)[1:]).mkdir(parents=True)
+    async with open_storage(f"sqlite:///./{str(db)[1:]}") as s:
+        assert s.path == str(cwd / str(db)[1:])
