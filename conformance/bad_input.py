@@ -235,6 +235,7 @@ class BadInputTests(StorageFixtures):
             )
         await _check_sentinels(storage, "after a non-str if_match")
 
+    @checks("version.exact-match", "put.if-match.foreign", "error.loses-nothing")
     async def test_if_match_version_of_another_form_never_matches(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:
@@ -267,6 +268,7 @@ class BadInputTests(StorageFixtures):
         await storage.delete("m")
         await _check_sentinels(storage, "after versions of another form")
 
+    @checks("error.own-call", "put.if-match.foreign")
     async def test_bad_if_match_version_fails_only_its_own_call(
         self, storage: Storage, supports_conditional_put: bool
     ) -> None:

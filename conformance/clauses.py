@@ -143,6 +143,10 @@ CLAUSES: tuple[Clause, ...] = (
         "version.never-repeats",
         "a version never comes back, also after a delete and a re-create",
     ),
+    Clause(
+        "version.exact-match",
+        "versions compare as exact strings: '013' never matches '13', nor '²', '*' or ''",
+    ),
     # -- errors ---------------------------------------------------------------------------
     Clause("error.names-key", "an error about a key names the key"),
     Clause(
@@ -153,6 +157,10 @@ CLAUSES: tuple[Clause, ...] = (
     Clause("error.data-type", "data that is not bytes-like raises TypeError"),
     Clause("error.arg-type", "an if_match or start_after that is not a str raises TypeError"),
     Clause("error.limit-negative", "a negative list limit raises ValueError"),
+    Clause(
+        "error.own-call",
+        "a refused call fails only itself: the writes issued at the same time all land",
+    ),
     Clause(
         "error.unavailable",
         "a backend failure raises StorageUnavailable with the backend's error chained",

@@ -519,8 +519,12 @@ class CheckpointStore:
         A worker killed mid-run leaves its run ``"running"`` with a lease that
         expires after its ttl; a cancelled run releases its lease at once.
         A pool of workers takes such runs over with ``Workflow.resume``.
+        A run whose creator died after storing its input but before taking it
+        (no head, status ``"created"``) is listed too, once its creation is
+        older than the 10-second creation bound of :meth:`create_run`.
         Paused, completed and failed runs are not listed (they wait for input,
-        or ended). Costs one listing and one get per run.
+        or ended). Costs one listing and one get per run (two more for a run
+        without a head).
         """
         found: list[str] = []
         gate = asyncio.Semaphore(concurrency)
@@ -528,8 +532,10 @@ class CheckpointStore:
         async def check(run_id: str) -> None:
             async with gate:
                 current = await self._read_head(run_id)
-            if current is None:
-                return
+                if current is None:
+                    if await self._creator_gone(run_id):
+                        found.append(run_id)
+                    return
             info = self._info(run_id, current[0])
             if info.status == "running" and not info.live:
                 found.append(run_id)
@@ -538,6 +544,14 @@ class CheckpointStore:
         await _gather_all([check(r) for r in runs])
         found.sort()
         return found if limit is None else found[:limit]
+
+    async def _creator_gone(self, run_id: str) -> bool:
+        """Whether the run was created (its input is stored) by a creator that never took it."""
+        try:
+            token, _ = await self.storage.get(self._index_key(run_id))
+        except NotFound:
+            return False
+        return _stale_creation(token) and await self.run_exists(run_id)
 
     # -- step records ----------------------------------------------------------------
     def encode_step(self, record: StepRecord, *, run_id: str) -> bytes:
@@ -923,12 +937,10 @@ class CheckpointStore:
             )
             data = self.encode_checkpoint(checkpoint)  # encode before moving the head
             start = time.monotonic()
-            moved, moved_version = await self._move_head(
-                lease,
-                self._head_changes(
-                    lease.head, seq, self._digest(run_id, seq, data), checkpoint, lease.ttl
-                ),
+            changes = self._head_changes(
+                lease.head, seq, self._digest(run_id, seq, data), checkpoint, lease.ttl
             )
+            moved, moved_version = await self._move_head(lease, _unsettled(changes))
             lease = replace(
                 lease,
                 version=moved_version,
@@ -937,6 +949,9 @@ class CheckpointStore:
                 head=moved,
             )
             await self._put_checkpoint(run_id, seq, data)
+            if changes["status"] != moved["status"]:  # settled only once the checkpoint is stored
+                moved, moved_version = await self._move_head(lease, {"status": changes["status"]})
+                lease = replace(lease, version=moved_version, head=moved)
             return checkpoint, lease
         for _ in range(64):
             current = await self._read_head(run_id)
@@ -958,16 +973,45 @@ class CheckpointStore:
                     retry_after=left,
                 )
             digest = self._digest(run_id, seq, data)
-            head = {**base, **self._head_changes(base, seq, digest, checkpoint, None)}
+            changes = self._head_changes(base, seq, digest, checkpoint, None)
+            head = {**base, **_unsettled(changes)}
             try:
-                await self._write_head(run_id, head, version)
+                version = await self._write_head(run_id, head, version)
             except (PreconditionFailed, OutcomeUnknown):
                 again = await self._read_head(run_id)
                 if again is None or again[0] != head:
                     continue  # another writer moved the head: take the next number
+                version = again[1]
             await self._put_checkpoint(run_id, seq, data)
+            if changes["status"] != head["status"]:
+                await self._settle_status(run_id, head, version, changes["status"])
             return checkpoint, None
         raise OutcomeUnknown(f"run {run_id!r}: the head kept moving; no checkpoint was saved")
+
+    async def _settle_status(
+        self, run_id: str, head: dict[str, Any], version: str, status: str
+    ) -> None:
+        """Set the head's status once its checkpoint is stored (a save without a lease).
+
+        A compare-and-swap from ``version``; after a conflict the head is read
+        again, and the status set only while the head still names the same
+        checkpoint (a later save, or ``prune`` raising the floor, may have moved it).
+        """
+        seq = head["seq"]
+        for _ in range(16):
+            try:
+                await self._write_head(run_id, {**head, "status": status}, version)
+                return
+            except (PreconditionFailed, OutcomeUnknown):
+                pass
+            current = await self._read_head(run_id)
+            if current is None or current[0]["seq"] != seq or current[0].get("status") == status:
+                return
+            head, version = current
+        raise OutcomeUnknown(
+            f"run {run_id!r}: the head kept moving; checkpoint {seq} is stored, but the head "
+            f"does not say {status!r} yet"
+        )
 
     @staticmethod
     def _head_changes(
@@ -1198,6 +1242,20 @@ class CheckpointStore:
             except (PreconditionFailed, OutcomeUnknown):
                 continue  # the owner moved the head meanwhile: read it again
         raise OutcomeUnknown(f"run {run_id!r}: the head kept moving; nothing was pruned")
+
+
+def _unsettled(changes: dict[str, Any]) -> dict[str, Any]:
+    """The head changes of a new checkpoint before it is stored: its status stays "running".
+
+    The head moves first (the compare-and-swap is the fence), then the
+    checkpoint is written. A worker killed between the two leaves a head that
+    names a checkpoint that is not there; if the head already said
+    ``"completed"`` (or paused, or failed), the run would read as ended with no
+    output, and no pool would take it. So the head says ``"running"`` until the
+    checkpoint is stored, and only then the checkpoint's own status: killed in
+    between, the run is an abandoned running run, which a pool resumes.
+    """
+    return {**changes, "status": "running"}
 
 
 def _seconds(value: float | timedelta, name: str) -> float:

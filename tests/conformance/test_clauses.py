@@ -24,7 +24,6 @@ NOT_YET_TESTED = {
     "list.concurrent-writes",
     "close.in-flight",
     "close.context-manager",
-    "put.if-match.foreign",
     "error.unavailable",
     "key.max-length",
 }

@@ -485,9 +485,9 @@ class DiesBeforeCheckpoint(StorageWrapper):
 async def test_resume_of_a_run_whose_completed_checkpoint_never_landed_writes_it(
     storage: Storage,
 ) -> None:
-    """The head says completed, but its writer died before the checkpoint landed: resume
-    drives the run again (every step replays, none executes) and writes it, instead of
-    refusing the run forever as 'completed meanwhile'."""
+    """The writer died after moving the head, before the completed checkpoint landed: the
+    head still says running (never completed with no output), the run is abandoned, and
+    resume drives it again (every step replays, none executes) and writes it."""
     executed: list[str] = []
 
     @step(name="s")
@@ -502,8 +502,9 @@ async def test_resume_of_a_run_whose_completed_checkpoint_never_landed_writes_it
         await Workflow(main, storage=DiesBeforeCheckpoint(storage)).run(run_id="r1")
     wf = Workflow(main, storage=storage)
     info = await wf.store.run_info("r1")
-    assert info is not None and info.status == "completed"  # the head moved
+    assert info is not None and info.status == "running" and info.checkpoint == 1
     assert await wf.store.latest("r1") is None  # its checkpoint did not land
+    assert await wf.store.abandoned_runs() == ["r1"]  # a pool takes it over
     result = await wf.resume("r1", wait=5)
     assert result.status == "completed" and result.output == 1
     assert executed == ["s"]  # executed once, in the first call; replayed since
