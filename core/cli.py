@@ -445,18 +445,24 @@ def _bounded_int(text: str, minimum: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Pruned:
-    """What the run's head keeps of its newest checkpoint once every checkpoint was pruned."""
+    """What the run's head keeps of its newest checkpoint when that checkpoint is not stored.
+
+    ``missing``: it was not pruned (the head names a checkpoint above the pruned
+    ones): its writer is about to write it, or died before it did.
+    """
 
     checkpoint_id: str
     status: str
     created_at: float
+    missing: bool = False
 
 
 async def _pruned(store: CheckpointStore, run: str) -> _Pruned | None:
     info = await store.run_info(run)
     if info is None or info.checkpoint <= 0:
         return None
-    return _Pruned(str(info.checkpoint), info.status, info.updated_at)
+    missing = info.checkpoint > info.pruned_to
+    return _Pruned(str(info.checkpoint), info.status, info.updated_at, missing)
 
 
 async def _latest_or_head(
@@ -481,14 +487,17 @@ def _summary(run: str, latest: Checkpoint | None, head: _Pruned | None) -> dict[
             "pruned": False,
         }
     if head is not None:
-        return {
+        entry: dict[str, Any] = {
             "run_id": run,
             "status": head.status,
             "checkpoint_id": head.checkpoint_id,
             "steps": None,
             "created_at": iso_time(head.created_at),
-            "pruned": True,
+            "pruned": not head.missing,
         }
+        if head.missing:
+            entry["missing_checkpoint"] = True
+        return entry
     return {
         "run_id": run,
         "status": None,
@@ -500,10 +509,33 @@ def _summary(run: str, latest: Checkpoint | None, head: _Pruned | None) -> dict[
 
 
 def _status_text(entry: Mapping[str, Any]) -> str:
+    if entry.get("error"):
+        return "damaged (see below)"
     if entry["status"] is None and entry["checkpoint_id"] is None:
         return "running or crashed"
     status: str = entry["status"]
+    if entry.get("missing_checkpoint"):
+        return (
+            f"{status}, checkpoint {entry['checkpoint_id']} missing "
+            "(its writer is writing it, or died first: resume the run)"
+        )
     return f"{status} (checkpoints pruned)" if entry["pruned"] else status
+
+
+async def _summary_or_damage(store: CheckpointStore, run: str) -> dict[str, Any]:
+    """The ``runs`` entry of one run, or, if its records are damaged, one with the error."""
+    try:
+        return _summary(run, *await _latest_or_head(store, run))
+    except (CheckpointkitError, ValueError) as exc:
+        return {
+            "run_id": run,
+            "status": None,
+            "checkpoint_id": None,
+            "steps": None,
+            "created_at": None,
+            "pruned": False,
+            "error": f"{type(exc).__name__}: {exc}",
+        }
 
 
 def _runs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -572,7 +604,10 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
     """List the runs in the storage (ascending run id), with their latest checkpoint.
 
     A run without any checkpoint shows as "running or crashed"; a run whose
-    checkpoints were all pruned keeps its status from the run's head.
+    checkpoints were all pruned keeps its status from the run's head; a run
+    whose head names a checkpoint that is not stored says so. A run whose
+    records cannot be read is listed as damaged with its error, after every
+    other run, and the command exits 1.
     --status, --older-than and --meta keep the runs that match all of them
     (status and age from each run's head: one read per run).
     """
@@ -580,9 +615,11 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
 
     async def action(store: CheckpointStore) -> list[dict[str, Any]]:
         ids = await store.list_runs(limit=args.limit, **filters)
-        return [_summary(run, *await _latest_or_head(store, run)) for run in ids]
+        return [await _summary_or_damage(store, run) for run in ids]
 
     runs = with_store(args, action)
+    damaged = [r for r in runs if r.get("error")]
+    code = EXIT_FAILED if damaged else EXIT_OK
     if out.json:
         doc: dict[str, Any] = {"storage": storage_url(args), "namespace": args.namespace}
         if filters:  # only when filtered: the unfiltered document keeps its three fields
@@ -593,7 +630,7 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
             }
         doc["runs"] = runs
         out.document(doc)
-        return EXIT_OK
+        return code
     if not runs:
         out.print("no runs" if not filters else "no runs match")
         return EXIT_OK
@@ -611,7 +648,9 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
         ],
         right=(2, 3),
     )
-    return EXIT_OK
+    for r in damaged:
+        out.error(f"run {r['run_id']} is damaged: {r['error']}")
+    return code
 
 
 def _human_time_iso(iso: str | None) -> str:
@@ -652,14 +691,23 @@ def ls_command(args: argparse.Namespace, out: Output) -> int:
     async def action(store: CheckpointStore) -> dict[str, Any]:
         await require_run(store, run)
         ids = await store.list_checkpoints(run, limit=args.limit)
-        cps = [await store.load_checkpoint(run, cp) for cp in ids]
+        entries: list[dict[str, Any]] = []
+        status: str | None = None
+        for cp_id in ids:
+            try:
+                cp = await store.load_checkpoint(run, cp_id)
+            except (CheckpointkitError, ValueError) as exc:  # listed as damaged, not fatal
+                entries.append({"checkpoint_id": cp_id, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            entries.append(_checkpoint_entry(cp))
+            status = status or cp.status
         steps = await store.load_steps(run)
-        head = None if cps else await _pruned(store, run)
+        head = None if ids else await _pruned(store, run)
         return {
             "run_id": run,
-            "checkpoints": [_checkpoint_entry(cp) for cp in cps],
-            "pruned": head is not None,
-            "status": cps[0].status if cps else (head.status if head else None),
+            "checkpoints": entries,
+            "pruned": head is not None and not head.missing,
+            "status": status if ids else (head.status if head else None),
             "steps": [
                 {"seq": r.seq, "step": r.step, "writes": sorted(r.writes)}
                 for r in sorted(steps.values(), key=lambda r: r.seq)
@@ -667,15 +715,19 @@ def ls_command(args: argparse.Namespace, out: Output) -> int:
         }
 
     found = with_store(args, action)
+    damaged = [c for c in found["checkpoints"] if "error" in c]
+    code = EXIT_FAILED if damaged else EXIT_OK
     if out.json:
         out.document(found)
-        return EXIT_OK
+        return code
     out.print(f"checkpoints of run {run}")
     if found["checkpoints"]:
         out.table(
             ("id", "status", "steps", "created at", "pending input", "parent"),
             [
-                (
+                (c["checkpoint_id"], "damaged (see below)", "-", "-", "-", "-")
+                if "error" in c
+                else (
                     c["checkpoint_id"],
                     c["status"],
                     str(c["steps"]),
@@ -700,7 +752,9 @@ def ls_command(args: argparse.Namespace, out: Output) -> int:
         )
     else:
         out.print("none")
-    return EXIT_OK
+    for c in damaged:
+        out.error(f"checkpoint {c['checkpoint_id']} of run {run} is damaged: {c['error']}")
+    return code
 
 
 def _show_arguments(parser: argparse.ArgumentParser) -> None:

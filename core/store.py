@@ -214,6 +214,8 @@ class RunInfo:
         lease_expires: wall-clock expiry of the lease (0 when released).
         checkpoint: the number of the newest checkpoint (0 if none).
         updated_at: wall-clock time of the newest checkpoint (0 if none).
+        pruned_to: checkpoints up to this number were deleted on purpose by
+            :meth:`CheckpointStore.prune` (0 if none).
     """
 
     run_id: str
@@ -223,6 +225,7 @@ class RunInfo:
     lease_expires: float = 0.0
     checkpoint: int = 0
     updated_at: float = 0.0
+    pruned_to: int = 0
 
     @property
     def live(self) -> bool:
@@ -509,6 +512,7 @@ class CheckpointStore:
             lease_expires=head["expires"],
             checkpoint=head["seq"],
             updated_at=head.get("t", 0.0),
+            pruned_to=head.get("floor", 0),
         )
 
     async def abandoned_runs(
