@@ -8,10 +8,15 @@ saver) or ``agent-framework:MODULE:ATTR`` (an agent-framework checkpoint
 storage), which run the ecosystem groups
 (:mod:`checkpointkit.conformance.ecosystems`).
 
-Exit status: 0 when every test that was not skipped passed; 1 when a test
-failed, the target could not be opened or no test was selected; 2 for a bad
-command line or environment (an unknown scheme or group, a directory that does
-not exist, pytest or an adapter's extra not installed).
+Exit status, aligned with pytest's where it means the same: 0 when every test
+that was not skipped passed; 1 when a test failed or the target could not be
+opened; 5 when no test was selected (pytest's "no tests collected"); 2 for a
+bad command line or environment (an unknown scheme or group, a directory that
+does not exist, pytest or an adapter's extra not installed).
+
+``MODULE:ATTR`` is imported as ``python -m`` would: from the working
+directory first, so ``checkpointkit conformance pg_target:storage`` finds
+``./pg_target.py`` without ``PYTHONPATH``.
 
 This module imports neither pytest nor the suite until the command runs, so
 that ``checkpointkit --help`` works after a base install.
@@ -21,13 +26,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import textwrap
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Output, command
+from ..cli import (
+    EXIT_FAILED,
+    EXIT_NO_TESTS,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Output,
+    command,
+    import_from_working_directory,
+)
 from ..errors import ConfigurationError
 from .groups import GROUPS
 
@@ -128,6 +143,7 @@ class ProgressLines:
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "spec",
+        nargs="?",  # so that "--json SPEC" can give it back (see _json_and_spec)
         metavar="SPEC",
         help="what to test: a storage URL, module:factory, 'file', 'memory', "
         "langgraph:MODULE:ATTR (a LangGraph saver) or agent-framework:MODULE:ATTR "
@@ -140,7 +156,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="write the report as JSON to FILE; without FILE (or with '-') print it on "
-        "standard output, as the command's one document, instead of the table",
+        "standard output, as the command's one document, instead of the table "
+        "('--json SPEC' with no other SPEC is that too)",
     )
     parser.add_argument("--junit-xml", metavar="FILE", help="write the report as JUnit XML")
     parser.add_argument(
@@ -189,7 +206,9 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
     context manager factory) or agent-framework:MODULE:ATTR (an agent-framework
     checkpoint storage, likewise).
     """
+    _json_and_spec(args)
     out.json = args.json == "-"
+    _import_module_target(args.spec)
     try:
         import pytest  # noqa: F401
         import pytest_asyncio  # noqa: F401
@@ -230,7 +249,37 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
         out.info(f"JUnit XML report written to {args.junit_xml}")
     if not report.results and not report.errors:
         out.info("no test was selected (check --group and -k)")
+        return EXIT_NO_TESTS
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _json_and_spec(args: argparse.Namespace) -> None:
+    """Give SPEC back when ``--json`` took it as its FILE (``conformance --json memory``)."""
+    if args.spec is None and args.json not in (None, "-"):
+        args.spec, args.json = args.json, "-"
+    if args.spec is None:
+        raise CliError(
+            "conformance needs a SPEC: a storage URL, MODULE:FACTORY, 'file' or 'memory' "
+            "(see 'checkpointkit conformance --help')",
+            EXIT_USAGE,
+        )
+
+
+def _import_module_target(spec: str) -> None:
+    """Import the module of a ``MODULE:ATTR`` (or ``KIND:MODULE:ATTR``) SPEC, as ``python -m``."""
+    if "://" in spec or ":" not in spec:
+        return
+    module_name = spec.split(":")[-2]
+    if not module_name or not module_name.replace(".", "").replace("_", "").isalnum():
+        return  # not a module name: resolve_target says what is wrong with the SPEC
+    try:
+        import_from_working_directory(module_name)
+    except ImportError as exc:
+        raise CliError(
+            f"cannot import {module_name!r} (from {spec!r}) from {os.getcwd()!r} or "
+            f"sys.path: {exc}",
+            EXIT_USAGE,
+        ) from None
 
 
 def _reason(text: str, out: Output) -> str:

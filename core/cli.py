@@ -8,9 +8,11 @@ Output: plain aligned text (colour only on a terminal, never with ``NO_COLOR``),
 or with ``--json`` one JSON document on standard output whose field names are
 documented in ``docs/cli.md``. Errors are one line on standard error. Exit
 status: :data:`EXIT_OK` (0), :data:`EXIT_FAILED` (1: the command ran and found
-a failure: an unknown run, a storage error, a failed conformance test) and
+a failure: an unknown run, a storage error, a failed conformance test),
 :data:`EXIT_USAGE` (2: a bad command line or environment: an unknown option or
-scheme, a missing directory or extra).
+scheme, a missing directory or extra) and :data:`EXIT_NO_TESTS` (5: a
+conformance run that selected no test). 0, 1 and 5 mean what they mean to
+pytest; a usage error is 2, as for every argparse program (pytest's 4).
 
 Adding a command takes one function::
 
@@ -62,6 +64,7 @@ __all__ = [
     "COMMAND_MODULES",
     "DEFAULT_STORAGE",
     "EXIT_FAILED",
+    "EXIT_NO_TESTS",
     "EXIT_OK",
     "EXIT_USAGE",
     "KEYS_ENV",
@@ -75,6 +78,7 @@ __all__ = [
     "confirm",
     "destructive_arguments",
     "duration",
+    "import_from_working_directory",
     "invoke",
     "iso_time",
     "jsonable",
@@ -94,6 +98,8 @@ EXIT_FAILED = 1
 """The command ran and found a failure: an unknown run, a storage error, a failed test."""
 EXIT_USAGE = 2
 """A bad command line or environment: unknown option or scheme, missing directory or extra."""
+EXIT_NO_TESTS = 5
+"""A conformance run that selected no test (pytest's status for "no tests collected")."""
 
 T = TypeVar("T")
 
@@ -1121,14 +1127,33 @@ def _load_keys(path: str, allow_plaintext: bool) -> Codec:
     return Codec(encryption=encryption)
 
 
-def _load_codec(spec: str) -> Codec:
+def import_from_working_directory(module_name: str) -> Any:
+    """Import ``module_name`` as ``python -m`` would: the working directory comes first.
+
+    A console script's ``sys.path`` starts with the script's own folder, so a
+    ``MODULE:NAME`` argument naming a module beside the user (``pg_target.py``)
+    would not be found. Like ``python -m``, the working directory is put at the
+    front of ``sys.path`` (once; it stays, so the module's own later imports of
+    its neighbours work too).
+
+    Raises:
+        ImportError: the module, or one of its imports, is not found.
+    """
     import importlib
 
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+        importlib.invalidate_caches()
+    return importlib.import_module(module_name)
+
+
+def _load_codec(spec: str) -> Codec:
     module_name, sep, name = spec.partition(":")
     if not sep or not module_name or not name:
         raise CliError(f"--codec {spec!r} must be MODULE:NAME", EXIT_USAGE)
     try:
-        found: Any = getattr(importlib.import_module(module_name), name)
+        found: Any = getattr(import_from_working_directory(module_name), name)
     except ImportError as exc:
         raise CliError(
             f"--codec {spec!r}: cannot import {module_name!r}: {exc}", EXIT_USAGE
@@ -1371,6 +1396,7 @@ exit status:
      a damaged record (verify), a record not re-encrypted (rekey)
   2  a bad command line or environment: an unknown option or scheme, a missing directory or
      extra, pytest missing for 'conformance'
+  5  'conformance' selected no test (check --group and -k), as pytest's 5
 
 every command takes --json (one JSON document on standard output) and -h/--help.
 """

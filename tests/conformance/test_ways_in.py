@@ -102,9 +102,9 @@ def test_cli_rejects_a_bad_spec_with_exit_status_two(tmp_path: Path) -> None:
     assert "unknown conformance group 'nonsense'" in out.stderr
 
 
-def test_cli_with_no_matching_test_fails(tmp_path: Path) -> None:
+def test_cli_with_no_matching_test_exits_five_as_pytest_does(tmp_path: Path) -> None:
     out = _run([*CLI, "memory", "-k", "no_test_has_this_name"], tmp_path)
-    assert out.returncode == 1
+    assert out.returncode == 5  # pytest's "no tests collected"
     assert "no test was selected" in out.stderr
 
 

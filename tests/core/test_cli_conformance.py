@@ -72,6 +72,56 @@ def test_conformance_json_without_a_file_is_the_one_document_on_stdout(tmp_path:
     assert doc["groups_run"] == ["capabilities"]
 
 
+def test_json_without_a_file_cannot_swallow_the_target(tmp_path: Path) -> None:
+    proc = _run([*CLI, "--json", "memory", "--group", "capabilities"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is True and doc["groups_run"] == ["capabilities"]
+    assert not (tmp_path / "memory").exists()  # no report file named after the target
+    # with both a FILE and a SPEC, FILE is the report's file
+    proc = _run([*CLI, "--json", "report.json", "memory", "--group", "capabilities"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((tmp_path / "report.json").read_text())["ok"] is True
+    code, _, err = _invoke("conformance", "--json")
+    assert code == 2 and "conformance needs a SPEC" in err
+
+
+MODULE_TARGET = """
+from checkpointkit.adapters.memory import MemoryStorage
+
+def storage():
+    return MemoryStorage()
+"""
+
+
+def test_a_module_target_is_found_in_the_working_directory_as_python_m_does(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "my_target_beside_me.py").write_text(MODULE_TARGET)
+    script = Path(sys.executable).parent / "checkpointkit"  # sys.path[0] is its folder
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [script, "conformance", "my_target_beside_me:storage", "--group", "capabilities"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "passed" in proc.stdout.splitlines()[-1]
+    proc = subprocess.run(
+        [script, "conformance", "not_beside_me:storage"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "cannot import 'not_beside_me'" in proc.stderr and str(tmp_path) in proc.stderr
+
+
 def _result(name: str, outcome: str = "passed") -> TestResult:
     return TestResult(name, "semantics", outcome)  # type: ignore[arg-type]
 
