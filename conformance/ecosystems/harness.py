@@ -40,6 +40,13 @@ __all__ = [
 ]
 
 
+HYGIENE_HINT = (
+    "to fix: await (or cancel and await) every task the saver or storage starts before its "
+    "call or close returns, await every coroutine it creates, and close every connection, "
+    "file and thread in close/aclose or the context's exit"
+)
+"""Appended to every hygiene failure of an ecosystem test."""
+
 RUNNER_FAILED = "the runner failed, not the storage"
 """How the reason of a scenario that fails on the library's own storage too begins."""
 
@@ -118,8 +125,11 @@ class EcosystemFixtures:
         """Hygiene around every test (after every instance is closed), descriptors too."""
         counting = descriptors.available()
         before = descriptors.snapshot() if counting else {}
-        async with hygiene():
-            yield
+        try:
+            async with hygiene():
+                yield
+        except HygieneError as exc:
+            raise HygieneError(f"{exc}\n- {HYGIENE_HINT}") from None
         if counting:
             found = await descriptors.wait_for_no_leak(before, grace=0.5)
             if found:
@@ -127,6 +137,7 @@ class EcosystemFixtures:
                     "hygiene check failed:\n- the test left "
                     + descriptors.describe_leak(found)
                     + " open after every instance was closed"
+                    + f"\n- {HYGIENE_HINT}"
                 )
 
 
@@ -332,8 +343,19 @@ async def crash_writer(
         target.spec,
         location,
     ]
+    # The subprocess imports the target as this process does: with its sys.path, and the
+    # directory the target's module was imported from (pytest's importlib mode adds none).
+    roots = [p for p in sys.path if p]
+    module = sys.modules.get(target.spec.partition(":")[0])
+    origin = getattr(module, "__file__", None)
+    if origin:
+        root = os.path.dirname(os.path.abspath(origin))
+        for _ in range(target.spec.partition(":")[0].count(".")):
+            root = os.path.dirname(root)
+        roots.insert(0, root)
+    path = os.pathsep.join(roots)
     proc = await asyncio.create_subprocess_exec(
-        *cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ}
+        *cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path}
     )
     acked: list[str] = []
     try:

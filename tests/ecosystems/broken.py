@@ -1,0 +1,445 @@
+"""Broken LangGraph savers and agent-framework storages, each with its correct twin.
+
+Every saver here keeps its data in a :class:`Backend` shared by location (so a
+second instance sees it) whose writes wait while the backend is held (the
+targets' ``hold``). The correct twins are :class:`HeldSaver` and
+:class:`HeldStorage`; each broken class differs from its twin in one bug,
+named in its docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agent_framework import (
+    InMemoryCheckpointStorage,
+    WorkflowCheckpoint,
+    WorkflowCheckpointException,
+)
+from checkpointkit.conformance.ecosystems import EcosystemTarget
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
+from langgraph.checkpoint.memory import InMemorySaver
+
+
+class Backend:
+    """The data of one location, and whether writes to it are held."""
+
+    def __init__(self) -> None:
+        self.storage: defaultdict[str, Any] = defaultdict(lambda: defaultdict(dict))
+        self.writes: defaultdict[Any, Any] = defaultdict(dict)
+        self.blobs: dict[Any, Any] = {}
+        self.checkpoints: dict[str, WorkflowCheckpoint] = {}
+        self.head: dict[str, str] = {}
+        self.gate: asyncio.Event | None = None
+
+    async def io(self) -> None:
+        """One round trip: waits while the backend is held."""
+        await asyncio.sleep(0)
+        while self.gate is not None:
+            await self.gate.wait()
+
+
+BACKENDS: dict[str, Backend] = {}
+
+
+def backend(location: str | None) -> Backend:
+    """The backend of ``location`` (a fresh one for None)."""
+    return Backend() if location is None else BACKENDS.setdefault(location, Backend())
+
+
+@asynccontextmanager
+async def hold(location: str | None) -> AsyncIterator[None]:
+    """Writes to ``location`` wait until the context exits."""
+    b = backend(location)
+    gate = asyncio.Event()
+    b.gate = gate
+    try:
+        yield
+    finally:
+        b.gate = None
+        gate.set()
+
+
+# -- LangGraph ------------------------------------------------------------------------------------
+class HeldSaver(InMemorySaver):
+    """Correct: LangGraph's InMemorySaver on a shared, holdable backend."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__()
+        self.backend = backend(location)
+        self.storage = self.backend.storage
+        self.writes = self.backend.writes
+        self.blobs = self.backend.blobs
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        await self.backend.io()
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.backend.io()
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await asyncio.sleep(0)
+        return self.get_tuple(config)
+
+
+class SwallowsCancelSaver(HeldSaver):
+    """Bug: aput catches the CancelledError of its round trip and writes anyway."""
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        try:
+            await self.backend.io()
+        except asyncio.CancelledError:
+            pass
+        return self.put(config, checkpoint, metadata, new_versions)
+
+
+class WritesAfterCancelSaver(HeldSaver):
+    """Bug: aput's write runs in a shielded task: a cancelled aput raises, the write lands later."""
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        async def write() -> RunnableConfig:
+            await self.backend.io()
+            return self.put(config, checkpoint, metadata, new_versions)
+
+        return await asyncio.shield(asyncio.ensure_future(write()))
+
+
+class UnawaitedTaskSaver(HeldSaver):
+    """Bug: aput_writes spawns the write as a task it never awaits (left pending at close)."""
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        async def later() -> None:
+            await asyncio.Event().wait()  # a flush that waits for a batch that never fills
+
+        self._flusher = asyncio.ensure_future(later())
+        self.put_writes(config, writes, task_id, task_path)
+
+
+class ByReferenceSaver(HeldSaver):
+    """Bug: aput keeps the caller's checkpoint dict and returns it from aget_tuple."""
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        result = await super().aput(config, checkpoint, metadata, new_versions)
+        self.backend.blobs[("by-ref", checkpoint["id"])] = checkpoint
+        return result
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        got = await super().aget_tuple(config)
+        if got is None:
+            return None
+        kept = self.backend.blobs.get(("by-ref", got.checkpoint["id"]))
+        return got if kept is None else got._replace(checkpoint=kept)
+
+
+class SharedLoadSaver(HeldSaver):
+    """Bug: aget_tuple caches what it decoded and returns the same object every time."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        key = json.dumps(config["configurable"], sort_keys=True, default=str)
+        cache = self.backend.blobs.setdefault("load-cache", {})
+        if key not in cache:
+            cache[key] = await super().aget_tuple(config)
+        return cache[key]  # type: ignore[no-any-return]
+
+
+class HeadSaver(HeldSaver):
+    """Correct: the latest checkpoint is a head that only moves forward."""
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        result = await super().aput(config, checkpoint, metadata, new_versions)
+        thread = config["configurable"]["thread_id"]
+        await self.backend.io()
+        self.move_head(thread, checkpoint["id"])
+        return result
+
+    def move_head(self, thread: str, checkpoint_id: str) -> None:
+        if checkpoint_id > self.backend.head.get(thread, ""):
+            self.backend.head[thread] = checkpoint_id
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        if conf.get("checkpoint_id") is None and conf["thread_id"] in self.backend.head:
+            conf = {**conf, "checkpoint_id": self.backend.head[conf["thread_id"]]}
+            return await super().aget_tuple({"configurable": conf})
+        return await super().aget_tuple(config)
+
+
+class HeadGoesBackwardsSaver(HeadSaver):
+    """Bug: the head is set to whatever was put last, so a slower instance moves it back."""
+
+    def move_head(self, thread: str, checkpoint_id: str) -> None:
+        self.backend.head[thread] = checkpoint_id
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        # The older of two concurrent puts takes a round trip more (as a slower client would).
+        if int(checkpoint["channel_values"].get("v", 0) or 0) % 2 == 0:
+            await asyncio.sleep(0.005)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
+class ListWritesSaver(HeldSaver):
+    """Correct: the pending writes of a checkpoint are one list, rewritten under a lock."""
+
+    lock_writes = True
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        conf = config["configurable"]
+        key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        locks = self.backend.blobs.setdefault("locks", {})
+        lock = locks.setdefault(key, asyncio.Lock()) if self.lock_writes else None
+        if lock is not None:
+            await lock.acquire()
+        try:
+            current = dict(self.backend.writes.get(key, {}))  # read
+            await self.backend.io()  # a round trip between the read and the write
+            scratch = HeldSaver()
+            scratch.writes[key] = current
+            scratch.put_writes(config, writes, task_id, task_path)
+            self.backend.writes[key] = scratch.writes[key]  # write back the whole list
+        finally:
+            if lock is not None:
+                lock.release()
+
+
+class LosesWritesSaver(ListWritesSaver):
+    """Bug: the list of pending writes is read, changed and written back with no lock."""
+
+    lock_writes = False
+
+
+class SplitSaver(HeldSaver):
+    """Correct: values first, then the checkpoint record that names them."""
+
+    record_last = True
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        if self.record_last:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        # Record first, with empty values; the values follow after a round trip.
+        empty = {**checkpoint, "channel_values": {}}
+        result = self.put(config, empty, metadata, {})  # type: ignore[arg-type]
+        await self.backend.io()
+        await self.backend.io()
+        self.put(config, checkpoint, metadata, new_versions)
+        return result
+
+
+class TornSaver(SplitSaver):
+    """Bug: the checkpoint record is published before its values are written."""
+
+    record_last = False
+
+
+class ReplacesFirstWriteSaver(HeldSaver):
+    """Bug: a regular write of a (task, index) already stored replaces it."""
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.backend.io()
+        conf = config["configurable"]
+        key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        for idx, (channel, value) in enumerate(writes):
+            self.backend.writes[key][(task_id, idx)] = (
+                task_id,
+                channel,
+                self.serde.dumps_typed(value),
+                task_path,
+            )
+
+
+class NeverAwaitsSaver(HeldSaver):
+    """Bug: aput calls its flush coroutine without awaiting it."""
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(0)
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        result = await super().aput(config, checkpoint, metadata, new_versions)
+        self._flush()  # type: ignore[unused-coroutine]
+        return result
+
+
+# -- agent-framework -----------------------------------------------------------------------------
+class HeldStorage(InMemoryCheckpointStorage):
+    """Correct: agent-framework's InMemoryCheckpointStorage on a shared, holdable backend."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__()
+        self.backend = backend(location)
+        self._checkpoints = self.backend.checkpoints
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self.backend.io()
+        return await super().save(checkpoint)
+
+
+class SwallowsCancelStorage(HeldStorage):
+    """Bug: save catches the CancelledError of its round trip and saves anyway."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        try:
+            await self.backend.io()
+        except asyncio.CancelledError:
+            pass
+        return await InMemoryCheckpointStorage.save(self, checkpoint)
+
+
+class SavesAfterCancelStorage(HeldStorage):
+    """Bug: save runs in a shielded task: a cancelled save raises, the checkpoint lands later."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        return await asyncio.shield(asyncio.ensure_future(HeldStorage.save(self, checkpoint)))
+
+
+class ByReferenceStorage(HeldStorage):
+    """Bug: save keeps the caller's checkpoint object (no copy)."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self.backend.io()
+        self._checkpoints[checkpoint.checkpoint_id] = checkpoint
+        return checkpoint.checkpoint_id
+
+
+class LatestBySaveOrderStorage(HeldStorage):
+    """Bug: get_latest gives the checkpoint saved last, not the one with the newest timestamp."""
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
+        return copy.deepcopy(mine[-1]) if mine else None
+
+
+class FileStorage:
+    """Correct: one JSON file per checkpoint, written to a temporary file, synced, renamed."""
+
+    checkpointkit_durable = True
+    write_behind = False
+
+    def __init__(self, *, location: str | None = None) -> None:
+        base = Path(os.environ.get("ECO_BROKEN_ROOT", "/tmp/checkpointkit-eco-broken"))
+        self.root = base / (location or "default")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.pending: list[WorkflowCheckpoint] = []
+
+    def _write(self, cp: WorkflowCheckpoint) -> None:
+        path = self.root / f"{cp.checkpoint_id}.json"
+        tmp = path.with_suffix(".tmp")
+        data = {"workflow_name": cp.workflow_name, "timestamp": cp.timestamp, "state": cp.state}
+        with open(tmp, "w") as f:
+            json.dump({**data, "checkpoint_id": cp.checkpoint_id}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        if self.write_behind:
+            self.pending.append(copy.deepcopy(checkpoint))
+            if len(self.pending) >= 50:  # flush in batches
+                for cp in self.pending:
+                    self._write(cp)
+                self.pending.clear()
+        else:
+            await asyncio.to_thread(self._write, checkpoint)
+        return checkpoint.checkpoint_id
+
+    def _read(self, path: Path) -> WorkflowCheckpoint:
+        data = json.loads(path.read_text())
+        return WorkflowCheckpoint(
+            workflow_name=data["workflow_name"],
+            graph_signature_hash="conformance",
+            checkpoint_id=data["checkpoint_id"],
+            timestamp=data["timestamp"],
+            state=data["state"],
+        )
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        path = self.root / f"{checkpoint_id}.json"
+        if not path.exists():
+            raise WorkflowCheckpointException(f"No checkpoint found with ID {checkpoint_id}")
+        return self._read(path)
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        found = [self._read(p) for p in self.root.glob("*.json")]
+        return [c for c in found if c.workflow_name == workflow_name]
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        path = self.root / f"{checkpoint_id}.json"
+        if path.exists():
+            path.unlink()
+            return True
+        return False
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = await self.list_checkpoints(workflow_name=workflow_name)
+        return max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name)]
+
+
+class WriteBehindStorage(FileStorage):
+    """Bug: save returns before the checkpoint is written (a write-behind batch of 50)."""
+
+    write_behind = True
+
+
+def target(cls: type, ecosystem: str) -> EcosystemTarget:
+    """The target of a broken or correct class here (holdable, importable by a subprocess)."""
+    return EcosystemTarget(
+        ecosystem,  # type: ignore[arg-type]
+        cls,
+        name=cls.__name__,
+        hold=hold if issubclass(cls, HeldSaver | HeldStorage) else None,
+        spec=f"{cls.__module__}:{cls.__qualname__}",
+        settle_window=0.3,
+    )

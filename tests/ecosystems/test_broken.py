@@ -1,0 +1,142 @@
+"""The ecosystem groups find real bugs: each broken saver or storage fails the test named for
+its bug, with a message that says how to fix it, and its correct twin passes that test.
+
+``CHECKPOINTKIT_PROOF_RUNS=10`` repeats every case ten times (one run by default).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from checkpointkit.conformance import run
+
+from . import broken
+
+RUNS = int(os.environ.get("CHECKPOINTKIT_PROOF_RUNS", "1"))
+
+# case: (broken class, correct twin, ecosystem, the test that must fail, words of its reason)
+CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
+    "aput-swallows-cancellation": (
+        broken.SwallowsCancelSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_cancelled_aput_ends_promptly_while_held",
+        "do not catch CancelledError",
+    ),
+    "aput-writes-after-cancel": (
+        broken.WritesAfterCancelSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_cancelled_aput_does_not_land_later",
+        "wait for it to end before raising CancelledError",
+    ),
+    "aput-writes-spawns-unawaited-task": (
+        broken.UnawaitedTaskSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_every_operation_then_close_leaves_nothing_behind",
+        ("pending", "await (or cancel and await) every task"),
+    ),
+    "aput-keeps-callers-object": (
+        broken.ByReferenceSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_mutating_after_aput_changes_nothing_stored",
+        "serialize (or deep-copy) the checkpoint inside aput",
+    ),
+    "aget-tuple-returns-stored-object": (
+        broken.SharedLoadSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_mutating_a_loaded_checkpoint_changes_nothing_stored",
+        "deserialize a new object on every load",
+    ),
+    "latest-goes-backwards-under-two-instances": (
+        broken.HeadGoesBackwardsSaver,
+        broken.HeadSaver,
+        "langgraph",
+        "test_latest_is_the_newest_checkpoint_under_two_instances",
+        "move a shared head only forward",
+    ),
+    "put-writes-loses-a-write-under-concurrency": (
+        broken.LosesWritesSaver,
+        broken.ListWritesSaver,
+        "langgraph",
+        "test_concurrent_put_writes_keep_every_write",
+        "never read-modify-write a list",
+    ),
+    "read-sees-a-torn-checkpoint": (
+        broken.TornSaver,
+        broken.SplitSaver,
+        "langgraph",
+        "test_read_during_writes_is_never_torn",
+        "publish a checkpoint only after its values",
+    ),
+    "put-writes-replaces-the-first-write": (
+        broken.ReplacesFirstWriteSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_parents_and_pending_writes_follow_langgraphs_rules",
+        "skip a regular write whose (task_id, idx) exists",
+    ),
+    "aput-never-awaits-a-coroutine": (
+        broken.NeverAwaitsSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_every_operation_then_close_leaves_nothing_behind",
+        ("never awaited", "await every coroutine it creates"),
+    ),
+    "save-swallows-cancellation": (
+        broken.SwallowsCancelStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_cancelled_save_ends_promptly_while_held",
+        "do not catch CancelledError",
+    ),
+    "save-lands-after-cancel": (
+        broken.SavesAfterCancelStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_cancelled_save_does_not_land_later",
+        "wait for it before raising CancelledError",
+    ),
+    "save-keeps-callers-object": (
+        broken.ByReferenceStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_mutating_after_save_changes_nothing_stored",
+        "never keep the caller's object",
+    ),
+    "latest-by-save-order": (
+        broken.LatestBySaveOrderStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_latest_is_the_newest_under_two_instances",
+        "order by timestamp, not by write time",
+    ),
+    "save-acknowledges-before-writing": (
+        broken.WriteBehindStorage,
+        broken.FileStorage,
+        "agent-framework",
+        "test_sigkill_mid_write_keeps_every_acknowledged_checkpoint",
+        "make save return only after the write is durable",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_broken_target_fails_the_right_test_and_its_twin_passes(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ECO_BROKEN_ROOT", str(tmp_path))
+    bad, twin, ecosystem, test, words = CASES[case]
+    for _ in range(RUNS):
+        report = await run(broken.target(bad, ecosystem), pattern=test)
+        result = report.result(test)
+        assert result.outcome == "failed", f"{case}: {result.outcome}: {report.summary()}"
+        for word in (words,) if isinstance(words, str) else words:
+            assert word in result.reason, f"{case}: {result.reason}"
+        good = await run(broken.target(twin, ecosystem), pattern=test)
+        assert good.result(test).outcome == "passed", f"{case} twin: {good.summary()}"
