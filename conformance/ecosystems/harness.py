@@ -343,17 +343,7 @@ async def crash_writer(
         target.spec,
         location,
     ]
-    # The subprocess imports the target as this process does: with its sys.path, and the
-    # directory the target's module was imported from (pytest's importlib mode adds none).
-    roots = [p for p in sys.path if p]
-    module = sys.modules.get(target.spec.partition(":")[0])
-    origin = getattr(module, "__file__", None)
-    if origin:
-        root = os.path.dirname(os.path.abspath(origin))
-        for _ in range(target.spec.partition(":")[0].count(".")):
-            root = os.path.dirname(root)
-        roots.insert(0, root)
-    path = os.pathsep.join(roots)
+    path = _import_path(target.spec)
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path}
     )
@@ -381,6 +371,23 @@ async def crash_writer(
 def library(distribution: str) -> str:
     """``distribution version`` of an installed distribution."""
     return f"{distribution} {version(distribution)}"
+
+
+def _import_path(spec: str) -> str:
+    """A PYTHONPATH that imports ``spec``'s module as this process did.
+
+    This process's ``sys.path``, and the directory the module was imported
+    from (pytest's importlib mode adds none to ``sys.path``).
+    """
+    roots = [p for p in sys.path if p]
+    name = spec.partition(":")[0]
+    origin = getattr(sys.modules.get(name), "__file__", None)
+    if origin:
+        root = os.path.dirname(os.path.abspath(origin))
+        for _ in range(name.count(".")):
+            root = os.path.dirname(root)
+        roots.insert(0, root)
+    return os.pathsep.join(roots)
 
 
 def need(condition: bool, reason: str) -> None:
