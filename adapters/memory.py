@@ -2,13 +2,18 @@
 
 It stores bytes, never Python objects, so a value saved is a snapshot that no
 later mutation can reach. Every operation completes without yielding to the
-event loop, which makes each one atomic and a cancelled one absent.
+event loop, which makes each one atomic and a cancelled one absent. The one
+exception is :meth:`MemoryStorage.pause`, the conformance suite's way to make
+this backend stop answering: while paused, each operation waits before it
+touches the data, so a cancelled one still never started.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import itertools
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ..errors import NotFound, PreconditionFailed
@@ -54,7 +59,38 @@ class MemoryStorage(StorageBase):
     def _may_match(self, version: str) -> bool:
         return decimal_version(version) is not None  # a counter: "13", never "013"
 
+    def pause(self) -> Callable[[], None]:
+        """Make every operation on this data wait until the returned function is called.
+
+        The in-memory backend's way to stop answering, for the conformance
+        suite's held-backend tests (:class:`~checkpointkit.conformance.holds.MemoryPause`):
+        each operation started while paused waits before it reads or changes
+        anything, so one cancelled while waiting did nothing. Storages that
+        share the data by name pause together. Calling the returned function
+        again does nothing.
+
+        Raises:
+            RuntimeError: the data is paused already.
+        """
+        d = self._data
+        if d.paused is not None:
+            raise RuntimeError(f"{self!r} is paused already")
+        gate = d.paused = asyncio.Event()
+
+        def resume() -> None:
+            gate.set()
+            if d.paused is gate:
+                d.paused = None
+
+        return resume
+
+    async def _answering(self) -> None:
+        gate = self._data.paused
+        if gate is not None:
+            await gate.wait()
+
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._answering()
         d = self._data
         current = d.values.get(key)
         if mode == "create":
@@ -74,6 +110,7 @@ class MemoryStorage(StorageBase):
         return version
 
     async def _get(self, key: str) -> GetResult:
+        await self._answering()
         try:
             data, version = self._data.values[key]
         except KeyError:
@@ -81,6 +118,7 @@ class MemoryStorage(StorageBase):
         return GetResult(data, version)
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._answering()
         d = self._data
         current = d.values.get(key)
         if current is None:
@@ -96,6 +134,7 @@ class MemoryStorage(StorageBase):
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
+        await self._answering()
         keys = self._data.keys
         after = cursor if cursor is not None else start_after
         if after is not None and after >= prefix:
@@ -111,9 +150,10 @@ class MemoryStorage(StorageBase):
 
 
 class _Data:
-    __slots__ = ("counter", "keys", "values")
+    __slots__ = ("counter", "keys", "paused", "values")
 
     def __init__(self) -> None:
         self.values: dict[str, tuple[bytes, str]] = {}
         self.keys: list[str] = []
         self.counter = itertools.count(1)
+        self.paused: asyncio.Event | None = None  # set by pause(): operations wait for it

@@ -37,7 +37,18 @@ if TYPE_CHECKING:
     from .faults import Fault, FaultyStorage
     from .fixtures import StorageFixtures
     from .groups import GROUPS
+    from .held import HeldBackendTests
     from .histories import LinearizabilityTests
+    from .holds import (
+        FileLock,
+        HeldLock,
+        Hold,
+        LargeValue,
+        MemoryPause,
+        PausedProcess,
+        ProxyHold,
+        SQLiteLock,
+    )
     from .hygiene import HygieneError, HygieneReport, hygiene
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
@@ -45,7 +56,7 @@ if TYPE_CHECKING:
     from .report import GroupSummary, Report, TestResult
     from .semantics import SemanticsTests
     from .settle import SettleWatch
-    from .stalls import FileLock, HeldLock, LargeValue, Stall
+    from .stalls import Stall
     from .suite import StorageConformance
     from .target import PrefixedStorage, Target, new_location, resolve_target
     from .timing import TimedStorage
@@ -63,16 +74,22 @@ __all__ = [
     "FaultyStorage",
     "FileLock",
     "GroupSummary",
+    "HeldBackendTests",
     "HeldLock",
+    "Hold",
     "HygieneError",
     "HygieneReport",
     "HygieneTests",
     "LargeValue",
     "LifecycleTests",
     "LinearizabilityTests",
+    "MemoryPause",
+    "PausedProcess",
     "PrefixedStorage",
     "Progress",
+    "ProxyHold",
     "Report",
+    "SQLiteLock",
     "SemanticsTests",
     "SettleWatch",
     "Stall",
@@ -101,18 +118,24 @@ _WHERE = {
     "ConformanceFailure": "checks",
     "Fault": "faults",
     "FaultyStorage": "faults",
-    "FileLock": "stalls",
+    "FileLock": "holds",
     "GroupSummary": "report",
-    "HeldLock": "stalls",
+    "HeldBackendTests": "held",
+    "HeldLock": "holds",
+    "Hold": "holds",
     "HygieneError": "hygiene",
     "HygieneReport": "hygiene",
     "HygieneTests": "hygiene_rules",
-    "LargeValue": "stalls",
+    "LargeValue": "holds",
     "LifecycleTests": "lifecycle",
     "LinearizabilityTests": "histories",
+    "MemoryPause": "holds",
+    "PausedProcess": "holds",
     "PrefixedStorage": "target",
     "Progress": "api",
+    "ProxyHold": "holds",
     "Report": "report",
+    "SQLiteLock": "holds",
     "SemanticsTests": "semantics",
     "SettleWatch": "settle",
     "Stall": "stalls",

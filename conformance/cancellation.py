@@ -31,19 +31,19 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 import pytest
 
 from ..storage import Storage
+from .cancelling import Outcome, cancel, check_raised, observe, own_answer, point_text
 from .checks import ConformanceFailure, describe, expect_value, fail, get_or_none
 from .clauses import checks
 from .faults import FaultyStorage
-from .fixtures import DEFAULT_CANCEL_BOUND, StorageFixtures, raw_storage
+from .fixtures import DEFAULT_CANCEL_BOUND
+from .held import HeldBackendTests
 from .proxy import StallProxy
 from .settle import SettleWatch
-from .stalls import Stall
 from .target import Target, new_location
 
 __all__ = ["CANCEL_BOUND", "CANCEL_POINTS", "CancellationTests"]
@@ -56,160 +56,8 @@ CANCEL_BOUND = DEFAULT_CANCEL_BOUND
 CANCEL_POINTS: list[int | float] = [0, 1, 2, 3, 5, 8, 13, 21, 0.001, 0.003, 0.01, 0.03]
 """When the sweep cancels: ints are event-loop iterations, floats seconds."""
 
-_HOLD_ATTEMPTS = 3
-"""Tries at catching a put inside a stall that holds it only for a while (a large value)."""
 
-_SHORTEST_HOLD = 0.005
-"""Seconds: a put that a stall cannot hold this long is not held at all."""
-
-
-def _patience(bound: float) -> float:
-    """How long a late cancellation is waited for, to measure its delay."""
-    return max(6 * bound, 3.0)
-
-
-async def _wait_point(point: int | float) -> None:
-    if isinstance(point, int):
-        for _ in range(point):
-            await asyncio.sleep(0)
-    else:
-        await asyncio.sleep(point)
-
-
-def _point_text(point: int | float | str) -> str:
-    if isinstance(point, str):
-        return point
-    if isinstance(point, int):
-        return f"cancelled {point} event-loop iteration{'s' if point != 1 else ''} after it started"
-    return f"cancelled {point * 1000:g} ms after it started"
-
-
-@dataclass
-class _Outcome:
-    """What one cancellation did."""
-
-    point: int | float | str
-    key: str
-    took: bool  # cancel() found the operation still running
-    ended_in: float | None  # seconds from cancel() to the end; None: did not end at all
-    cancelled: bool  # it raised CancelledError
-    result: Any = None  # what it returned or raised instead
-    observed: bytes | None = None
-    ended_at: float = 0.0  # time.monotonic() when it ended (or when the wait gave up)
-
-
-async def _cancel(
-    op: Callable[[], Awaitable[T]],
-    point: int | float | str,
-    key: str,
-    *,
-    bound: float = CANCEL_BOUND,
-    started: asyncio.Event | None = None,
-    task: asyncio.Future[T] | None = None,
-) -> _Outcome:
-    """Start ``op`` (or take ``task``), cancel it at ``point`` (or once ``started`` is set),
-    and see how it ends."""
-    __tracebackhide__ = True
-    if task is None:
-        task = asyncio.ensure_future(op())
-    if started is not None:
-        # Awaited directly, so that the cancellation lands the moment the stall holds the
-        # call (a wait on several futures would let the call run a few iterations more).
-        try:
-            async with asyncio.timeout(10):
-                await started.wait()
-        except TimeoutError:
-            task.cancel()
-            await asyncio.wait({task}, timeout=_patience(bound))
-            if task.done() and not task.cancelled():
-                task.exception()
-            fail(
-                "the stalled operation must reach the stall",
-                key=key,
-                expected="it to be held by the stall within 10 s",
-                observed="it ended before reaching it"
-                if task.done()
-                else "nothing reached the stall (did the operation send anything?)",
-            )
-    elif isinstance(point, int | float):
-        await _wait_point(point)
-    took = task.cancel()
-    start = time.monotonic()
-    await asyncio.wait({task}, timeout=_patience(bound))
-    if not task.done():
-        # Leave nothing behind: cancel again and give it one more wait.
-        task.cancel()
-        await asyncio.wait({task}, timeout=_patience(bound))
-        if not task.done():
-            return _Outcome(
-                point,
-                key,
-                took,
-                None,
-                False,
-                "still running after two cancellations",
-                ended_at=time.monotonic(),
-            )
-        if not task.cancelled():
-            task.exception()  # retrieved, so that nothing logs "exception never retrieved"
-        return _Outcome(point, key, took, None, task.cancelled(), ended_at=time.monotonic())
-    end = time.monotonic()
-    ended = end - start
-    if task.cancelled():
-        return _Outcome(point, key, took, ended, True, ended_at=end)
-    exc = task.exception()
-    return _Outcome(
-        point, key, took, ended, False, exc if exc is not None else task.result(), ended_at=end
-    )
-
-
-def _check_raised(outcomes: list[_Outcome], what: str, bound: float = CANCEL_BOUND) -> None:
-    __tracebackhide__ = True
-    for o in outcomes:
-        if not o.took:
-            continue
-        if o.ended_in is None:
-            fail(
-                f"a cancelled {what} must raise CancelledError promptly",
-                key=o.key,
-                expected=f"it to end within {bound:g} s of task.cancel() ({_point_text(o.point)})",
-                observed=f"it was still running {2 * _patience(bound):g} s later, after a second "
-                "cancellation (the cancellation was ignored, or the backend wait is not "
-                "cancellable)",
-                detail="To fix it, make every wait of the operation cancellable; a write that "
-                "must not land later can be aborted (a flag checked before its commit) "
-                "rather than waited for",
-            )
-        if o.cancelled and o.ended_in > bound:
-            fail(
-                f"a cancelled {what} must raise CancelledError promptly",
-                key=o.key,
-                expected=f"it to end within {bound:g} s of task.cancel() ({_point_text(o.point)})",
-                observed=f"it took {o.ended_in:.3f} s to raise CancelledError",
-                detail="To fix it, abort the backend call on cancellation (close the "
-                "connection, set a flag the worker checks before its commit, interrupt the "
-                "statement) instead of waiting for it to finish; or raise the bound with "
-                "--checkpointkit-cancel-bound if the backend cannot do better",
-            )
-        if not o.cancelled:
-            fail(
-                f"a cancelled {what} must raise CancelledError",
-                key=o.key,
-                expected=f"CancelledError (the {what} was {_point_text(o.point)})",
-                observed=(
-                    f"it returned {describe(o.result)}: the cancellation was swallowed"
-                    if not isinstance(o.result, BaseException)
-                    else f"it raised {describe(o.result)} instead: the cancellation was lost"
-                ),
-            )
-
-
-async def _observe(observer: Storage, key: str) -> bytes | None:
-    got = await get_or_none(observer, key)
-    return None if got is None else got.data
-
-
-class CancellationTests(StorageFixtures):
+class CancellationTests(HeldBackendTests):
     """Cancelled puts and gets: prompt, whole or absent, never late, no stale replies."""
 
     conformance_group: ClassVar[str | None] = "cancellation"
@@ -225,20 +73,20 @@ class CancellationTests(StorageFixtures):
         check_whole: bool = True,
         check_prompt: bool = False,
         prefix: str = "cancel",
-        after_each: Callable[[int, _Outcome], Awaitable[None]] | None = None,
-    ) -> list[_Outcome]:
+        after_each: Callable[[int, Outcome], Awaitable[None]] | None = None,
+    ) -> list[Outcome]:
         __tracebackhide__ = True
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
             key = f"{prefix}/{i:02d}"
             old, new = b"o" * size, bytes([97 + i % 26]) * size
             await storage.put(key, old)
-            outcome = await _cancel(
+            outcome = await cancel(
                 functools.partial(storage.put, key, new), point, key, bound=bound
             )
             if check_prompt:
-                _check_raised([outcome], "put", bound)  # at once: a slow adapter fails fast
-            outcome.observed = await _observe(observer, key)
+                check_raised([outcome], "put", bound)  # at once: a slow adapter fails fast
+            outcome.observed = await observe(observer, key)
             if check_whole and outcome.observed not in (old, new):
                 fail(
                     "a cancelled put must be whole or absent",
@@ -246,7 +94,7 @@ class CancellationTests(StorageFixtures):
                     expected=f"the whole old value {describe(old)} "
                     f"or the whole new value {describe(new)}",
                     observed=f"it holds {describe(outcome.observed, reference=[new, old])} "
-                    f"({_point_text(point)})",
+                    f"({point_text(point)})",
                 )
             if (
                 check_whole
@@ -287,7 +135,7 @@ class CancellationTests(StorageFixtures):
         cancellation a put that completes overwrites the key: the cancelled put must not
         come back over it (take effect twice)."""
 
-        async def watch(i: int, o: _Outcome) -> None:
+        async def watch(i: int, o: Outcome) -> None:
             old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
             if i % 2 == 0:
                 settle.add(
@@ -295,7 +143,7 @@ class CancellationTests(StorageFixtures):
                     o.observed,
                     what="put",
                     since=o.ended_at,
-                    context=_point_text(o.point),
+                    context=point_text(o.point),
                     allowed=(old, new),
                     written=new,
                 )
@@ -307,7 +155,7 @@ class CancellationTests(StorageFixtures):
                 await settle.read(o.key),
                 what="put",
                 since=o.ended_at,
-                context=_point_text(o.point) + ", then overwritten by a put that completed",
+                context=point_text(o.point) + ", then overwritten by a put that completed",
                 allowed=(old, new, after),
                 written=new,
                 seen_written=o.observed == new,
@@ -320,13 +168,13 @@ class CancellationTests(StorageFixtures):
 
     async def _sweep_deletes(
         self, storage: Storage, observer: Storage, bound: float
-    ) -> list[_Outcome]:
+    ) -> list[Outcome]:
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
             key = f"cdel/{i:02d}"
             await storage.put(key, b"still here")
-            outcome = await _cancel(functools.partial(storage.delete, key), point, key, bound=bound)
-            outcome.observed = await _observe(observer, key)
+            outcome = await cancel(functools.partial(storage.delete, key), point, key, bound=bound)
+            outcome.observed = await observe(observer, key)
             if outcome.observed not in (None, b"still here"):
                 fail(
                     "a cancelled delete must be whole or absent",
@@ -342,7 +190,7 @@ class CancellationTests(StorageFixtures):
         self, storage: Storage, observer: Storage, cancel_bound: float
     ) -> None:
         outcomes = await self._sweep_deletes(storage, observer, cancel_bound)
-        _check_raised(outcomes, "delete", cancel_bound)
+        check_raised(outcomes, "delete", cancel_bound)
 
     @checks("cancel.no-late-landing")
     async def test_cancelled_delete_does_not_land_later(
@@ -354,7 +202,7 @@ class CancellationTests(StorageFixtures):
                 o.observed,
                 what="delete",
                 since=o.ended_at,
-                context=_point_text(o.point),
+                context=point_text(o.point),
                 allowed=(None, b"still here"),
             )
         await settle.settle()
@@ -367,8 +215,8 @@ class CancellationTests(StorageFixtures):
             a, b = f"own/a{i:02d}", f"own/b{i:02d}"
             await storage.put(a, f"answer for {a}".encode())
             await storage.put(b, f"answer for {b}".encode())
-            outcome = await _cancel(functools.partial(storage.get, a), point, a, bound=cancel_bound)
-            detail = f"the get of {a!r} before it was {_point_text(point)}"
+            outcome = await cancel(functools.partial(storage.get, a), point, a, bound=cancel_bound)
+            detail = f"the get of {a!r} before it was {point_text(point)}"
             await expect_value(
                 storage,
                 b,
@@ -383,7 +231,7 @@ class CancellationTests(StorageFixtures):
                 promise="after a cancelled get, the client must stay healthy",
                 detail=detail,
             )
-            _check_raised([outcome], "get", cancel_bound)
+            check_raised([outcome], "get", cancel_bound)
 
     @checks("cancel.healthy-after")
     async def test_next_call_after_cancelled_put_gets_its_own_answer(
@@ -392,10 +240,10 @@ class CancellationTests(StorageFixtures):
         for i, point in enumerate(CANCEL_POINTS):
             a, b = f"own/a{i:02d}", f"own/b{i:02d}"
             await storage.put(b, f"answer for {b}".encode())
-            await _cancel(
+            await cancel(
                 functools.partial(storage.put, a, b"cancelled put"), point, a, bound=cancel_bound
             )
-            detail = f"a put of {a!r} was {_point_text(point)}"
+            detail = f"a put of {a!r} was {point_text(point)}"
             await expect_value(
                 storage,
                 b,
@@ -413,78 +261,6 @@ class CancellationTests(StorageFixtures):
                 detail=detail,
             )
 
-    # -- a stall inside the backend (any adapter) ---------------------------------------------
-    @checks(
-        "cancel.held-backend",
-        "cancel.prompt",
-        "cancel.no-late-landing",
-        "cancel.healthy-after",
-    )
-    async def test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands(
-        self,
-        storage: Storage,
-        settle: SettleWatch,
-        backend_stall: Stall,
-        cancel_bound: float,
-    ) -> None:
-        key = "held"
-        old, new = b"old value before the held put", backend_stall.value()
-        await backend_stall.prepare(storage, key)
-        await storage.put(key, old)
-        async with backend_stall.held(raw_storage(storage), key):
-            for attempt in range(_HOLD_ATTEMPTS):
-                task = asyncio.ensure_future(storage.put(key, new))
-                await asyncio.wait({task}, timeout=backend_stall.hold_for)
-                if not task.done():
-                    break
-                if not task.cancelled():
-                    task.exception()
-                if attempt == _HOLD_ATTEMPTS - 1 or backend_stall.hold_for <= _SHORTEST_HOLD:
-                    pytest.skip(
-                        f"{backend_stall.name} did not hold a put: it finished within "
-                        f"{backend_stall.hold_for * 1000:g} ms (the adapter writes without "
-                        "waiting, or the stall does not apply to it: override the "
-                        "backend_stall fixture)"
-                    )
-                # It went faster than when it was timed (a busy machine then): cancel sooner.
-                backend_stall.hold_for = max(backend_stall.hold_for / 4, _SHORTEST_HOLD)
-                await storage.put(key, old)
-            held_ms = backend_stall.hold_for * 1000
-            context = f"cancelled after {held_ms:g} ms, held by {backend_stall.name}"
-            outcome = await _cancel(
-                lambda: storage.put(key, new), context, key, bound=cancel_bound, task=task
-            )
-            _check_raised([outcome], f"put (held by {backend_stall.name})", cancel_bound)
-            # What the key holds once CancelledError was raised, while the stall still holds
-            # the write (a stall that also blocks reads: read after the release instead).
-            try:
-                async with asyncio.timeout(1.0):
-                    outcome.observed = await settle.read(key)
-                    read_while_held = True
-            except TimeoutError:
-                read_while_held = False
-        # The backend goes on now: a write that was not settled lands from here.
-        if not read_while_held:
-            outcome.observed = await settle.read(key)
-        if outcome.observed not in (old, new):
-            fail(
-                "a cancelled put must be whole or absent",
-                key=key,
-                expected="the whole old or the whole new value",
-                observed=f"it holds {describe(outcome.observed, reference=[new, old])} ({context})",
-            )
-        settle.add(
-            key,
-            outcome.observed,
-            what="put",
-            since=outcome.ended_at,
-            context=context + ", then the stall was released",
-            allowed=(old, new),
-            written=new,
-        )
-        await settle.settle()
-        await _own_answer(storage, "held-next", f"a put {context}")
-
     # -- the fault-injecting wrapper --------------------------------------------------------------
     @checks("cancel.prompt", "cancel.whole-or-absent", "cancel.healthy-after")
     async def test_put_cancelled_while_backend_stalls_raises_promptly(
@@ -493,14 +269,14 @@ class CancellationTests(StorageFixtures):
         faulty = FaultyStorage(storage)
         await storage.put("stall", b"old")
         stall = faulty.stall("put", when="before")
-        outcome = await _cancel(
+        outcome = await cancel(
             lambda: faulty.put("stall", b"new"),
             0,
             "stall",
             started=stall.entered,
             bound=cancel_bound,
         )
-        _check_raised([outcome], "put (stalled before the backend call)", cancel_bound)
+        check_raised([outcome], "put (stalled before the backend call)", cancel_bound)
         # Nothing reached the adapter: a second client must see the old value.
         await expect_value(
             observer,
@@ -508,7 +284,7 @@ class CancellationTests(StorageFixtures):
             b"old",
             promise="a put cancelled before reaching the backend must not have happened",
         )
-        await _own_answer(faulty, "stall-next", "the stalled put was cancelled")
+        await own_answer(faulty, "stall-next", "the stalled put was cancelled")
 
     @checks("cancel.whole-or-absent", "cancel.healthy-after")
     async def test_put_cancelled_after_backend_answered_is_whole(
@@ -517,21 +293,21 @@ class CancellationTests(StorageFixtures):
         faulty = FaultyStorage(storage)
         await storage.put("stall", b"old")
         stall = faulty.stall("put", when="after")
-        outcome = await _cancel(
+        outcome = await cancel(
             lambda: faulty.put("stall", b"new"),
             0,
             "stall",
             started=stall.entered,
             bound=cancel_bound,
         )
-        _check_raised([outcome], "put (reply held after the backend call)", cancel_bound)
+        check_raised([outcome], "put (reply held after the backend call)", cancel_bound)
         await expect_value(
             observer,
             "stall",
             b"new",
             promise="a put cancelled after the backend applied it must be whole",
         )
-        await _own_answer(faulty, "stall-next", "the put's reply was held and then cancelled")
+        await own_answer(faulty, "stall-next", "the put's reply was held and then cancelled")
 
     # -- the stall proxy (network adapters) --------------------------------------------------------
     @checks(
@@ -555,18 +331,6 @@ class CancellationTests(StorageFixtures):
         self, target: Target, settle: SettleWatch, cancel_bound: float
     ) -> None:
         await _through_proxy(target, "response", settle, cancel_bound)
-
-
-async def _own_answer(storage: Storage, key: str, what: str) -> None:
-    __tracebackhide__ = True
-    await storage.put(key, f"answer for {key}".encode())
-    await expect_value(
-        storage,
-        key,
-        f"answer for {key}".encode(),
-        promise="the next call must get its own answer",
-        detail=f"after {what}",
-    )
 
 
 async def _bounded(aw: Awaitable[T], seconds: float, what: str, key: str) -> T:
@@ -606,12 +370,12 @@ async def _through_proxy(
         await _bounded(storage.put(key, old), 10, "the first put", key)
         await _bounded(storage.put("proxy/other", b"other"), 10, "a put", "proxy/other")
         proxy.stall(direction, partial=True)
-        outcome = await _cancel(
+        outcome = await cancel(
             lambda: storage.put(key, new), 0, key, started=proxy.stalled, bound=bound
         )
         proxy.resume()
         resumed = time.monotonic()
-        _check_raised([outcome], f"put (the backend stopped answering mid-{direction})", bound)
+        check_raised([outcome], f"put (the backend stopped answering mid-{direction})", bound)
         try:
             got_other = await _bounded(
                 storage.get("proxy/other"), 10, "get('proxy/other')", "proxy/other"
@@ -637,7 +401,7 @@ async def _through_proxy(
         else:
             await _watch_proxied(storage, settle, key, old, new, direction, resumed)
         await _bounded(
-            _own_answer(storage, "proxy/next", f"a put cancelled mid-{direction}"),
+            own_answer(storage, "proxy/next", f"a put cancelled mid-{direction}"),
             10,
             "a put and get",
             "proxy/next",

@@ -23,6 +23,7 @@ test by an autouse fixture.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -44,15 +45,22 @@ from . import descriptors
 from .checks import ConformanceFailure
 from .faults import FaultyStorage
 from .groups import GROUPS, group_of
+from .holds import Hold, ProxyHold, default_hold
 from .hygiene import HygieneError, hygiene
 from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW
 from .settle import SettleWatch
-from .stalls import Stall, default_stall
 from .styles import StorageWrapper
 from .target import Factory, PrefixedStorage, Target, new_location
 from .timing import TimedStorage
 
-__all__ = ["DEFAULT_CANCEL_BOUND", "GROUPS", "StorageFixtures", "group_of", "raw_storage"]
+__all__ = [
+    "DEFAULT_CANCEL_BOUND",
+    "GROUPS",
+    "StorageFixtures",
+    "group_of",
+    "raw_key",
+    "raw_storage",
+]
 
 
 _WRAPPERS = (TimedStorage, PrefixedStorage, FaultyStorage, StorageWrapper)
@@ -63,6 +71,15 @@ def raw_storage(storage: Any) -> Any:
     while isinstance(storage, _WRAPPERS):
         storage = storage.inner
     return storage
+
+
+def raw_key(storage: Any, key: str) -> str:
+    """``key`` as the adapter's own object under the suite's wrappers sees it (prefixed)."""
+    while isinstance(storage, _WRAPPERS):
+        if isinstance(storage, PrefixedStorage):
+            key = storage.prefix + key
+        storage = storage.inner
+    return key
 
 
 def _time_limited(
@@ -223,16 +240,34 @@ class StorageFixtures:
         )
 
     @pytest.fixture
-    def backend_stall(self, storage: Storage) -> Stall:
-        """How to hold a put inside this backend without a TCP endpoint; override it.
+    def backend_stall(self, storage: Storage) -> Hold:
+        """The hold of this backend when the target supplies none (the earlier way in).
 
-        The default is chosen by what the adapter is: a held ``flock`` for the
-        file adapter, a large value for any other (see
-        :mod:`~checkpointkit.conformance.stalls`). A SQLite-like adapter
-        returns a :class:`~checkpointkit.conformance.stalls.HeldLock` that
-        opens a write transaction from another connection.
+        ``Target(hold=...)`` is the way to supply one; a test class may
+        instead override this fixture (a SQLite-like adapter returns a
+        :class:`~checkpointkit.conformance.holds.HeldLock` that opens a write
+        transaction from another connection). The default is chosen by what
+        the adapter is (:func:`~checkpointkit.conformance.holds.default_hold`).
         """
-        return default_stall(raw_storage(storage))
+        return default_hold(raw_storage(storage))
+
+    @pytest.fixture
+    def backend_hold(self, request: pytest.FixtureRequest, storage_target: Target | None) -> Hold:
+        """What makes the backend stop answering in the held-backend tests, one copy per test.
+
+        The target's :attr:`~checkpointkit.conformance.target.Target.hold`;
+        else the ``backend_stall`` fixture, if the test class overrides it;
+        else the stall proxy for a target that can be proxied; else
+        ``backend_stall``'s default (:mod:`~checkpointkit.conformance.holds`).
+        """
+        if storage_target is not None and storage_target.hold is not None:
+            return copy.copy(storage_target.hold)
+        owner = next(c for c in type(self).__mro__ if "backend_stall" in c.__dict__)
+        overridden = owner is not StorageFixtures
+        if not overridden and storage_target is not None and storage_target.proxyable:
+            return ProxyHold()
+        hold: Hold = request.getfixturevalue("backend_stall")
+        return copy.copy(hold)
 
     @pytest.fixture
     def target(self, storage_target: Target | None) -> Target:

@@ -3,10 +3,14 @@
 Conformance levels (:attr:`Report.level`):
 
 ``full``
-    Every group of the suite ran and no test failed. Tests skipped because
-    the adapter does not declare a capability (or the target does not offer
-    what a test needs, such as an endpoint for the stall proxy) do not lower
-    the level; the report lists them with their reasons.
+    Every group of the suite ran, no test failed, and none was *not
+    exercised*. Tests skipped because the adapter does not declare a
+    capability (or the target does not offer what a test needs, such as an
+    endpoint for the stall proxy) do not lower the level; the report lists
+    them with their reasons. A test is not exercised when the target does not
+    give it what it needs to check its promise at all (a held-backend test of
+    a target that supplies no hold): its reason starts with ``not exercised:``
+    and the report lists it, so a gap never passes as a pass.
 ``basic``
     The ``semantics`` and ``bad-input`` groups ran without a failure, but
     another group failed or was not run: the storage stores and refuses
@@ -31,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .settings import NOT_EXERCISED
 from .timing import OpLatency
 
 __all__ = ["LEVELS", "GroupSummary", "Level", "Outcome", "Report", "TestResult"]
@@ -148,6 +153,11 @@ class Report:
         """The tests that saw a write land late on an adapter that does not settle them."""
         return [r for r in self.results if r.outcome == "indeterminate"]
 
+    @property
+    def not_exercised(self) -> list[TestResult]:
+        """The skipped tests that could not exercise their promise (``not exercised:``)."""
+        return [r for r in self.skipped if r.reason.startswith(NOT_EXERCISED)]
+
     def groups(self) -> dict[str, GroupSummary]:
         """Totals per group, in the suite's order (groups that ran only)."""
         out: dict[str, GroupSummary] = {}
@@ -171,7 +181,7 @@ class Report:
         if not all(clean(g) for g in self.basic_groups):
             return "none"
         ran_all = all(g in groups for g in self.all_groups)
-        if ran_all and not self.failures:
+        if ran_all and not self.failures and not self.not_exercised:
             return "full"
         return "basic"
 
@@ -195,6 +205,8 @@ class Report:
         missing = [g for g in self.all_groups if g not in groups]
         if missing:
             return "not run: " + ", ".join(missing)
+        if self.not_exercised:
+            return f"{len(self.not_exercised)} test(s) not exercised"
         return "every group passed"
 
     def result(self, name: str) -> TestResult:
@@ -227,6 +239,7 @@ class Report:
             "latency_ms": {op: dict(v) for op, v in self.latency.items()},
             "errors": list(self.errors),
             "about": dict(self.about),
+            "not_exercised": [r.name for r in self.not_exercised],
             "tests": [{**asdict(r), "duration": round(r.duration, 4)} for r in self.results],
         }
 
@@ -275,6 +288,9 @@ class Report:
                     node.text = r.reason
                 elif r.outcome == "skipped":
                     ET.SubElement(case, "skipped", message=r.reason)
+                    if r.reason.startswith(NOT_EXERCISED):
+                        props = ET.SubElement(case, "properties")
+                        ET.SubElement(props, "property", name="outcome", value="not exercised")
                 elif r.outcome == "indeterminate":
                     props = ET.SubElement(case, "properties")
                     ET.SubElement(props, "property", name="outcome", value="indeterminate")
@@ -323,6 +339,10 @@ class Report:
             lines.append(f"  FAILED {r.group}::{r.name}: {r.reason}")
         for r in self.indeterminate:
             lines.append(f"  INDETERMINATE {r.group}::{r.name}: {r.reason}")
+        for r in self.not_exercised:
+            lines.append(
+                f"  NOT EXERCISED {r.group}::{r.name}: {r.reason.removeprefix(NOT_EXERCISED)}"
+            )
         return "\n".join(lines)
 
 

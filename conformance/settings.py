@@ -10,7 +10,13 @@ import math
 
 from ..errors import ConfigurationError
 
-__all__ = ["DEFAULT_CANCEL_BOUND", "DEFAULT_SETTLE_WINDOW", "INDETERMINATE", "check_seconds"]
+__all__ = [
+    "DEFAULT_CANCEL_BOUND",
+    "DEFAULT_SETTLE_WINDOW",
+    "INDETERMINATE",
+    "NOT_EXERCISED",
+    "check_seconds",
+]
 
 DEFAULT_SETTLE_WINDOW = 2.0
 """Seconds a cancelled or failed write is watched for a late landing, by default."""
@@ -20,6 +26,12 @@ DEFAULT_CANCEL_BOUND = 0.5
 
 INDETERMINATE = "checkpointkit_indeterminate"
 """The ``user_properties`` name under which a test records an indeterminate outcome."""
+
+NOT_EXERCISED = "not exercised: "
+"""How the reason of a skip starts when the test could not exercise what it checks (no hold).
+
+The report lists such tests apart from the skips of undeclared capabilities,
+and none may be left for the level ``full``."""
 
 
 def check_seconds(name: str, value: object, *, zero: bool = False) -> float:

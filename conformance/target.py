@@ -47,6 +47,7 @@ from urllib.parse import parse_qsl, urlsplit
 from ..errors import ConfigurationError
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage
+from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
 from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, check_seconds
 
 __all__ = ["Factory", "PrefixedStorage", "Target", "new_location", "resolve_target"]
@@ -102,6 +103,14 @@ class Target:
             test process rather than to the storage, so that the descriptor
             count leaves them out (moto keeps large objects in temporary files:
             :func:`~checkpointkit.conformance.servers.s3.moto_descriptor`).
+        hold: what makes the backend stop answering, for the held-backend
+            tests (:mod:`~checkpointkit.conformance.holds`): a
+            :class:`~checkpointkit.conformance.holds.Hold`, copied for each
+            test. None: the stall proxy when the target is
+            :attr:`proxyable`, else the hold of a built-in adapter, else only
+            a large value (:class:`~checkpointkit.conformance.holds.LargeValue`).
+            ``Hold()`` holds nothing: the held-backend tests are then reported
+            as not exercised.
     """
 
     factory: Factory
@@ -113,6 +122,7 @@ class Target:
     settle_window: float = DEFAULT_SETTLE_WINDOW
     cancel_bound: float = DEFAULT_CANCEL_BOUND
     foreign_descriptors: Callable[[str], bool] | None = None
+    hold: Hold | None = None
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -126,6 +136,10 @@ class Target:
             raise ConfigurationError(f"scale must be positive, not {self.scale!r}")
         check_seconds("settle_window", self.settle_window, zero=True)
         check_seconds("cancel_bound", self.cancel_bound)
+        if self.hold is not None and not isinstance(self.hold, Hold):
+            raise ConfigurationError(
+                f"Target.hold must be a checkpointkit.conformance.holds.Hold, not {self.hold!r}"
+            )
         for kw in ("location", "endpoint", "ttl"):
             self._kw[kw] = _accepts(self.factory, kw)
 
@@ -240,7 +254,7 @@ def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
     if spec == "memory":
         from ..adapters.memory import MemoryStorage
 
-        return Target.of(Target(MemoryStorage, name="memory"), **overrides)
+        return Target.of(Target(MemoryStorage, name="memory", hold=MemoryPause()), **overrides)
     if spec == "file":
         return Target.of(_temp_file_target(), **overrides)
     if "://" in spec:
@@ -285,6 +299,7 @@ def _temp_file_target() -> Target:
     return Target(
         file_storage,
         name="file (temporary directory)",
+        hold=FileLock(),
         cleanup=lambda: shutil.rmtree(base, ignore_errors=True),
     )
 
@@ -325,7 +340,14 @@ def _url_target(url: str) -> Target:
         finally:
             await _delete_prefix(url, prefix, options)
 
-    return Target(url_storage, name=_redact(url), upstream=upstream if scheme != "file" else None)
+    hold: Hold | None
+    if scheme == "file":
+        upstream, hold = None, FileLock()
+    elif scheme == "sqlite":
+        hold = SQLiteLock()
+    else:
+        hold = ProxyHold() if upstream is not None else None
+    return Target(url_storage, name=_redact(url), upstream=upstream, hold=hold)
 
 
 async def _delete_prefix(url: str, prefix: str, options: dict[str, Any]) -> None:

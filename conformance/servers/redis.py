@@ -405,6 +405,7 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
 
     from ...adapters.redis import RedisStorage
     from ...storage import Capabilities
+    from ..holds import ProxyHold
     from ..target import Target, new_location
 
     cluster = "cluster=true" in url.lower()
@@ -448,6 +449,7 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
         capabilities=Capabilities(ttl=True, settles_cancelled_writes=True),
         upstream=upstream if loopback else None,  # the stall proxy forwards to loopback only
         scale=scale,
+        hold=ProxyHold() if loopback else None,
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance import ConformanceFailure, Target, new_location, run
+from checkpointkit.conformance.holds import MemoryPause
 from checkpointkit.conformance.settle import INDETERMINATE, SettleWatch
 from checkpointkit.conformance.stalls import FileLock, LargeValue
 
@@ -188,4 +189,4 @@ def test_the_default_stall_follows_the_adapter(tmp_path: Path) -> None:
     from checkpointkit.conformance.stalls import default_stall
 
     assert isinstance(default_stall(FileStorage(tmp_path)), FileLock)
-    assert isinstance(default_stall(MemoryStorage()), LargeValue)
+    assert isinstance(default_stall(MemoryStorage()), MemoryPause)

@@ -1,0 +1,186 @@
+"""How the suite cancels an operation in flight and judges how it ended.
+
+:func:`cancel` starts an operation (or takes one already running), cancels it
+at a point (event-loop iterations, seconds, or once an event says the
+operation is held) and records an :class:`Outcome`: whether the cancellation
+found it running, how long it took to end, whether it raised
+``CancelledError``. :func:`check_raised` fails a test on an outcome that breaks
+the promise (not prompt, swallowed, lost); :func:`own_answer` checks that the
+next call on the client gets its own answer. The ``cancellation`` group
+(:mod:`~checkpointkit.conformance.cancellation`) and the held-backend tests
+(:mod:`~checkpointkit.conformance.held`) share them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..storage import Storage
+from .checks import describe, expect_value, fail, get_or_none
+from .settings import DEFAULT_CANCEL_BOUND
+
+__all__ = ["Outcome", "cancel", "check_raised", "observe", "own_answer", "patience", "point_text"]
+
+T = TypeVar("T")
+
+
+def patience(bound: float) -> float:
+    """How long a late cancellation is waited for, to measure its delay."""
+    return max(6 * bound, 3.0)
+
+
+async def wait_point(point: int | float) -> None:
+    if isinstance(point, int):
+        for _ in range(point):
+            await asyncio.sleep(0)
+    else:
+        await asyncio.sleep(point)
+
+
+def point_text(point: int | float | str) -> str:
+    if isinstance(point, str):
+        return point
+    if isinstance(point, int):
+        return f"cancelled {point} event-loop iteration{'s' if point != 1 else ''} after it started"
+    return f"cancelled {point * 1000:g} ms after it started"
+
+
+@dataclass
+class Outcome:
+    """What one cancellation did."""
+
+    point: int | float | str
+    key: str
+    took: bool  # cancel() found the operation still running
+    ended_in: float | None  # seconds from cancel() to the end; None: did not end at all
+    cancelled: bool  # it raised CancelledError
+    result: Any = None  # what it returned or raised instead
+    observed: bytes | None = None
+    ended_at: float = 0.0  # time.monotonic() when it ended (or when the wait gave up)
+
+
+async def cancel(
+    op: Callable[[], Awaitable[T]],
+    point: int | float | str,
+    key: str,
+    *,
+    bound: float = DEFAULT_CANCEL_BOUND,
+    started: asyncio.Event | None = None,
+    task: asyncio.Future[T] | None = None,
+) -> Outcome:
+    """Start ``op`` (or take ``task``), cancel it at ``point`` (or once ``started`` is set),
+    and see how it ends."""
+    __tracebackhide__ = True
+    if task is None:
+        task = asyncio.ensure_future(op())
+    if started is not None:
+        # Awaited directly, so that the cancellation lands the moment the stall holds the
+        # call (a wait on several futures would let the call run a few iterations more).
+        try:
+            async with asyncio.timeout(10):
+                await started.wait()
+        except TimeoutError:
+            task.cancel()
+            await asyncio.wait({task}, timeout=patience(bound))
+            if task.done() and not task.cancelled():
+                task.exception()
+            fail(
+                "the stalled operation must reach the stall",
+                key=key,
+                expected="it to be held by the stall within 10 s",
+                observed="it ended before reaching it"
+                if task.done()
+                else "nothing reached the stall (did the operation send anything?)",
+            )
+    elif isinstance(point, int | float):
+        await wait_point(point)
+    took = task.cancel()
+    start = time.monotonic()
+    await asyncio.wait({task}, timeout=patience(bound))
+    if not task.done():
+        # Leave nothing behind: cancel again and give it one more wait.
+        task.cancel()
+        await asyncio.wait({task}, timeout=patience(bound))
+        if not task.done():
+            return Outcome(
+                point,
+                key,
+                took,
+                None,
+                False,
+                "still running after two cancellations",
+                ended_at=time.monotonic(),
+            )
+        if not task.cancelled():
+            task.exception()  # retrieved, so that nothing logs "exception never retrieved"
+        return Outcome(point, key, took, None, task.cancelled(), ended_at=time.monotonic())
+    end = time.monotonic()
+    ended = end - start
+    if task.cancelled():
+        return Outcome(point, key, took, ended, True, ended_at=end)
+    exc = task.exception()
+    return Outcome(
+        point, key, took, ended, False, exc if exc is not None else task.result(), ended_at=end
+    )
+
+
+def check_raised(outcomes: list[Outcome], what: str, bound: float = DEFAULT_CANCEL_BOUND) -> None:
+    __tracebackhide__ = True
+    for o in outcomes:
+        if not o.took:
+            continue
+        if o.ended_in is None:
+            fail(
+                f"a cancelled {what} must raise CancelledError promptly",
+                key=o.key,
+                expected=f"it to end within {bound:g} s of task.cancel() ({point_text(o.point)})",
+                observed=f"it was still running {2 * patience(bound):g} s later, after a second "
+                "cancellation (the cancellation was ignored, or the backend wait is not "
+                "cancellable)",
+                detail="To fix it, make every wait of the operation cancellable; a write that "
+                "must not land later can be aborted (a flag checked before its commit) "
+                "rather than waited for",
+            )
+        if o.cancelled and o.ended_in > bound:
+            fail(
+                f"a cancelled {what} must raise CancelledError promptly",
+                key=o.key,
+                expected=f"it to end within {bound:g} s of task.cancel() ({point_text(o.point)})",
+                observed=f"it took {o.ended_in:.3f} s to raise CancelledError",
+                detail="To fix it, abort the backend call on cancellation (close the "
+                "connection, set a flag the worker checks before its commit, interrupt the "
+                "statement) instead of waiting for it to finish; or raise the bound with "
+                "--checkpointkit-cancel-bound if the backend cannot do better",
+            )
+        if not o.cancelled:
+            fail(
+                f"a cancelled {what} must raise CancelledError",
+                key=o.key,
+                expected=f"CancelledError (the {what} was {point_text(o.point)})",
+                observed=(
+                    f"it returned {describe(o.result)}: the cancellation was swallowed"
+                    if not isinstance(o.result, BaseException)
+                    else f"it raised {describe(o.result)} instead: the cancellation was lost"
+                ),
+            )
+
+
+async def observe(observer: Storage, key: str) -> bytes | None:
+    got = await get_or_none(observer, key)
+    return None if got is None else got.data
+
+
+async def own_answer(storage: Storage, key: str, what: str) -> None:
+    __tracebackhide__ = True
+    await storage.put(key, f"answer for {key}".encode())
+    await expect_value(
+        storage,
+        key,
+        f"answer for {key}".encode(),
+        promise="the next call must get its own answer",
+        detail=f"after {what}",
+    )

@@ -1,0 +1,342 @@
+"""The held-backend tests of the ``cancellation`` group: each operation, cancelled while the
+backend does not answer.
+
+For each of ``put``, ``delete``, ``delete_many``, ``get`` and a ``list`` page,
+the test writes what it needs, holds the backend with the target's hold
+(:mod:`~checkpointkit.conformance.holds`), starts the operation, checks that
+the hold caught it (it is still running), cancels it, and checks:
+
+1. ``CancelledError`` within the cancel bound, although the backend does not answer;
+2. for a write, the key holds the whole old or the whole new value, and after
+   the release nothing of the write lands over the settle window (a failure
+   where the adapter declares ``settles_cancelled_writes``, an indeterminate
+   outcome where it does not), watched through a second client where the
+   target can open one;
+3. once the backend answers again, the next calls on the same client get
+   their own answers (for a read: the value or the keys that are stored).
+
+A target that supplies no hold, or whose hold did not catch the operation in
+flight, gets the test reported as *not exercised* (a skip whose reason starts
+with ``not exercised:``, listed by the report and keeping the level from
+``full``): never a pass. An operation that the hold says it does not hold (a
+writers' lock and a read) is skipped with the hold's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NoReturn
+
+import pytest
+
+from ..storage import Storage
+from ..storage import delete_many as delete_many_of
+from .cancelling import cancel, check_raised, own_answer
+from .checks import describe, expect_keys, expect_value, fail
+from .clauses import checks
+from .fixtures import StorageFixtures, raw_key, raw_storage
+from .holds import Hold, Operation
+from .settings import NOT_EXERCISED
+from .settle import SettleWatch
+from .target import Target
+
+__all__ = ["HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
+
+HOLD_ATTEMPTS = 3
+"""Tries at catching an operation inside a hold that holds it only for a while (a large value)."""
+
+_SHORTEST_HOLD = 0.005
+"""Seconds: an operation that a hold cannot keep this long is not held at all."""
+
+
+def not_exercised(why: str) -> NoReturn:
+    """End the test as *not exercised*: a skip whose reason the report lists as such.
+
+    Args:
+        why: what kept the test from exercising its cell, and how to change that.
+    """
+    __tracebackhide__ = True
+    pytest.skip(NOT_EXERCISED + why)
+
+
+@dataclass
+class _Case:
+    """One operation to hold: what it works on, what it may leave, and how to check after."""
+
+    op: Operation
+    key: str  # the key the hold is taken for
+    before: dict[str, bytes]  # written first
+    start: Callable[[Storage], Awaitable[Any]]
+    allowed: dict[str, tuple[bytes | None, ...]] = field(default_factory=dict)  # writes
+    written: dict[str, bytes | None] = field(default_factory=dict)
+
+
+def _case(op: Operation, hold: Hold) -> _Case:
+    if op == "put":
+        new = hold.value()
+        old = b"old value before the held put"
+        return _Case(
+            op,
+            "held",
+            {"held": old},
+            lambda s: s.put("held", new),
+            allowed={"held": (old, new)},
+            written={"held": new},
+        )
+    if op == "delete":
+        return _Case(
+            op,
+            "held-delete",
+            {"held-delete": b"still here"},
+            lambda s: s.delete("held-delete"),
+            allowed={"held-delete": (None, b"still here")},
+            written={"held-delete": None},
+        )
+    if op == "delete_many":
+        keys = [f"held-many/{i}" for i in range(4)]
+        values = {k: f"value of {k}".encode() for k in keys}
+        return _Case(
+            op,
+            keys[0],
+            values,
+            lambda s: delete_many_of(s, keys),
+            allowed={k: (None, v) for k, v in values.items()},
+            written=dict.fromkeys(keys),
+        )
+    if op == "get":
+        return _Case(
+            op, "held-get", {"held-get": b"the held get's value"}, lambda s: s.get("held-get")
+        )
+    keys = [f"held-list/{i}" for i in range(5)]
+
+    async def first_page(s: Storage) -> list[str]:
+        return [k async for k in s.list("held-list/", limit=2)]
+
+    return _Case(op, keys[0], {k: k.encode() for k in keys}, first_page)
+
+
+class HeldBackendTests(StorageFixtures):
+    """Each operation cancelled while the target's hold keeps the backend from answering."""
+
+    conformance_group: ClassVar[str | None] = "cancellation"
+
+    async def _held(
+        self,
+        op: Operation,
+        storage: Storage,
+        settle: SettleWatch,
+        hold: Hold,
+        bound: float,
+        target: Target | None,
+        location: str | None,
+    ) -> None:
+        __tracebackhide__ = True
+        if not hold.operations:
+            not_exercised(
+                f"the target supplies no hold ({hold.name} holds nothing), so no {op} was "
+                "cancelled while the backend did not answer: give the Target a hold "
+                "(Target(hold=...), see checkpointkit.conformance.holds)"
+            )
+        if not hold.holds(op):
+            pytest.skip(
+                f"{hold.name} holds only {', '.join(sorted(hold.operations))}, not {op}: "
+                f"a {op} never waits for it"
+            )
+        case = _case(op, hold)
+        async with hold.client(target, storage, location) as client:
+            proxied = client is not storage
+            for key, value in case.before.items():
+                await client.put(key, value)
+            if op == "put":
+                await hold.prepare(client, case.key)
+            # The watch reads through a client that the hold does not stop, where there is one.
+            watch = settle
+            if proxied and location is not None:
+                watch = SettleWatch(
+                    storage,
+                    window=settle.window,
+                    settles=settle.settles,
+                    node=settle.node,
+                    second_client=True,
+                    interval=settle.interval,
+                )
+            observed: dict[str, bytes | None] = {}
+            async with hold.held(raw_storage(client), raw_key(client, case.key)):
+                task = await _catch(op, case, client, hold)
+                context = f"cancelled while held by {hold.name}"
+                outcome = await cancel(
+                    lambda: case.start(client), context, case.key, bound=bound, task=task
+                )
+                check_raised([outcome], f"{op} (held by {hold.name})", bound)
+                # What the keys hold once CancelledError was raised, while still held (a hold
+                # that also stops the watching client's reads: read after the release instead).
+                if case.allowed and watch.observer is not client:
+                    try:
+                        async with asyncio.timeout(1.0):
+                            for key in case.allowed:
+                                observed[key] = await watch.read(key)
+                    except TimeoutError:
+                        observed.clear()
+            # The backend answers again: a write that was not settled lands from here.
+            for key, allowed in case.allowed.items():
+                if key not in observed:
+                    observed[key] = await watch.read(key)
+                if observed[key] not in allowed:
+                    fail(
+                        f"a cancelled {op} must be whole or absent",
+                        key=key,
+                        expected=" or ".join(describe(a) for a in allowed),
+                        observed=f"it holds {describe(observed[key])} ({context})",
+                    )
+                watch.add(
+                    key,
+                    observed[key],
+                    what="delete" if op != "put" else "put",
+                    since=outcome.ended_at,
+                    context=context + ", then the hold was released",
+                    allowed=allowed,
+                    written=case.written[key],
+                )
+            if case.allowed:
+                await watch.settle()
+            await _next_answers(op, case, client, context)
+
+    @checks(
+        "cancel.held-backend",
+        "cancel.prompt",
+        "cancel.whole-or-absent",
+        "cancel.no-late-landing",
+        "cancel.healthy-after",
+    )
+    async def test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands(
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        backend_hold: Hold,
+        cancel_bound: float,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._held(
+            "put", storage, settle, backend_hold, cancel_bound, storage_target, storage_location
+        )
+
+    @checks(
+        "cancel.held-backend",
+        "cancel.prompt",
+        "cancel.whole-or-absent",
+        "cancel.no-late-landing",
+        "cancel.healthy-after",
+    )
+    async def test_delete_cancelled_while_held_in_backend_raises_promptly_and_never_lands(
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        backend_hold: Hold,
+        cancel_bound: float,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._held(
+            "delete", storage, settle, backend_hold, cancel_bound, storage_target, storage_location
+        )
+
+    @checks(
+        "cancel.held-backend",
+        "cancel.prompt",
+        "cancel.whole-or-absent",
+        "cancel.no-late-landing",
+        "cancel.healthy-after",
+    )
+    async def test_delete_many_cancelled_while_held_in_backend_raises_promptly_and_never_lands(
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        backend_hold: Hold,
+        cancel_bound: float,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._held(
+            "delete_many",
+            storage,
+            settle,
+            backend_hold,
+            cancel_bound,
+            storage_target,
+            storage_location,
+        )
+
+    @checks("cancel.held-backend", "cancel.prompt", "cancel.healthy-after")
+    async def test_get_cancelled_while_held_in_backend_raises_promptly_and_client_recovers(
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        backend_hold: Hold,
+        cancel_bound: float,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._held(
+            "get", storage, settle, backend_hold, cancel_bound, storage_target, storage_location
+        )
+
+    @checks("cancel.held-backend", "cancel.prompt", "cancel.healthy-after")
+    async def test_list_page_cancelled_while_held_in_backend_raises_promptly_and_client_recovers(
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        backend_hold: Hold,
+        cancel_bound: float,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._held(
+            "list", storage, settle, backend_hold, cancel_bound, storage_target, storage_location
+        )
+
+
+async def _catch(op: Operation, case: _Case, client: Storage, hold: Hold) -> asyncio.Future[Any]:
+    """Start the operation until the hold catches it in flight (a large value may not)."""
+    __tracebackhide__ = True
+    for attempt in range(HOLD_ATTEMPTS):
+        task = asyncio.ensure_future(case.start(client))
+        if await hold.caught(task):
+            return task
+        if not task.cancelled():
+            task.exception()
+        if attempt == HOLD_ATTEMPTS - 1 or hold.hold_for <= _SHORTEST_HOLD:
+            break
+        # It went faster than when it was timed (a busy machine then): cancel sooner.
+        hold.hold_for = max(hold.hold_for / 4, _SHORTEST_HOLD)
+        for key, value in case.before.items():
+            await client.put(key, value)
+    not_exercised(
+        f"{hold.name} did not hold the {op}: it finished within {hold.hold_for * 1000:g} ms, "
+        f"{HOLD_ATTEMPTS} times (the adapter answers without waiting for the backend, or the "
+        "hold does not apply to it: give the Target a hold that stops this backend, "
+        "Target(hold=...))"
+    )
+
+
+async def _next_answers(op: Operation, case: _Case, client: Storage, context: str) -> None:
+    __tracebackhide__ = True
+    what = f"a {op} {context}"
+    await own_answer(client, "held-next", what)
+    if op == "get":
+        await expect_value(
+            client,
+            case.key,
+            case.before[case.key],
+            promise="after a cancelled get, the client must stay healthy",
+            detail=what,
+        )
+    elif op == "list":
+        await expect_keys(
+            client,
+            sorted(case.before),
+            prefix="held-list/",
+            promise="after a cancelled listing, the next listing must get its own answer",
+        )
