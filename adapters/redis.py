@@ -62,6 +62,9 @@ from ..errors import (
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ..versions import hex_token
+from ._deadline import DRIFT, SLOWER, ServerClock
+from ._deadline import MARGIN as _MARGIN
+from ._deadline import settle as _settle
 
 try:
     import redis as _redis_package
@@ -101,17 +104,9 @@ CANCEL_GRACE = 0.25
 """Default ``cancel_grace``: seconds within which a cancelled write raises CancelledError,
 having made sure that it can no longer land (see "Settling cancelled writes" in the docs)."""
 
-DRIFT = 1e-3
-"""How fast, at most, the server's clock and the client's monotonic clock drift apart
-(seconds per second): NTP slews a clock by at most 500 ppm, so two by at most 1,000."""
-
 DELETE_CHUNK = 500
 """Keys per delete_many script (each a few Lua stack slots; Lua's limit is about 8,000)."""
 
-_MARGIN = 0.002
-"""Seconds added to every settling wait: TIME's microseconds and float rounding."""
-_SLOWER = 1 / (1 - DRIFT)
-"""Local seconds for a server second to surely pass, at the worst drift."""
 _EXPIRED = 5
 """What a write script returns when it ran after its deadline (and did nothing)."""
 _ATTEMPTS = 8
@@ -484,50 +479,6 @@ def _use_aborting_connections(client: Redis | RedisCluster, ssl: bool) -> None:
         node.connection_class = kind
 
 
-class _Clock:
-    """What the client knows of one server's clock.
-
-    ``server time - loop.time()`` (seconds) lies in ``[lo, hi]`` as of the
-    local time ``at``, and the interval widens by :data:`DRIFT` per second
-    since. Every ``TIME`` the server reports (each write script returns one)
-    narrows it: the server read its clock between the request's send and the
-    reply's arrival.
-    """
-
-    __slots__ = ("at", "hi", "lo")
-
-    def __init__(self) -> None:
-        self.lo = -math.inf
-        self.hi = math.inf
-        self.at = -math.inf
-
-    def add(self, sec: bytes | int, usec: bytes | int, sent: float, received: float) -> None:
-        """Narrow the interval with the server's ``TIME`` read between ``sent`` and ``received``."""
-        server = int(sec) + int(usec) * 1e-6
-        slack = DRIFT * (received - sent)
-        lo, hi = server - received - slack, server - sent + slack
-        aged = DRIFT * (received - self.at) if self.at > -math.inf else 0.0
-        new_lo, new_hi = max(lo, self.lo - aged), min(hi, self.hi + aged)
-        if new_lo > new_hi:  # the server's clock was stepped: only the new sample holds
-            new_lo, new_hi = lo, hi
-        self.lo, self.hi, self.at = new_lo, new_hi, received
-
-
-async def _settle(until: float) -> bool:
-    """Wait until the local time ``until``, also if cancelled meanwhile (bounded: a grace).
-
-    Returns whether a cancellation arrived during the wait (the caller raises it).
-    """
-    loop = asyncio.get_running_loop()
-    cancelled = False
-    while (left := until - loop.time()) > 0:
-        try:
-            await asyncio.sleep(left)
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled
-
-
 class RedisStorage(StorageBase):
     """A storage on Redis or Valkey, standalone or Cluster, through ``redis.asyncio``.
 
@@ -642,7 +593,7 @@ class RedisStorage(StorageBase):
         # a script's window, before the clock estimate's width is taken off (_script_deadline)
         self._window = (self.cancel_grace - _MARGIN) * (1 - DRIFT)
         self._window_min = self.cancel_grace / 4
-        self._clocks: dict[str, _Clock] = {}
+        self._clocks: dict[str, ServerClock] = {}
         _check_prefix(prefix)
         self._ns = prefix
         if hash_tag is not None and (
@@ -909,7 +860,7 @@ class RedisStorage(StorageBase):
             return await self._client.evalsha(sha, len(keys), *keys, *args)
 
     # -- the server's clock: deadlines of write scripts ---------------------------------
-    async def _clock(self, name: bytes) -> _Clock:
+    async def _clock(self, name: bytes) -> ServerClock:
         """The clock estimate of the server (the node, on a cluster) that holds ``name``.
 
         Measured with ``TIME`` when unknown or when its drift allowance has
@@ -923,7 +874,7 @@ class RedisStorage(StorageBase):
             ident = node.name if node is not None else ""
         clock = self._clocks.get(ident)
         if clock is None:
-            clock = self._clocks[ident] = _Clock()
+            clock = self._clocks[ident] = ServerClock()
         loop = asyncio.get_running_loop()
         if loop.time() - clock.at > self._refresh:
             for _ in range(3):  # the narrowest of three round trips
@@ -932,10 +883,10 @@ class RedisStorage(StorageBase):
                     sec, usec = await self._client.time()
                 else:
                     sec, usec = await self._client.execute_command("TIME", target_nodes=node)
-                clock.add(sec, usec, sent, loop.time())
+                clock.add(int(sec) + int(usec) * 1e-6, sent, loop.time())
         return clock
 
-    def _script_deadline(self, clock: _Clock) -> tuple[int, float]:
+    def _script_deadline(self, clock: ServerClock) -> tuple[int, float]:
         """A deadline for a script about to be sent to ``clock``'s server, and when to settle.
 
         Returns the deadline in the server's microseconds, and the local time
@@ -946,19 +897,12 @@ class RedisStorage(StorageBase):
         estimate is wider than three quarters of the grace (a very slow link).
         """
         now = asyncio.get_running_loop().time()
-        aged = DRIFT * (now - clock.at)
-        lo = clock.lo - aged
-        hi = clock.hi + aged
-        window = self._window - (hi - lo)
-        if window < self._window_min:
-            window = self._window_min
-        deadline = now + hi + window
-        settle = now + (hi - lo + window) * _SLOWER
+        deadline, settle = clock.deadline(now, self._window, self._window_min)
         if len(self._clocks) > 1:
             # the script may be redirected (MOVED) to another node: wait for every known clock
             for other in self._clocks.values():
                 if other is not clock and other.lo > -math.inf:
-                    until = (deadline - other.lo - DRIFT * other.at) * _SLOWER
+                    until = (deadline - other.lo - DRIFT * other.at) * SLOWER
                     if until > settle:
                         settle = until
         return math.ceil(deadline * 1e6), settle + _MARGIN
@@ -983,9 +927,7 @@ class RedisStorage(StorageBase):
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         return await self._write("put", key, lambda w: self._put_attempts(key, data, mode, w))
 
-    async def _write(
-        self, op: str, what: str, attempts: Callable[[_Write], Awaitable[T]]
-    ) -> T:
+    async def _write(self, op: str, what: str, attempts: Callable[[_Write], Awaitable[T]]) -> T:
         """Run one write (``attempts``) in its frame: the write's record, error
         translation, the deadline, a client slot, and settling on any error."""
         write = _Write(self._tracked)
@@ -1049,7 +991,7 @@ class RedisStorage(StorageBase):
             else:
                 res = await self._script(_PUT, keys, args)
             write.answered()
-            clock.add(res[2], res[3], sent, loop.time())
+            clock.add(int(res[2]) + int(res[3]) * 1e-6, sent, loop.time())
             status = res[0]
             if status == 1:
                 self._remember_big(key, external)
@@ -1160,7 +1102,7 @@ class RedisStorage(StorageBase):
                 _DELETE, keys, (key, if_match or "", self._ttl_ms, DEAD_TOKEN_MS, deadline)
             )
             write.answered()
-            clock.add(res[2], res[3], sent, loop.time())
+            clock.add(int(res[2]) + int(res[3]) * 1e-6, sent, loop.time())
             if res[0] == _EXPIRED:  # it reached the server too late, and did nothing
                 continue
             if res[0] == -1:
@@ -1205,7 +1147,7 @@ class RedisStorage(StorageBase):
         retired: list[bytes] = []
         for _ in range(_ATTEMPTS):
             pipe = self._client.pipeline(transaction=False)
-            clocks: list[_Clock] = []
+            clocks: list[ServerClock] = []
             settle = 0.0
             for scope, part in chunks:
                 names = self._names(scope)
@@ -1241,7 +1183,7 @@ class RedisStorage(StorageBase):
                     continue
                 if isinstance(res, BaseException):
                     raise res
-                clock.add(res[2], res[3], sent, received)
+                clock.add(int(res[2]) + int(res[3]) * 1e-6, sent, received)
                 if res[0] == _EXPIRED:  # it reached the server too late, and did nothing
                     again.append((scope, part))
                     continue

@@ -310,6 +310,11 @@ def _url_target(url: str) -> Target:
         from .servers.redis import redis_target
 
         return redis_target(url)
+    if urlsplit(url).scheme.lower() in ("postgres", "postgresql"):
+        # PostgreSQL: a namespace per storage, deleted afterwards, and its TTL.
+        from .servers.postgres import postgres_target
+
+        return postgres_target(url)
     # The upstream address, if the URL names a loopback host:port (netloc or a query parameter).
     scheme = urlsplit(url).scheme.lower()
     options: dict[str, Any] = {}

@@ -39,6 +39,8 @@ _BUILTIN: dict[str, str] = {
     "azure": "checkpointkit.adapters.azure:AzureBlobStorage",
     "redis": "checkpointkit.adapters.redis:RedisStorage",
     "rediss": "checkpointkit.adapters.redis:RedisStorage",
+    "postgres": "checkpointkit.adapters.postgres:PostgresStorage",
+    "postgresql": "checkpointkit.adapters.postgres:PostgresStorage",
 }
 
 
@@ -119,7 +121,7 @@ def open_storage(url: str, **options: Any) -> Storage:
     except ConfigurationError:
         raise
     except ImportError as exc:
-        extra = {"az": "azure", "rediss": "redis"}.get(scheme, scheme)
+        extra = {"az": "azure", "rediss": "redis", "postgresql": "postgres"}.get(scheme, scheme)
         hint = (
             f'install it with: pip install "checkpointkit[{extra}]"'
             if scheme in _BUILTIN

@@ -46,12 +46,15 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import free_port, listens, unavailable
+
+if TYPE_CHECKING:
+    from ..target import Target
 
 __all__ = [
     "BINDIR_ENV",
@@ -60,6 +63,8 @@ __all__ = [
     "PostgresServer",
     "find_postgres_bindir",
     "postgres_server",
+    "postgres_server_target",
+    "postgres_target",
 ]
 
 BINDIR_ENV = "CHECKPOINTKIT_POSTGRES_BINDIR"
@@ -377,3 +382,80 @@ def postgres_server(
             server.stop()
         return
     unavailable(f"postgres did not start: {last}")
+
+
+# -- conformance targets -------------------------------------------------------------------
+
+
+def postgres_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Target:
+    """A conformance target on the PostgreSQL server at ``url``.
+
+    Each storage gets its own namespace (``prefix``): the location the suite
+    asks for, or a fresh one, whose rows are deleted afterwards (directly, not
+    through the suite's stall proxy). The factory accepts ``endpoint`` (the
+    stall proxy) and ``ttl``. The stall-proxy tests need a loopback server
+    (the proxy forwards to loopback only); against a remote server they are
+    skipped.
+
+    Args:
+        url: ``postgresql://user:password@127.0.0.1:PORT/db`` (with the
+            adapter's parameters, ``table=...`` say, if wanted).
+        name: shown in reports (default: the URL, redacted).
+        scale: see :class:`~checkpointkit.conformance.target.Target`.
+    """
+    from contextlib import asynccontextmanager
+    from urllib.parse import urlsplit
+
+    from ...adapters.postgres import PostgresStorage, _redact
+    from ...storage import Capabilities
+    from ..target import Target, new_location
+
+    parts = urlsplit(url)
+    upstream = (parts.hostname or "127.0.0.1", parts.port or 5432)
+
+    @asynccontextmanager
+    async def postgres_storage(
+        *,
+        location: str | None = None,
+        endpoint: tuple[str, int] | None = None,
+        ttl: float | None = None,
+    ) -> AsyncIterator[PostgresStorage]:
+        prefix = _namespace(location or new_location())
+        options: dict[str, Any] = {"prefix": prefix}
+        if ttl is not None:
+            options["ttl"] = ttl
+        if endpoint is not None:
+            options["endpoint"] = endpoint
+        try:
+            async with PostgresStorage.from_url(url, **options) as storage:
+                yield storage
+        finally:
+            if location is None:  # (a location may be reopened: its data stays)
+                async with PostgresStorage.from_url(url, prefix=prefix) as direct:
+                    await direct.delete_namespace()
+
+    loopback = upstream[0] in ("127.0.0.1", "localhost", "::1")
+    return Target(
+        postgres_storage,
+        name=name or f"postgres ({_redact(url)})",
+        # the factory makes expiring storages on request (ttl=...): check that too
+        capabilities=Capabilities(ttl=True, settles_cancelled_writes=True, indexed_list=True),
+        upstream=upstream if loopback else None,  # the stall proxy forwards to loopback only
+        scale=scale,
+    )
+
+
+def _namespace(location: str) -> str:
+    """A PostgresStorage prefix for a conformance location (at most 255 bytes)."""
+    if len(location.encode()) <= 200:
+        return location
+    import hashlib
+
+    return f"loc-{hashlib.blake2b(location.encode(), digest_size=12).hexdigest()}"
+
+
+@contextlib.contextmanager
+def postgres_server_target(**kwargs: Any) -> Iterator[Target]:
+    """Start a PostgreSQL server; yield a conformance target on it."""
+    with postgres_server() as server:
+        yield postgres_target(server.url, **kwargs)

@@ -25,7 +25,12 @@ from checkpointkit.storage import Storage
 HAVE = {
     name: importlib.util.find_spec(f"checkpointkit.adapters.{name}") is not None
     and importlib.util.find_spec(sdk) is not None
-    for name, sdk in (("s3", "aioboto3"), ("azure", "azure.storage.blob"), ("redis", "redis"))
+    for name, sdk in (
+        ("s3", "aioboto3"),
+        ("azure", "azure.storage.blob"),
+        ("redis", "redis"),
+        ("postgres", "asyncpg"),
+    )
 }
 
 # A connection string for a local endpoint that nothing listens on: constructing a
@@ -73,6 +78,13 @@ def redis_as_storage() -> Storage:
     return storage
 
 
+def postgres_as_storage() -> Storage:
+    from checkpointkit.adapters.postgres import PostgresStorage
+
+    storage: Storage = PostgresStorage.from_url("postgresql://u@127.0.0.1:9/db?prefix=typing")
+    return storage
+
+
 def _factories(tmp_path: Path) -> dict[str, Callable[[], Storage]]:
     made: dict[str, Callable[[], Storage]] = {
         "memory": memory_as_storage,
@@ -82,6 +94,7 @@ def _factories(tmp_path: Path) -> dict[str, Callable[[], Storage]]:
         "s3": s3_as_storage,
         "azure": azure_as_storage,
         "redis": redis_as_storage,
+        "postgres": postgres_as_storage,
     }
     made.update({name: f for name, f in optional.items() if HAVE[name]})
     return made
@@ -92,7 +105,7 @@ ADAPTERS = [
     "file",
     *(
         pytest.param(n, marks=pytest.mark.skipif(not HAVE[n], reason=f"checkpointkit[{n}] missing"))
-        for n in ("s3", "azure", "redis")
+        for n in ("s3", "azure", "redis", "postgres")
     ),
 ]
 

@@ -1,0 +1,25 @@
+"""The PostgreSQL adapter against the whole conformance suite, on the session's real server.
+
+The stall-proxy tests run too: the target proxies the one server.
+"""
+
+from __future__ import annotations
+
+import pytest
+from checkpointkit.conformance import StorageConformance, StorageFixtures, Target
+from checkpointkit.conformance.servers.postgres import postgres_target
+
+
+@pytest.fixture(scope="session")
+def postgres_conformance_target(pg_url: str) -> Target:
+    return postgres_target(pg_url, name="postgres")
+
+
+class PostgresFixtures(StorageFixtures):
+    @pytest.fixture
+    def storage_factory(self, postgres_conformance_target: Target) -> Target:
+        return postgres_conformance_target
+
+
+class TestPostgresConformance(PostgresFixtures, StorageConformance):
+    pass
