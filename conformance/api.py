@@ -26,6 +26,7 @@ from .groups import GROUPS, group_of
 from .hygiene import HygieneError
 from .report import Report, TestResult, merge_reasons
 from .settings import check_seconds
+from .ecosystems.target import EcosystemTarget
 from .target import Factory, Target, resolve_target
 from .timing import recorder
 
@@ -52,7 +53,7 @@ class Progress(Protocol):
 
 
 async def run(
-    target: Target | Factory | str,
+    target: Target | EcosystemTarget | Factory | str,
     groups: Iterable[str] | None = None,
     pattern: str | None = None,
     *,
@@ -113,6 +114,7 @@ async def run(
             cancel_bound=cancel_bound,
         )
 
+    assert not isinstance(target, EcosystemTarget)  # delegated above
     overrides: dict[str, Any] = {}
     if scale is not None:
         overrides["scale"] = scale

@@ -316,27 +316,39 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
 
     conformance_group: ClassVar[str | None] = "cancellation"
 
-    async def test_cancelled_save_ends_promptly_while_held(
-        self, eco_target: EcosystemTarget, location: str | None, name: str, cancel_bound: float
-    ) -> None:
-        async with held(eco_target, location) as h:
-            need(h is not None, no_hold_reason(eco_target))
+    async def _cancel_held_save(
+        self, target: EcosystemTarget, location: str | None, name: str, bound: float
+    ) -> tuple[Any, str, bool]:
+        """Cancel a save while held, release, then save again on the same instance.
+
+        Returns the outcome, the cancelled checkpoint's id and whether the next
+        save got its own answer.
+        """
+        async with held(target, location) as h:
+            need(h is not None, no_hold_reason(target))
             assert h is not None
             cp = checkpoint(name, {"v": "cancelled"})
             outcome = await cancel_while_held(
-                lambda: h.instance.save(cp), wait=max(5.0, 10 * cancel_bound)
+                lambda: h.instance.save(cp), wait=max(5.0, 10 * bound)
             )
-            if outcome.seconds > cancel_bound or outcome.result != "cancelled":
-                fail(
-                    "a cancelled save must raise CancelledError promptly while the backend "
-                    f"is held (by {h.how})",
-                    expected=f"CancelledError within {cancel_bound:g} s",
-                    observed=f"the call {outcome.result} after {outcome.seconds:.2f} s",
-                    detail="do not catch CancelledError (re-raise it after cleanup), and do not "
-                    "wait "
-                    "for the backend inside a shield or a thread join",
-                )
-        await finish(outcome.task)
+            await h.release()
+            await finish(outcome.task)
+            next_id = await save_one(h.instance, name, {"v": "next"})
+            got = await load_or_none(h.instance, next_id)
+        return outcome, cp.checkpoint_id, got is not None and got.state == {"v": "next"}
+
+    async def test_cancelled_save_ends_promptly_while_held(
+        self, eco_target: EcosystemTarget, location: str | None, name: str, cancel_bound: float
+    ) -> None:
+        outcome, _, _ = await self._cancel_held_save(eco_target, location, name, cancel_bound)
+        if outcome.seconds > cancel_bound or outcome.result != "cancelled":
+            fail(
+                "a cancelled save must raise CancelledError promptly while the backend is held",
+                expected=f"CancelledError within {cancel_bound:g} s",
+                observed=f"the call {outcome.result} after {outcome.seconds:.2f} s",
+                detail="do not catch CancelledError (re-raise it after cleanup), and do not "
+                "wait for the backend inside a shield or a thread join",
+            )
 
     async def test_cancelled_save_does_not_land_later(
         self,
@@ -350,49 +362,37 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
             location is not None,
             "the factory takes no location: no second instance to watch through",
         )
-        async with held(eco_target, location) as h:
-            need(h is not None, no_hold_reason(eco_target))
-            assert h is not None
-            cp = checkpoint(name, {"v": "cancelled"})
-            outcome = await cancel_while_held(
-                lambda: h.instance.save(cp), wait=max(5.0, 10 * cancel_bound)
-            )
-        await finish(outcome.task)
+        outcome, checkpoint_id, _ = await self._cancel_held_save(
+            eco_target, location, name, cancel_bound
+        )
         if outcome.result != "cancelled":
             pytest.skip(f"the cancelled save {outcome.result} (see the promptness test)")
         start = time.monotonic()
         async with eco_target.open(location=location) as observer:
-            while time.monotonic() - start < settle_window:
-                if await load_or_none(observer, cp.checkpoint_id) is not None:
+            while True:
+                if await load_or_none(observer, checkpoint_id) is not None:
                     fail(
                         "a cancelled save must not land after CancelledError",
-                        expected=f"checkpoint {cp.checkpoint_id} never to appear",
+                        expected=f"checkpoint {checkpoint_id} never to appear",
                         observed="a second instance loaded it "
-                        f"{time.monotonic() - start:.2f} s after the "
-                        "hold was released",
+                        f"{time.monotonic() - start:.2f} s after the hold was released",
                         detail="the write went on after the cancel (a thread, a task, bytes "
-                        "already sent): "
-                        "wait for it before raising CancelledError, or fence it",
+                        "already sent): wait for it before raising CancelledError, or fence it",
                     )
+                if time.monotonic() - start >= settle_window:
+                    break
                 await asyncio.sleep(0.02)
 
     async def test_call_after_cancel_gets_its_own_answer(
         self, eco_target: EcosystemTarget, location: str | None, name: str
     ) -> None:
-        async with held(eco_target, location) as h:
-            need(h is not None, no_hold_reason(eco_target))
-            assert h is not None
-            cp = checkpoint(name, {"v": "cancelled"})
-            outcome = await cancel_while_held(lambda: h.instance.save(cp), wait=5.0)
-        await finish(outcome.task)
-        async with eco_target.open(location=location) as storage:
-            checkpoint_id = await save_one(storage, f"{name}-next", {"v": "next"})
-            got = await load_or_none(storage, checkpoint_id)
-        if got is None or got.state != {"v": "next"}:
+        _, _, ok = await self._cancel_held_save(eco_target, location, name, 0.5)
+        if not ok:
             fail(
-                "after a cancelled call, the next call must get its own answer",
-                expected="the new checkpoint with {'v': 'next'}",
-                observed="nothing" if got is None else f"{got.state}",
+                "after a cancelled call, the same instance's next call must get its own answer",
+                expected="the next save's checkpoint, loaded back with its values",
+                observed="it is missing or has other values",
+                detail="a cancelled call must leave no half-sent request or unread reply behind",
             )
 
     async def test_cancel_at_each_step_is_whole_or_absent(

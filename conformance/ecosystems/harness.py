@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any, ClassVar
@@ -144,18 +144,23 @@ class EcosystemFixtures:
 # -- holding a backend ----------------------------------------------------------------------
 @dataclass
 class Held:
-    """An instance whose backend is held while the context is entered."""
+    """An instance whose backend is held until :meth:`release` (or the context's exit)."""
 
     instance: Any
     how: str
+    _release: Callable[[], Awaitable[None]]
+
+    async def release(self) -> None:
+        """Let the backend answer again; the instance stays open (idempotent)."""
+        await self._release()
 
 
 @asynccontextmanager
 async def held(target: EcosystemTarget, location: str | None) -> AsyncIterator[Held | None]:
     """An instance on ``location`` whose backend stops answering while this is entered.
 
-    Through the target's ``hold`` if it has one, else through the stalling TCP
-    proxy if the factory takes ``endpoint``; yields None when neither is there.
+    Through the stalling TCP proxy if the factory takes ``endpoint``, else
+    through the target's ``hold``; yields None when neither is there.
     """
     if target.proxyable:
         assert target.upstream is not None
@@ -163,16 +168,20 @@ async def held(target: EcosystemTarget, location: str | None) -> AsyncIterator[H
             async with target.open(location=location, endpoint=proxy.address) as instance:
                 await _warm(instance)
                 proxy.stall("both")
+
+                async def resume() -> None:
+                    proxy.resume()
+
                 try:
-                    yield Held(instance, "the stalling TCP proxy")
+                    yield Held(instance, "the stalling TCP proxy", resume)
                 finally:
                     proxy.resume()
         return
     if target.hold is not None:
-        async with target.open(location=location) as instance:
+        async with target.open(location=location) as instance, AsyncExitStack() as stack:
             await _warm(instance)
-            async with target.hold(location):
-                yield Held(instance, "the target's hold")
+            await stack.enter_async_context(target.hold(location))
+            yield Held(instance, "the target's hold", stack.aclose)
         return
     yield None
 

@@ -259,9 +259,14 @@ class SaverCancellationTests(SaverFixtures):
 
     conformance_group: ClassVar[str | None] = "cancellation"
 
-    async def _held_put(
+    async def _cancel_held_put(
         self, target: EcosystemTarget, location: str | None, thread: str, bound: float
-    ) -> tuple[Any, str]:
+    ) -> tuple[Any, str, str | None]:
+        """Cancel an aput while held, release, then put again on the same instance.
+
+        Returns the outcome, the cancelled checkpoint's id and the next one's
+        (None when the next call did not get its own answer).
+        """
         async with held(target, location) as h:
             need(h is not None, no_hold_reason(target))
             assert h is not None
@@ -270,30 +275,26 @@ class SaverCancellationTests(SaverFixtures):
                 lambda: h.instance.aput(config_of(thread), checkpoint, {"step": 1}, versions),
                 wait=max(5.0, 10 * bound),
             )
-        await finish(outcome.task)
-        return outcome, checkpoint["id"]
+            await h.release()
+            await finish(outcome.task)
+            # The same instance's next call, on the same thread: it must get its own answer.
+            next_id = await put(h.instance, thread, {"v": "next"}, step=2)
+            got = await get(h.instance, thread, next_id)
+            ok = got is not None and got.checkpoint["channel_values"] == {"v": "next"}
+        return outcome, checkpoint["id"], next_id if ok else None
 
     async def test_cancelled_aput_ends_promptly_while_held(
         self, eco_target: EcosystemTarget, location: str | None, thread: str, cancel_bound: float
     ) -> None:
-        async with held(eco_target, location) as h:
-            need(h is not None, no_hold_reason(eco_target))
-            assert h is not None
-            checkpoint, versions = checkpoint_of(h.instance, {"v": "cancelled"})
-            outcome = await cancel_while_held(
-                lambda: h.instance.aput(config_of(thread), checkpoint, {"step": 1}, versions),
-                wait=max(5.0, 10 * cancel_bound),
+        outcome, _, _ = await self._cancel_held_put(eco_target, location, thread, cancel_bound)
+        if outcome.seconds > cancel_bound or outcome.result != "cancelled":
+            fail(
+                "a cancelled aput must raise CancelledError promptly while the backend is held",
+                expected=f"CancelledError within {cancel_bound:g} s",
+                observed=f"the call {outcome.result} after {outcome.seconds:.2f} s",
+                detail="do not catch CancelledError (re-raise it after cleanup), and do not "
+                "wait for the backend's reply inside a shield or a thread join",
             )
-            if outcome.seconds > cancel_bound or outcome.result != "cancelled":
-                fail(
-                    "a cancelled aput must raise CancelledError promptly while the backend "
-                    f"is held (by {h.how})",
-                    expected=f"CancelledError within {cancel_bound:g} s",
-                    observed=f"the call {outcome.result} after {outcome.seconds:.2f} s",
-                    detail="do not catch CancelledError (re-raise it after cleanup), and do not "
-                    "wait for the backend's reply inside a shield or a thread join",
-                )
-        await finish(outcome.task)
 
     async def test_cancelled_aput_does_not_land_later(
         self,
@@ -307,7 +308,9 @@ class SaverCancellationTests(SaverFixtures):
             location is not None,
             "the factory takes no location: no second instance to watch through",
         )
-        outcome, checkpoint_id = await self._held_put(eco_target, location, thread, cancel_bound)
+        outcome, checkpoint_id, _ = await self._cancel_held_put(
+            eco_target, location, thread, cancel_bound
+        )
         if outcome.result != "cancelled":
             pytest.skip(f"the cancelled aput {outcome.result} (see the promptness test)")
         await _watch_absent(eco_target, location, thread, checkpoint_id, settle_window)
@@ -315,34 +318,15 @@ class SaverCancellationTests(SaverFixtures):
     async def test_call_after_cancel_gets_its_own_answer(
         self, eco_target: EcosystemTarget, location: str | None, thread: str
     ) -> None:
-        async with held(eco_target, location) as h:
-            need(h is not None, no_hold_reason(eco_target))
-            assert h is not None
-            saver = h.instance
-            checkpoint, versions = checkpoint_of(saver, {"v": "cancelled"})
-            outcome = await cancel_while_held(
-                lambda: saver.aput(config_of(thread), checkpoint, {"step": 1}, versions),
-                wait=5.0,
+        _, _, next_id = await self._cancel_held_put(eco_target, location, thread, 0.5)
+        if next_id is None:
+            fail(
+                "after a cancelled call, the same instance's next call must get its own answer",
+                expected="the next aput's checkpoint, read back with its values",
+                observed="it is missing or has other values",
+                detail="a cancelled call must leave no half-sent request or unread reply on the "
+                "connection",
             )
-            # Leave the hold inside the same instance's life: the next calls are its own.
-            ctx = h
-        await finish(outcome.task)
-        del ctx
-        async with eco_target.open(location=location) as saver:
-            other = f"{thread}-next"
-            new_id = await put(saver, other, {"v": "next"})
-            got = await get(saver, other)
-            if (
-                _id_of(got) != new_id
-                or got is None
-                or got.checkpoint["channel_values"] != {"v": "next"}
-            ):
-                fail(
-                    "after a cancelled call, the next call must get its own answer",
-                    expected=f"checkpoint {new_id} with {{'v': 'next'}}",
-                    observed=f"{_id_of(got)} with "
-                    f"{None if got is None else got.checkpoint['channel_values']}",
-                )
 
     async def test_cancel_at_each_step_is_whole_or_absent(
         self, instance: Any, second: Any, thread: str, settle_window: float

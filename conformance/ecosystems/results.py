@@ -1,0 +1,203 @@
+"""The results page for the savers and storages people use: ``scripts/ecosystem-results``.
+
+``python -m checkpointkit.conformance.ecosystems.results`` runs every row of
+:data:`~checkpointkit.conformance.ecosystems.known.ROWS` (starting the servers
+they need) and writes ``docs/ecosystem-conformance.md`` between its generated
+markers, and the full reasons as JSON beside it. ``--rows ID`` runs some rows;
+``--quick`` runs the in-process rows only; ``--check`` compares the rows it ran
+with the page instead of writing it (exit status 1 when they differ), which is
+how the test suite keeps the page from drifting.
+
+What the page shows is what does not change between two runs of the same
+code: per row the level, each group's counts, and each failed or runner-failed
+test with the promise it broke. The full reasons (ids, seconds) are in the
+JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from ..report import Report
+from .groups import ECOSYSTEM_GROUPS
+from .harness import RUNNER_FAILED
+from .known import ROWS, Row
+
+__all__ = ["QUICK", "main", "render_row", "run_rows"]
+
+QUICK = (
+    "langgraph-inmemory",
+    "checkpointkit-saver-memory",
+    "agent-framework-inmemory",
+    "checkpointkit-storage-memory",
+)
+"""The rows the test suite runs (no server, no disk)."""
+
+PAGE = Path("docs/ecosystem-conformance.md")
+BEGIN, END = "<!-- results: begin -->", "<!-- results: end -->"
+DISTRIBUTIONS = (
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-conformance",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "agent-framework-core",
+)
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _promise(reason: str) -> str:
+    """The stable part of a failure's reason: the promise, before what was observed."""
+    text = reason.removeprefix(RUNNER_FAILED + ": ")
+    text = re.sub(r"^.*? fails this scenario on its own in-memory storage too \(", "", text)
+    head = re.split(r": expected |; expected | \(key ", text, maxsplit=1)[0]
+    if head.startswith("hygiene:"):
+        head = "hygiene: " + re.sub(
+            r"'Task-\d+'|0x[0-9a-f]+|fd \d+", "…", head[8:].split(" - to fix")[0]
+        )
+    return head.strip().rstrip(".")
+
+
+def render_row(row: Row, report: Report) -> str:
+    """The generated text of one row: a heading, counts, failures with their promises."""
+    groups = report.groups()
+    lines = [f"<!-- row: {row.id} -->", f"### {row.title}", ""]
+    level = report.level if not report.errors else "none"
+    lines.append(f"Level **{level}** ({report.level_reason}).")
+    native = report.about.get("langgraph-checkpoint-conformance")
+    if native:
+        lines.append(f"langgraph-checkpoint-conformance: **{native.split(' ', 1)[0]}**.")
+    lines += ["", "| group | passed | failed | skipped |", "| --- | ---: | ---: | ---: |"]
+    for g in ECOSYSTEM_GROUPS:
+        s = groups.get(g)
+        if s is not None:
+            lines.append(f"| {g} | {s.passed} | {s.failed} | {s.skipped} |")
+    failures = sorted(report.failures, key=lambda r: (r.group, r.name))
+    runner = sorted(
+        (r for r in report.skipped if r.reason.startswith(RUNNER_FAILED)),
+        key=lambda r: (r.group, r.name),
+    )
+    if report.errors:
+        lines += ["", "Errors: " + "; ".join(_promise(e) for e in report.errors)]
+    if failures:
+        lines += ["", "Failed:", ""]
+        lines += [f"- `{r.group}::{r.name}`: {_promise(r.reason)}." for r in failures]
+    if runner:
+        lines += ["", "The library's runner failed (on its own in-memory storage too):", ""]
+        lines += [f"- `{r.group}::{r.name}`: {_promise(r.reason)}." for r in runner]
+    lines += ["<!-- /row -->", ""]
+    return "\n".join(lines)
+
+
+def _rows(text: str) -> dict[str, str]:
+    return {
+        m.group(1): m.group(0) + "\n"
+        for m in re.finditer(r"<!-- row: (\S+) -->.*?<!-- /row -->", text, flags=re.S)
+    }
+
+
+async def run_rows(ids: list[str]) -> dict[str, tuple[Row, Report]]:
+    """Run the rows named ``ids`` (in :data:`ROWS` order) and return their reports."""
+    from ..api import run
+
+    out: dict[str, tuple[Row, Report]] = {}
+    for row in ROWS:
+        if row.id not in ids:
+            continue
+        print(f"ecosystem-results: {row.id} ...", file=sys.stderr, flush=True)
+        with row.open() as target:
+            report = await run(target)
+        print(f"ecosystem-results: {row.id}: {report.level}", file=sys.stderr, flush=True)
+        out[row.id] = (row, report)
+    return out
+
+
+def _generated(results: dict[str, tuple[Row, Report]]) -> str:
+    versions = ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS)
+    body = [BEGIN, "", f"Versions: {versions}; Python {sys.version.split()[0]}.", ""]
+    body += ["| row | level | failed | runner failed |", "| --- | --- | ---: | ---: |"]
+    for row_id, (row, report) in results.items():
+        runner = sum(1 for r in report.skipped if r.reason.startswith(RUNNER_FAILED))
+        level = report.level if not report.errors else "none"
+        body.append(f"| [{row.title}](#{row_id}) | {level} | {len(report.failures)} | {runner} |")
+    body.append("")
+    body += [render_row(row, report) for row, report in results.values()]
+    body.append(END)
+    return "\n".join(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the rows, then write or check the page; the exit status."""
+    parser = argparse.ArgumentParser(prog="scripts/ecosystem-results", description=__doc__)
+    parser.add_argument("--rows", nargs="+", metavar="ID", help="run these rows only")
+    parser.add_argument("--quick", action="store_true", help="run the in-process rows only")
+    parser.add_argument("--check", action="store_true", help="compare with the page, write nothing")
+    parser.add_argument(
+        "--page", type=Path, default=PAGE, help="the page (docs/ecosystem-conformance.md)"
+    )
+    args = parser.parse_args(argv)
+    known = [r.id for r in ROWS]
+    ids = list(QUICK) if args.quick else (args.rows or known)
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        parser.error(f"unknown row {unknown[0]!r}; the rows are: {', '.join(known)}")
+    results = asyncio.run(run_rows(ids))
+    page = args.page.read_text(encoding="utf-8") if args.page.exists() else ""
+    if args.check:
+        stored = _rows(page)
+        drift = [
+            i for i, (row, report) in results.items() if stored.get(i) != render_row(row, report)
+        ]
+        for i in drift:
+            print(
+                f"--- page\n{stored.get(i, '(missing)')}+++ now\n{render_row(*results[i])}",
+                file=sys.stderr,
+            )
+        if drift:
+            print(f"ecosystem-results: {', '.join(drift)} differ from {args.page}", file=sys.stderr)
+            return 1
+        print(f"ecosystem-results: {', '.join(results)} match {args.page}", file=sys.stderr)
+        return 0
+    if set(ids) != set(known):  # a partial run updates its rows only
+        old = _rows(page)
+        merged = {}
+        for row in ROWS:
+            if row.id in results:
+                merged[row.id] = results[row.id]
+        text = page if END in page else page + f"\n{BEGIN}\n{END}\n"
+        for i, (row, report) in merged.items():
+            new = render_row(row, report)
+            text = text.replace(old[i], new) if i in old else text.replace(END, new + END)
+        args.page.write_text(text, encoding="utf-8")
+    else:
+        generated = _generated(results)
+        if BEGIN in page and END in page:
+            head, _, rest = page.partition(BEGIN)
+            _, _, tail = rest.partition(END)
+            page = head + generated + tail
+        else:
+            page = page + "\n" + generated + "\n"
+        args.page.write_text(page, encoding="utf-8")
+    full = {i: report.to_dict() for i, (_, report) in results.items()}
+    json_path = args.page.with_suffix(".json")
+    stored_json = json.loads(json_path.read_text()) if json_path.exists() else {}
+    stored_json.update(full)
+    json_path.write_text(json.dumps(stored_json, indent=1, default=str) + "\n", encoding="utf-8")
+    print(f"ecosystem-results: wrote {args.page} and {json_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
