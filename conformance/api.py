@@ -22,11 +22,11 @@ from typing import Any, Protocol
 from ..errors import ConfigurationError
 from ..storage import Capabilities
 from .checks import ConformanceFailure
+from .ecosystems.target import EcosystemTarget
 from .groups import GROUPS, group_of
 from .hygiene import HygieneError
 from .report import Report, TestResult, merge_reasons
 from .settings import check_seconds
-from .ecosystems.target import EcosystemTarget
 from .target import Factory, Target, resolve_target
 from .timing import recorder
 
