@@ -41,10 +41,11 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Final, TypeVar
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import parse_qsl, quote, unquote
 
 from ..errors import (
     ConfigurationError,
@@ -113,7 +114,13 @@ _SET_COUNTER = f"UPDATE {META} SET value = ?1 WHERE name = 'version'"
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
-_PARAMS = {"fsync": bool, "create": bool, "busy_timeout": float, "threads": int}
+_PARAMS = {
+    "fsync": bool,
+    "create": bool,
+    "busy_timeout": float,
+    "threads": int,
+    "read_only": bool,
+}
 
 # Operation states, changed only under the storage's lock.
 _QUEUED, _CANCELLED, _TAKEN, _DONE = range(4)
@@ -173,7 +180,17 @@ class SQLiteStorage(StorageBase):
             survives a crash of the process but may lose the last commits on
             a power loss.
         create: create the database file and its parent directories if
-            missing; with ``False`` a missing file is an error.
+            missing, and checkpointkit's tables in an existing database
+            that lacks them. With ``False`` nothing is created or changed
+            but the keys: a missing file is an error, and so is a file that
+            is not a checkpointkit store (an empty file, another
+            application's database); its journal mode is left as it is.
+        read_only: open every connection read-only (SQLite's ``mode=ro``;
+            implies ``create=False``): the file is never written, and a write
+            fails with ``StorageUnavailable``. A database on a read-only file
+            system, or in a directory this process cannot write (where SQLite
+            cannot make the ``-shm`` file), is opened ``immutable=1``, which
+            SQLite reads without any lock: only safe while nobody writes it.
         busy_timeout: seconds to wait for another process's write lock before
             the operation fails with ``StorageUnavailable``.
         threads: reader threads (each with its own connection).
@@ -181,7 +198,8 @@ class SQLiteStorage(StorageBase):
     Raises:
         ConfigurationError: the path is a directory, is not a SQLite
             database, cannot be created, or is missing and ``create`` is
-            False; or an option is out of range.
+            False; or is not a checkpointkit store and ``create`` is False;
+            or an option is out of range.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -205,6 +223,7 @@ class SQLiteStorage(StorageBase):
         create: bool = True,
         busy_timeout: float = 5.0,
         threads: int = 2,
+        read_only: bool = False,
     ) -> None:
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ConfigurationError(f"threads must be a positive int, not {threads!r}")
@@ -226,7 +245,13 @@ class SQLiteStorage(StorageBase):
         self.fsync = bool(fsync)
         self.busy_timeout = float(busy_timeout)
         self.threads = threads
-        _prepare(self.path, create=bool(create), busy_timeout=self.busy_timeout)
+        self.read_only = bool(read_only)
+        self._uri = _prepare(
+            self.path,
+            create=bool(create) and not self.read_only,
+            read_only=self.read_only,
+            busy_timeout=self.busy_timeout,
+        )
 
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -285,7 +310,8 @@ class SQLiteStorage(StorageBase):
     # -- threads and connections ----------------------------------------------------------
     def _connect(self, *, writer: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            self.path,
+            self._uri,
+            uri=True,
             timeout=self.busy_timeout,
             isolation_level=None,  # transactions are explicit
             check_same_thread=False,
@@ -750,62 +776,121 @@ def _refuse_old_absolute(url: str, path: str) -> None:
         )
 
 
-def _prepare(path: str, *, create: bool, busy_timeout: float) -> None:
-    """Check the path, create the database and its tables if needed (WAL mode)."""
+def _prepare(path: str, *, create: bool, read_only: bool, busy_timeout: float) -> str:
+    """Check the path and the database; create it and its tables if ``create``.
+
+    Returns the URI that every connection of the storage opens. Safe when
+    several processes open (and create) the same new database at once: the
+    folder is made with ``exist_ok``, and a lock that SQLite refuses at once
+    (switching to WAL, creating the tables) is tried again until
+    ``busy_timeout``.
+    """
     if os.path.isdir(path):
         raise ConfigurationError(
             f"SQLite storage path {path!r} is a directory; name a database file inside it "
             f"(such as {os.path.join(path, 'checkpoints.db')!r})"
         )
-    parent = os.path.dirname(path)
+    uri = "file:" + quote(path) + ("?mode=ro" if read_only else "?mode=rw")
     if not os.path.exists(path):
         if not create:
             raise ConfigurationError(
-                f"SQLite database {path!r} does not exist, and create=False: "
-                "check the path, or create the database first"
+                f"SQLite database {path!r} does not exist, and "
+                + ("read_only=True" if read_only else "create=False")
+                + ": check the path, or create the store first (sqlite://...?create=true)"
             )
-        if not os.path.isdir(parent):
-            if os.path.exists(parent):
-                raise ConfigurationError(
-                    f"cannot create SQLite database {path!r}: {parent!r} is not a directory"
-                )
-            try:
-                os.makedirs(parent, exist_ok=True)
-            except OSError as exc:
-                raise ConfigurationError(
-                    f"cannot create the directory of SQLite database {path!r}: {exc.strerror}"
-                ) from exc
-    try:
-        conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise ConfigurationError(f"cannot open SQLite database {path!r}: {exc}") from exc
-    try:
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
+        parent = os.path.dirname(path)
+        try:
+            os.makedirs(parent, exist_ok=True)  # another process may be making it too
+        except FileExistsError:
+            pass  # a file of that name: reported just below
+        except OSError as exc:
             raise ConfigurationError(
-                f"SQLite database {path!r} cannot use WAL mode (it stays in {mode!r} mode): "
-                "is it on a network file system?"
-            )
-        if _needs_schema(conn):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if _needs_schema(conn):  # still, now that this connection holds the lock
-                    _make_schema(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
-    except sqlite3.DatabaseError as exc:
-        code = getattr(exc, "sqlite_errorname", "")
-        if code in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-            raise ConfigurationError(
-                f"SQLite database {path!r} stayed locked by another connection for more "
-                f"than busy_timeout={busy_timeout:g} s while checking its tables"
+                f"cannot create the directory of SQLite database {path!r}: {exc.strerror}"
+                + (" (a read-only file system)" if _read_only_fs(parent) else "")
             ) from exc
+        if not os.path.isdir(parent):
+            raise ConfigurationError(
+                f"cannot create SQLite database {path!r}: {parent!r} is not a directory"
+            )
+        uri = "file:" + quote(path) + "?mode=rwc"
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            return _check_database(path, uri, create=create, read_only=read_only)
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorname", "")
+            if code in ("SQLITE_BUSY", "SQLITE_LOCKED") and time.monotonic() < deadline:
+                time.sleep(0.005)  # refused at once (no busy wait for this lock): again
+                continue
+            if code in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                raise ConfigurationError(
+                    f"SQLite database {path!r} stayed locked by another connection for more "
+                    f"than busy_timeout={busy_timeout:g} s while checking its tables"
+                ) from exc
+            raise _unusable(path, exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise _unusable(path, exc) from exc
+
+
+def _unusable(path: str, exc: sqlite3.Error) -> ConfigurationError:
+    code = getattr(exc, "sqlite_errorname", "")
+    why = ""
+    if code == "SQLITE_NOTADB":
+        why = " (it is some other kind of file)"
+    elif code in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_READONLY_DBMOVED") and (
+        _read_only_fs(path) or not os.access(path, os.W_OK)
+    ):
+        why = " (the file or its file system is read-only: open it with read_only=True)"
+    return ConfigurationError(f"cannot use {path!r} as a SQLite database: {exc}{why}")
+
+
+def _check_database(path: str, uri: str, *, create: bool, read_only: bool) -> str:
+    """One try of :func:`_prepare` once the file exists or may be created; return the URI."""
+    if not create and os.path.getsize(path) == 0:
         raise ConfigurationError(
-            f"cannot use {path!r} as a SQLite database: {exc}"
-            + (" (it is some other kind of file)" if code == "SQLITE_NOTADB" else "")
-        ) from exc
+            f"{path!r} is an empty file (0 bytes), not a checkpointkit store: check the path"
+        )
+    conn = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        conn.close()
+        where = os.path.dirname(path)
+        if not read_only or not (_read_only_fs(path) or not os.access(where, os.W_OK)):
+            raise
+        # A read-only copy: SQLite cannot make the -shm file next to it, so it reads the
+        # file immutable (no locks, and the -wal is not read: copy a checkpointed file).
+        uri = "file:" + quote(path) + "?mode=ro&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None)
+    try:
+        if create:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigurationError(
+                    f"SQLite database {path!r} cannot use WAL mode (it stays in {mode!r} mode): "
+                    "is it on a network file system?"
+                )
+            if _needs_schema(conn):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if _needs_schema(conn):  # still, now that this connection holds the lock
+                        _make_schema(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            return uri
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if TABLE not in tables or META not in tables:
+            others = sorted(t for t in tables if not t.startswith("sqlite_"))
+            raise ConfigurationError(
+                f"{path!r} is a SQLite database but not a checkpointkit store (it has no "
+                f"{TABLE} table; its tables: {', '.join(others) if others else 'none'}); "
+                "nothing was changed"
+            )
+        return uri
     finally:
         conn.close()
 

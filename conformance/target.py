@@ -318,9 +318,10 @@ def _url_target(url: str) -> Target:
     # The upstream address, if the URL names a loopback host:port (netloc or a query parameter).
     scheme = urlsplit(url).scheme.lower()
     options: dict[str, Any] = {}
-    if scheme == "file":
-        # The suite writes under the directory it was given, never creates it (or its
-        # parents): a mistyped path is a ConfigurationError now, before any test runs.
+    if scheme in ("file", "sqlite"):
+        # The suite writes under the directory (into the database) it was given, never
+        # creates it (or its parents): a mistyped path is a ConfigurationError now,
+        # before any test runs; ?create=true creates it.
         if "create" not in dict(parse_qsl(urlsplit(url).query)):
             options["create"] = False
         open_storage(url, **options)  # checks the root; holds nothing until first used

@@ -341,12 +341,16 @@ def with_store(
     action: Callable[[CheckpointStore], Awaitable[T]],
     *,
     codec: Codec | None = None,
+    read_only: bool = False,
 ) -> T:
     """Open the storage, run ``action`` on a store over it, close it; errors become CliError.
 
     The commands inspect or delete what is stored, so a file storage directory
     or SQLite database that does not exist is an error (a mistyped path), never
-    created. ``codec`` is the store's codec (the default codec if None).
+    created, and a file that is not a checkpointkit store is refused. With
+    ``read_only`` (the commands that change nothing) a SQLite database is
+    opened read-only (``mode=ro``): its journal mode and tables stay as they
+    are. ``codec`` is the store's codec (the default codec if None).
 
     Raises:
         CliError: with :data:`EXIT_USAGE` for a :class:`ConfigurationError` (a bad
@@ -356,8 +360,10 @@ def with_store(
     namespace: str = getattr(args, "namespace", "") or ""
 
     async def go() -> T:
-        local = url_scheme(url) in ("file", "sqlite")
-        options: dict[str, Any] = {"create": False} if local else {}
+        scheme = url_scheme(url)
+        options: dict[str, Any] = {"create": False} if scheme in ("file", "sqlite") else {}
+        if read_only and scheme == "sqlite":
+            options["read_only"] = True
         async with open_storage(url, **options) as storage:
             return await action(CheckpointStore(storage, codec=codec, namespace=namespace))
 
@@ -623,7 +629,7 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
         ids = await store.list_runs(limit=args.limit, **filters)
         return [await _summary_or_damage(store, run) for run in ids]
 
-    runs = with_store(args, action)
+    runs = with_store(args, action, read_only=True)
     damaged = [r for r in runs if r.get("error")]
     code = EXIT_FAILED if damaged else EXIT_OK
     if out.json:
@@ -720,7 +726,7 @@ def ls_command(args: argparse.Namespace, out: Output) -> int:
             ],
         }
 
-    found = with_store(args, action)
+    found = with_store(args, action, read_only=True)
     damaged = [c for c in found["checkpoints"] if "error" in c]
     code = EXIT_FAILED if damaged else EXIT_OK
     if out.json:
@@ -788,7 +794,7 @@ def show_command(args: argparse.Namespace, out: Output) -> int:
             raise CheckpointkitError(f"run {run!r} has no checkpoint yet")
         return latest, head
 
-    cp, head = with_store(args, action)
+    cp, head = with_store(args, action, read_only=True)
     if cp is None:
         assert head is not None
         doc: dict[str, Any] = {
@@ -1271,7 +1277,7 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
             progress.close()
         return report.to_dict()
 
-    found = with_store(args, action, codec=codec)
+    found = with_store(args, action, codec=codec, read_only=True)
     doc = {"storage": storage_url(args), "namespace": args.namespace, **found}
     if out.json:
         out.document(doc)
