@@ -817,19 +817,22 @@ def _prepare(path: str, *, create: bool, read_only: bool, busy_timeout: float) -
     while True:
         try:
             return _check_database(path, uri, create=create, read_only=read_only)
-        except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorname", "")
-            if code in ("SQLITE_BUSY", "SQLITE_LOCKED") and time.monotonic() < deadline:
+        except sqlite3.Error as exc:
+            if not _busy(exc):
+                raise _unusable(path, exc) from exc
+            if time.monotonic() < deadline:
                 time.sleep(0.005)  # refused at once (no busy wait for this lock): again
                 continue
-            if code in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-                raise ConfigurationError(
-                    f"SQLite database {path!r} stayed locked by another connection for more "
-                    f"than busy_timeout={busy_timeout:g} s while checking its tables"
-                ) from exc
-            raise _unusable(path, exc) from exc
-        except sqlite3.DatabaseError as exc:
-            raise _unusable(path, exc) from exc
+            raise ConfigurationError(
+                f"SQLite database {path!r} stayed locked by another connection for more "
+                f"than busy_timeout={busy_timeout:g} s while checking its tables"
+            ) from exc
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is a lock held by another connection (any BUSY or LOCKED code)."""
+    code = str(getattr(exc, "sqlite_errorname", ""))
+    return code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(exc)
 
 
 def _unusable(path: str, exc: sqlite3.Error) -> ConfigurationError:
