@@ -15,7 +15,15 @@ import subprocess
 import time
 from typing import NoReturn
 
-__all__ = ["REQUIRE_ENV", "free_port", "listens", "started", "stop", "unavailable"]
+__all__ = [
+    "REQUIRE_ENV",
+    "free_port",
+    "listens",
+    "received_unread",
+    "started",
+    "stop",
+    "unavailable",
+]
 
 REQUIRE_ENV = "CHECKPOINTKIT_REQUIRE_BACKENDS"
 
@@ -54,6 +62,22 @@ def listens(pid: int, port: int) -> bool | None:
         except OSError:
             continue  # closed meanwhile
     return False
+
+
+def received_unread(port: int) -> int:
+    """Bytes that reached the sockets of a server on loopback ``port`` and that it has not read.
+
+    Summed over its established connections, from ``/proc/net/tcp`` (Linux): a
+    test that freezes a server can wait on it until every request it sent is
+    in the server's socket.
+    """
+    total = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.read().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) == port and fields[3] == "01":  # ESTABLISHED
+                total += int(fields[4].split(":")[1], 16)
+    return total
 
 
 def started(proc: subprocess.Popen[bytes], port: int, timeout: float = 30.0) -> bool:

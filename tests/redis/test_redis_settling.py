@@ -33,6 +33,7 @@ from checkpointkit import NotFound, Storage
 from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.conformance.relay import LateRelay
+from checkpointkit.conformance.servers import received_unread
 from checkpointkit.conformance.servers.redis import _pinned_node
 
 from .conftest import fresh_prefix
@@ -78,17 +79,6 @@ async def _scripts_run(storage: RedisStorage, key: str) -> int:
     """How many ``EVALSHA`` the node holding ``key`` has executed (without error) so far."""
     stats = (await _info(storage, key, "commandstats")).get("cmdstat_evalsha", {})
     return int(stats.get("calls", 0)) - int(stats.get("failed_calls", 0))
-
-
-def _received_unread(port: int) -> int:
-    """Bytes that reached the server's sockets on ``port`` and that it has not read yet."""
-    total = 0
-    with open("/proc/net/tcp") as table:
-        for line in table.read().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].split(":")[1], 16) == port and fields[3] == "01":  # ESTABLISHED
-                total += int(fields[4].split(":")[1], 16)
-    return total
 
 
 async def _until(condition: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
@@ -177,11 +167,11 @@ async def _stopped_server_round(
     some = next(iter(before))
     pid, port = await _server_of(observer, some)
     scripts = await _scripts_run(observer, some)
-    baseline = _received_unread(port)
+    baseline = received_unread(port)
     with _frozen(pid):
         tasks = [asyncio.ensure_future(write(k)) for k in list(before)[:calls]]
         await _until(
-            lambda: _received_unread(port) - baseline >= request_bytes,
+            lambda: received_unread(port) - baseline >= request_bytes,
             "every cancelled request reaching the stopped server's socket",
         )
         latencies = await _cancel_all(tasks)
@@ -361,10 +351,10 @@ async def test_cancel_returns_within_grace(redis_url: str) -> None:
         key = "runs/grace/k"
         await writer.put(key, b"old")
         pid, port = await _server_of(observer, key)
-        baseline = _received_unread(port)
+        baseline = received_unread(port)
         with _frozen(pid):
             task = asyncio.ensure_future(writer.put(key, b"new"))
-            await _until(lambda: _received_unread(port) > baseline, "the put reaching the socket")
+            await _until(lambda: received_unread(port) > baseline, "the put reaching the socket")
             (latency,) = await _cancel_all([task])
         assert await _late_landings(observer, {key: b"old"}) == []
     assert latency <= 0.1 + SLACK, f"the cancel took {latency:.3f} s"
@@ -391,14 +381,14 @@ async def test_a_write_that_reaches_the_server_after_its_deadline_is_sent_again(
             await asyncio.gather(*(writer.put("runs/slow/k", bytes(256 * KiB)) for _ in range(3)))
         pid, port = await _server_of(observer, "runs/slow/k")
         scripts = await _scripts_run(observer, "runs/slow/k")
-        baseline = _received_unread(port)
+        baseline = received_unread(port)
         value = bytes(range(256)) * 400  # 100 KiB
         with _frozen(pid):
             put = asyncio.ensure_future(writer.put("runs/slow/k", value))
             delete = asyncio.ensure_future(writer.delete("runs/slow/gone"))
             delete_many = asyncio.ensure_future(writer.delete_many(many))
             await _until(
-                lambda: _received_unread(port) - baseline > len(value) + 900,
+                lambda: received_unread(port) - baseline > len(value) + 900,
                 "the writes reaching it",
             )
             await asyncio.sleep(0.3)  # the scripts' deadlines pass while the server is stopped
