@@ -83,6 +83,21 @@ Small enough that the log soon starts over at its beginning: a commit that
 overwrites blocks the log file already has is synced about twice as fast as
 one that makes the file longer (``benchmarks/sqlite_layout.py``)."""
 
+RESTART_WAIT: Final = 0.2
+"""Most seconds the writer waits for other connections when it starts the log over.
+
+A checkpoint that copies the log into the database cannot start it over while
+another process's connection is still reading or writing the log's end; with
+writers in several processes that is almost always so, and a passive
+checkpoint never lets the log start over (4 writer processes grew it past 300
+MiB in 15 s: ``benchmarks/sqlite_wal_growth.py``). The writer therefore asks for
+a ``RESTART`` checkpoint, which waits up to this long for them (other writers
+wait for it meanwhile, as for any commit), and tries again 2 MiB later if they
+did not let go in time."""
+
+LOG_LIMIT: Final = 2 * CHECKPOINT_BYTES
+"""Bytes the log file is cut back to when it starts over (``journal_size_limit``)."""
+
 PAGE: Final = 4096
 """SQLite's page size: the log holds whole pages (a 1 KiB value's commit adds three to five)."""
 
@@ -321,6 +336,7 @@ class SQLiteStorage(StorageBase):
             if writer:
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
                 conn.execute("PRAGMA wal_autocheckpoint=0")  # the writer checkpoints itself
+                conn.execute(f"PRAGMA journal_size_limit={LOG_LIMIT}")
                 if sys.platform == "darwin":  # fsync does not reach the platter there
                     conn.execute("PRAGMA fullfsync=1")
                     conn.execute("PRAGMA checkpoint_fullfsync=1")
@@ -535,17 +551,25 @@ class SQLiteStorage(StorageBase):
                     error.__cause__ = exc
                     self._fail([op for op in batch if op.state != _DONE], error, taken=True)
                 if logged >= CHECKPOINT_BYTES:
-                    logged = 0
-                    try:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                    except sqlite3.Error:
-                        pass  # busy readers or writers: the next one catches up
+                    logged = 0 if self._restart_log(conn) else CHECKPOINT_BYTES // 2
         finally:
             if conn is not None:
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error:
                     pass
+
+    def _restart_log(self, conn: sqlite3.Connection) -> bool:
+        """Copy the log into the database and start it over; whether that was done."""
+        try:
+            conn.execute(f"PRAGMA busy_timeout={int(RESTART_WAIT * 1000)}")
+            try:
+                busy, _, _ = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        except sqlite3.Error:
+            return False  # another process is checkpointing: the next try catches up
+        return not busy
 
     def _take(self) -> list[_Op]:
         """Pop the next batch (holding the lock); cancelled operations are dropped."""
