@@ -307,7 +307,7 @@ def _temp_file_target() -> Target:
 def _url_target(url: str) -> Target:
     if urlsplit(url).scheme.lower() in ("redis", "rediss"):
         # Redis knows how to pin each storage to one (proxied) cluster node, and its TTL.
-        from .servers.redis import redis_target
+        from .redis_target import redis_target
 
         return redis_target(url)
     if urlsplit(url).scheme.lower() in ("postgres", "postgresql"):

@@ -19,8 +19,12 @@ optional: the group modules import LangGraph or agent-framework.
 
 from __future__ import annotations
 
-from .groups import ECOSYSTEM_GROUPS
-from .target import ECOSYSTEMS, EcosystemTarget, ecosystem_of, resolve_ecosystem_target
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .groups import ECOSYSTEM_GROUPS
+    from .target import ECOSYSTEMS, EcosystemTarget, ecosystem_of, resolve_ecosystem_target
 
 __all__ = [
     "ECOSYSTEMS",
@@ -29,3 +33,19 @@ __all__ = [
     "ecosystem_of",
     "resolve_ecosystem_target",
 ]
+
+_WHERE = {
+    "ECOSYSTEMS": "target",
+    "ECOSYSTEM_GROUPS": "groups",
+    "EcosystemTarget": "target",
+    "ecosystem_of": "target",
+    "resolve_ecosystem_target": "target",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the pytest plugin reads .groups in every pytest session.
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -165,3 +165,18 @@ def test_latency_percentiles_are_nearest_rank() -> None:
         rec.record("put", ms / 1000)
     put = rec.summary()["put"]
     assert (put["p50_ms"], put["p99_ms"], put["max_ms"]) == (50.0, 99.0, 100.0)
+
+
+def test_the_generic_target_does_not_import_the_test_servers() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from checkpointkit.conformance.target import resolve_target; "
+        "t = resolve_target('redis://127.0.0.1:6390/0'); "  # builds the target, connects to none
+        "print(t.name); print(sorted(m for m in sys.modules if '.servers' in m))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    name, servers = proc.stdout.splitlines()
+    assert name.startswith("redis standalone") and servers == "[]"

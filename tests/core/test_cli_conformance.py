@@ -194,6 +194,34 @@ def test_the_plugin_imports_nothing_optional_when_pytest_starts() -> None:
     assert proc.stdout.strip() == "[]"
 
 
+PLUGIN_MAY_IMPORT = {
+    "checkpointkit",
+    "checkpointkit.errors",
+    "checkpointkit.conformance",
+    "checkpointkit.conformance.plugin",
+    "checkpointkit.conformance.groups",
+    "checkpointkit.conformance.seed",
+    "checkpointkit.conformance.settings",
+    "checkpointkit.conformance.ecosystems",
+    "checkpointkit.conformance.ecosystems.groups",
+}
+
+
+def test_the_plugin_costs_almost_nothing_at_pytest_start_when_not_asked_for() -> None:
+    # What it costs is measured by benchmarks/plugin_import.py; this keeps it that way: the
+    # plugin's import brings in no third-party module (msgspec, zstandard) and none of the
+    # library's heavy modules (runner, store, codec, the suite), only these few small ones.
+    code = (
+        "import sys, pytest; before = set(sys.modules); "
+        "import checkpointkit.conformance.plugin; "
+        "print('\\n'.join(sorted(set(sys.modules) - before)))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    imported = {m for m in proc.stdout.split() if m.split(".")[0] not in sys.stdlib_module_names}
+    assert imported - PLUGIN_MAY_IMPORT == set(), sorted(imported - PLUGIN_MAY_IMPORT)
+
+
 def test_the_plugin_names_the_extra_when_the_suite_is_asked_for_without_it(
     tmp_path: Path,
 ) -> None:

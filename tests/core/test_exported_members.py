@@ -18,12 +18,23 @@ from checkpointkit import ConfigurationError
 
 
 def _public_attributes(module: ModuleType) -> set[str]:
-    """Names a user sees on the module: not private, not a submodule."""
-    return {
-        name
-        for name, value in vars(module).items()
-        if not name.startswith("_") and not isinstance(value, ModuleType)
-    }
+    """Names a user sees on the module: not private, not a submodule.
+
+    ``dir()``, not ``vars()``: a package that imports its names on first use
+    (``__getattr__``) lists them in ``__dir__``; a listed name that cannot be
+    got (misspelt in ``__all__``) is not public.
+    """
+    found = set()
+    for name in dir(module):
+        if name.startswith("_"):
+            continue
+        try:
+            value = getattr(module, name)
+        except AttributeError:
+            continue
+        if not isinstance(value, ModuleType):
+            found.add(name)
+    return found
 
 
 def test_package_all_is_exactly_the_public_names() -> None:

@@ -32,9 +32,9 @@ import pytest
 from checkpointkit import NotFound, Storage
 from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.conformance.hygiene import hygiene
+from checkpointkit.conformance.redis_target import _pinned_node
 from checkpointkit.conformance.relay import LateRelay
 from checkpointkit.conformance.servers import received_unread
-from checkpointkit.conformance.servers.redis import _pinned_node
 
 from .conftest import fresh_prefix
 
