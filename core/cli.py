@@ -1262,7 +1262,9 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
     binding to its key, its encryption (with --keys or --codec) and its
     content, then each run head against the run's checkpoints. Exit status 1
     when a record is damaged; warnings (a format-1 record, a plaintext record
-    accepted with --allow-plaintext) do not count.
+    accepted with --allow-plaintext) do not count. A store where it recognises
+    no run (empty, or LangGraph or agent-framework data only) is not "ok": it
+    says what it found instead, with exit status 1.
     """
     from .verify import verify
 
@@ -1275,12 +1277,18 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
             report = await verify(store, progress=progress)
         finally:
             progress.close()
-        return report.to_dict()
+        found = report.to_dict()
+        if not found["records"] and not found["runs"]:
+            found["unrecognised"] = await _unrecognised(store, args.namespace)
+            found["ok"] = False
+        return found
 
     found = with_store(args, action, codec=codec, read_only=True)
     doc = {"storage": storage_url(args), "namespace": args.namespace, **found}
     if out.json:
         out.document(doc)
+    elif "unrecognised" in found:
+        out.error(found["unrecognised"]["message"])
     else:
         verdict = out.paint("ok", "green") if found["ok"] else out.paint("DAMAGED", "red")
         out.print(
@@ -1293,6 +1301,45 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
                 [(f["severity"], f["kind"], f["message"]) for f in found["findings"]],
             )
     return EXIT_OK if found["ok"] else EXIT_FAILED
+
+
+_LAYOUTS = (
+    # (what, the first segments of its keys): core/integrations/*.py define these layouts
+    ("LangGraph checkpoints (CheckpointkitSaver)", ("c", "w", "h", "b")),
+    ("agent-framework checkpoints (CheckpointkitCheckpointStorage)", ("wf",)),
+)
+_SAMPLE_KEYS = 1000
+"""Keys read to tell what a store holds when it holds no checkpointkit run."""
+
+
+async def _unrecognised(store: CheckpointStore, namespace: str) -> dict[str, Any]:
+    """What a store with no run of checkpointkit's holds, for ``verify`` to say so."""
+    keys: list[str] = []
+    async for key in store.storage.list(f"{namespace}/" if namespace else ""):
+        keys.append(key)
+        if len(keys) >= _SAMPLE_KEYS:
+            break
+    where = f"namespace {namespace!r}" if namespace else "the store"
+    if not keys:
+        message = f"nothing to verify: {where} holds no key at all (check --storage and -n)"
+        return {"keys": 0, "layouts": [], "message": message}
+    skip = len(namespace) + 1 if namespace else 0
+    heads = [key[skip:].split("/", 2) for key in keys]
+    firsts = {parts[0] for parts in heads}
+    # a layout's segment comes first, or second after the saver's or storage's own prefix
+    leading = firsts | {parts[1] for parts in heads if len(parts) > 2}
+    layouts = [what for what, segments in _LAYOUTS if leading & set(segments)]
+    counted = f"{len(keys)}{'+' if len(keys) >= _SAMPLE_KEYS else ''} key(s)"
+    seen = (
+        f"they look like {' and '.join(layouts)}, which verify does not check"
+        if layouts
+        else f"their first segments are {', '.join(sorted(firsts)[:5])}"
+    )
+    message = (
+        f"nothing verified: {where} holds {counted} but no run of checkpointkit's "
+        f"(no key under runs/); {seen}"
+    )
+    return {"keys": len(keys), "layouts": layouts, "message": message}
 
 
 def _rekey_arguments(parser: argparse.ArgumentParser) -> None:

@@ -271,3 +271,35 @@ def test_rekey_encrypts_plaintext_records_only_with_allow_plaintext(tmp_path: Pa
     done = cli("rekey", url, "--keys", keys, "--allow-plaintext", "--yes")
     assert done.exit_code == 0, done.stdout
     assert key_ids(url) == {"new"}
+
+
+def test_verify_of_an_empty_store_says_so_and_exits_1(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    text = cli("verify", str(tmp_path / "empty"))
+    assert text.exit_code == 1
+    assert "nothing to verify: the store holds no key at all" in text.stderr
+    assert not text.stdout.startswith("ok")
+    doc = json.loads(cli("verify", str(tmp_path / "empty"), "--json").stdout)
+    assert doc["ok"] is False and doc["unrecognised"]["keys"] == 0
+
+
+def test_verify_of_langgraph_data_only_says_what_it_saw_and_exits_1(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph")
+    from checkpointkit.integrations.langgraph import CheckpointkitSaver
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    url = f"sqlite:///{tmp_path}/lg.db"
+
+    async def save() -> None:
+        async with CheckpointkitSaver.from_url(url) as saver:
+            config: Any = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+            await saver.aput(config, empty_checkpoint(), {"step": 0}, {})
+
+    asyncio.run(save())
+    text = cli("verify", url)
+    assert text.exit_code == 1, text.stdout + text.stderr
+    assert "no run of checkpointkit's" in text.stderr
+    assert "LangGraph checkpoints (CheckpointkitSaver)" in text.stderr
+    doc = json.loads(cli("verify", url, "--json").stdout)
+    assert doc["ok"] is False and doc["runs"] == 0
+    assert doc["unrecognised"]["layouts"] == ["LangGraph checkpoints (CheckpointkitSaver)"]
