@@ -63,3 +63,26 @@ def test_the_home_page_draws_the_layers() -> None:
     diagram = diagram[: diagram.index("\n```\n")]
     for layer in ("runner", "store", "codec", "storage", "adapters", "conformance suite"):
         assert layer in diagram, layer
+
+
+def test_the_help_quoted_in_cli_md_lists_every_command_as_the_cli_does() -> None:
+    from checkpointkit.cli import COMMANDS
+
+    page = (DOCS / "cli.md").read_text()
+    block = page[page.index("$ checkpointkit --help") :]
+    block = block[: block.index("```")]
+    listing = block[block.index("commands:") :]
+    quoted = re.findall(r"^    (\S+)(?:\s+(.+))?$", listing, flags=re.M)
+    names = [name for name, _ in quoted]
+    assert names == list(COMMANDS), "docs/cli.md's --help: update it from checkpointkit --help"
+    helps = " ".join(" ".join(line.split()) for line in listing.splitlines())
+    for cmd in COMMANDS.values():
+        assert cmd.help in helps, cmd.name
+
+
+def test_the_home_page_lists_every_built_in_adapter() -> None:
+    page = (DOCS / "index.md").read_text()
+    shared = page[page.index("**Any storage, five operations.**") :]
+    shared = " ".join(shared[: shared.index("\n- ")].split())
+    for name in ("SQLite", "file", "S3", "Azure Blob", "Redis"):
+        assert name in shared, name
