@@ -86,3 +86,11 @@ def test_the_home_page_lists_every_built_in_adapter() -> None:
     shared = " ".join(shared[: shared.index("\n- ")].split())
     for name in ("SQLite", "file", "S3", "Azure Blob", "Redis"):
         assert name in shared, name
+
+
+def test_the_adapter_guides_line_count_is_the_examples() -> None:
+    page = (DOCS / "writing-an-adapter.md").read_text()
+    said = int(re.search(r"about (\d+) lines", page)[1])  # type: ignore[index]
+    source = DOCS / "examples" / "sqlite_adapter" / "checkpointkit_sqlite" / "__init__.py"
+    lines = len(source.read_text().splitlines())
+    assert abs(lines - said) <= said * 0.1, f"the guide says about {said} lines; it has {lines}"
