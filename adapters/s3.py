@@ -159,6 +159,12 @@ _UNKNOWN_STATUS = frozenset((500, 502, 504))
 _SDK_LOGGERS = ("botocore", "aiobotocore", "boto3", "aioboto3", "s3transfer", "urllib3")
 """The loggers that :data:`~checkpointkit.adapters._options.SECRETS` filters."""
 
+OBJECT_NAMES = ("keys", "flat")
+"""How keys become object names: ``keys`` as they are, ``flat`` with ``.`` and ``/`` escaped."""
+_FLAT_ESCAPES = {".": ".-", "/": "._"}
+_FLAT_UNESCAPES = {"-": ".", "_": "/"}
+_FLAT_ESCAPED = re.compile(r"\.(.)", re.DOTALL)
+
 _BUCKET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,253}[A-Za-z0-9]$")
 _SECRET_PARAMS = frozenset(
     ("access_key_id", "secret_access_key", "session_token", "aws_access_key_id",
@@ -171,7 +177,7 @@ _OPTS = Options(
           "max_pool_connections"),
     floats=("timeout", "connect_timeout", "read_timeout", "retry_backoff", "retry_backoff_max",
             "cancel_grace"),
-    strs=("endpoint_url", "region", "profile", "addressing_style"),
+    strs=("endpoint_url", "region", "profile", "addressing_style", "object_names"),
     bools=("create",),
     secret_words=("secret", "key", "token", "password", "sig"),
 )  # fmt: skip
@@ -232,6 +238,12 @@ class S3Storage(StorageBase):
         page_size: keys fetched per ``ListObjectsV2`` request (1 to 1000).
         max_pool_connections: the client's connection pool size (default 20).
         addressing_style: ``"auto"``, ``"path"`` or ``"virtual"``.
+        object_names: ``"keys"`` (default): the object of key ``k`` is
+            ``prefix/k``. ``"flat"``: ``.`` becomes ``.-`` and ``/`` becomes
+            ``._``, so that every object lies in one "directory" (the prefix)
+            and a server that lists in directory-walk order, as SeaweedFS
+            does, lists in byte order (the escape keeps the order of keys).
+            Objects written with one setting are not seen with the other.
         cancel_grace: when a ``put`` or ``delete`` is cancelled while its
             request is on the wire, the seconds it may still take to finish
             before its connection is reset (default 0.25; 0: reset at once).
@@ -273,6 +285,7 @@ class S3Storage(StorageBase):
         max_pool_connections: int = 20,
         addressing_style: str = "auto",
         cancel_grace: float = 0.25,
+        object_names: str = "keys",
     ) -> None:
         self._closed = False
         if not isinstance(bucket, str) or not _BUCKET.match(bucket):
@@ -328,6 +341,12 @@ class S3Storage(StorageBase):
                 f"not {addressing_style!r}"
             )
         self._addressing = addressing_style
+        if object_names not in OBJECT_NAMES:
+            raise ConfigurationError(
+                f"S3 option object_names must be keys or flat, not {object_names!r}"
+            )
+        self.object_names = object_names
+        self._flat = object_names == "flat"
         self._cancel_grace = _OPTS.check_float("cancel_grace", cancel_grace, zero=True)
         self._client: Any = None
         self._client_cm: Any = None
@@ -344,7 +363,8 @@ class S3Storage(StorageBase):
         ``max_concurrency``, ``timeout``, ``connect_timeout``,
         ``read_timeout``, ``retry_backoff``, ``retry_backoff_max``,
         ``cancel_grace`` (seconds), ``retries``, ``page_size``,
-        ``max_pool_connections``, ``addressing_style``. Credentials never go
+        ``max_pool_connections``, ``addressing_style``, ``object_names``.
+        Credentials never go
         in the URL: give them as keyword ``options`` (``access_key_id``,
         ``secret_access_key``, ``session_token``) or through the AWS
         credential chain. Keyword ``options`` take the constructor's arguments
@@ -598,8 +618,21 @@ class S3Storage(StorageBase):
         )
 
     # -- the protocol ------------------------------------------------------------------
+    def _encode(self, key: str) -> str:
+        """The object-name form of ``key`` (or of a prefix or bound), without the root."""
+        if not self._flat:
+            return key
+        return "".join(_FLAT_ESCAPES.get(c, c) for c in key) if "." in key or "/" in key else key
+
+    def _decode(self, name: str) -> str:
+        """The key of an object name without the root (the inverse of :meth:`_encode`)."""
+        if not self._flat or "." not in name:
+            return name
+        # an escape that this adapter never writes (a foreign object) is kept as it is
+        return _FLAT_ESCAPED.sub(lambda m: _FLAT_UNESCAPES.get(m[1], m[0]), name)
+
     def _name(self, key: str) -> str:
-        name = self._root + key
+        name = self._root + self._encode(key)
         if len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidKey(
                 f"invalid key {key!r}: with the prefix {self.prefix!r} it is too long for S3 "
@@ -648,16 +681,18 @@ class S3Storage(StorageBase):
             )
         except (PreconditionFailed, NotFound) as exc:
             # A write meets its own write (resent by aiohttp after a lost reply, where
-            # aiohttp still does): that is a success. One HEAD per failure tells them apart.
-            version = await self._own_write(client, key, name, token) if token else None
+            # aiohttp still does): that is a success. One HEAD per failure tells them apart,
+            # and tells a missing key from another version.
+            version, exists = await self._own_write(client, key, name, token)
             if version is not None:
                 return version
-            if isinstance(exc, PreconditionFailed):
-                raise
-            if isinstance(mode, IfMatch):  # S3 answers 404 to if-match on a missing key
+            if isinstance(mode, IfMatch) and not exists:
+                # AWS answers 404 to if-match on a missing key; SeaweedFS answers 412
                 raise PreconditionFailed(
                     f"key {key!r} does not exist (if-match {mode.version})"
-                ) from None
+                ) from exc
+            if isinstance(exc, PreconditionFailed):
+                raise
             raise StorageUnavailable(  # NoSuchUpload: the multipart upload vanished
                 f"S3 put of key {key!r} failed: the multipart upload was lost"
             ) from exc
@@ -667,23 +702,33 @@ class S3Storage(StorageBase):
             # token. Otherwise the earlier attempt may have landed and been replaced since,
             # so the later failure proves nothing: the outcome stays unknown.
             if token and isinstance(exc.__cause__, CheckpointkitError):
-                version = await self._own_write(client, key, name, token)
+                version, _ = await self._own_write(client, key, name, token)
                 if version is not None:
                     return version
             raise
         return str(resp["ETag"])
 
-    async def _own_write(self, client: Any, key: str, name: str, token: str) -> str | None:
-        """The ETag of ``name`` if the stored object is the write that carried ``token``."""
+    async def _own_write(
+        self, client: Any, key: str, name: str, token: str
+    ) -> tuple[str | None, bool]:
+        """The ETag of ``name`` if the stored object is the write that carried ``token``
+        (else None), and whether ``name`` exists: one ``HeadObject``."""
+        head = await self._head(client, key, name)
+        if head is None:
+            return None, False
+        if token and head.get("Metadata", {}).get(_TOKEN_META) == token:
+            return str(head["ETag"]), True
+        return None, True
+
+    async def _head(self, client: Any, key: str, name: str) -> dict[str, Any] | None:
+        """``HeadObject`` of ``name`` (its ETag and metadata), or None if it does not exist."""
         try:
-            head = await self._call(
+            head: dict[str, Any] = await self._call(
                 "head", key, lambda: client.head_object(Bucket=self.bucket, Key=name)
             )
         except NotFound:
             return None
-        if head.get("Metadata", {}).get(_TOKEN_META) == token:
-            return str(head["ETag"])
-        return None
+        return head
 
     async def _multipart(
         self,
@@ -802,6 +847,22 @@ class S3Storage(StorageBase):
                 await self._call("delete", key, delete(if_match), condition=condition, write=True)
             except NotFound:
                 return False
+            except PreconditionFailed:
+                # AWS answers 404 to a conditional delete of a missing key; SeaweedFS 412
+                if await self._head(client, key, name) is None:
+                    return False
+                raise
+            except OutcomeUnknown as exc:
+                # a retry after an indeterminate attempt met a 412: from a missing key
+                # (perhaps deleted by that attempt) it is the 404 that AWS would give
+                cause = exc.__cause__
+                if isinstance(cause, PreconditionFailed) and (
+                    await self._head(client, key, name) is None
+                ):
+                    missing = NotFound(f"key {key!r} not found (the server answered 412)")
+                    missing.__cause__ = cause
+                    exc.__cause__ = missing
+                raise
             return True
         for _ in range(16):
             try:
@@ -888,20 +949,73 @@ class S3Storage(StorageBase):
         root = self._root
         args: dict[str, Any] = {
             "Bucket": self.bucket,
-            "Prefix": root + prefix,
+            "Prefix": root + self._encode(prefix),
             "MaxKeys": min(limit, self._page_size),
         }
+        # the cursor: S3's continuation token, and the last key listed so far
+        bound = start_after
         if cursor is not None:
-            args["ContinuationToken"] = cursor
+            args["ContinuationToken"], bound = cursor
         elif start_after is not None:
-            args["StartAfter"] = root + start_after
+            args["StartAfter"] = root + self._encode(start_after)
         resp = await self._call(
             f"list of prefix {prefix!r}", None, lambda: client.list_objects_v2(**args)
         )
         cut = len(root)
-        keys = [obj["Key"][cut:] for obj in resp.get("Contents", ())]
+        keys = [self._decode(obj["Key"][cut:]) for obj in resp.get("Contents", ())]
+        self._check_order(prefix, bound, "start_after" if cursor is None else "the last key", keys)
         more = resp.get("IsTruncated") and resp.get("NextContinuationToken")
-        return ListPage(keys, resp["NextContinuationToken"] if more else None)
+        if not more:
+            return ListPage(keys, None)
+        return ListPage(keys, (resp["NextContinuationToken"], keys[-1] if keys else bound))
+
+    def _check_order(self, prefix: str, bound: str | None, what: str, keys: list[str]) -> None:
+        """Refuse a page that leaves the prefix or is not in ascending order after ``bound``.
+
+        S3 lists in ascending UTF-8 byte order (the order of Python's ``str``),
+        after ``StartAfter`` and after the previous page. A server that lists
+        otherwise (SeaweedFS walks its directories: ``a/-`` before ``a b``)
+        would make every ordered use of the listing wrong without a sign, the
+        checkpoint store's among them; so it is an error, raised here.
+
+        Args:
+            prefix: the listing's prefix.
+            bound: the key that every key of the page must follow (the
+                ``start_after`` of the first page, the last key of the
+                previous one), or None.
+            what: names ``bound`` in the message.
+            keys: the page's keys, as the server ordered them.
+
+        Raises:
+            StorageUnavailable: the server listed out of order or outside the prefix.
+        """
+        where = f"S3 list of prefix {prefix!r} on bucket {self.bucket!r}" + (
+            f" at {self.endpoint_url}" if self.endpoint_url else ""
+        )
+        previous = bound
+        for index, key in enumerate(keys):
+            if not key.startswith(prefix):
+                raise StorageUnavailable(
+                    f"{where}: the server returned {key!r}, which is outside the prefix"
+                )
+            if previous is not None and key <= previous:
+                found = (
+                    f"{key!r} after {previous!r}"
+                    if index
+                    else f"{key!r}, which does not come after {what} {bound!r}"
+                )
+                advice = (
+                    "; open the storage with object_names='flat' (see docs/adapters/s3.md) to "
+                    "keep every object in one directory, which such a server lists in byte order"
+                    if not self._flat
+                    else ""
+                )
+                raise StorageUnavailable(
+                    f"{where}: the server listed {found}, out of the ascending byte order that "
+                    "S3 promises, so the listing cannot be used. A server that lists in "
+                    f"directory-walk order (SeaweedFS does) lists 'a/-' before 'a b'{advice}"
+                )
+            previous = key
 
 
 # -- helpers -------------------------------------------------------------------------------

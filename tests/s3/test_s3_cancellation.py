@@ -150,9 +150,10 @@ async def test_conditional_put_whose_reply_was_lost_is_recognized_as_a_success(
     recognized: list[str | None] = []
 
     class Spy(S3Storage):
-        async def _own_write(self, *args: Any) -> str | None:
-            recognized.append(await super()._own_write(*args))
-            return recognized[-1]
+        async def _own_write(self, *args: Any) -> tuple[str | None, bool]:
+            result = await super()._own_write(*args)
+            recognized.append(result[0])
+            return result
 
     async with make_s3() as direct:
         storage = Spy(

@@ -1,4 +1,4 @@
-"""The S3 adapter against the whole conformance suite, on moto, the stall proxy included."""
+"""The S3 adapter against the whole conformance suite, on moto and SeaweedFS, the stall proxy included."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from checkpointkit.conformance.servers.s3 import moto_descriptor, storage_option
 
 class S3Fixtures(StorageFixtures):
     @pytest.fixture
-    def storage_factory(self, s3_endpoint: str, s3_bucket: str) -> Target:
+    def storage_factory(self, s3_endpoint: str, s3_bucket: str, s3_server_name: str) -> Target:
+        # SeaweedFS lists in directory-walk order: its objects must lie in one directory
+        names = "flat" if s3_server_name == "seaweedfs" else "keys"
+
         async def s3_storage(
             *, location: str | None = None, endpoint: tuple[str, int] | None = None
         ) -> AsyncIterator[S3Storage]:
@@ -23,20 +26,23 @@ class S3Fixtures(StorageFixtures):
                 **storage_options(s3_endpoint),
                 endpoint=endpoint,
                 timeout=20.0,
+                object_names=names,
             ) as storage:
                 yield storage
 
         parts = urlsplit(s3_endpoint)
         assert parts.hostname is not None and parts.port is not None
-        # moto answers about 100 requests a second: a fifth of the suite's default volumes
+        moto = s3_server_name == "moto"
         return Target(
             s3_storage,
-            name="s3 (moto)",
+            name=f"s3 ({s3_server_name}, object_names={names})",
             upstream=(parts.hostname, parts.port),
-            scale=0.2,
-            foreign_descriptors=moto_descriptor,  # moto's own files of large objects
+            # moto answers about 100 requests a second: a fifth of the suite's default volumes
+            scale=0.2 if moto else 1.0,
+            foreign_descriptors=moto_descriptor if moto else None,  # moto's files of large objects
         )
 
 
+@pytest.mark.usefixtures("s3_server_name")  # on every server of the conftest's SERVERS
 class TestS3Conformance(S3Fixtures, StorageConformance):
     pass
