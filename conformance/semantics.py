@@ -459,6 +459,25 @@ class SemanticsTests(StorageFixtures):
             storage, [], start_after="d", promise="start_after at the last key must list nothing"
         )
 
+    @checks("list.start-after", "list.order")
+    async def test_list_start_after_keeps_the_keys_below_it(self, storage: Storage) -> None:
+        # "a/b" > "a": a server that stores keys as directories must not skip "a/" (SeaweedFS
+        # does, when StartAfter names one of its directories)
+        for key in ["a", "a/b", "a/c/d", "b"]:
+            await storage.put(key, b"x")
+        await expect_keys(
+            storage,
+            ["a/b", "a/c/d", "b"],
+            start_after="a",
+            promise="start_after must keep the keys that extend it ('a/b' after 'a')",
+        )
+        await expect_keys(
+            storage,
+            ["a/c/d", "b"],
+            start_after="a/c",
+            promise="start_after naming no key must keep the keys that extend it",
+        )
+
     @checks("list.limit")
     async def test_list_limit_caps_the_number_of_keys(self, storage: Storage) -> None:
         keys = [f"l{i}" for i in range(5)]

@@ -92,9 +92,12 @@ def s3_prefix() -> str:
 
 @pytest.fixture
 def make_s3(s3_endpoint: str, s3_bucket: str, s3_prefix: str) -> Callable[..., S3Storage]:
-    """Build a storage on the session's bucket and this test's prefix; keywords override."""
+    """Build a storage on the session's bucket and this test's prefix; keywords override.
 
-    def make(**overrides: Any) -> S3Storage:
+    ``cls`` builds a subclass of :class:`S3Storage` instead (a spy, a broken twin).
+    """
+
+    def make(cls: type[S3Storage] = S3Storage, **overrides: Any) -> S3Storage:
         options: dict[str, Any] = {
             **storage_options(s3_endpoint),
             **SMALL,
@@ -103,7 +106,7 @@ def make_s3(s3_endpoint: str, s3_bucket: str, s3_prefix: str) -> Callable[..., S
             "timeout": 20.0,
         }
         options.update(overrides)
-        return S3Storage(**options)
+        return cls(**options)
 
     return make
 

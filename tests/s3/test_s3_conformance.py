@@ -1,4 +1,4 @@
-"""The S3 adapter against the whole conformance suite, on moto and SeaweedFS, the stall proxy included."""
+"""The S3 adapter against the whole conformance suite on moto and SeaweedFS (stall proxy too)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import pytest
-
 from checkpointkit.adapters.s3 import S3Storage
 
 

@@ -80,6 +80,27 @@ async def test_if_match_on_missing_key_fails(s3: S3Storage) -> None:
         await s3.get("other")
 
 
+async def test_if_match_put_tells_a_missing_key_from_another_version(s3: S3Storage) -> None:
+    # AWS answers 404 to an if-match put of a missing key, SeaweedFS 412: the same error,
+    # and the HEAD that follows any failed condition says which it was
+    v1 = await s3.put("k", b"one")
+    await s3.put("k", b"two")
+    with pytest.raises(PreconditionFailed, match="'gone' does not exist") as missing:
+        await s3.put("gone", b"x", mode=IfMatch(v1))
+    assert isinstance(missing.value.__cause__, PreconditionFailed | NotFound)
+    with pytest.raises(PreconditionFailed, match="'k'") as stale:
+        await s3.put("k", b"x", mode=IfMatch(v1))
+    assert "does not exist" not in str(stale.value)
+
+
+async def test_delete_if_match_of_a_missing_key_returns_false(s3: S3Storage) -> None:
+    # AWS answers 404 to a conditional delete of a missing key, SeaweedFS 412: both "did not exist"
+    version = await s3.put("k", b"one")
+    assert await s3.delete("k", if_match=version) is True
+    assert await s3.delete("k", if_match=version) is False
+    assert await s3.delete("never", if_match=version) is False
+
+
 async def test_if_match_above_threshold_replaces_the_matching_version(s3: S3Storage) -> None:
     v1 = await s3.put("k", b"small")
     data = os.urandom(BIG)
