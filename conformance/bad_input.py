@@ -11,7 +11,7 @@ from ..errors import InvalidKey, PreconditionFailed
 from ..storage import IfMatch, Storage
 from .checks import call_text, describe, expect_keys, expect_raises, expect_value, fail
 from .clauses import checks
-from .fixtures import StorageFixtures
+from .pitfalls import BadInputPitfallTests
 
 __all__ = ["INVALID_KEYS", "BadInputTests", "versions_of_another_form"]
 
@@ -88,7 +88,7 @@ async def _check_sentinels(storage: Storage, after: str) -> None:
     await expect_keys(storage, sorted(SENTINELS), promise=promise)
 
 
-class BadInputTests(StorageFixtures):
+class BadInputTests(BadInputPitfallTests):
     """Invalid keys, prefixes, data and arguments."""
 
     conformance_group: ClassVar[str | None] = "bad-input"

@@ -131,23 +131,27 @@ class CancellationTests(HeldBackendTests):
     async def test_cancelled_put_does_not_land_later(
         self, storage: Storage, settle: SettleWatch, cancel_bound: float
     ) -> None:
-        """Watched through a second client over the settle window. After every other
-        cancellation a put that completes overwrites the key: the cancelled put must not
-        come back over it (take effect twice)."""
+        """Watched through a second client over the settle window, in two sweeps: in the
+        first every cancelled put is only watched; in the second a put that completes
+        overwrites the key after each cancellation, and the cancelled put must not come
+        back over it (take effect twice). Every cancellation point of the first sweep is a
+        chance to see a late landing, so a write still in flight after CancelledError (a
+        thread still writing) is seen in every run, not in some."""
 
         async def watch(i: int, o: Outcome) -> None:
             old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
-            if i % 2 == 0:
-                settle.add(
-                    o.key,
-                    o.observed,
-                    what="put",
-                    since=o.ended_at,
-                    context=point_text(o.point),
-                    allowed=(old, new),
-                    written=new,
-                )
-                return
+            settle.add(
+                o.key,
+                o.observed,
+                what="put",
+                since=o.ended_at,
+                context=point_text(o.point),
+                allowed=(old, new),
+                written=new,
+            )
+
+        async def overwrite(i: int, o: Outcome) -> None:
+            old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
             after = f"written after the cancelled put of {o.key}".encode()
             await storage.put(o.key, after)
             settle.add(
@@ -161,9 +165,16 @@ class CancellationTests(HeldBackendTests):
                 seen_written=o.observed == new,
             )
 
-        await self._sweep_puts(
-            storage, settle.observer, cancel_bound, size=1024, check_whole=False, after_each=watch
-        )
+        for prefix, then in (("cancel", watch), ("cancel-then-put", overwrite)):
+            await self._sweep_puts(
+                storage,
+                settle.observer,
+                cancel_bound,
+                size=1024,
+                check_whole=False,
+                prefix=prefix,
+                after_each=then,
+            )
         await settle.settle()
 
     async def _sweep_deletes(

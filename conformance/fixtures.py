@@ -27,7 +27,7 @@ import copy
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import pytest
 
@@ -47,7 +47,7 @@ from .faults import FaultyStorage
 from .groups import GROUPS, group_of
 from .holds import Hold, ProxyHold, default_hold
 from .hygiene import HygieneError, hygiene
-from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW
+from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, NOT_EXERCISED
 from .settle import SettleWatch
 from .styles import StorageWrapper
 from .target import Factory, PrefixedStorage, Target, new_location
@@ -58,6 +58,7 @@ __all__ = [
     "GROUPS",
     "StorageFixtures",
     "group_of",
+    "not_exercised",
     "raw_key",
     "raw_storage",
 ]
@@ -71,6 +72,16 @@ def raw_storage(storage: Any) -> Any:
     while isinstance(storage, _WRAPPERS):
         storage = storage.inner
     return storage
+
+
+def not_exercised(why: str) -> NoReturn:
+    """End the test as *not exercised*: a skip whose reason the report lists as such.
+
+    Args:
+        why: what kept the test from exercising what it checks, and how to change that.
+    """
+    __tracebackhide__ = True
+    pytest.skip(NOT_EXERCISED + why)
 
 
 def raw_key(storage: Any, key: str) -> str:

@@ -25,9 +25,10 @@ writers' lock and a read) is skipped with the hold's name.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import pytest
 
@@ -36,9 +37,8 @@ from ..storage import delete_many as delete_many_of
 from .cancelling import cancel, check_raised, own_answer
 from .checks import describe, expect_keys, expect_value, fail
 from .clauses import checks
-from .fixtures import StorageFixtures, raw_key, raw_storage
+from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage
 from .holds import Hold, Operation
-from .settings import NOT_EXERCISED
 from .settle import SettleWatch
 from .target import Target
 
@@ -49,16 +49,6 @@ HOLD_ATTEMPTS = 3
 
 _SHORTEST_HOLD = 0.005
 """Seconds: an operation that a hold cannot keep this long is not held at all."""
-
-
-def not_exercised(why: str) -> NoReturn:
-    """End the test as *not exercised*: a skip whose reason the report lists as such.
-
-    Args:
-        why: what kept the test from exercising its cell, and how to change that.
-    """
-    __tracebackhide__ = True
-    pytest.skip(NOT_EXERCISED + why)
 
 
 @dataclass
@@ -170,32 +160,43 @@ class HeldBackendTests(StorageFixtures):
                     lambda: case.start(client), context, case.key, bound=bound, task=task
                 )
                 check_raised([outcome], f"{op} (held by {hold.name})", bound)
-                # What the keys hold once CancelledError was raised, while still held (a hold
-                # that also stops the watching client's reads: read after the release instead).
+                # What the keys hold once CancelledError was raised, while still held. A hold
+                # that stops the watching client's reads too stops every change: the keys
+                # then hold what they held before, and any change after the release is late.
+                held_reads = False
                 if case.allowed and watch.observer is not client:
                     try:
                         async with asyncio.timeout(1.0):
                             for key in case.allowed:
                                 observed[key] = await watch.read(key)
                     except TimeoutError:
-                        observed.clear()
-            # The backend answers again: a write that was not settled lands from here.
+                        held_reads = True
+                elif case.allowed:
+                    held_reads = hold.holds("get")
+                if held_reads:
+                    observed = {key: case.before.get(key) for key in case.allowed}
+            # The backend answers again: a write that was not settled lands from here, so
+            # the settle window starts now.
+            released = time.monotonic()
             for key, allowed in case.allowed.items():
+                now = await watch.read(key)
                 if key not in observed:
-                    observed[key] = await watch.read(key)
-                if observed[key] not in allowed:
-                    fail(
-                        f"a cancelled {op} must be whole or absent",
-                        key=key,
-                        expected=" or ".join(describe(a) for a in allowed),
-                        observed=f"it holds {describe(observed[key])} ({context})",
-                    )
+                    observed[key] = now
+                for seen in (observed[key], now):
+                    if seen not in allowed:
+                        fail(
+                            f"a cancelled {op} must be whole or absent",
+                            key=key,
+                            expected=" or ".join(describe(a) for a in allowed),
+                            observed=f"it holds {describe(seen)} ({context})",
+                        )
                 watch.add(
                     key,
                     observed[key],
                     what="delete" if op != "put" else "put",
-                    since=outcome.ended_at,
-                    context=context + ", then the hold was released",
+                    since=released,
+                    context=context + ", then the hold was released (the delay counts from the "
+                    "release)",
                     allowed=allowed,
                     written=case.written[key],
                 )

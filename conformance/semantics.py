@@ -20,7 +20,8 @@ from .checks import (
     fail,
 )
 from .clauses import checks
-from .fixtures import StorageFixtures, set_small_pages
+from .fixtures import set_small_pages
+from .pitfalls import PitfallTests
 
 __all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "UNICODE_KEYS", "SemanticsTests"]
 
@@ -75,7 +76,7 @@ LONG_SEGMENT_KEYS = [
 """Keys with a 200-byte segment (the key rules limit only the whole key, to 1024 bytes)."""
 
 
-class SemanticsTests(StorageFixtures):
+class SemanticsTests(PitfallTests):
     """Round trips, versions, conditional writes, deletes, listing, close."""
 
     conformance_group: ClassVar[str | None] = "semantics"

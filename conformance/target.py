@@ -37,7 +37,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,7 +46,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigurationError
 from ..registry import open_storage
-from ..storage import Capabilities, GetResult, PutMode, Storage
+from ..storage import Capabilities, GetResult, PutMode, Storage, delete_many
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
 from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, check_seconds
 
@@ -403,6 +403,9 @@ class PrefixedStorage:
 
     async def delete(self, key: str, *, if_match: str | None = None) -> bool:
         return await self.inner.delete(self._k(key), if_match=if_match)
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        return await delete_many(self.inner, [self._k(key) for key in keys])
 
     def list(
         self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None

@@ -1,0 +1,614 @@
+"""A dict-backed adapter as a backend author writes one on :class:`StorageBase`, and the
+mistakes such an author makes, one per subclass.
+
+:class:`DictKV` is correct: one "round trip" (a yield to the event loop) before every
+operation, then the check and the change in one synchronous step. Each subclass
+rewrites one method the way the mistake is made in real adapters: a version taken
+from the data, a per-key counter that starts again, a check and a write in two
+steps, a listing that pages by offset, a start_after that is inclusive...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+import unicodedata
+from typing import Any, ClassVar
+
+from checkpointkit.errors import NotFound, PreconditionFailed
+from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+
+class DictKV(StorageBase):
+    """Correct: a sorted key list and a dict of (bytes, version), a global write counter."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=False, settles_cancelled_writes=True
+    )
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[bytes, str]] = {}
+        self.keys: list[str] = []
+        self.counter = itertools.count(1)
+
+    async def _round_trip(self) -> None:
+        await asyncio.sleep(0)
+
+    def _mint(self, key: str, data: bytes) -> str:
+        return str(next(self.counter))
+
+    def _name(self, key: str) -> str:
+        """The backend's name of ``key``."""
+        return key
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if mode == "create" and current is not None:
+            raise PreconditionFailed(f"key {key!r} already exists")
+        if isinstance(mode, IfMatch) and (current is None or current[1] != mode.version):
+            raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        if name not in self.values:
+            bisect.insort(self.keys, name)
+        self.values[name] = (data, version)
+
+    def _drop(self, name: str) -> None:
+        del self.values[name]
+        self.keys.remove(name)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        name = self._name(key)
+        self._refuse(key, self.values.get(name), mode)
+        version = self._mint(name, data)
+        self._store(name, data, version)
+        return version
+
+    async def _get(self, key: str) -> GetResult:
+        await self._round_trip()
+        found = self.values.get(self._name(key))
+        if found is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(*found)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._round_trip()
+        name = self._name(key)
+        current = self.values.get(name)
+        if current is None:
+            return False
+        if if_match is not None and current[1] != if_match:
+            raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+        self._drop(name)
+        return True
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = self.keys
+        lo = bisect.bisect_right(keys, after) if after is not None else 0
+        lo = max(lo, bisect.bisect_left(keys, prefix))
+        page = [k for k in keys[lo : lo + limit] if k.startswith(prefix)]
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+# -- versions ---------------------------------------------------------------------------------
+class VersionIsLength(DictKV):
+    """Bug: the version is the value's length (a size as an ETag)."""
+
+    def _mint(self, key: str, data: bytes) -> str:
+        return str(len(data))
+
+
+class VersionResetsOnRecreate(DictKV):
+    """Bug: a per-key write counter, forgotten with the key: a re-created key's versions repeat."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: dict[str, int] = {}
+
+    def _mint(self, key: str, data: bytes) -> str:
+        self.writes[key] = self.writes.get(key, 0) + 1
+        return str(self.writes[key])
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.writes.pop(name, None)
+
+
+class PutReturnsPreviousVersion(DictKV):
+    """Bug: put returns the version the key had before the write (the one it replaced)."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        current = self.values.get(key)
+        self._refuse(key, current, mode)
+        version = self._mint(key, data)
+        self._store(key, data, version)
+        return current[1] if current is not None else version
+
+
+# -- conditional puts ---------------------------------------------------------------------------
+class CreateChecksThenWrites(DictKV):
+    """Bug: create-only as ``exists()`` and then a write, two round trips."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if mode == "create":
+            await self._round_trip()
+            if key in self.values:  # exists()
+                raise PreconditionFailed(f"key {key!r} already exists")
+            mode = "overwrite"  # then write
+        return await super()._put(key, data, mode)
+
+
+class IfMatchMissingCreates(DictKV):
+    """Bug: an if-match put on a missing key writes it (only a present key is compared)."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if mode == "create" and current is not None:
+            raise PreconditionFailed(f"key {key!r} already exists")
+        if isinstance(mode, IfMatch) and current is not None and current[1] != mode.version:
+            raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+
+
+class RefusedCreateStillWrites(DictKV):
+    """Bug: the value is written first and the condition checked after (then raises)."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        current = self.values.get(key)
+        version = self._mint(key, data)
+        self._store(key, data, version)
+        self._refuse(key, current, mode)
+        return version
+
+
+class IfMatchComparesNumbers(DictKV):
+    """Bug: if-match compares ``int(version)``: any version of another form that parses
+    to the same number (``"+7"``, ``" 7"``, ``"7\\n"``) matches."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if isinstance(mode, IfMatch) and current is not None:
+            try:
+                same = int(mode.version) == int(current[1])
+            except ValueError:
+                same = False
+            if not same:
+                raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+            return
+        super()._refuse(key, current, mode)
+
+
+# -- delete -------------------------------------------------------------------------------------
+class DeleteMissingReturnsTrue(DictKV):
+    """Bug: delete returns True whether or not the key existed (``pop(key, None)``)."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._round_trip()
+        current = self.values.get(key)
+        if current is not None and if_match is not None and current[1] != if_match:
+            raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+        if current is not None:
+            self._drop(key)
+        return True
+
+
+class DeleteIfMatchMissingRaises(DictKV):
+    """Bug: a conditional delete of a missing key raises PreconditionFailed (nothing matches)."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._round_trip()
+        current = self.values.get(key)
+        if if_match is not None and (current is None or current[1] != if_match):
+            raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+        if current is None:
+            return False
+        self._drop(key)
+        return True
+
+
+class DeleteIgnoresIfMatch(DictKV):
+    """Bug: delete never looks at if_match."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        return await super()._delete(key, None)
+
+
+class DeleteIfMatchComparesInts(DictKV):
+    """Bug: versions are kept as ints and compared with the caller's string: never equal."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._round_trip()
+        current = self.values.get(key)
+        if current is None:
+            return False
+        stored: object = int(current[1])
+        if if_match is not None and stored != if_match:
+            raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+        self._drop(key)
+        return True
+
+
+class DeleteLeavesIndex(DictKV):
+    """Bug: delete removes the value but not the key from the sorted index."""
+
+    def _drop(self, name: str) -> None:
+        del self.values[name]
+
+
+class DeleteManyCountsRequests(DictKV):
+    """Bug: delete_many returns how many keys it was given, not how many existed."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        for key in keys:
+            await self._delete(key, None)
+        return len(keys)
+
+
+# -- get and values -----------------------------------------------------------------------------
+class GetMissingReturnsEmpty(DictKV):
+    """Bug: get of a missing key returns an empty value (``dict.get(key, b"")``)."""
+
+    async def _get(self, key: str) -> GetResult:
+        await self._round_trip()
+        return GetResult(*self.values.get(key, (b"", "0")))
+
+
+class EmptyValueReadsAsMissing(DictKV):
+    """Bug: ``if not data: raise NotFound``: an empty value is read as a missing key."""
+
+    async def _get(self, key: str) -> GetResult:
+        await self._round_trip()
+        found = self.values.get(key)
+        if not found or not found[0]:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(*found)
+
+
+class StripsTrailingNuls(DictKV):
+    """Bug: values are stored as C strings: trailing NUL bytes are stripped."""
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data.rstrip(b"\0"), version)
+
+
+class TruncatesAt64KiB(DictKV):
+    """Bug: a fixed 64 KiB buffer per value: longer values are cut."""
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data[: 64 * 1024], version)
+
+
+class DropsPartialChunkAbove1MiB(DictKV):
+    """Bug: values over 1 MiB are sent in 1 MiB chunks and the last partial chunk is lost
+    (``range(0, len(data) // CHUNK)``): an exact multiple of 1 MiB survives."""
+
+    CHUNK = 1024 * 1024
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        if len(data) > self.CHUNK:
+            chunks = [
+                data[i * self.CHUNK : (i + 1) * self.CHUNK] for i in range(len(data) // self.CHUNK)
+            ]
+            data = b"".join(chunks)
+        super()._store(name, data, version)
+
+
+# -- keys ---------------------------------------------------------------------------------------
+class CaseFoldsKeys(DictKV):
+    """Bug: keys are lower-cased (a case-insensitive backend): 'A/b' and 'a/b' are one."""
+
+    def _name(self, key: str) -> str:
+        return key.lower()
+
+
+class NormalizesKeysNFC(DictKV):
+    """Bug: keys are NFC-normalized: 'café' written as NFD and as NFC are one key."""
+
+    def _name(self, key: str) -> str:
+        return unicodedata.normalize("NFC", key)
+
+
+# -- listing ------------------------------------------------------------------------------------
+class ListsInInsertionOrder(DictKV):
+    """Bug: a listing iterates the dict (insertion order), not the sorted keys."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        offset = cursor or 0
+        keys = [
+            k
+            for k in self.values
+            if k.startswith(prefix) and (start_after is None or k > start_after)
+        ]
+        page = keys[offset : offset + limit]
+        return ListPage(page, offset + limit if offset + limit < len(keys) else None)
+
+
+class StartAfterInclusive(DictKV):
+    """Bug: start_after is inclusive (``bisect_left``)."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        keys = self.keys
+        if cursor is not None:
+            lo = bisect.bisect_right(keys, cursor)
+        else:
+            lo = bisect.bisect_left(keys, start_after) if start_after is not None else 0
+        lo = max(lo, bisect.bisect_left(keys, prefix))
+        page = [k for k in keys[lo : lo + limit] if k.startswith(prefix)]
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class PagesByOffset(DictKV):
+    """Bug: the cursor of a listing is an offset into the prefix's keys: a key inserted or
+    deleted before it between two pages shifts every later key by one."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        keys = [k for k in self.keys if k.startswith(prefix)]
+        if start_after is not None:
+            keys = keys[bisect.bisect_right(keys, start_after) :]
+        offset = cursor or 0
+        page = keys[offset : offset + limit]
+        return ListPage(page, offset + limit if offset + limit < len(keys) else None)
+
+
+class StopsAfterFirstPage(DictKV):
+    """Bug: the cursor is only set when the page was cut by the caller's limit: a listing
+    longer than one backend page ends after the first page."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        return ListPage(page.keys, None)
+
+
+class PageRepeatsBoundaryKey(DictKV):
+    """Bug: the next page starts at the cursor key itself (``>=``), so each page repeats it."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        keys = self.keys
+        if cursor is not None:
+            lo = bisect.bisect_left(keys, cursor)
+        else:
+            lo = bisect.bisect_right(keys, start_after) if start_after is not None else 0
+        lo = max(lo, bisect.bisect_left(keys, prefix))
+        page = [k for k in keys[lo : lo + limit] if k.startswith(prefix)]
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class PrefixMatchesWholeSegments(DictKV):
+    """Bug: the prefix is matched on whole segments: list('a/b') finds 'a/b/c' but not 'a/bc'."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        head = prefix.rstrip("/")
+        keys = [
+            k
+            for k in self.keys
+            if (not head or k == head or k.startswith(head + "/")) and (after is None or k > after)
+        ]
+        page = keys[:limit]
+        return ListPage(page, page[-1] if len(keys) > limit else None)
+
+
+# -- capabilities -------------------------------------------------------------------------------
+class DeclaresDurableInMemory(DictKV):
+    """Bug: declares ``durable`` (the author's production backend is), but keeps the data in
+    the object: reopened at the same location, it is gone."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=True, shared=False, settles_cancelled_writes=True
+    )
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__()
+        self.location = location
+
+
+class DurableDictKV(DictKV):
+    """Correct twin of :class:`DeclaresDurableInMemory`: one dataset per location."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=True, shared=False, settles_cancelled_writes=True
+    )
+    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__()
+        if location is not None:
+            self.values, self.keys = self._by_location.setdefault(location, ({}, []))
+        self.counter = _GLOBAL_COUNTER
+
+
+_GLOBAL_COUNTER = itertools.count(1)
+
+
+class SharedDictKV(DictKV):
+    """Correct twin of :class:`DeclaresSharedPrivate`: clients of one location share the data."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=True, settles_cancelled_writes=True
+    )
+    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__()
+        if location is not None:
+            self.values, self.keys = self._by_location.setdefault(location, ({}, []))
+        self.counter = _GLOBAL_COUNTER
+
+
+class DeclaresSharedPrivate(DictKV):
+    """Bug: declares ``shared``, but every client object has data of its own."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=True, settles_cancelled_writes=True
+    )
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__()
+        self.location = location
+
+
+class CapabilitiesAsDict(DictKV):
+    """Bug: the capabilities are declared as a plain dict, not a Capabilities instance."""
+
+    capabilities = {"durable": False, "shared": False}  # type: ignore[assignment]  # noqa: RUF012
+
+
+class DeleteReportsAfterTheFact(DictKV):
+    """Bug: delete returns whether the key exists *after* deleting it: always False."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await super()._delete(key, if_match)
+        return key in self.values
+
+
+class SkipsSameSizeOverwrite(DictKV):
+    """Bug: an overwrite is skipped when the stored value has the same size (a cheap
+    "unchanged" check borrowed from a sync tool): the old bytes stay."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        current = self.values.get(key)
+        if mode == "overwrite" and current is not None and len(current[0]) == len(data):
+            await self._round_trip()
+            return current[1]
+        return await super()._put(key, data, mode)
+
+
+class CreateRefusesMissing(DictKV):
+    """Bug: the create-only condition is inverted (``if current is None``)."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if mode == "create" and current is None:
+            raise PreconditionFailed(f"key {key!r} does not exist")
+        if mode == "create":
+            return
+        super()._refuse(key, current, mode)
+
+
+class IfMatchAgainstNextVersion(DictKV):
+    """Bug: if-match compares the caller's version with the one the write would mint."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if isinstance(mode, IfMatch):
+            upcoming = str(int(current[1]) + 1) if current is not None else None
+            if upcoming != mode.version:
+                raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+            return
+        super()._refuse(key, current, mode)
+
+
+class VersionAsInt(DictKV):
+    """Bug: versions are returned as ints (the backend's counter, unconverted)."""
+
+    def _mint(self, key: str, data: bytes) -> str:
+        return next(self.counter)  # type: ignore[return-value]
+
+
+class KeysAsciiOnly(DictKV):
+    """Bug: the backend's names are ASCII: a key with any other character is refused."""
+
+    def _name(self, key: str) -> str:
+        if not key.isascii():
+            from checkpointkit.errors import InvalidKey
+
+            raise InvalidKey(f"key {key!r} is not ASCII")
+        return key
+
+
+class ChunkedValue(DictKV):
+    """Bug: a value is written as 16 KiB parts appended one round trip at a time (a
+    multipart upload without a final commit): a cancelled put leaves the first parts."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        self._refuse(key, self.values.get(key), mode)
+        version = self._mint(key, data)
+        self._store(key, b"", version)
+        for i in range(0, len(data), 16 * 1024):
+            self._store(key, self.values[key][0] + data[i : i + 16 * 1024], version)
+            await self._round_trip()
+        return version
+
+
+class ExpiringDictKV(DictKV):
+    """Correct: declares ``ttl``; a key written through a storage opened with ``ttl`` expires."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=False, settles_cancelled_writes=True, ttl=True
+    )
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__()
+        self.ttl = ttl
+        self.expires: dict[str, float] = {}
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if self.ttl is not None:
+            self.expires[name] = _now() + self.ttl
+
+    async def _get(self, key: str) -> GetResult:
+        deadline = self.expires.get(key)
+        if deadline is not None and _now() >= deadline and key in self.values:
+            self._drop(key)
+            del self.expires[key]
+        return await super()._get(key)
+
+
+class NeverExpires(ExpiringDictKV):
+    """Bug: declares ``ttl`` and takes the option, but never applies it."""
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        DictKV._store(self, name, data, version)
+
+
+class WritesBehind(DictKV):
+    """Bug: put returns at once and writes in a background task (a write-behind cache); a
+    task the runner never sees, which a cancellation of the run drops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: set[asyncio.Task[None]] = set()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        self._refuse(key, self.values.get(key), mode)
+        version = self._mint(key, data)
+
+        async def later() -> None:
+            await asyncio.sleep(0.05)
+            self._store(key, data, version)
+
+        task = asyncio.ensure_future(later())
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+        return version
+
+    async def _aclose(self) -> None:
+        for task in list(self.pending):
+            task.cancel()
+
+
+def _now() -> float:
+    import time
+
+    return time.monotonic()

@@ -1,0 +1,251 @@
+"""An adapter on plain files (one file per key, worker threads), and the file-system mistakes
+such an adapter makes, one per subclass.
+
+:class:`FilesKV` is correct: a key's file name is its percent-encoding (injective),
+the file holds a version line and then the value, a write goes to a temporary file
+that is renamed over the key's file (atomic), create-only links the temporary file
+(``os.link`` fails if the name exists), an if-match or conditional delete runs under
+the storage's lock, and a version is a random token (it never repeats). One
+client per directory (``shared`` is not declared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+from urllib.parse import quote, unquote
+
+from checkpointkit.errors import NotFound, PreconditionFailed
+from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+
+class FilesKV(StorageBase):
+    """Correct: see the module documentation."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        shared=False, settles_cancelled_writes=False
+    )
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+        self._lock = threading.Lock()
+
+    # -- names and files ------------------------------------------------------------------------
+    def _file(self, key: str) -> str:
+        return os.path.join(self.root, quote(key, safe=""))
+
+    def _key_of(self, name: str) -> str:
+        return unquote(name)
+
+    def _mint(self, path: str) -> str:
+        return secrets.token_hex(8)
+
+    def _read(self, path: str) -> tuple[bytes, str] | None:
+        try:
+            with open(path, "rb") as f:
+                version = f.readline().rstrip(b"\n").decode()
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        return data, version
+
+    def _write_temp(self, data: bytes, version: str) -> str:
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(version.encode() + b"\n")
+            f.write(data)
+        return tmp
+
+    def _replace(self, path: str, data: bytes) -> str:
+        version = self._mint(path)
+        tmp = self._write_temp(data, version)
+        os.replace(tmp, path)
+        return self._after_write(path, version)
+
+    def _after_write(self, path: str, version: str) -> str:
+        return version
+
+    def _create(self, key: str, path: str, data: bytes) -> str:
+        version = self._mint(path)
+        tmp = self._write_temp(data, version)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise PreconditionFailed(f"key {key!r} already exists") from None
+        finally:
+            os.unlink(tmp)
+        return self._after_write(path, version)
+
+    # -- the protocol ------------------------------------------------------------------------------
+    def _put_sync(self, key: str, data: bytes, mode: PutMode) -> str:
+        path = self._file(key)
+        if mode == "create":
+            return self._create(key, path, data)
+        if isinstance(mode, IfMatch):
+            with self._lock:
+                current = self._read(path)
+                if current is None or current[1] != mode.version:
+                    raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+                return self._replace(path, data)
+        return self._replace(path, data)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        return await asyncio.to_thread(self._put_sync, key, data, mode)
+
+    async def _get(self, key: str) -> GetResult:
+        found = await asyncio.to_thread(self._read, self._file(key))
+        if found is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(*found)
+
+    def _delete_sync(self, key: str, if_match: str | None) -> bool:
+        path = self._file(key)
+        with self._lock:
+            if if_match is not None:
+                current = self._read(path)
+                if current is None:
+                    return False
+                if current[1] != if_match:
+                    raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            return True
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        return await asyncio.to_thread(self._delete_sync, key, if_match)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after = cursor if cursor is not None else start_after
+
+        def scan() -> list[str]:
+            names = [n for n in os.listdir(self.root) if not n.startswith(".tmp-")]
+            return sorted(
+                k
+                for k in map(self._key_of, names)
+                if k.startswith(prefix) and (after is None or k > after)
+            )
+
+        keys = await asyncio.to_thread(scan)
+        page = keys[:limit]
+        return ListPage(page, page[-1] if len(keys) > limit else None)
+
+
+class VersionIsMtime(FilesKV):
+    """Bug: the version is the file's modification time, in whole seconds as HTTP's
+    Last-Modified gives it: two writes within one second get the same version."""
+
+    def _after_write(self, path: str, version: str) -> str:
+        return str(int(os.stat(path).st_mtime))
+
+    def _read(self, path: str) -> tuple[bytes, str] | None:
+        found = super()._read(path)
+        if found is None:
+            return None
+        try:
+            return found[0], str(int(os.stat(path).st_mtime))
+        except FileNotFoundError:
+            return None
+
+
+class WritesInPlace(FilesKV):
+    """Bug: a put truncates the key's file and writes into it (no temporary file, no rename):
+    a reader meanwhile sees an empty or half-written value."""
+
+    def _replace(self, path: str, data: bytes) -> str:
+        version = self._mint(path)
+        with open(path, "wb") as f:
+            f.write(version.encode() + b"\n")
+            f.flush()
+            for i in range(0, len(data), 4096):
+                f.write(data[i : i + 4096])
+                f.flush()
+        return version
+
+
+class SpacesAsPlus(FilesKV):
+    """Bug: file names are form-encoded by hand: a space becomes '+', and a literal '+' is
+    kept, so 'a b' and 'a+b' are one file."""
+
+    def _file(self, key: str) -> str:
+        return os.path.join(self.root, quote(key.replace(" ", "+"), safe="+"))
+
+    def _key_of(self, name: str) -> str:
+        return unquote(name).replace("+", " ")
+
+
+_OPEN: list[Any] = []
+"""Where :class:`LeaksReadHandle` keeps its open files (referenced, so nothing warns)."""
+
+
+class LeaksReadHandle(FilesKV):
+    """Bug: get keeps the last file it read open (a "handle cache" that aclose() forgets)."""
+
+    def _read(self, path: str) -> tuple[bytes, str] | None:
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - the bug: never closed
+        except FileNotFoundError:
+            return None
+        _OPEN.append(f)
+        version = f.readline().rstrip(b"\n").decode()
+        return f.read(), version
+
+
+class ReadsOneBuffer(FilesKV):
+    """Bug: get reads one 64 KiB buffer after the version line: longer values come back cut."""
+
+    def _read(self, path: str) -> tuple[bytes, str] | None:
+        try:
+            with open(path, "rb") as f:
+                version = f.readline().rstrip(b"\n").decode()
+                return f.read(64 * 1024), version
+        except FileNotFoundError:
+            return None
+
+
+class CreateChecksExists(FilesKV):
+    """Bug: create-only is ``os.path.exists`` in one worker call and a write in another."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if mode == "create":
+            if await asyncio.to_thread(os.path.exists, self._file(key)):
+                raise PreconditionFailed(f"key {key!r} already exists")
+            mode = "overwrite"
+        return await super()._put(key, data, mode)
+
+
+def close_open_files() -> None:
+    """Close what :class:`LeaksReadHandle` kept, once a test has seen the leak."""
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def files_target(cls: type[FilesKV] = FilesKV) -> Any:
+    """A conformance target of ``cls``: one directory per location, in a temporary folder."""
+    from checkpointkit.conformance import Target, new_location
+
+    base = tempfile.mkdtemp(prefix="ckc-files-kv-")
+
+    async def factory(*, location: str | None = None) -> AsyncIterator[FilesKV]:
+        root = os.path.join(base, location or new_location())
+        async with cls(root) as storage:
+            yield storage
+        if location is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    return Target(
+        factory,
+        name=cls.__name__,
+        cleanup=lambda: shutil.rmtree(base, ignore_errors=True),
+        settle_window=0.3,
+    )
