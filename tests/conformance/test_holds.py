@@ -41,6 +41,7 @@ HELD = "held_in_backend"
 def test_every_built_in_target_supplies_a_hold(tmp_path: Path) -> None:
     assert isinstance(resolve_target("memory").hold, MemoryPause)
     assert isinstance(resolve_target("file").hold, FileLock)
+    asyncio.run(SQLiteStorage(tmp_path / "db.sqlite").aclose())  # the suite never creates one
     assert isinstance(resolve_target(f"sqlite:///{tmp_path}/db.sqlite").hold, SQLiteLock)
     assert isinstance(redis_target("redis://127.0.0.1:6399/0").hold, ProxyHold)
     s3 = resolve_target("s3://bucket/p?endpoint_url=http://127.0.0.1:9999")
