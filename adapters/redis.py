@@ -1295,10 +1295,15 @@ class RedisStorage(StorageBase):
             await self._client.zrem(self._top, *stale)
 
     async def _aclose(self) -> None:
-        self._deadline.close()
-        if self._owns_client:
-            with _translate_errors("close", self._ns, self._where, self._secret):
-                await self._client.aclose()
+        # Operations still in flight end first (each within its deadline): a connection
+        # they hand back to the pool after the client closed would be left open.
+        try:
+            await self._deadline.drained()
+        finally:
+            self._deadline.close()
+            if self._owns_client:
+                with _translate_errors("close", self._ns, self._where, self._secret):
+                    await self._client.aclose()
 
 
 class _Deadlines:
@@ -1314,13 +1319,25 @@ class _Deadlines:
     ``CancelledError``.
     """
 
-    __slots__ = ("_handle", "_loop", "_ops", "timeout")
+    __slots__ = ("_handle", "_idle", "_loop", "_ops", "timeout")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._ops: set[_Deadline] = set()
         self._handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._idle: asyncio.Event | None = None
+
+    async def drained(self) -> None:
+        """Return once no operation of another task is in flight (``aclose``)."""
+        current = asyncio.current_task()
+        while any(op.task is not current for op in self._ops):
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+
+    def _left(self) -> None:
+        if self._idle is not None:
+            self._idle.set()
 
     def __call__(self) -> _Deadline:
         return _Deadline(self)
@@ -1383,6 +1400,7 @@ class _Deadline:
         tb: TracebackType | None,
     ) -> None:
         self.owner._ops.discard(self)
+        self.owner._left()
         if (
             self.fired
             and self.task.uncancel() <= self.cancelling

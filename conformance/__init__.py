@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .hygiene import HygieneError, HygieneReport, hygiene
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
+    from .model import ModelTests
     from .proxy import StallProxy
     from .report import GroupSummary, Report, TestResult
     from .semantics import SemanticsTests
@@ -84,6 +85,7 @@ __all__ = [
     "LifecycleTests",
     "LinearizabilityTests",
     "MemoryPause",
+    "ModelTests",
     "PausedProcess",
     "PrefixedStorage",
     "Progress",
@@ -131,6 +133,7 @@ _WHERE = {
     "LinearizabilityTests": "histories",
     "MemoryPause": "holds",
     "PausedProcess": "holds",
+    "ModelTests": "model",
     "PrefixedStorage": "target",
     "Progress": "api",
     "ProxyHold": "holds",
@@ -159,10 +162,16 @@ def __getattr__(name: str) -> Any:
     try:
         imported = importlib.import_module(f".{module}", __name__)
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("pytest", "_pytest", "pytest_asyncio"):
+        if (exc.name or "").split(".")[0] not in (
+            "pytest",
+            "_pytest",
+            "pytest_asyncio",
+            "hypothesis",
+        ):
             raise
         raise ModuleNotFoundError(
-            f"checkpointkit.conformance.{name} needs pytest and pytest-asyncio ({exc}); "
+            f"checkpointkit.conformance.{name} needs pytest, pytest-asyncio and hypothesis "
+            f"({exc}); "
             'install them with: pip install "checkpointkit[conformance]"',
             name=exc.name,
         ) from exc

@@ -63,6 +63,7 @@ async def run(
     settle_window: float | None = None,
     cancel_bound: float | None = None,
     ecosystem: str | None = None,
+    model_budget: float | None = None,
 ) -> Report:
     """Run the conformance suite against ``target`` and return the report.
 
@@ -75,7 +76,7 @@ async def run(
             class or factory with ``ecosystem`` given.
         groups: run only these groups (default: all): ``semantics``,
             ``concurrency``, ``bad-input``, ``cancellation``, ``lifecycle``,
-            ``hygiene``, ``capabilities``, ``linearizability``.
+            ``hygiene``, ``capabilities``, ``linearizability``, ``model``.
         pattern: run only tests matching this pytest ``-k`` expression.
         scale: multiply the request counts of the heavier tests.
         capabilities: override what the adapter declares.
@@ -87,12 +88,15 @@ async def run(
         ecosystem: ``"langgraph"`` or ``"agent-framework"`` when ``target``
             is a saver or storage class or factory: the ecosystem groups run
             (:mod:`checkpointkit.conformance.ecosystems`).
+        model_budget: seconds the ``model`` group runs random programs
+            (default 12; 0 skips it).
 
     Raises:
         ConfigurationError: the target cannot be resolved or opened for a
             reason of configuration (an unknown scheme, a bad URL, a missing
             extra, a directory that does not exist), an unknown group, or a
-            settle window or cancel bound that is not a number of seconds.
+            settle window, cancel bound or model budget that is not a number
+            of seconds.
         ImportError: pytest or pytest-asyncio is not installed
             (``pip install "checkpointkit[conformance]"``).
     """
@@ -122,6 +126,8 @@ async def run(
         overrides["settle_window"] = check_seconds("settle_window", settle_window, zero=True)
     if cancel_bound is not None:
         overrides["cancel_bound"] = check_seconds("cancel_bound", cancel_bound)
+    if model_budget is not None:
+        overrides["model_budget"] = check_seconds("model_budget", model_budget, zero=True)
     if capabilities is not None:
         overrides["capabilities"] = capabilities
     resolved = resolve_target(target, **overrides)

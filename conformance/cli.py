@@ -187,6 +187,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="a cancelled operation must raise CancelledError within this (default 0.5)",
     )
+    parser.add_argument(
+        "--model-budget",
+        type=float,
+        metavar="SECONDS",
+        help="run the model group's random programs this long (default 12; 0 skips it)",
+    )
 
 
 @command(
@@ -231,6 +237,7 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
                 progress=progress,
                 settle_window=args.settle_window,
                 cancel_bound=args.cancel_bound,
+                model_budget=args.model_budget,
             )
         )
     except ConfigurationError as exc:

@@ -7,13 +7,16 @@ Request counts scale with ``Target.scale`` (a local moto server answers about
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+import itertools
+import random
+from collections.abc import Coroutine
+from typing import Any, ClassVar
 
 from ..errors import NotFound, PreconditionFailed
 from ..storage import IfMatch, Storage
 from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
-from .fixtures import StorageFixtures, scaled
+from .fixtures import StorageFixtures, scaled, set_small_pages
 from .semantics import _need
 
 __all__ = ["ConcurrencyTests"]
@@ -211,4 +214,89 @@ class ConcurrencyTests(StorageFixtures):
             key="last",
             expected=f"version {versions[i]!r}",
             observed=f"get reports {got.version!r}",
+        )
+
+    @checks("list.concurrent-writes", "list.order", "list.prefix-only", "list.pages")
+    async def test_paged_listing_under_concurrent_writes_returns_each_lasting_key_once(
+        self, storage: Storage, scale: float
+    ) -> None:
+        # Pages of 3 keys; after each key the listing yields, another task inserts a key
+        # before the listing's cursor and one after it, deletes a key it inserted earlier,
+        # and writes next to the prefix (lc0, lc/ is the prefix). The keys that were
+        # stored before the listing began and are never touched must each come once.
+        small = set_small_pages(storage, 3)
+        n = scaled(scale, 24, minimum=9)
+        lasting = [f"lc/k{i:03d}" for i in range(n)]
+        for key in lasting:
+            await storage.put(key, b"lasting")
+        rng = random.Random(17)
+        inserted: list[str] = []
+        ever: set[str] = set()
+        yielded: asyncio.Queue[str | None] = asyncio.Queue()
+        answered: asyncio.Queue[None] = asyncio.Queue()
+
+        async def writer() -> None:
+            rounds = 0
+            while (cursor := await yielded.get()) is not None:
+                rounds += 1
+                i = lasting.index(cursor) if cursor in lasting else n // 2
+                # one key that sorts before the cursor, one after it
+                before = f"lc/k{rng.randrange(i):03d}.{rounds}" if i else f"lc/a{rounds}"
+                after = f"lc/k{rng.randrange(i, n):03d}.{rounds}"
+                writes: list[Coroutine[Any, Any, object]] = [
+                    storage.put(before, b"new"),
+                    storage.put(after, b"new"),
+                ]
+                if inserted:
+                    writes.append(storage.delete(inserted.pop(rng.randrange(len(inserted)))))
+                writes.append(storage.put(f"lc0/{rounds}", b"outside"))
+                await asyncio.gather(*writes)
+                inserted.extend((before, after))
+                ever.update((before, after))
+                answered.put_nowait(None)
+
+        task = asyncio.ensure_future(writer())
+        listed: list[str] = []
+        try:
+            async for key in storage.list("lc/"):
+                listed.append(key)
+                if len(listed) > 4 * n:
+                    break
+                yielded.put_nowait(key)
+                await answered.get()
+        finally:
+            yielded.put_nowait(None)
+            await task
+        pages = " in pages of 3" if small else ""
+        what = f"a listing of 'lc/'{pages} while another task inserted and deleted keys there"
+        for before, after in itertools.pairwise(listed):
+            expect(
+                before < after,
+                "a paged listing under concurrent writes yields each key once, in ascending order",
+                key=after,
+                expected="strictly ascending keys",
+                observed=f"{after!r} came {'twice' if before == after else 'out of order'} "
+                f"after {before!r} ({what})",
+            )
+        outside = [k for k in listed if not k.startswith("lc/")]
+        expect(
+            not outside,
+            "a paged listing under concurrent writes never yields a key outside its prefix",
+            expected="keys under 'lc/' only",
+            observed=f"it yielded {outside[:5]} ({what})",
+        )
+        missing = [k for k in lasting if k not in listed]
+        expect(
+            not missing,
+            "a paged listing under concurrent writes yields every key present for the whole "
+            "listing",
+            expected=f"all {n} keys stored before the listing and never touched",
+            observed=f"{len(missing)} were skipped: {missing[:5]} ({what})",
+        )
+        unknown = [k for k in listed if k not in lasting and k not in ever]
+        expect(
+            not unknown,
+            "a paged listing yields only keys that were stored",
+            expected="the lasting keys and some of the keys inserted meanwhile",
+            observed=f"it yielded {unknown[:5]}, never written ({what})",
         )

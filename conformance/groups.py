@@ -19,6 +19,7 @@ GROUPS = (
     "hygiene",
     "capabilities",
     "linearizability",
+    "model",
 )
 """Every group of the suite, in the order the report lists them."""
 

@@ -23,6 +23,12 @@ Options:
 ``--checkpointkit-seed N``
     the seed of the linearizability group's random histories (default: a
     fresh one, printed; also ``$CHECKPOINTKIT_SEED``).
+``--checkpointkit-model-seed N``
+    the seed of the model group's random programs (default: a fresh one,
+    printed; also ``$CHECKPOINTKIT_MODEL_SEED``).
+``--checkpointkit-model-budget SECONDS``
+    how long the model group runs random programs (default 12; 0 skips it);
+    also applies to subclasses of the suite's classes.
 
 A test that saw a late landing on an adapter that does not declare
 ``settles_cancelled_writes`` is shown as ``INDETERMINATE`` (``?``): the
@@ -46,7 +52,7 @@ import pytest
 from ..errors import ConfigurationError
 from .ecosystems.groups import ECOSYSTEM_GROUPS
 from .groups import GROUPS, group_of
-from .seed import SEED_KEY, resolve_seed
+from .seed import MODEL_SEED_ENV, MODEL_SEED_KEY, SEED_KEY, resolve_seed
 from .settings import INDETERMINATE, check_seconds
 
 if TYPE_CHECKING:
@@ -145,6 +151,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seed of the linearizability group's random histories (default: random, printed; "
         "also $CHECKPOINTKIT_SEED)",
     )
+    group.addoption(
+        "--checkpointkit-model-seed",
+        default=None,
+        metavar="N",
+        help="seed of the model group's random programs (default: random, printed; "
+        "also $CHECKPOINTKIT_MODEL_SEED)",
+    )
+    group.addoption(
+        "--checkpointkit-model-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="run the model group's random programs this long (default 12; 0 skips it)",
+    )
 
 
 def selected_groups(
@@ -170,9 +190,15 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         selected_groups(config.getoption("checkpointkit_group"), _KNOWN_GROUPS)
         config.stash[SEED_KEY] = resolve_seed(config.getoption("checkpointkit_seed"))
+        config.stash[MODEL_SEED_KEY] = resolve_seed(
+            config.getoption("checkpointkit_model_seed"),
+            option_name="--checkpointkit-model-seed",
+            env=MODEL_SEED_ENV,
+        )
         for option, name, zero in (
             ("checkpointkit_settle_window", "settle_window", True),
             ("checkpointkit_cancel_bound", "cancel_bound", False),
+            ("checkpointkit_model_budget", "model_budget", True),
         ):
             value = config.getoption(option)
             if value is not None:
@@ -237,6 +263,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     return [
         f"checkpointkit conformance target: {target.name}",
         f"checkpointkit linearizability seed: {config.stash[SEED_KEY]}",
+        f"checkpointkit model seed: {config.stash[MODEL_SEED_KEY]}",
     ]
 
 

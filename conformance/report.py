@@ -53,6 +53,7 @@ ALL_GROUPS = (
     "hygiene",
     "capabilities",
     "linearizability",
+    "model",
 )
 BASIC_GROUPS = ("semantics", "bad-input")
 

@@ -9,7 +9,7 @@ import pytest
 
 from ..errors import ConfigurationError
 
-__all__ = ["SEED_ENV", "SEED_KEY", "resolve_seed"]
+__all__ = ["MODEL_SEED_ENV", "MODEL_SEED_KEY", "SEED_ENV", "SEED_KEY", "resolve_seed"]
 
 SEED_ENV = "CHECKPOINTKIT_SEED"
 """The environment variable that fixes the seed of the random histories."""
@@ -17,15 +17,33 @@ SEED_ENV = "CHECKPOINTKIT_SEED"
 SEED_KEY = pytest.StashKey[int]()
 """Where the session's seed is kept in ``config.stash`` (set by the plugin)."""
 
+MODEL_SEED_ENV = "CHECKPOINTKIT_MODEL_SEED"
+"""The environment variable that fixes the seed of the model group's programs."""
 
-def resolve_seed(option: object = None, environ: dict[str, str] | None = None) -> int:
+MODEL_SEED_KEY = pytest.StashKey[int]()
+"""Where the session's model seed is kept in ``config.stash`` (set by the plugin)."""
+
+
+def resolve_seed(
+    option: object = None,
+    environ: dict[str, str] | None = None,
+    *,
+    option_name: str = "--checkpointkit-seed",
+    env: str = SEED_ENV,
+) -> int:
     """The seed to use: ``option``, else ``$CHECKPOINTKIT_SEED``, else a fresh random one.
+
+    Args:
+        option: the command line's value, if any.
+        environ: the environment (default: ``os.environ``).
+        option_name: the option's name, for messages.
+        env: the environment variable to read.
 
     Raises:
         ConfigurationError: the option or the variable is not a non-negative integer.
     """
-    env = os.environ if environ is None else environ
-    for value, where in ((option, "--checkpointkit-seed"), (env.get(SEED_ENV), SEED_ENV)):
+    variables = os.environ if environ is None else environ
+    for value, where in ((option, option_name), (variables.get(env), env)):
         if value is None or value == "":
             continue
         try:

@@ -12,6 +12,7 @@ from ..errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_CANCEL_BOUND",
+    "DEFAULT_MODEL_BUDGET",
     "DEFAULT_SETTLE_WINDOW",
     "INDETERMINATE",
     "NOT_EXERCISED",
@@ -23,6 +24,9 @@ DEFAULT_SETTLE_WINDOW = 2.0
 
 DEFAULT_CANCEL_BOUND = 0.5
 """Seconds within which a cancelled operation must raise ``CancelledError``, by default."""
+
+DEFAULT_MODEL_BUDGET = 12.0
+"""Seconds the ``model`` group draws and runs random programs, by default."""
 
 INDETERMINATE = "checkpointkit_indeterminate"
 """The ``user_properties`` name under which a test records an indeterminate outcome."""

@@ -9,6 +9,7 @@ from .concurrency import ConcurrencyTests
 from .histories import LinearizabilityTests
 from .hygiene_rules import HygieneTests
 from .lifecycle import LifecycleTests
+from .model import ModelTests
 from .semantics import SemanticsTests
 
 __all__ = ["GROUP_CLASSES", "StorageConformance"]
@@ -23,6 +24,7 @@ class StorageConformance(
     HygieneTests,
     CapabilityTests,
     LinearizabilityTests,
+    ModelTests,
 ):
     """Every group of the conformance suite; subclass it and provide ``storage_factory``."""
 
@@ -36,5 +38,6 @@ GROUP_CLASSES = {
     "hygiene": HygieneTests,
     "capabilities": CapabilityTests,
     "linearizability": LinearizabilityTests,
+    "model": ModelTests,
 }
 """The mixin of each group, by group name."""

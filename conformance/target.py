@@ -48,7 +48,12 @@ from ..errors import ConfigurationError
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage, delete_many
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
-from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, check_seconds
+from .settings import (
+    DEFAULT_CANCEL_BOUND,
+    DEFAULT_MODEL_BUDGET,
+    DEFAULT_SETTLE_WINDOW,
+    check_seconds,
+)
 
 __all__ = ["Factory", "PrefixedStorage", "Target", "new_location", "resolve_target"]
 
@@ -98,6 +103,8 @@ class Target:
             late landing (default 2).
         cancel_bound: seconds within which a cancelled operation must raise
             ``CancelledError`` (default 0.5).
+        model_budget: seconds the ``model`` group runs random programs
+            (default 12; 0 skips it).
         foreign_descriptors: says which open descriptors (by what ``readlink``
             gives, ``/tmp/#123 (deleted)``) belong to a server running in the
             test process rather than to the storage, so that the descriptor
@@ -121,6 +128,7 @@ class Target:
     cleanup: Callable[[], None] | None = None
     settle_window: float = DEFAULT_SETTLE_WINDOW
     cancel_bound: float = DEFAULT_CANCEL_BOUND
+    model_budget: float = DEFAULT_MODEL_BUDGET
     foreign_descriptors: Callable[[str], bool] | None = None
     hold: Hold | None = None
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -136,6 +144,7 @@ class Target:
             raise ConfigurationError(f"scale must be positive, not {self.scale!r}")
         check_seconds("settle_window", self.settle_window, zero=True)
         check_seconds("cancel_bound", self.cancel_bound)
+        check_seconds("model_budget", self.model_budget, zero=True)
         if self.hold is not None and not isinstance(self.hold, Hold):
             raise ConfigurationError(
                 f"Target.hold must be a checkpointkit.conformance.holds.Hold, not {self.hold!r}"

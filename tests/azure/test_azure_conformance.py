@@ -9,6 +9,9 @@ import pytest
 from checkpointkit.adapters.azure import AzureBlobStorage
 from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
 
+MODEL_BUDGET = 3.0
+"""Seconds of the model group per run here (the default, 12, is for users' runs)."""
+
 
 class AzureFixtures(StorageFixtures):
     @pytest.fixture
@@ -29,7 +32,11 @@ class AzureFixtures(StorageFixtures):
         match = re.search(r"BlobEndpoint=https?://([^:/]+):(\d+)/", azurite)
         assert match is not None
         return Target(
-            azure_storage, name="azure (Azurite)", upstream=(match[1], int(match[2])), scale=0.5
+            azure_storage,
+            name="azure (Azurite)",
+            upstream=(match[1], int(match[2])),
+            scale=0.5,
+            model_budget=MODEL_BUDGET,
         )
 
 

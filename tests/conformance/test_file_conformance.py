@@ -10,6 +10,9 @@ import pytest
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
 
+MODEL_BUDGET = 3.0
+"""Seconds of the model group per run here (the default, 12, is for users' runs)."""
+
 
 class FileFixtures(StorageFixtures):
     @pytest.fixture
@@ -20,7 +23,7 @@ class FileFixtures(StorageFixtures):
                 yield storage
             shutil.rmtree(root, ignore_errors=True)
 
-        return Target(file_storage, name="file")
+        return Target(file_storage, name="file", model_budget=MODEL_BUDGET)
 
 
 class TestFileConformance(FileFixtures, StorageConformance):

@@ -11,6 +11,7 @@ from checkpointkit.conformance import (
     ConcurrencyTests,
     HygieneTests,
     LifecycleTests,
+    ModelTests,
     SemanticsTests,
     StorageFixtures,
     Target,
@@ -21,6 +22,12 @@ class MemoryFixtures(StorageFixtures):
     @pytest.fixture
     def storage_factory(self) -> Target:
         return Target(MemoryStorage, name="memory")
+
+
+class MemoryModelFixtures(StorageFixtures):
+    @pytest.fixture
+    def storage_factory(self) -> Target:
+        return Target(MemoryStorage, name="memory", model_budget=3.0)
 
 
 class TestMemorySemantics(MemoryFixtures, SemanticsTests):
@@ -48,4 +55,8 @@ class TestMemoryHygiene(MemoryFixtures, HygieneTests):
 
 
 class TestMemoryCapabilities(MemoryFixtures, CapabilityTests):
+    pass
+
+
+class TestMemoryModel(MemoryModelFixtures, ModelTests):
     pass

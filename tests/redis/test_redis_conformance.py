@@ -11,15 +11,22 @@ import pytest
 from checkpointkit.conformance import StorageConformance, StorageFixtures, Target
 from checkpointkit.conformance.servers.redis import redis_target
 
+MODEL_BUDGET = 3.0
+"""Seconds of the model group per run here (the default, 12, is for users' runs)."""
+
 
 @pytest.fixture(scope="session")
 def redis_standalone_target(redis_standalone_url: str) -> Target:
-    return redis_target(redis_standalone_url, name="redis standalone")
+    return Target.of(
+        redis_target(redis_standalone_url, name="redis standalone"), model_budget=MODEL_BUDGET
+    )
 
 
 @pytest.fixture(scope="session")
 def redis_cluster_target(redis_cluster_url: str) -> Target:
-    return redis_target(redis_cluster_url, name="redis cluster")
+    return Target.of(
+        redis_target(redis_cluster_url, name="redis cluster"), model_budget=MODEL_BUDGET
+    )
 
 
 class RedisStandaloneFixtures(StorageFixtures):

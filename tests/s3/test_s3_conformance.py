@@ -10,6 +10,9 @@ from checkpointkit.adapters.s3 import S3Storage
 from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
 from checkpointkit.conformance.servers.s3 import moto_descriptor, storage_options
 
+MODEL_BUDGET = 3.0
+"""Seconds of the model group per run here (the default, 12, is for users' runs)."""
+
 
 class S3Fixtures(StorageFixtures):
     @pytest.fixture
@@ -40,6 +43,7 @@ class S3Fixtures(StorageFixtures):
             # moto answers about 100 requests a second: a fifth of the suite's default volumes;
             # SeaweedFS is faster, but runs twice the tests (all of tests/s3): half
             scale=0.2 if moto else 0.5,
+            model_budget=MODEL_BUDGET,
             foreign_descriptors=moto_descriptor if moto else None,  # moto's files of large objects
         )
 

@@ -9,6 +9,9 @@ import pytest
 from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
 
+MODEL_BUDGET = 3.0
+"""Seconds of the model group per run here (the default, 12, is for users' runs)."""
+
 
 class SQLiteFixtures(StorageFixtures):
     @pytest.fixture
@@ -18,7 +21,7 @@ class SQLiteFixtures(StorageFixtures):
             async with SQLiteStorage(path) as storage:
                 yield storage
 
-        return Target(sqlite_storage, name="sqlite")
+        return Target(sqlite_storage, name="sqlite", model_budget=MODEL_BUDGET)
 
 
 class TestSQLiteConformance(SQLiteFixtures, StorageConformance):

@@ -1,0 +1,109 @@
+"""Broken adapters that only the ``model`` and ``concurrency`` listing checks catch.
+
+Each is a mistake a backend author makes when the obvious cases work: the
+hand-written tests of the other groups pass them (``test_model_group`` checks
+that too). Their correct twin is :class:`~.adapters.IOMemoryStorage`: each class
+here overrides one method of it, the way the author would have written it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from checkpointkit.storage import ListPage
+
+from .adapters import IOMemoryStorage
+
+__all__ = [
+    "DeleteManyCountsRepeats",
+    "ListSkipsAfterMissingStartAfter",
+    "OffsetPagedListing",
+    "Utf16Order",
+]
+
+
+class DeleteManyCountsRepeats(IOMemoryStorage):
+    """Bug: one batch request (``DEL k1 k2 ...``) whose count is computed up front,
+    one per key given that exists: a key given twice is counted twice."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        await self._io()
+        values = self._data.values
+        existed = sum(1 for key in keys if key in values)
+        for key in set(keys):
+            if key in values:
+                del values[key]
+                self._data.keys.remove(key)
+        return existed
+
+
+class ListSkipsAfterMissingStartAfter(IOMemoryStorage):
+    """Bug: the listing seeks to ``start_after`` and steps over it, assuming the
+    seek found it; when ``start_after`` is not stored (deleted, or never a key) the
+    seek lands on the next key, which is then stepped over too."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._io()
+        keys = self._data.keys
+        after = cursor if cursor is not None else start_after
+        if after is not None and after >= prefix:
+            lo = bisect.bisect_left(keys, after) + 1  # step over start_after itself
+        else:
+            lo = bisect.bisect_left(keys, prefix)
+        page = [k for k in keys[lo : lo + limit] if k.startswith(prefix)]
+        more = lo + limit < len(keys) and len(page) == limit
+        return ListPage(page, page[-1] if more else None)
+
+
+class Utf16Order(IOMemoryStorage):
+    """Bug: keys are kept sorted the way a Java or .NET backend compares strings,
+    by UTF-16 code units: a character above U+FFFF (an emoji) sorts before
+    U+E000 to U+FFFF, where code-point (and UTF-8 byte) order puts it after."""
+
+    def _store(self, key: str, data: bytes) -> str:
+        d = self._data
+        version = str(next(d.counter))
+        if key not in d.values:
+            units = [k.encode("utf-16-be") for k in d.keys]
+            d.keys.insert(bisect.bisect_left(units, key.encode("utf-16-be")), key)
+        d.values[key] = (data, version)
+        return version
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._io()
+        after = cursor if cursor is not None else start_after
+        units = after.encode("utf-16-be") if after is not None else None
+        page: list[str] = []
+        for key in self._data.keys:  # in UTF-16 order
+            if units is not None and key.encode("utf-16-be") <= units:
+                continue
+            if key.startswith(prefix):
+                page.append(key)
+                if len(page) == limit:
+                    return ListPage(page, page[-1])
+        return ListPage(page, None)
+
+
+class OffsetPagedListing(IOMemoryStorage):
+    """Bug: the listing pages by position (``OFFSET n LIMIT k``, a page number):
+    a key inserted before the cursor while the listing runs makes the next page
+    repeat a key, a key deleted before it makes the next page skip one."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._io()
+        keys = [
+            k
+            for k in self._data.keys
+            if k.startswith(prefix) and (start_after is None or k > start_after)
+        ]
+        offset = cursor or 0
+        page = keys[offset : offset + limit]
+        more = offset + limit < len(keys)
+        return ListPage(page, offset + limit if more else None)
