@@ -48,6 +48,7 @@ from typing import ClassVar, Literal
 import pytest
 
 from ..errors import ConfigurationError, StorageClosed, StorageUnavailable
+from ..keys import MAX_KEY_BYTES
 from ..storage import Capabilities, Storage, StorageBase, delete_many
 from .checks import ConformanceFailure, describe, fail, short_key
 from .clauses import checks
@@ -72,7 +73,7 @@ from .programs import (
 )
 from .seed import MODEL_SEED_ENV, MODEL_SEED_KEY, resolve_seed
 from .settings import DEFAULT_MODEL_BUDGET
-from .target import Target, new_location, resolve_target
+from .target import PrefixedStorage, Target, new_location, resolve_target
 
 __all__ = ["ModelTests", "execute", "replay"]
 
@@ -587,7 +588,18 @@ def program_options(
         close_during=True,
         paging=isinstance(raw_storage(storage), StorageBase),
         max_value=max_value,
+        max_key_bytes=MAX_KEY_BYTES - _prefix_bytes(storage),
     )
+
+
+def _prefix_bytes(storage: object) -> int:
+    """UTF-8 bytes the suite's own key prefixes (a URL target's) add to every key."""
+    total = 0
+    while hasattr(storage, "inner"):
+        if isinstance(storage, PrefixedStorage):
+            total += len(storage.prefix.encode())
+        storage = storage.inner
+    return total
 
 
 @dataclass

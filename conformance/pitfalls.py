@@ -118,7 +118,6 @@ class PitfallTests(StorageFixtures):
             storage, [], prefix="many/", promise="delete_many must delete every key given"
         )
 
-
     @checks("close.open-listing")
     async def test_next_page_of_a_listing_opened_before_close_raises_storage_closed(
         self, storage: Storage

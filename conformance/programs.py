@@ -178,6 +178,8 @@ class ProgramOptions:
         close_during: ``aclose()`` while tasks run.
         paging: the listing's page size can be set (a ``StorageBase`` adapter).
         max_value: the largest value a put writes, in bytes.
+        max_key_bytes: the longest key the target accepts (1024, less what a target's own
+            key prefix takes: :class:`~checkpointkit.conformance.target.PrefixedStorage`).
         min_steps: the fewest steps of a program (more steps per example find more
             per second; a failure's report leaves out the steps after the failing one).
         max_steps: the most steps of a program.
@@ -189,6 +191,7 @@ class ProgramOptions:
     close_during: bool = True
     paging: bool = True
     max_value: int = 1 << 16
+    max_key_bytes: int = 1024
     min_steps: int = 2
     max_steps: int = 40
 
@@ -255,8 +258,9 @@ def programs(options: ProgramOptions) -> SearchStrategy[Program]:
             unique=True,
         )
     )
+    limit = options.max_key_bytes
     return st.builds(
-        _program,
+        lambda ks, raw, page, stored: _program([_fit(k, limit) for k in ks], raw, page, stored),
         st.tuples(keys, st.sampled_from(KEY_POOL)).map(lambda ks: _distinct([*ks[0], ks[1]])),
         st.lists(st.one_of(choices), min_size=options.min_steps, max_size=options.max_steps),
         st.sampled_from((None, 1, 2, 3)) if options.paging else st.none(),
@@ -269,6 +273,13 @@ def _distinct(keys: list[str]) -> list[str]:
     if keys[-1] in keys[:-1]:
         keys[-1] = next(k for k in KEY_POOL if k not in keys)
     return keys
+
+
+def _fit(key: str, limit: int) -> str:
+    """``key`` cut to at most ``limit`` UTF-8 bytes (never ending in ``/``)."""
+    while len(key.encode()) > limit or key.endswith("/"):
+        key = key[:-1]
+    return key
 
 
 def _program(
