@@ -10,6 +10,13 @@
 - a task created inside the block is still pending at the end, after a
   ``gc.collect()`` and a few loop iterations;
 - a thread started inside the block is still alive at the end.
+
+Each finding names where the leaked object was created, so that the fix is
+obvious: a pending task its ``create_task`` call (a task factory records the
+caller's frames while the block runs), a never-awaited coroutine the call that
+made it (``sys.set_coroutine_origin_tracking_depth``), and an event-loop error
+the creation site asyncio recorded for its future or task when the loop runs in
+debug mode (``PYTHONASYNCIODEBUG=1``; the finding says so when it did not).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import asyncio
 import gc
 import sys
 import threading
+import traceback
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,10 +49,43 @@ class HygieneReport:
         return bool(self.findings)
 
 
+ORIGIN_DEPTH = 8
+"""Frames kept of where a task or coroutine was created."""
+
+_CREATED_AT: dict[int, list[traceback.FrameSummary]] = {}
+
+
+def _site(stack: traceback.StackSummary | list[Any] | None) -> str:
+    """``created at FILE:LINE in FUNC`` of the innermost frame outside asyncio, or ""."""
+    frames = [
+        f
+        for f in traceback.StackSummary.from_list(list(stack or []))
+        if "/asyncio/" not in f.filename.replace("\\", "/") and f.filename != __file__
+    ]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f", created at {f.filename}:{f.lineno} in {f.name}"
+
+
 def _describe_task(task: asyncio.Task[Any]) -> str:
     coro = task.get_coro()
     name = getattr(coro, "__qualname__", repr(coro))
-    return f"task {task.get_name()!r} running {name}"
+    where = _CREATED_AT.get(id(task)) or getattr(task, "_source_traceback", None)
+    return f"task {task.get_name()!r} running {name}{_site(where)}"
+
+
+def _context_site(context: dict[str, Any]) -> str:
+    for key in ("future", "task", "handle"):
+        obj = context.get(key)
+        stack = getattr(obj, "_source_traceback", None)
+        if stack:
+            return _site(stack)
+        if isinstance(obj, asyncio.Task) and id(obj) in _CREATED_AT:
+            return _site(_CREATED_AT[id(obj)])
+    if context.get("source_traceback"):
+        return _site(context["source_traceback"])
+    return " (run with PYTHONASYNCIODEBUG=1 to see where it was created)"
 
 
 @asynccontextmanager
@@ -75,7 +116,27 @@ async def hygiene(
     def handler(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         message = context.get("message", "")
         exc = context.get("exception")
-        report.findings.append(f"event loop error: {message}" + (f" ({exc!r})" if exc else ""))
+        report.findings.append(
+            f"event loop error: {message}" + (f" ({exc!r})" if exc else "") + _context_site(context)
+        )
+
+    old_factory = loop.get_task_factory()
+
+    def factory(
+        the_loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Future[Any]:
+        task = (
+            old_factory(the_loop, coro, **kwargs)
+            if old_factory is not None
+            else asyncio.Task(coro, loop=the_loop, **kwargs)
+        )
+        _CREATED_AT[id(task)] = traceback.extract_stack(limit=ORIGIN_DEPTH)[:-1]
+        task.add_done_callback(lambda done: _CREATED_AT.pop(id(done), None))
+        return task
+
+    old_depth = sys.get_coroutine_origin_tracking_depth()
+    sys.set_coroutine_origin_tracking_depth(max(old_depth, ORIGIN_DEPTH))
+    loop.set_task_factory(factory)
 
     sys.unraisablehook = unraisable
     loop.set_exception_handler(handler)
@@ -110,6 +171,8 @@ async def hygiene(
                 gc.unfreeze()
                 sys.unraisablehook = old_unraisable
                 loop.set_exception_handler(old_handler)
+                loop.set_task_factory(old_factory)
+                sys.set_coroutine_origin_tracking_depth(old_depth)
     for w in caught:
         if issubclass(w.category, ResourceWarning) or "never awaited" in str(w.message):
             report.findings.append(f"{w.category.__name__}: {w.message}")

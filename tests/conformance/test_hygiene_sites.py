@@ -1,0 +1,59 @@
+"""Hygiene findings name where the leaked task or coroutine was created (issue 21, point 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+import warnings
+
+import pytest
+from checkpointkit.conformance.hygiene import HygieneError, hygiene
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _leak_a_task() -> asyncio.Task[None]:
+    return asyncio.get_running_loop().create_task(_forever())  # the site to be named
+
+
+async def test_a_pending_task_finding_names_the_line_that_created_it() -> None:
+    leaked: list[asyncio.Task[None]] = []
+    with pytest.raises(HygieneError) as caught:
+        async with hygiene():
+            leaked.append(_leak_a_task())
+    leaked[0].cancel()
+    await asyncio.gather(*leaked, return_exceptions=True)
+    message = str(caught.value)
+    assert "pending task" in message and "_forever" in message
+    assert f"created at {__file__}:" in message and "in _leak_a_task" in message
+
+
+async def test_a_never_awaited_coroutine_finding_names_the_line_that_made_it() -> None:
+    async def make_and_drop() -> None:
+        async with hygiene():
+            coro = _nothing()  # never awaited
+            del coro
+            gc.collect()
+
+    with pytest.raises(HygieneError) as caught:
+        await make_and_drop()
+    message = str(caught.value)
+    assert "never awaited" in message
+    assert "Coroutine created at" in message and __file__ in message
+
+
+async def test_a_clean_block_leaves_the_loop_and_interpreter_as_they_were() -> None:
+    loop = asyncio.get_running_loop()
+    factory, depth = loop.get_task_factory(), sys.get_coroutine_origin_tracking_depth()
+    with warnings.catch_warnings():
+        async with hygiene():
+            await asyncio.create_task(_nothing())
+    assert loop.get_task_factory() is factory
+    assert sys.get_coroutine_origin_tracking_depth() == depth
