@@ -2,8 +2,7 @@
 correct twin, prints a replayable seed and a script that replays the minimal program, and
 keeps to its budget. (The built-in adapters run the group in their conformance files.)
 
-CI runs one rotating seed per broken adapter; ``CHECKPOINTKIT_MODEL_PROOF=1`` runs ten
-(``scripts/model-kill-table`` prints the table of those runs).
+CI runs one rotating seed per broken adapter; ``CHECKPOINTKIT_MODEL_PROOF=1`` runs ten.
 """
 
 from __future__ import annotations
