@@ -108,7 +108,6 @@ SEM, CON, BAD, CAN, HYG, CAP = (
 )
 HELD_PUT = "test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands"
 HELD_DELETE = "test_delete_cancelled_while_held_in_backend_raises_promptly_and_never_lands"
-HELD_GET = "test_get_cancelled_while_held_in_backend_raises_promptly_and_client_recovers"
 LEAK = "test_storage_leaves_nothing_behind_after_close"
 DESCRIPTORS = "test_storage_closes_every_descriptor_on_aclose"
 MINT = "test_every_write_mints_a_new_version"
@@ -635,16 +634,6 @@ MUTANTS: tuple[Mutant, ...] = (
         CAN,
         "test_next_call_after_cancelled_get_gets_its_own_answer",
         "cancel.healthy-after",
-    ),
-    _m(
-        "held-get-answer-handed-on",
-        kv_threads.HandsLateAnswerOn,
-        kv_threads.LockedKV,
-        CAN,
-        HELD_GET,
-        "cancel.held-backend",
-        "cancel.healthy-after",
-        make=_LOCKED,
     ),
     # -- hygiene ---------------------------------------------------------------------------------
     _m(
