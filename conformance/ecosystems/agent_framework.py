@@ -28,7 +28,7 @@ import asyncio
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
@@ -396,17 +396,20 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
             )
 
     async def test_cancel_at_each_step_is_whole_or_absent(
-        self, instance: Any, second: Any, name: str, settle_window: float
+        self, instance: Any, second: Any, name: str, settle_window: float, two_instances: bool
     ) -> None:
         made: list[WorkflowCheckpoint] = []
 
-        def make() -> Awaitable[Any]:
+        def make() -> Coroutine[Any, Any, Any]:
             cp = checkpoint(name, {"n": len(made), "w": [len(made)] * 3})
             made.append(cp)
             return instance.save(cp)  # type: ignore[no-any-return]
 
-        outcomes = await cancel_at_each_step(make, steps=40)  # type: ignore[arg-type]
-        for k, outcome in outcomes:
+        async def visible(k: int) -> bool:
+            return await load_or_none(second, made[k].checkpoint_id) is not None
+
+        outcomes = await cancel_at_each_step(make, steps=40, visible=visible)
+        for k, outcome, _ in outcomes:
             if outcome == "swallowed":
                 fail(
                     "a cancelled save must raise CancelledError",
@@ -421,7 +424,8 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
                     observed=f"it {outcome} when cancelled after {k} loop iterations",
                 )
         await asyncio.sleep(min(settle_window, 0.5))
-        for (k, outcome), cp in zip(outcomes, made, strict=False):
+        for k, outcome, seen in outcomes:
+            cp = made[k]
             got = await load_or_none(second, cp.checkpoint_id)
             if outcome == "completed" and got is None:
                 fail(
@@ -435,6 +439,16 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
                     expected=f"absent, or {cp.state}",
                     observed=f"{got.state} after a cancel at step {k}",
                     detail="write the checkpoint in one atomic write",
+                )
+            if two_instances and outcome == "cancelled" and not seen and got is not None:
+                fail(
+                    "a cancelled save must not land after CancelledError",
+                    expected=f"checkpoint {cp.checkpoint_id}, absent when the cancel returned, "
+                    "to stay absent",
+                    observed=f"a second instance loaded it later (cancelled after {k} loop "
+                    "iterations)",
+                    detail="the write went on after the cancel (a worker thread, a task): wait "
+                    "for it to end before raising CancelledError",
                 )
 
 

@@ -259,32 +259,43 @@ async def finish(task: asyncio.Task[Any], seconds: float = 30.0) -> None:
 
 
 async def cancel_at_each_step(
-    make: Callable[[], Coroutine[Any, Any, Any]], *, steps: int
-) -> list[tuple[int, str]]:
+    make: Callable[[], Coroutine[Any, Any, Any]],
+    *,
+    steps: int,
+    visible: Callable[[int], Awaitable[bool]] | None = None,
+) -> list[tuple[int, str, bool]]:
     """Cancel ``make()`` after 0, 1, 2, ... loop iterations, until it completes first.
 
-    Returns ``(iterations, outcome)`` per attempt, where outcome is
+    Args:
+        make: makes the call of one attempt.
+        steps: the most attempts.
+        visible: given the attempt's index, whether its write can be seen
+            (through a second instance); asked right after each cancelled attempt.
+
+    Returns ``(iterations, outcome, seen)`` per attempt, where outcome is
     ``cancelled``, ``completed`` (it ended before the cancel), ``swallowed``
-    (cancelled while pending, yet it returned) or ``raised X``.
+    (cancelled while pending, yet it returned) or ``raised X``, and ``seen``
+    whether the write was visible right after the cancel.
     """
-    outcomes: list[tuple[int, str]] = []
+    outcomes: list[tuple[int, str, bool]] = []
     for k in range(steps):
         task = asyncio.ensure_future(make())
         for _ in range(k):
             await asyncio.sleep(0)
         if task.done():
             await asyncio.gather(task, return_exceptions=True)
-            outcomes.append((k, "completed"))
+            outcomes.append((k, "completed", True))
             break
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        seen = True if visible is None else await visible(k)
         if task.cancelled():
-            outcomes.append((k, "cancelled"))
+            outcomes.append((k, "cancelled", seen))
         elif task.exception() is not None:
             exc = task.exception()
-            outcomes.append((k, f"raised {type(exc).__name__}: {exc}"))
+            outcomes.append((k, f"raised {type(exc).__name__}: {exc}", seen))
         else:
-            outcomes.append((k, "swallowed"))
+            outcomes.append((k, "swallowed", seen))
     return outcomes
 
 

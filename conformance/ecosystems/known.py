@@ -48,7 +48,7 @@ __all__ = [
     "sqlite_saver",
 ]
 
-BACKENDS = ("memory", "file", "sqlite", "redis", "s3", "azure")
+BACKENDS = ("memory", "file", "sqlite", "redis", "s3", "azure", "postgres")
 """The checkpointkit backends the results cover."""
 
 _ENV = {
@@ -190,7 +190,7 @@ def _storage(backend: str, location: str) -> Storage:
     if backend == "file":
         return open_storage((_base() / f"ck-{location}").as_uri() + "?create=true")
     if backend == "sqlite":
-        return open_storage(f"sqlite://{_base() / f'ck-{location}.db'}")
+        return open_storage(f"sqlite:///{_base() / f'ck-{location}.db'}")
     if backend == "redis":
         return open_storage(os.environ[_ENV["redis"]], prefix=location, timeout=10)
     if backend == "s3":
@@ -202,6 +202,8 @@ def _storage(backend: str, location: str) -> Storage:
         return open_storage(
             f"az://{location}?create=true", connection_string=os.environ[_ENV["azure"]]
         )
+    if backend == "postgres":
+        return open_storage(os.environ[_ENV["postgres"]], prefix=location)
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -298,6 +300,11 @@ def _backend_servers(backend: str) -> Iterator[dict[str, str]]:
 
         with azurite_server() as connection_string:
             yield {_ENV["azure"]: connection_string}
+    elif backend == "postgres":
+        from ..servers.postgres import postgres_server
+
+        with postgres_server() as server:
+            yield {_ENV["postgres"]: server.url}
     else:
         yield {}
 

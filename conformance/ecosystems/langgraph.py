@@ -329,22 +329,22 @@ class SaverCancellationTests(SaverFixtures):
             )
 
     async def test_cancel_at_each_step_is_whole_or_absent(
-        self, instance: Any, second: Any, thread: str, settle_window: float
+        self, instance: Any, second: Any, thread: str, settle_window: float, two_instances: bool
     ) -> None:
         saver: BaseCheckpointSaver[Any] = instance
-        seen: list[tuple[int, str, str]] = []
-
-        attempt = 0
+        ids: list[str] = []
 
         def make() -> Any:
-            nonlocal attempt
-            attempt += 1
-            checkpoint, versions = checkpoint_of(saver, {"v": attempt, "w": [attempt] * 3})
-            seen.append((attempt, checkpoint["id"], ""))
-            return saver.aput(config_of(thread), checkpoint, {"step": attempt}, versions)
+            n = len(ids)
+            checkpoint, versions = checkpoint_of(saver, {"v": n, "w": [n] * 3})
+            ids.append(checkpoint["id"])
+            return saver.aput(config_of(thread), checkpoint, {"step": n}, versions)
 
-        outcomes = await cancel_at_each_step(make, steps=40)
-        for k, outcome in outcomes:
+        async def visible(k: int) -> bool:
+            return await get(second, thread, ids[k]) is not None
+
+        outcomes = await cancel_at_each_step(make, steps=40, visible=visible)
+        for k, outcome, _ in outcomes:
             if outcome == "swallowed":
                 fail(
                     "a cancelled aput must raise CancelledError",
@@ -359,21 +359,31 @@ class SaverCancellationTests(SaverFixtures):
                     observed=f"it {outcome} when cancelled after {k} loop iterations",
                 )
         await asyncio.sleep(min(settle_window, 0.5))
-        for (k, outcome), (n, checkpoint_id, _) in zip(outcomes, seen, strict=False):
-            got = await get(second, thread, checkpoint_id)
+        for k, outcome, seen in outcomes:
+            got = await get(second, thread, ids[k])
             if outcome == "completed" and got is None:
                 fail(
                     "an aput that returned must be stored",
-                    expected=f"checkpoint {checkpoint_id}",
+                    expected=f"checkpoint {ids[k]}",
                     observed="it is missing",
                 )
-            if got is not None and got.checkpoint["channel_values"] != {"v": n, "w": [n] * 3}:
+            if got is not None and got.checkpoint["channel_values"] != {"v": k, "w": [k] * 3}:
                 fail(
                     "a cancelled aput must leave the checkpoint whole or absent",
-                    expected=f"absent, or {{'v': {n}, 'w': {[n] * 3}}}",
+                    expected=f"absent, or {{'v': {k}, 'w': {[k] * 3}}}",
                     observed=f"{got.checkpoint['channel_values']} after a cancel at step {k}",
                     detail="write the checkpoint and its values in one atomic write (or write "
                     "the values first and the checkpoint that names them last)",
+                )
+            if two_instances and outcome == "cancelled" and not seen and got is not None:
+                fail(
+                    "a cancelled aput must not land after CancelledError",
+                    expected=f"checkpoint {ids[k]}, absent when the cancel returned, "
+                    "to stay absent",
+                    observed="a second instance saw it later (cancelled after "
+                    f"{k} loop iterations)",
+                    detail="the write went on after the cancel (a thread, a task): wait for it to "
+                    "end before raising CancelledError",
                 )
 
 

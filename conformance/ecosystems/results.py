@@ -117,8 +117,11 @@ async def run_rows(ids: list[str]) -> dict[str, tuple[Row, Report]]:
         if row.id not in ids:
             continue
         print(f"ecosystem-results: {row.id} ...", file=sys.stderr, flush=True)
-        with row.open() as target:
-            report = await run(target)
+        try:
+            with row.open() as target:
+                report = await run(target)
+        except Exception as exc:  # a row that cannot run is a row that says why
+            report = Report(target=row.title, errors=[f"{type(exc).__name__}: {exc}"])
         print(f"ecosystem-results: {row.id}: {report.level}", file=sys.stderr, flush=True)
         out[row.id] = (row, report)
     return out
