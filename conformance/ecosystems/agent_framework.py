@@ -57,6 +57,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
     ) from _exc
 
 from ..checks import fail
+from ..settings import NOT_EXERCISED
 from .harness import (
     EcosystemFixtures,
     cancel_at_each_step,
@@ -360,7 +361,7 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
     ) -> None:
         need(
             location is not None,
-            "the factory takes no location: no second instance to watch through",
+            NOT_EXERCISED + "the factory takes no location: no second instance to watch through",
         )
         outcome, checkpoint_id, _ = await self._cancel_held_save(
             eco_target, location, name, cancel_bound
@@ -590,7 +591,10 @@ class CheckpointStorageDurabilityTests(CheckpointStorageFixtures):
         self, eco_target: EcosystemTarget, location: str | None, name: str
     ) -> None:
         need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
-        need(location is not None, "the factory takes no location: it cannot be reopened")
+        need(
+            location is not None,
+            NOT_EXERCISED + "the factory takes no location: it cannot be reopened",
+        )
         async with eco_target.open(location=location) as storage:
             checkpoint_id = await save_one(storage, name, {"v": "kept"})
         async with eco_target.open(location=location) as storage:
@@ -612,9 +616,13 @@ class CheckpointStorageDurabilityTests(CheckpointStorageFixtures):
         self, eco_target: EcosystemTarget, location: str | None
     ) -> None:
         need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
-        need(location is not None, "the factory takes no location: it cannot be reopened")
         need(
-            eco_target.spec is not None, "the target has no importable MODULE:ATTR for a subprocess"
+            location is not None,
+            NOT_EXERCISED + "the factory takes no location: it cannot be reopened",
+        )
+        need(
+            eco_target.spec is not None,
+            NOT_EXERCISED + "the target has no importable MODULE:ATTR for a subprocess",
         )
         assert location is not None
         async with crash_writer(eco_target, location, acks=eco_target.count(20)) as acked:

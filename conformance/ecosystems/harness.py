@@ -28,6 +28,7 @@ from ..checks import ConformanceFailure
 from ..fixtures import _time_limited
 from ..hygiene import HygieneError, hygiene
 from ..proxy import StallProxy
+from ..settings import NOT_EXERCISED
 from ..target import new_location
 from .target import EcosystemTarget
 
@@ -195,6 +196,10 @@ async def _warm(instance: Any) -> None:
     await instance.list_checkpoint_ids(workflow_name="warm-up")
 
 
+REACH_TIMEOUT = 30.0
+"""Seconds a call may take to reach the held backend before the suite gives up on it."""
+
+
 @dataclass
 class CancelOutcome:
     """What a call cancelled while held did."""
@@ -226,7 +231,15 @@ async def cancel_while_held(
     if entered is None:
         await asyncio.sleep(0.05)
     else:
-        await asyncio.wait_for(entered(), wait)
+        try:
+            await asyncio.wait_for(entered(), REACH_TIMEOUT)
+        except TimeoutError:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise ConformanceFailure(
+                f"the call did not reach the held backend within {REACH_TIMEOUT:g} s "
+                "(the suite could not hold it in flight)"
+            ) from None
     start = time.monotonic()
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=wait)
@@ -333,7 +346,7 @@ async def judge(
 
 def no_hold_reason(target: EcosystemTarget) -> str:
     """Why the held-backend tests cannot run on ``target``."""
-    return (
+    return NOT_EXERCISED + (
         f"{target.name} has no way to hold its backend: give the EcosystemTarget a hold "
         "(a context manager that makes the backend stop answering), or a factory taking "
         "endpoint= with upstream= set, for the stalling TCP proxy"

@@ -65,6 +65,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
     ) from _exc
 
 from ..checks import fail
+from ..settings import NOT_EXERCISED
 from .harness import (
     EcosystemFixtures,
     cancel_at_each_step,
@@ -306,7 +307,7 @@ class SaverCancellationTests(SaverFixtures):
     ) -> None:
         need(
             location is not None,
-            "the factory takes no location: no second instance to watch through",
+            NOT_EXERCISED + "the factory takes no location: no second instance to watch through",
         )
         outcome, checkpoint_id, _ = await self._cancel_held_put(
             eco_target, location, thread, cancel_bound
@@ -646,7 +647,10 @@ class SaverDurabilityTests(SaverFixtures):
         self, eco_target: EcosystemTarget, location: str | None, thread: str
     ) -> None:
         need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
-        need(location is not None, "the factory takes no location: it cannot be reopened")
+        need(
+            location is not None,
+            NOT_EXERCISED + "the factory takes no location: it cannot be reopened",
+        )
         async with eco_target.open(location=location) as saver:
             checkpoint_id = await put(saver, thread, {"v": "kept"})
             await saver.aput_writes(config_of(thread, checkpoint_id), [("ch", "w")], task_id="t")
@@ -673,9 +677,13 @@ class SaverDurabilityTests(SaverFixtures):
         self, eco_target: EcosystemTarget, location: str | None
     ) -> None:
         need(bool(eco_target.durable), f"{eco_target.name} does not say it is durable")
-        need(location is not None, "the factory takes no location: it cannot be reopened")
         need(
-            eco_target.spec is not None, "the target has no importable MODULE:ATTR for a subprocess"
+            location is not None,
+            NOT_EXERCISED + "the factory takes no location: it cannot be reopened",
+        )
+        need(
+            eco_target.spec is not None,
+            NOT_EXERCISED + "the target has no importable MODULE:ATTR for a subprocess",
         )
         assert location is not None
         async with crash_writer(eco_target, location, acks=eco_target.count(20)) as acked:

@@ -23,8 +23,10 @@ import re
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from ..report import Report
+from ..settings import NOT_EXERCISED
 from .groups import ECOSYSTEM_GROUPS
 from .harness import RUNNER_FAILED
 from .known import ROWS, Row
@@ -73,7 +75,7 @@ def _promise(reason: str) -> str:
 def render_row(row: Row, report: Report) -> str:
     """The generated text of one row: a heading, counts, failures with their promises."""
     groups = report.groups()
-    lines = [f"<!-- row: {row.id} -->", f"### {row.title}", ""]
+    lines = [f"<!-- row: {row.id} -->", f'<a id="{row.id}"></a>', "", f"### {row.title}", ""]
     level = report.level if not report.errors else "none"
     lines.append(f"Level **{level}** ({report.level_reason}).")
     native = report.about.get("langgraph-checkpoint-conformance")
@@ -127,18 +129,26 @@ async def run_rows(ids: list[str]) -> dict[str, tuple[Row, Report]]:
     return out
 
 
-def _generated(results: dict[str, tuple[Row, Report]]) -> str:
+def _summary(data: dict[str, dict[str, Any]]) -> str:
+    """The table of every row's level, from the reports' JSON (:meth:`Report.to_dict`)."""
     versions = ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS)
-    body = [BEGIN, "", f"Versions: {versions}; Python {sys.version.split()[0]}.", ""]
-    body += ["| row | level | failed | runner failed |", "| --- | --- | ---: | ---: |"]
-    for row_id, (row, report) in results.items():
-        runner = sum(1 for r in report.skipped if r.reason.startswith(RUNNER_FAILED))
-        level = report.level if not report.errors else "none"
-        body.append(f"| [{row.title}](#{row_id}) | {level} | {len(report.failures)} | {runner} |")
-    body.append("")
-    body += [render_row(row, report) for row, report in results.values()]
-    body.append(END)
-    return "\n".join(body)
+    body = [f"Versions: {versions}; Python {sys.version.split()[0]}.", ""]
+    body += ["| row | level | failed | not exercised | runner failed |"]
+    body += ["| --- | --- | ---: | ---: | ---: |"]
+    for row in ROWS:
+        d = data.get(row.id)
+        if d is None:
+            continue
+        tests = d.get("tests", [])
+        failed = sum(1 for t in tests if t["outcome"] == "failed")
+        gaps = sum(
+            1 for t in tests if t["outcome"] == "skipped" and t["reason"].startswith(NOT_EXERCISED)
+        )
+        runner = sum(
+            1 for t in tests if t["outcome"] == "skipped" and t["reason"].startswith(RUNNER_FAILED)
+        )
+        body.append(f"| [{row.title}](#{row.id}) | {d['level']} | {failed} | {gaps} | {runner} |")
+    return "\n".join(body) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,31 +183,26 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"ecosystem-results: {', '.join(results)} match {args.page}", file=sys.stderr)
         return 0
-    if set(ids) != set(known):  # a partial run updates its rows only
-        old = _rows(page)
-        merged = {}
-        for row in ROWS:
-            if row.id in results:
-                merged[row.id] = results[row.id]
-        text = page if END in page else page + f"\n{BEGIN}\n{END}\n"
-        for i, (row, report) in merged.items():
-            new = render_row(row, report)
-            text = text.replace(old[i], new) if i in old else text.replace(END, new + END)
-        args.page.write_text(text, encoding="utf-8")
-    else:
-        generated = _generated(results)
-        if BEGIN in page and END in page:
-            head, _, rest = page.partition(BEGIN)
-            _, _, tail = rest.partition(END)
-            page = head + generated + tail
-        else:
-            page = page + "\n" + generated + "\n"
-        args.page.write_text(page, encoding="utf-8")
-    full = {i: report.to_dict() for i, (_, report) in results.items()}
     json_path = args.page.with_suffix(".json")
-    stored_json = json.loads(json_path.read_text()) if json_path.exists() else {}
-    stored_json.update(full)
-    json_path.write_text(json.dumps(stored_json, indent=1, default=str) + "\n", encoding="utf-8")
+    data = json.loads(json_path.read_text()) if json_path.exists() else {}
+    data.update({i: report.to_dict() for i, (_, report) in results.items()})
+    data = {r.id: data[r.id] for r in ROWS if r.id in data}
+    old = _rows(page)
+    sections = []
+    for row in ROWS:
+        if row.id in results:
+            sections.append(render_row(*results[row.id]))
+        elif row.id in old:
+            sections.append(old[row.id])
+    generated = "\n".join([BEGIN, "", _summary(data), *sections, END])
+    if BEGIN in page and END in page:
+        head, _, rest = page.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        page = head + generated + tail
+    else:
+        page = page + "\n" + generated + "\n"
+    args.page.write_text(page, encoding="utf-8")
+    json_path.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
     print(f"ecosystem-results: wrote {args.page} and {json_path}", file=sys.stderr)
     return 0
 
