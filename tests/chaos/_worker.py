@@ -125,6 +125,16 @@ async def open_storage(cfg: dict[str, Any]) -> AsyncIterator[Storage]:
             timeout=cfg["timeout"],
         ) as rs:
             yield rs
+    elif backend == "postgres":
+        from checkpointkit.adapters.postgres import PostgresStorage
+
+        async with PostgresStorage.from_url(
+            cfg["url"],
+            prefix=cfg["prefix"],
+            endpoint=tuple(cfg["endpoint"]),
+            timeout=cfg["timeout"],
+        ) as ps:
+            yield ps
     elif backend == "s3":
         from checkpointkit.adapters.s3 import S3Storage
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 from checkpointkit import Storage
 from checkpointkit.conformance.proxy import StallProxy
+from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.conformance.servers.redis import valkey_cluster
 from checkpointkit.conformance.servers.s3 import (
     ACCESS_KEY_ID,
@@ -37,7 +38,7 @@ class ChaosBackend:
     """A shared storage for the workers, and the coordinator's way to it.
 
     Attributes:
-        name: ``file``, ``redis`` or ``s3``.
+        name: ``file``, ``redis``, ``postgres`` or ``s3``.
         config: the worker's storage settings (merged into its JSON config).
         direct: opens a storage on the same data, not through the proxies.
         proxies: the stall proxies between the workers and the server (none for file).
@@ -59,6 +60,13 @@ def chaos_redis_cluster_url() -> Iterator[str]:
     """``redis://127.0.0.1:PORT/0?cluster=true`` of a 3-node valkey cluster."""
     with valkey_cluster() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def chaos_postgres_url() -> Iterator[str]:
+    """``postgresql://...@127.0.0.1:PORT/postgres`` of a PostgreSQL server for the session."""
+    with postgres_server() as server:
+        yield server.url
 
 
 @pytest.fixture(scope="session")
@@ -87,11 +95,12 @@ async def _proxies(upstreams: list[tuple[str, int]]) -> AsyncIterator[list[Stall
         yield [await stack.enter_async_context(StallProxy(u)) for u in upstreams]
 
 
-@pytest.fixture(params=["file", "redis", "s3"])
+@pytest.fixture(params=["file", "redis", "postgres", "s3"])
 async def chaos_backend(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[ChaosBackend]:
-    """Each backend in turn: a temp dir, the Redis Cluster (3 proxies), S3 on moto (1 proxy)."""
+    """Each backend in turn: a temp dir, the Redis Cluster (3 proxies), PostgreSQL (1 proxy),
+    S3 on moto (1 proxy)."""
     name: str = request.param
     if name == "file":
         from checkpointkit.adapters.file import FileStorage
@@ -120,6 +129,27 @@ async def chaos_backend(
                 name,
                 config,
                 lambda: RedisStorage.from_url(url, prefix=prefix, timeout=10.0),
+                proxies,
+                observe_every=0.1,
+            )
+    elif name == "postgres":
+        from checkpointkit.adapters.postgres import PostgresStorage
+
+        pg_url: str = request.getfixturevalue("chaos_postgres_url")
+        parts = urlsplit(pg_url)
+        prefix = f"chaos{secrets.token_hex(4)}"
+        async with _proxies([(parts.hostname or "127.0.0.1", parts.port or 5432)]) as proxies:
+            config = {
+                "backend": "postgres",
+                "url": pg_url,
+                "prefix": prefix,
+                "endpoint": list(proxies[0].address),
+                "timeout": 5.0,
+            }
+            yield ChaosBackend(
+                name,
+                config,
+                lambda: PostgresStorage.from_url(pg_url, prefix=prefix, timeout=10.0),
                 proxies,
                 observe_every=0.1,
             )

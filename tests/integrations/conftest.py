@@ -20,10 +20,20 @@ import pytest
 from checkpointkit import Storage, open_storage
 from checkpointkit.conformance.servers import unavailable
 
-BACKENDS = ["memory", "file", "sqlite", "redis", "s3", "azure", "late", "latereply"]
+BACKENDS = [
+    "memory",
+    "file",
+    "sqlite",
+    "redis",
+    "postgres",
+    "s3",
+    "azure",
+    "late",
+    "latereply",
+]
 """``late`` and ``latereply`` are memory with writes whose outcome is unknown: cancelled and
 timed-out writes land later, or replies come late (``checkpointkit.conformance.late``)."""
-_ADAPTERS = {"redis": "redis", "s3": "s3", "azure": "azure"}
+_ADAPTERS = {"redis": "redis", "postgres": "postgres", "s3": "s3", "azure": "azure"}
 
 
 @dataclass
@@ -62,6 +72,15 @@ def redis_server() -> Iterator[str]:
 
     with valkey_standalone() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """``postgresql://...@127.0.0.1:PORT/postgres`` of a PostgreSQL server for the session."""
+    from checkpointkit.conformance.servers.postgres import postgres_server
+
+    with postgres_server() as server:
+        yield server.url
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +129,8 @@ def make_location(backend: str, request: pytest.FixtureRequest, tmp_path: Path) 
     if backend == "redis":
         url = request.getfixturevalue("redis_server")
         return Location(backend, url, {"prefix": name, "timeout": 10})
+    if backend == "postgres":
+        return Location(backend, request.getfixturevalue("postgres_url"), {"prefix": name})
     if backend == "s3":
         from checkpointkit.conformance.servers.s3 import storage_options
 

@@ -28,6 +28,8 @@ def _url_and_env(
     _require_adapter(backend)
     if backend == "redis":
         return f"{request.getfixturevalue('redis_server')}?prefix={name}", env
+    if backend == "postgres":
+        return f"{request.getfixturevalue('postgres_url')}?prefix={name}", env
     if backend == "s3":
         from checkpointkit.conformance.servers.s3 import ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY
 
