@@ -48,6 +48,7 @@ from ..errors import (
     NotFound,
     OutcomeUnknown,
     PreconditionFailed,
+    StorageClosed,
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
@@ -497,8 +498,8 @@ class PostgresStorage(StorageBase):
     async def _call(self, op: str, what: str, run: Callable[[Any], Awaitable[T]]) -> T:
         """Run a read (or a statement without a deadline) on a pooled connection."""
         pool = await self._ready()
+        conn = await self._acquire(pool, op, what)
         with _translate_errors(op, what, self._where):
-            conn = await pool.acquire(timeout=self.connect_timeout)
             try:
                 async with asyncio.timeout(self.timeout):
                     result = await run(conn)
@@ -519,8 +520,7 @@ class PostgresStorage(StorageBase):
         loop = asyncio.get_running_loop()
         staged = size > INLINE_MAX
         for _ in range(ATTEMPTS):
-            with _translate_errors(op, what, self._where):
-                conn = await pool.acquire(timeout=self.connect_timeout)
+            conn = await self._acquire(pool, op, what)
             if loop.time() - self._clock.at > self._refresh:
                 try:
                     await self._measure_clock(conn)
@@ -610,6 +610,18 @@ class PostgresStorage(StorageBase):
             await self._settle_failed(conn, until, exc, op, what)
         await self._release(conn)
         return rows
+
+    async def _acquire(self, pool: Any, op: str, what: str) -> Any:
+        """A pooled connection; ``StorageClosed`` if the storage was closed meanwhile."""
+        with _translate_errors(op, what, self._where):
+            try:
+                if self._closed or id(self._pool) != id(pool):
+                    raise StorageClosed("PostgresStorage is closed")
+                return await pool.acquire(timeout=self.connect_timeout)
+            except pgexc.InterfaceError:
+                if self._closed:  # "pool is closing": aclose() ran meanwhile
+                    raise StorageClosed("PostgresStorage is closed") from None
+                raise
 
     async def _release(self, conn: Any) -> None:
         pool = self._pool
