@@ -5,10 +5,12 @@ Usage:
 - ``python _worker.py DB race WORKER_ID create N KEY`` or ``... race WORKER_ID cas TASKS TIMES
   KEY``: prints ``ready``, waits for a line on stdin (so that every worker starts at once),
   runs, and prints one JSON line with its results.
-- ``python _worker.py DB crash FIRST_SEQ``: reads the current state, prints ``ready``, then
-  loops forever over random operations on a few keys, several at once (so that they share
-  commits), printing ``I <seq> <op> <key>`` before and ``A <seq>`` after each one. A value
-  carries its length and SHA-256 before a JSON header naming its key and seq.
+- ``python _worker.py DB crash FIRST_SEQ [WRITERS]``: reads the current state, prints
+  ``ready``, then loops forever over random operations on a few keys, several at once (so
+  that they share commits; ``WRITERS``, such as ``2``, runs only those writers of the four,
+  for one process per writer), printing ``I <seq> <op> <key>`` before and ``A <seq>``
+  after each one. A value carries its length and SHA-256 before a JSON header naming its
+  key and seq.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ def make_value(key: str, seq: int, rng: random.Random) -> bytes:
     return struct.pack(">Q", len(payload)) + hashlib.sha256(payload).digest() + payload
 
 
-async def crash_loop(s: SQLiteStorage, seq: int) -> None:
-    """Four writers, each on its own keys, so their operations share commits."""
+async def crash_loop(s: SQLiteStorage, seq: int, writers: list[int]) -> None:
+    """Writers (of four), each on its own keys, so their operations share commits."""
     versions: dict[str, str | None] = {}
     for key in KEYS:
         try:
@@ -97,14 +99,15 @@ async def crash_loop(s: SQLiteStorage, seq: int) -> None:
                 versions[key] = None
             print(f"A {n}", flush=True)
 
-    await asyncio.gather(*(writer(w) for w in range(4)))
+    await asyncio.gather(*(writer(w) for w in writers))
 
 
 async def main(argv: list[str]) -> None:
     db, mode, *rest = argv
     async with SQLiteStorage(db) as s:
         if mode == "crash":
-            await crash_loop(s, int(rest[0]))
+            writers = [int(w) for w in rest[1].split(",")] if len(rest) > 1 else [0, 1, 2, 3]
+            await crash_loop(s, int(rest[0]), writers)
             return
         wid, what, *nums, key = rest
         print("ready", flush=True)

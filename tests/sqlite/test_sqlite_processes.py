@@ -96,6 +96,68 @@ def apply(state: dict[str, int], op: str, key: str, seq: int) -> dict[str, int]:
     return after
 
 
+async def _spawn_writer(db: Path, first_seq: int, writers: str) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WORKER),
+        str(db),
+        "crash",
+        str(first_seq),
+        writers,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    ready = await proc.stdout.readline()
+    if ready != b"ready\n":
+        _, err = await proc.communicate()
+        pytest.fail(f"the writer did not start: {err.decode()}")
+    return proc
+
+
+async def _kill_after(proc: asyncio.subprocess.Process, delay: float) -> bytes:
+    """SIGKILL ``proc`` after ``delay`` seconds; return what it printed."""
+    await asyncio.sleep(delay)  # a random moment to kill it
+    proc.kill()  # SIGKILL
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    return out
+
+
+def _acknowledged(
+    out: bytes, model: dict[str, int], pending: dict[int, tuple[str, str]]
+) -> dict[str, int]:
+    """Apply the operations a killed writer acknowledged; leave the others in ``pending``."""
+    issued: dict[int, tuple[str, str]] = {}
+    for line in out.decode().splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        parts = line.split()
+        if parts[0] == "I":
+            issued[int(parts[1])] = (parts[2], parts[3])
+        else:
+            op, key = issued.pop(int(parts[1]))
+            model = apply(model, op, key, int(parts[1]))
+    pending.update(issued)
+    return model
+
+
+async def _check_against(
+    reader: SQLiteStorage, model: dict[str, int], pending: dict[int, tuple[str, str]], round_: int
+) -> dict[str, int]:
+    """Acknowledged operations must be there; each key has at most one in flight."""
+    keys = [k async for k in reader.list()]
+    actual = {k: check_value(k, (await reader.get(k)).data) for k in keys}
+    unsettled = {key: (seq, op) for seq, (op, key) in pending.items()}
+    for key in set(model) | set(actual):
+        allowed = [model.get(key)]
+        if key in unsettled:
+            seq, op = unsettled[key]
+            allowed.append(apply(model, op, key, seq).get(key))
+        assert actual.get(key) in allowed, (round_, key, actual.get(key), allowed)
+    return actual
+
+
 @pytest.mark.slow
 async def test_sigkill_never_loses_an_acknowledged_write_or_tears_a_value(tmp_path: Path) -> None:
     db = tmp_path / "crash.db"
@@ -105,46 +167,39 @@ async def test_sigkill_never_loses_an_acknowledged_write_or_tears_a_value(tmp_pa
     started = time.monotonic()
     async with SQLiteStorage(db) as reader:
         for round_ in range(KILLS):
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(WORKER),
-                str(db),
-                "crash",
-                str(round_ * 1_000_000),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            assert proc.stdout is not None
-            ready = await proc.stdout.readline()
-            if ready != b"ready\n":
-                _, err = await proc.communicate()
-                pytest.fail(f"the writer did not start: {err.decode()}")
-            await asyncio.sleep(rng.uniform(0.0, 0.1))  # a random moment to kill it
-            proc.kill()  # SIGKILL
-            out, err = await asyncio.wait_for(proc.communicate(), 30)
-            assert proc.returncode == -signal.SIGKILL, err.decode()
-
-            # Acknowledged operations must be there; each key has at most one in flight.
+            proc = await _spawn_writer(db, round_ * 1_000_000, "0,1,2,3")
+            out = await _kill_after(proc, rng.uniform(0.0, 0.1))
             pending: dict[int, tuple[str, str]] = {}
-            for line in out.decode().splitlines(keepends=True):
-                if not line.endswith("\n"):
-                    break
-                parts = line.split()
-                if parts[0] == "I":
-                    pending[int(parts[1])] = (parts[2], parts[3])
-                else:
-                    op, key = pending.pop(int(parts[1]))
-                    model = apply(model, op, key, int(parts[1]))
+            model = _acknowledged(out, model, pending)
             in_flight += len(pending)
-            keys = [k async for k in reader.list()]
-            actual = {k: check_value(k, (await reader.get(k)).data) for k in keys}
-            unsettled = {key: (seq, op) for seq, (op, key) in pending.items()}
-            for key in set(model) | set(actual):
-                allowed = [model.get(key)]
-                if key in unsettled:
-                    seq, op = unsettled[key]
-                    allowed.append(apply(model, op, key, seq).get(key))
-                assert actual.get(key) in allowed, (round_, key, actual.get(key), allowed)
-            model = actual
+            model = await _check_against(reader, model, pending, round_)
     assert in_flight >= KILLS, "the writers were rarely killed mid-operation"
     assert time.monotonic() - started < 90
+
+
+FOUR_PROCESS_ROUNDS = 12
+
+
+async def test_sigkill_of_four_writer_processes_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """Four processes share the file, one writer each; all four are killed with SIGKILL,
+    each at its own random moment (so some die while the others still commit), 12 times."""
+    db = tmp_path / "crash4.db"
+    rng = random.Random(4)
+    model: dict[str, int] = {}
+    in_flight = 0
+    started = time.monotonic()
+    async with SQLiteStorage(db) as reader:
+        for round_ in range(FOUR_PROCESS_ROUNDS):
+            procs = await asyncio.gather(
+                *(_spawn_writer(db, round_ * 1_000_000 + w * 100_000, str(w)) for w in range(4))
+            )
+            outs = await asyncio.gather(
+                *(_kill_after(proc, rng.uniform(0.02, 0.2)) for proc in procs)
+            )
+            pending: dict[int, tuple[str, str]] = {}
+            for out in outs:
+                model = _acknowledged(out, model, pending)
+            in_flight += len(pending)
+            model = await _check_against(reader, model, pending, round_)
+    assert in_flight >= FOUR_PROCESS_ROUNDS, "the writers were rarely killed mid-operation"
+    assert time.monotonic() - started < 60
