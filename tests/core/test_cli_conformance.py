@@ -49,7 +49,7 @@ def test_conformance_of_an_unknown_scheme_exits_two() -> None:
     assert code == 2
     assert err.strip().splitlines() == [
         "error: unknown storage scheme 'zz' in 'zz://somewhere/x'; known schemes: "
-        "az, azure, file, memory, redis, rediss, s3, sqlite"
+        "az, azure, file, memory, postgres, postgresql, redis, rediss, s3, sqlite"
     ]
 
 

@@ -93,6 +93,11 @@ async def proxied(url: str, **options: Any) -> AsyncIterator[tuple[RedisStorage,
             url, endpoint=first, prefix=options.pop("prefix", fresh_prefix()), **options
         )
         await stack.enter_async_context(storage)
+        if cluster:
+            # load the topology now, not inside the first timed operation: redis-py parses
+            # the nodes' COMMAND reply in Python, which under hygiene() (coroutine origin
+            # tracking) takes about as long as the tests' 0.5 s timeouts
+            await storage._cluster_ready()
         yield storage, Proxies(proxies)
 
 

@@ -81,8 +81,9 @@ async def test_if_match_rejects_another_version(storage: RedisStorage) -> None:
 
 
 async def test_if_match_rejects_a_missing_key(storage: RedisStorage) -> None:
+    other = await storage.put("runs/r/other", b"x")  # a version of the form Redis writes
     with pytest.raises(PreconditionFailed, match="does not exist"):
-        await storage.put("runs/r/k", b"x", mode=IfMatch("whatever"))
+        await storage.put("runs/r/k", b"x", mode=IfMatch(other))
     with pytest.raises(NotFound):
         await storage.get("runs/r/k")
 
