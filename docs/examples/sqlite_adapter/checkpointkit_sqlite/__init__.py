@@ -27,6 +27,7 @@ from checkpointkit import (
     PreconditionFailed,
     PutMode,
     StorageBase,
+    StorageClosed,
     StorageUnavailable,
 )
 from checkpointkit.storage import ListPage
@@ -79,13 +80,16 @@ class SQLiteStorage(StorageBase):
         self._sql_of = {
             "schema": f"CREATE TABLE IF NOT EXISTS {t} "
             "(key TEXT PRIMARY KEY, data BLOB NOT NULL, version TEXT NOT NULL) WITHOUT ROWID",
+            # A write returns one row per row it changed (RETURNING: SQLite 3.35 or newer).
             "overwrite": f"INSERT INTO {t} VALUES (?1, ?2, ?3) "
-            "ON CONFLICT(key) DO UPDATE SET data = ?2, version = ?3",
-            "create": f"INSERT INTO {t} VALUES (?1, ?2, ?3) ON CONFLICT(key) DO NOTHING",
-            "if-match": f"UPDATE {t} SET data = ?2, version = ?3 WHERE key = ?1 AND version = ?4",
+            "ON CONFLICT(key) DO UPDATE SET data = ?2, version = ?3 RETURNING 1",
+            "create": f"INSERT INTO {t} VALUES (?1, ?2, ?3) "
+            "ON CONFLICT(key) DO NOTHING RETURNING 1",
+            "if-match": f"UPDATE {t} SET data = ?2, version = ?3 "
+            "WHERE key = ?1 AND version = ?4 RETURNING 1",
             "get": f"SELECT data, version FROM {t} WHERE key = ?1",
-            "delete": f"DELETE FROM {t} WHERE key = ?1",
-            "delete-if-match": f"DELETE FROM {t} WHERE key = ?1 AND version = ?2",
+            "delete": f"DELETE FROM {t} WHERE key = ?1 RETURNING 1",
+            "delete-if-match": f"DELETE FROM {t} WHERE key = ?1 AND version = ?2 RETURNING 1",
             "version": f"SELECT version FROM {t} WHERE key = ?1",
             "list-from": f"SELECT key FROM {t} WHERE key >= ?1 ORDER BY key LIMIT ?2",
             "list-after": f"SELECT key FROM {t} WHERE key > ?1 ORDER BY key LIMIT ?2",
@@ -117,9 +121,14 @@ class SQLiteStorage(StorageBase):
     # -- one connection, opened on first use ---------------------------------------------
     async def _connection(self) -> aiosqlite.Connection:
         if self._db is None:
+            if self._closed:  # an operation that began before aclose(): open nothing new
+                raise StorageClosed(f"{self!r} is closed")
             if self._opening is None:
                 self._opening = asyncio.ensure_future(self._open())
-            self._db = await _finish(self._opening)
+            db = await _finish(self._opening)
+            if self._closed:  # aclose() ran meanwhile and closes this connection
+                raise StorageClosed(f"{self!r} is closed")
+            self._db = db
         return self._db
 
     async def _open(self) -> aiosqlite.Connection:
@@ -152,8 +161,8 @@ class SQLiteStorage(StorageBase):
             raise
         return db
 
-    async def _sql(self, name: str, *args: Any) -> tuple[int, list[Any]]:
-        """Run the statement ``name``; return (rows changed, rows fetched).
+    async def _sql(self, name: str, *args: Any) -> list[Any]:
+        """Run the statement ``name``; return its rows (a write's: one per row changed).
 
         While another connection holds the write lock, retry (a busy statement
         changed nothing) until ``busy_timeout``, sleeping in the event loop,
@@ -161,9 +170,11 @@ class SQLiteStorage(StorageBase):
         """
         db = await self._connection()
 
-        async def run() -> tuple[int, list[Any]]:
-            async with db.execute(self._sql_of[name], args) as cursor:
-                return cursor.rowcount, list(await cursor.fetchall())
+        async def run() -> list[Any]:
+            # In one call to aiosqlite's thread: a SELECT read in two calls would let another
+            # task's write on this connection run in between, and SQLite may then return a
+            # row twice or not at all (found by the conformance suite's model group).
+            return list(await db.execute_fetchall(self._sql_of[name], args))
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout
@@ -171,43 +182,44 @@ class SQLiteStorage(StorageBase):
         while True:
             try:
                 return await _finish(asyncio.ensure_future(run()))
-            except aiosqlite.OperationalError as exc:
-                if "locked" not in str(exc) or loop.time() >= deadline:
+            except (aiosqlite.Error, ValueError) as exc:  # ValueError: connection closed
+                if self._closed:  # aclose() closed the connection under this statement
+                    raise StorageClosed(f"{self!r} was closed during {name}") from exc
+                busy = isinstance(exc, aiosqlite.OperationalError) and "locked" in str(exc)
+                if not busy or loop.time() >= deadline:
                     raise StorageUnavailable(
                         f"SQLite failed on {self.path!r} ({name}): {exc}"
                     ) from exc
-            except aiosqlite.Error as exc:
-                raise StorageUnavailable(f"SQLite failed on {self.path!r} ({name}): {exc}") from exc
             await asyncio.sleep(pause)
+            if self._closed:
+                raise StorageClosed(f"{self!r} was closed during {name}")
             pause = min(pause * 2, 0.02)
 
     # -- what StorageBase asks of an adapter -------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         version = uuid.uuid4().hex  # a new version on every write, also after a re-create
         if isinstance(mode, IfMatch):
-            changed, _ = await self._sql("if-match", key, data, version, mode.version)
+            changed = await self._sql("if-match", key, data, version, mode.version)
             if not changed:
                 raise PreconditionFailed(f"key {key!r} is missing or not at version {mode.version}")
         else:
-            changed, _ = await self._sql(mode, key, data, version)
+            changed = await self._sql(mode, key, data, version)
             if not changed:
                 raise PreconditionFailed(f"key {key!r} already exists (create-only put)")
         return version
 
     async def _get(self, key: str) -> GetResult:
-        _, rows = await self._sql("get", key)
+        rows = await self._sql("get", key)
         if not rows:
             raise NotFound(f"key {key!r} not found")
         return GetResult(bytes(rows[0][0]), rows[0][1])
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
         if if_match is None:
-            changed, _ = await self._sql("delete", key)
-            return changed > 0
-        changed, _ = await self._sql("delete-if-match", key, if_match)
-        if changed:
+            return bool(await self._sql("delete", key))
+        if await self._sql("delete-if-match", key, if_match):
             return True
-        _, rows = await self._sql("version", key)
+        rows = await self._sql("version", key)
         if rows:
             raise PreconditionFailed(f"key {key!r} is at version {rows[0][0]}, not {if_match}")
         return False
@@ -217,9 +229,9 @@ class SQLiteStorage(StorageBase):
     ) -> ListPage:
         after = cursor if cursor is not None else start_after
         if after is not None and after >= prefix:
-            _, rows = await self._sql("list-after", after, limit)
+            rows = await self._sql("list-after", after, limit)
         else:
-            _, rows = await self._sql("list-from", prefix, limit)
+            rows = await self._sql("list-from", prefix, limit)
         keys = [row[0] for row in rows]
         inside = [k for k in keys if k.startswith(prefix)]  # keys of a prefix are contiguous
         more = len(inside) == limit
