@@ -393,7 +393,9 @@ class _Run:
                 observed=f"it returned {count!r} ({label}: {_words(op)})",
                 detail=self._detail(),
             )
-        for k in distinct:
+        # With tasks running at once, a key given twice is two deletes: one may come before
+        # another task's write of it and one after (delete_many is not atomic as a whole).
+        for k in op.keys if moving else distinct:
             state = states[k]
             definite = state != "either" and not moving
             self.recorder.operations.append(
