@@ -12,8 +12,9 @@ Writes whose outcome is unknown. An attempt of a write that fails after its
 request may have left the client (it was handed a connection) without a
 definite answer (a timeout, a lost connection, a 500) is indeterminate: the
 adapter's translation raises :class:`~checkpointkit.errors.OutcomeUnknown`.
-Retrying such a write is safe for the data (a create-only or if-match write
-cannot land twice), but it makes the *answer* of a later attempt ambiguous: a
+Retrying an if-match write is safe for the data (every write gets a new version,
+so the condition holds for one attempt at most), but it makes the *answer* of a
+later attempt ambiguous: a
 412 or 409 (create-only: "the key exists"; if-match: "another version"), or a
 404 of a delete, may be the echo of the earlier attempt that did land. So once
 an attempt of a call was indeterminate, whatever a later attempt raises is
@@ -23,11 +24,13 @@ never a ``PreconditionFailed`` or ``NotFound`` that may be false. The same
 holds when the retries run out on a plain ``StorageUnavailable``: the earlier
 attempt may still have landed.
 
-An unconditional write (an overwrite, a delete without if-match) is not
-repeated at all after an indeterminate attempt (``repeatable=False``): a repeat
-could take effect a second time, after another client's write, and undo it
-(the linearizability group caught that on S3). It raises ``OutcomeUnknown``
-at once; a caller who wants to repeat it decides (``checkpointkit.reconcile``).
+Any other write (an overwrite, a create-only put, a delete without if-match) is
+not repeated at all after an indeterminate attempt (``repeatable=False``): a
+repeat could take effect a second time, after another client's write, and undo
+it, or, for a create-only put, after another client deleted what the first
+attempt created (the linearizability group caught both on S3: a value came back
+after its delete). It raises ``OutcomeUnknown`` at once; a caller who wants to
+repeat it decides (``checkpointkit.reconcile``).
 """
 
 from __future__ import annotations

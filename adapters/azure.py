@@ -40,7 +40,6 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import (
-    CheckpointkitError,
     ConfigurationError,
     InvalidKey,
     NotFound,
@@ -639,7 +638,9 @@ class AzureBlobStorage(StorageBase):
                 condition=condition,
                 size=len(data),
                 write=True,
-                repeatable=mode != "overwrite",  # an overwrite repeated could undo a later write
+                # repeated after a create landed and was deleted, a create lands twice; an
+                # overwrite could undo a later write; an if-match cannot (every ETag is new)
+                repeatable=isinstance(mode, IfMatch),
             )
         except NotFound:  # if-match on a missing blob (some services answer 404)
             raise PreconditionFailed(
@@ -653,15 +654,16 @@ class AzureBlobStorage(StorageBase):
             if version is not None:
                 return version
             raise
-        except OutcomeUnknown as exc:
-            # An attempt that may have landed, then a retry that failed (a failed condition,
-            # say: see adapters/_retry.py): the put's own write if the blob carries its token.
-            # Otherwise the earlier attempt may have landed and been replaced since, so the
-            # later failure proves nothing: the outcome stays unknown.
-            if token and isinstance(exc.__cause__, CheckpointkitError):
-                version = await self._own_write(blob, key, token)
-                if version is not None:
-                    return version
+        except OutcomeUnknown:
+            # An attempt that may have landed (and, for an if-match, a retry that failed: see
+            # adapters/_retry.py): the put's own write if the blob carries its token. A
+            # create-only put is not repeated but looked for. Otherwise the attempt may have
+            # landed and been replaced since, or may land later: the outcome stays unknown.
+            if token:
+                with contextlib.suppress(StorageUnavailable):  # the look failed: still unknown
+                    version = await self._own_write(blob, key, token)
+                    if version is not None:
+                        return version
             raise
         return str(resp["etag"])
 
@@ -698,7 +700,7 @@ class AzureBlobStorage(StorageBase):
                     ),
                     condition=condition,
                     write=True,
-                    repeatable=bool(conditions),  # an overwrite repeated could undo a later write
+                    repeatable="etag" in conditions,  # only an if-match cannot land twice
                 )
             except StorageUnavailable as exc:
                 # another writer committed this blob meanwhile, discarding our staged blocks

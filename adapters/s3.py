@@ -42,7 +42,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 from ..errors import (
-    CheckpointkitError,
     ConfigurationError,
     InvalidKey,
     NotFound,
@@ -677,7 +676,9 @@ class S3Storage(StorageBase):
                 condition=condition,
                 size=len(data),
                 write=True,
-                repeatable=mode != "overwrite",  # an overwrite repeated could undo a later write
+                # repeated after a create landed and was deleted, a create lands twice; an
+                # overwrite could undo a later write; an if-match cannot (every ETag is new)
+                repeatable=isinstance(mode, IfMatch),
             )
         except (PreconditionFailed, NotFound) as exc:
             # A write meets its own write (resent by aiohttp after a lost reply, where
@@ -696,15 +697,16 @@ class S3Storage(StorageBase):
             raise StorageUnavailable(  # NoSuchUpload: the multipart upload vanished
                 f"S3 put of key {key!r} failed: the multipart upload was lost"
             ) from exc
-        except OutcomeUnknown as exc:
-            # An attempt that may have landed, then a retry that failed (a failed condition,
-            # say: see adapters/_retry.py): the put's own write if the object carries its
-            # token. Otherwise the earlier attempt may have landed and been replaced since,
-            # so the later failure proves nothing: the outcome stays unknown.
-            if token and isinstance(exc.__cause__, CheckpointkitError):
-                version, _ = await self._own_write(client, key, name, token)
-                if version is not None:
-                    return version
+        except OutcomeUnknown:
+            # An attempt that may have landed (and, for an if-match, a retry that failed: see
+            # adapters/_retry.py): the put's own write if the object carries its token. A
+            # create-only put is not repeated but looked for. Otherwise the attempt may have
+            # landed and been replaced since, or may land later: the outcome stays unknown.
+            if token:
+                with contextlib.suppress(StorageUnavailable):  # the look failed: still unknown
+                    version, _ = await self._own_write(client, key, name, token)
+                    if version is not None:
+                        return version
             raise
         return str(resp["ETag"])
 

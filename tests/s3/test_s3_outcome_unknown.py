@@ -98,8 +98,10 @@ async def test_conditional_put_retried_after_a_lost_reply_is_its_own_success(
 async def test_conditional_put_whose_lost_write_was_replaced_is_outcome_unknown_not_a_conflict(
     make_s3: Callable[..., S3Storage], mode: str
 ) -> None:
-    # The first attempt lands, another writer replaces it, the retry fails its condition:
-    # "the key exists" would be false (this put did happen), so the outcome is unknown.
+    # The first attempt lands, another writer replaces it. If-match: the retry fails its
+    # condition, and "another version" would be false (this put did happen), so the outcome
+    # is unknown. Create-only: never repeated (a repeat could land again after a delete);
+    # its own write is looked for, is gone, and the outcome stays unknown.
     async with hygiene(), make_s3() as direct:
         storage = LostFirstReply(direct.bucket, direct.prefix, **_options(direct))
         storage.meanwhile = lambda: direct.put("k", b"other writer")
@@ -107,9 +109,11 @@ async def test_conditional_put_whose_lost_write_was_replaced_is_outcome_unknown_
             put_mode: Any = "create"
             if mode == "if-match":
                 put_mode = IfMatch(await direct.put("k", b"old"))
-            with pytest.raises(OutcomeUnknown, match="echo") as info:
+            said = "echo" if mode == "if-match" else "may have happened"
+            with pytest.raises(OutcomeUnknown, match=said) as info:
                 await storage.put("k", b"new", mode=put_mode)
-            assert isinstance(info.value.__cause__, PreconditionFailed)  # what the retry met
+            if mode == "if-match":
+                assert isinstance(info.value.__cause__, PreconditionFailed)  # the retry's
             assert not isinstance(info.value, PreconditionFailed)
         assert (await direct.get("k")).data == b"other writer"
 
@@ -193,3 +197,25 @@ async def test_overwrite_whose_reply_was_lost_is_not_repeated_over_a_later_write
                 await storage.put("k", b"first")
             assert storage.lost == 1
         assert await direct.get("k") == (b"later", later[0])
+
+
+async def test_create_whose_reply_was_lost_is_not_repeated_after_a_delete(
+    make_s3: Callable[..., S3Storage],
+) -> None:
+    """A create-only put lands, its reply is lost, another client deletes the key
+    meanwhile: a repeat would pass If-None-Match again and bring the deleted value back
+    (the linearizability group caught it on moto). It raises OutcomeUnknown at once,
+    and the key stays deleted."""
+    async with hygiene(), make_s3() as direct:
+        storage = LostFirstReply(direct.bucket, direct.prefix, **_options(direct))
+
+        async def another_client_deletes() -> None:
+            assert await direct.delete("k")
+
+        storage.meanwhile = another_client_deletes
+        async with storage:
+            with pytest.raises(OutcomeUnknown):
+                await storage.put("k", b"first", mode="create")
+            assert storage.lost == 1
+        with pytest.raises(NotFound):
+            await direct.get("k")
