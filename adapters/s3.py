@@ -50,6 +50,7 @@ from ..errors import (
     StorageClosed,
     StorageUnavailable,
 )
+from ..keys import MAX_KEY_BYTES
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ..versions import entity_tag
 from ._inflight import Background, no_hidden_resend, track_connections
@@ -173,7 +174,7 @@ _SECRET_PARAMS = frozenset(
 _OPTS = Options(
     "S3",
     ints=("multipart_threshold", "part_size", "max_concurrency", "retries", "page_size",
-          "max_pool_connections"),
+          "max_pool_connections", "max_key_bytes"),
     floats=("timeout", "connect_timeout", "read_timeout", "retry_backoff", "retry_backoff_max",
             "cancel_grace"),
     strs=("endpoint_url", "region", "profile", "addressing_style", "object_names"),
@@ -243,6 +244,11 @@ class S3Storage(StorageBase):
             and a server that lists in directory-walk order, as SeaweedFS
             does, lists in byte order (the escape keeps the order of keys).
             Objects written with one setting are not seen with the other.
+        max_key_bytes: the longest key to accept, in UTF-8 bytes of its object
+            name without the prefix (1 to 1024, the default). A server with a
+            shorter limit says so here, so that a longer key fails with
+            ``InvalidKey`` before a request: SeaweedFS holds at most 255 bytes
+            in one name segment, so 255 with ``object_names="flat"``.
         cancel_grace: when a ``put`` or ``delete`` is cancelled while its
             request is on the wire, the seconds it may still take to finish
             before its connection is reset (default 0.25; 0: reset at once).
@@ -285,6 +291,7 @@ class S3Storage(StorageBase):
         addressing_style: str = "auto",
         cancel_grace: float = 0.25,
         object_names: str = "keys",
+        max_key_bytes: int = MAX_KEY_BYTES,
     ) -> None:
         self._closed = False
         if not isinstance(bucket, str) or not _BUCKET.match(bucket):
@@ -346,6 +353,11 @@ class S3Storage(StorageBase):
             )
         self.object_names = object_names
         self._flat = object_names == "flat"
+        self._key_limit = _OPTS.check_int("max_key_bytes", max_key_bytes, 1)
+        if self._key_limit > MAX_KEY_BYTES:
+            raise ConfigurationError(
+                f"S3 option max_key_bytes must be at most {MAX_KEY_BYTES}, not {max_key_bytes}"
+            )
         self._cancel_grace = _OPTS.check_float("cancel_grace", cancel_grace, zero=True)
         self._client: Any = None
         self._client_cm: Any = None
@@ -362,8 +374,8 @@ class S3Storage(StorageBase):
         ``max_concurrency``, ``timeout``, ``connect_timeout``,
         ``read_timeout``, ``retry_backoff``, ``retry_backoff_max``,
         ``cancel_grace`` (seconds), ``retries``, ``page_size``,
-        ``max_pool_connections``, ``addressing_style``, ``object_names``.
-        Credentials never go
+        ``max_pool_connections``, ``addressing_style``, ``object_names``,
+        ``max_key_bytes``. Credentials never go
         in the URL: give them as keyword ``options`` (``access_key_id``,
         ``secret_access_key``, ``session_token``) or through the AWS
         credential chain. Keyword ``options`` take the constructor's arguments
@@ -630,8 +642,20 @@ class S3Storage(StorageBase):
         # an escape that this adapter never writes (a foreign object) is kept as it is
         return _FLAT_ESCAPED.sub(lambda m: _FLAT_UNESCAPES.get(m[1], m[0]), name)
 
+    def holds_key(self, key: str) -> bool:
+        """Whether ``key``'s object name fits ``max_key_bytes`` and, with the prefix, S3's
+        1024 bytes."""
+        encoded = len(self._encode(key).encode())
+        return encoded <= self._key_limit and len(self._root.encode()) + encoded <= MAX_NAME_BYTES
+
     def _name(self, key: str) -> str:
-        name = self._root + self._encode(key)
+        encoded = self._encode(key)
+        if len(encoded.encode()) > self._key_limit:
+            raise InvalidKey(
+                f"invalid key {key!r}: its object name is longer than max_key_bytes="
+                f"{self._key_limit}, the longest this storage was opened to accept"
+            )
+        name = self._root + encoded
         if len(name.encode()) > MAX_NAME_BYTES:
             raise InvalidKey(
                 f"invalid key {key!r}: with the prefix {self.prefix!r} it is too long for S3 "

@@ -590,18 +590,24 @@ def program_options(
         close_during=True,
         paging=isinstance(raw_storage(storage), StorageBase),
         max_value=max_value,
-        max_key_bytes=MAX_KEY_BYTES - _prefix_bytes(storage),
+        holds_key=_holds_key(storage),
     )
 
 
-def _prefix_bytes(storage: object) -> int:
-    """UTF-8 bytes the suite's own key prefixes (a URL target's) add to every key."""
-    total = 0
+def _holds_key(storage: object) -> Callable[[str], bool]:
+    """Whether the adapter holds a key under the suite's own prefixes (a URL target's)."""
+    prefix = ""
     while hasattr(storage, "inner"):
         if isinstance(storage, PrefixedStorage):
-            total += len(storage.prefix.encode())
+            prefix += storage.prefix
         storage = storage.inner
-    return total
+    holds = getattr(storage, "holds_key", None)
+
+    def fits(key: str) -> bool:
+        full = prefix + key
+        return len(full.encode()) <= MAX_KEY_BYTES and (holds is None or bool(holds(full)))
+
+    return fits
 
 
 @dataclass

@@ -15,8 +15,11 @@ so that a (shrunk) program prints as a script that replays it:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from ..keys import MAX_KEY_BYTES
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -167,6 +170,11 @@ class Program:
     page_size: int | None = None
 
 
+def _any_valid_key(key: str) -> bool:
+    """True for a key of at most 1024 UTF-8 bytes: a target with no shorter limit."""
+    return len(key.encode()) <= MAX_KEY_BYTES
+
+
 @dataclass(frozen=True)
 class ProgramOptions:
     """What the target allows a program to draw.
@@ -178,8 +186,9 @@ class ProgramOptions:
         close_during: ``aclose()`` while tasks run.
         paging: the listing's page size can be set (a ``StorageBase`` adapter).
         max_value: the largest value a put writes, in bytes.
-        max_key_bytes: the longest key the target accepts (1024, less what a target's own
-            key prefix takes: :class:`~checkpointkit.conformance.target.PrefixedStorage`).
+        holds_key: whether the target holds a valid key (every one of up to 1024 bytes,
+            unless a root prefix or the server's limit takes some: ``holds_key`` of
+            :class:`~checkpointkit.StorageBase`).
         min_steps: the fewest steps of a program (more steps per example find more
             per second; a failure's report leaves out the steps after the failing one).
         max_steps: the most steps of a program.
@@ -191,7 +200,7 @@ class ProgramOptions:
     close_during: bool = True
     paging: bool = True
     max_value: int = 1 << 16
-    max_key_bytes: int = 1024
+    holds_key: Callable[[str], bool] = _any_valid_key
     min_steps: int = 2
     max_steps: int = 40
 
@@ -258,9 +267,9 @@ def programs(options: ProgramOptions) -> SearchStrategy[Program]:
             unique=True,
         )
     )
-    limit = options.max_key_bytes
+    holds = options.holds_key
     return st.builds(
-        lambda ks, raw, page, stored: _program([_fit(k, limit) for k in ks], raw, page, stored),
+        lambda ks, raw, page, stored: _program([_fit(k, holds) for k in ks], raw, page, stored),
         st.tuples(keys, st.sampled_from(KEY_POOL)).map(lambda ks: _distinct([*ks[0], ks[1]])),
         st.lists(st.one_of(choices), min_size=options.min_steps, max_size=options.max_steps),
         st.sampled_from((None, 1, 2, 3)) if options.paging else st.none(),
@@ -275,9 +284,9 @@ def _distinct(keys: list[str]) -> list[str]:
     return keys
 
 
-def _fit(key: str, limit: int) -> str:
-    """``key`` cut to at most ``limit`` UTF-8 bytes (never ending in ``/``)."""
-    while len(key.encode()) > limit or key.endswith("/"):
+def _fit(key: str, holds: Callable[[str], bool]) -> str:
+    """``key`` cut until the target ``holds`` it (never ending in ``/``)."""
+    while not holds(key) or key.endswith("/"):
         key = key[:-1]
     return key
 

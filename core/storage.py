@@ -47,7 +47,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, Self, runtime_checkable
 
 from .errors import NotFound, PreconditionFailed, StorageClosed
-from .keys import validate_key, validate_prefix
+from .keys import MAX_KEY_BYTES, validate_key, validate_prefix
 
 __all__ = [
     "CREATE",
@@ -257,6 +257,18 @@ class StorageBase:
         ``*``). The default accepts any non-empty str; adapters narrow it.
         """
         return bool(version)
+
+    def holds_key(self, key: str) -> bool:
+        """Whether the backend's names hold the valid ``key``.
+
+        Every valid key does (at most 1024 UTF-8 bytes) unless the adapter
+        puts a root before it on a backend that limits whole names (S3's
+        1024-byte object names under a prefix), or the server has a shorter
+        limit (SeaweedFS: 255 bytes per name segment). An operation on a key
+        it does not hold raises ``InvalidKey`` naming the limit. The
+        conformance suite draws its longest keys within it.
+        """
+        return len(key.encode()) <= MAX_KEY_BYTES
 
     # -- the backend calls ---------------------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:

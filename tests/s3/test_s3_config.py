@@ -144,6 +144,8 @@ async def test_silent_endpoint_times_out_within_the_timeout(silent_port: int) ->
         ("s3://bucket?addressing_style=sideways", "addressing_style"),
         ("s3://bucket?cancel_grace=-1", "cancel_grace"),
         ("s3://bucket?cancel_grace=soon", "cancel_grace"),
+        ("s3://bucket?max_key_bytes=0", "max_key_bytes"),
+        ("s3://bucket?max_key_bytes=1025", "max_key_bytes"),
     ],
 )
 def test_bad_url_names_what_is_wrong(url: str, named: str) -> None:

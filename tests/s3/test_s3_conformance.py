@@ -17,8 +17,11 @@ MODEL_BUDGET = 3.0
 class S3Fixtures(StorageFixtures):
     @pytest.fixture
     def storage_factory(self, s3_endpoint: str, s3_bucket: str, s3_server_name: str) -> Target:
-        # SeaweedFS lists in directory-walk order: its objects must lie in one directory
-        names = "flat" if s3_server_name == "seaweedfs" else "keys"
+        # SeaweedFS lists in directory-walk order: its objects must lie in one directory,
+        # whose file names hold at most 255 bytes
+        seaweedfs = s3_server_name == "seaweedfs"
+        names = "flat" if seaweedfs else "keys"
+        longest = 255 if seaweedfs else 1024
 
         async def s3_storage(
             *, location: str | None = None, endpoint: tuple[str, int] | None = None
@@ -30,6 +33,7 @@ class S3Fixtures(StorageFixtures):
                 endpoint=endpoint,
                 timeout=20.0,
                 object_names=names,
+                max_key_bytes=longest,
             ) as storage:
                 yield storage
 

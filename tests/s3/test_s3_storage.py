@@ -204,6 +204,34 @@ async def test_keys_map_one_to_one_to_object_names(s3: S3Storage, s3_prefix: str
     assert sorted(o["Key"] for o in resp["Contents"]) == sorted(f"{s3_prefix}/{k}" for k in odd)
 
 
+async def test_a_key_longer_than_max_key_bytes_is_refused_before_any_request(
+    make_s3: Callable[..., S3Storage],
+) -> None:
+    """SeaweedFS holds at most 255 bytes in a name segment: ``max_key_bytes=255`` says so,
+    counted on the object name (``object_names="flat"`` writes ``/`` as two bytes)."""
+    async with make_s3(object_names="flat", max_key_bytes=255) as s3:
+        assert s3.holds_key("l" * 255) and not s3.holds_key("l" * 256)
+        assert s3.holds_key("d/" * 84 + "d") and not s3.holds_key("d/" * 85 + "d")
+        for key in ("l" * 256, "d/" * 85 + "d"):
+            with pytest.raises(InvalidKey, match="max_key_bytes=255"):
+                await s3.put(key, b"x")
+            with pytest.raises(InvalidKey, match="max_key_bytes=255"):
+                await s3.get(key)
+        assert s3.client is None  # refused before the client was even opened
+        await s3.put("l" * 255, b"fits")
+        assert (await s3.get("l" * 255)).data == b"fits"
+
+
+async def test_a_prefix_takes_its_bytes_from_the_longest_key(
+    make_s3: Callable[..., S3Storage],
+) -> None:
+    async with make_s3() as s3:
+        room = 1024 - len(f"{s3.prefix}/".encode())
+        assert s3.holds_key("l" * room) and not s3.holds_key("l" * (room + 1))
+        with pytest.raises(InvalidKey, match="too long for S3"):
+            await s3.put("l" * (room + 1), b"x")
+
+
 @pytest.mark.parametrize("key", ["", "../x", "a/../b", "a//b", "/a", "a/", "a\\b", "a\x00b"])
 async def test_bad_keys_are_rejected_before_any_request(s3: S3Storage, key: str) -> None:
     with pytest.raises(InvalidKey):
