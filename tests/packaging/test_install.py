@@ -71,6 +71,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
         ":all:",
         "pytest",
         "pytest-asyncio",
+        "hypothesis",  # the conformance extra's model group
         "redis",  # the extra that the README's wheel install names
         "msgspec",
         "zstandard",
