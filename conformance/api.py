@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from ..errors import ConfigurationError
 from ..storage import Capabilities
 from .checks import ConformanceFailure
+from .coverage import CoverageRecorder, recording
 from .ecosystems.target import EcosystemTarget
 from .groups import GROUPS, group_of
 from .hygiene import HygieneError
@@ -160,10 +161,13 @@ async def run(
             )
             return report
         collector = _Collector(resolved, selected, progress)
-        await asyncio.to_thread(_run_pytest, collector, pattern)
+        into = CoverageRecorder()
+        with recording(into):  # the thread below runs in a copy of this context
+            await asyncio.to_thread(_run_pytest, collector, pattern)
         report.results = collector.results
         report.errors.extend(collector.errors)
         report.latency = collector.latency
+        report.coverage = into.result(resolved.name)
         return report
     finally:
         report.duration = time.perf_counter() - start

@@ -44,6 +44,7 @@ from .fixtures import DEFAULT_CANCEL_BOUND
 from .held import HeldBackendTests
 from .proxy import StallProxy
 from .settle import SettleWatch
+from .sweeps import CancellationSweepTests
 from .target import Target, new_location
 
 __all__ = ["CANCEL_BOUND", "CANCEL_POINTS", "CancellationTests"]
@@ -57,7 +58,7 @@ CANCEL_POINTS: list[int | float] = [0, 1, 2, 3, 5, 8, 13, 21, 0.001, 0.003, 0.01
 """When the sweep cancels: ints are event-loop iterations, floats seconds."""
 
 
-class CancellationTests(HeldBackendTests):
+class CancellationTests(HeldBackendTests, CancellationSweepTests):
     """Cancelled puts and gets: prompt, whole or absent, never late, no stale replies."""
 
     conformance_group: ClassVar[str | None] = "cancellation"

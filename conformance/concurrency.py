@@ -16,13 +16,14 @@ from ..errors import NotFound, PreconditionFailed
 from ..storage import IfMatch, Storage
 from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
-from .fixtures import StorageFixtures, scaled, set_small_pages
+from .fixtures import scaled, set_small_pages
 from .semantics import _need
+from .sweeps import ConcurrentSweepTests
 
 __all__ = ["ConcurrencyTests"]
 
 
-class ConcurrencyTests(StorageFixtures):
+class ConcurrencyTests(ConcurrentSweepTests):
     """Concurrent writers and readers on one storage."""
 
     conformance_group: ClassVar[str | None] = "concurrency"

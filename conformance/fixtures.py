@@ -43,6 +43,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..storage import Capabilities, Storage, StorageBase
 from . import descriptors
 from .checks import ConformanceFailure
+from .coverage import CoverageProbe
 from .faults import FaultyStorage
 from .groups import GROUPS, group_of
 from .holds import Hold, ProxyHold, default_hold
@@ -64,7 +65,7 @@ __all__ = [
 ]
 
 
-_WRAPPERS = (TimedStorage, PrefixedStorage, FaultyStorage, StorageWrapper)
+_WRAPPERS = (TimedStorage, CoverageProbe, PrefixedStorage, FaultyStorage, StorageWrapper)
 
 
 def raw_storage(storage: Any) -> Any:

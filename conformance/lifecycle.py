@@ -27,8 +27,8 @@ from ..storage import Storage
 from .checks import expect, fail
 from .clauses import checks
 from .faults import FaultyStorage
-from .fixtures import StorageFixtures
 from .styles import STYLES, PutGate
+from .sweeps import LifecycleSweepTests
 
 __all__ = ["LifecycleTests"]
 
@@ -94,7 +94,7 @@ def _workflow(
     return Workflow(fn, storage=storage, **options)
 
 
-class LifecycleTests(StorageFixtures):
+class LifecycleTests(LifecycleSweepTests):
     """Runner guarantees over the adapter, in the three save styles."""
 
     conformance_group: ClassVar[str | None] = "lifecycle"

@@ -48,7 +48,6 @@ from typing import ClassVar, Literal
 import pytest
 
 from ..errors import ConfigurationError, StorageClosed, StorageUnavailable
-from ..keys import MAX_KEY_BYTES
 from ..storage import Capabilities, Storage, StorageBase, delete_many
 from .checks import ConformanceFailure, describe, fail, short_key
 from .clauses import checks
@@ -73,7 +72,7 @@ from .programs import (
 )
 from .seed import MODEL_SEED_ENV, MODEL_SEED_KEY, resolve_seed
 from .settings import DEFAULT_MODEL_BUDGET
-from .target import PrefixedStorage, Target, new_location, resolve_target
+from .target import Target, holds_key_of, new_location, resolve_target
 
 __all__ = ["ModelTests", "execute", "replay"]
 
@@ -590,24 +589,8 @@ def program_options(
         close_during=True,
         paging=isinstance(raw_storage(storage), StorageBase),
         max_value=max_value,
-        holds_key=_holds_key(storage),
+        holds_key=holds_key_of(storage),
     )
-
-
-def _holds_key(storage: object) -> Callable[[str], bool]:
-    """Whether the adapter holds a key under the suite's own prefixes (a URL target's)."""
-    prefix = ""
-    while hasattr(storage, "inner"):
-        if isinstance(storage, PrefixedStorage):
-            prefix += storage.prefix
-        storage = storage.inner
-    holds = getattr(storage, "holds_key", None)
-
-    def fits(key: str) -> bool:
-        full = prefix + key
-        return len(full.encode()) <= MAX_KEY_BYTES and (holds is None or bool(holds(full)))
-
-    return fits
 
 
 @dataclass

@@ -3,14 +3,16 @@
 Conformance levels (:attr:`Report.level`):
 
 ``full``
-    Every group of the suite ran, no test failed, and none was *not
-    exercised*. Tests skipped because the adapter does not declare a
-    capability (or the target does not offer what a test needs, such as an
-    endpoint for the stall proxy) do not lower the level; the report lists
-    them with their reasons. A test is not exercised when the target does not
-    give it what it needs to check its promise at all (a held-backend test of
-    a target that supplies no hold): its reason starts with ``not exercised:``
-    and the report lists it, so a gap never passes as a pass.
+    Every group of the suite ran, no test failed, none was *not exercised*,
+    and the run exercised every reachable cell of the protocol's coverage
+    matrices (:mod:`~checkpointkit.conformance.coverage`). Tests skipped
+    because the adapter does not declare a capability (or the target does not
+    offer what a test needs, such as an endpoint for the stall proxy) do not
+    lower the level; the report lists them with their reasons. A test is not
+    exercised when the target does not give it what it needs to check its
+    promise at all (a held-backend test of a target that supplies no hold):
+    its reason starts with ``not exercised:`` and the report lists it, so a
+    gap never passes as a pass.
 ``basic``
     The ``semantics`` and ``bad-input`` groups ran without a failure, but
     another group failed or was not run: the storage stores and refuses
@@ -35,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .coverage import Coverage
 from .settings import NOT_EXERCISED
 from .timing import OpLatency
 
@@ -120,6 +123,8 @@ class Report:
         about: what else the reader needs, by name: the versions of the
             libraries under test, the level of an ecosystem's own suite
             (``langgraph-checkpoint-conformance``), runner findings.
+        coverage: which reachable cells of the protocol's surface the run
+            exercised (None where it was not measured).
     """
 
     target: str
@@ -132,6 +137,7 @@ class Report:
     all_groups: tuple[str, ...] = ALL_GROUPS
     basic_groups: tuple[str, ...] = BASIC_GROUPS
     about: dict[str, str] = field(default_factory=dict)
+    coverage: Coverage | None = None
 
     # -- verdicts -------------------------------------------------------------------
     @property
@@ -182,7 +188,8 @@ class Report:
         if not all(clean(g) for g in self.basic_groups):
             return "none"
         ran_all = all(g in groups for g in self.all_groups)
-        if ran_all and not self.failures and not self.not_exercised:
+        uncovered = self.coverage is not None and bool(self.coverage.missing)
+        if ran_all and not self.failures and not self.not_exercised and not uncovered:
             return "full"
         return "basic"
 
@@ -208,6 +215,8 @@ class Report:
             return "not run: " + ", ".join(missing)
         if self.not_exercised:
             return f"{len(self.not_exercised)} test(s) not exercised"
+        if self.coverage is not None and self.coverage.missing:
+            return f"{len(self.coverage.missing)} reachable coverage cell(s) not exercised"
         return "every group passed"
 
     def result(self, name: str) -> TestResult:
@@ -241,6 +250,7 @@ class Report:
             "errors": list(self.errors),
             "about": dict(self.about),
             "not_exercised": [r.name for r in self.not_exercised],
+            "coverage": None if self.coverage is None else self.coverage.to_dict(),
             "tests": [{**asdict(r), "duration": round(r.duration, 4)} for r in self.results],
         }
 
@@ -297,6 +307,14 @@ class Report:
                     ET.SubElement(props, "property", name="outcome", value="indeterminate")
                     out = ET.SubElement(case, "system-out")
                     out.text = f"INDETERMINATE: {r.reason}"
+        if self.coverage is not None:
+            done, total = self.coverage.counts()
+            props = ET.Element("properties")
+            root.insert(0, props)
+            ET.SubElement(props, "property", name="coverage_exercised", value=str(done))
+            ET.SubElement(props, "property", name="coverage_reachable", value=str(total))
+            for cell in self.coverage.missing:
+                ET.SubElement(props, "property", name="not_exercised", value=" / ".join(cell))
         if self.errors:
             suite = ET.SubElement(
                 root,
@@ -344,7 +362,16 @@ class Report:
             lines.append(
                 f"  NOT EXERCISED {r.group}::{r.name}: {r.reason.removeprefix(NOT_EXERCISED)}"
             )
+        if self.coverage is not None:
+            done, total = self.coverage.counts()
+            lines.append(f"coverage: {done} of {total} reachable cells exercised")
+            for cell in self.coverage.missing:
+                lines.append(f"  NOT EXERCISED cell {' / '.join(cell)}")
         return "\n".join(lines)
+
+    def coverage_text(self) -> str:
+        """The coverage matrices as text (empty where coverage was not measured)."""
+        return "" if self.coverage is None else self.coverage.text()
 
 
 def _first_line(text: str, limit: int = 200) -> str:

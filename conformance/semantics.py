@@ -22,6 +22,7 @@ from .checks import (
 from .clauses import checks
 from .fixtures import set_small_pages
 from .pitfalls import PitfallTests
+from .sweeps import SemanticSweepTests
 
 __all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "UNICODE_KEYS", "SemanticsTests"]
 
@@ -76,7 +77,7 @@ LONG_SEGMENT_KEYS = [
 """Keys with a 200-byte segment (the key rules limit only the whole key, to 1024 bytes)."""
 
 
-class SemanticsTests(PitfallTests):
+class SemanticsTests(PitfallTests, SemanticSweepTests):
     """Round trips, versions, conditional writes, deletes, listing, close."""
 
     conformance_group: ClassVar[str | None] = "semantics"

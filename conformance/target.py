@@ -45,8 +45,10 @@ from typing import Any, ClassVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import ConfigurationError
+from ..keys import MAX_KEY_BYTES
 from ..registry import open_storage
-from ..storage import Capabilities, GetResult, PutMode, Storage, delete_many
+from ..storage import Capabilities, GetResult, PutMode, Storage, StorageBase, delete_many
+from .coverage import DEFAULT_MAX_VALUE, CoverageProbe, Reach
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
 from .settings import (
     DEFAULT_CANCEL_BOUND,
@@ -55,7 +57,14 @@ from .settings import (
     check_seconds,
 )
 
-__all__ = ["Factory", "PrefixedStorage", "Target", "new_location", "resolve_target"]
+__all__ = [
+    "Factory",
+    "PrefixedStorage",
+    "Target",
+    "holds_key_of",
+    "new_location",
+    "resolve_target",
+]
 
 Factory = Callable[..., Any]
 """A callable giving a fresh storage; see the module documentation for the forms accepted."""
@@ -118,6 +127,9 @@ class Target:
             a large value (:class:`~checkpointkit.conformance.holds.LargeValue`).
             ``Hold()`` holds nothing: the held-backend tests are then reported
             as not exercised.
+        max_value: the largest value, in bytes, that the coverage's ``sizes``
+            matrix asks a put and a get of (default 64 MiB; lower it for a slow
+            backend: the larger sizes are then outside the matrix, not unexercised).
     """
 
     factory: Factory
@@ -131,6 +143,7 @@ class Target:
     model_budget: float = DEFAULT_MODEL_BUDGET
     foreign_descriptors: Callable[[str], bool] | None = None
     hold: Hold | None = None
+    max_value: int = DEFAULT_MAX_VALUE
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -145,6 +158,14 @@ class Target:
         check_seconds("settle_window", self.settle_window, zero=True)
         check_seconds("cancel_bound", self.cancel_bound)
         check_seconds("model_budget", self.model_budget, zero=True)
+        if (
+            not isinstance(self.max_value, int)
+            or isinstance(self.max_value, bool)
+            or self.max_value < 1
+        ):
+            raise ConfigurationError(
+                f"max_value must be a positive number of bytes, not {self.max_value!r}"
+            )
         if self.hold is not None and not isinstance(self.hold, Hold):
             raise ConfigurationError(
                 f"Target.hold must be a checkpointkit.conformance.holds.Hold, not {self.hold!r}"
@@ -230,7 +251,46 @@ class Target:
                     raise TypeError(
                         f"the factory of {self.name!r} gave {storage!r}, which has no {op}() method"
                     )
-            yield storage
+            declared = self.capabilities or getattr(storage, "capabilities", None)
+            reach = Reach(
+                declared if isinstance(declared, Capabilities) else Capabilities(),
+                reopens=self.reopens,
+                max_value=self.max_value,
+                paging=isinstance(_innermost(storage), StorageBase),
+            )
+            yield CoverageProbe(
+                storage, self.name, reach, location=location, holds_key=holds_key_of(storage)
+            )
+
+
+def holds_key_of(storage: object) -> Callable[[str], bool]:
+    """Whether ``storage`` holds a key, under the suite's own key prefixes (a URL target's).
+
+    A valid key of at most 1024 UTF-8 bytes, with every :class:`PrefixedStorage`'s
+    prefix before it, that the adapter's ``holds_key`` accepts where it has one.
+    """
+    prefix = ""
+    while hasattr(storage, "inner"):
+        if isinstance(storage, PrefixedStorage):
+            prefix += storage.prefix
+        storage = storage.inner
+    holds = getattr(storage, "holds_key", None)
+
+    def fits(key: str) -> bool:
+        full = prefix + key
+        try:
+            size = len(full.encode())
+        except UnicodeEncodeError:
+            return False
+        return size <= MAX_KEY_BYTES and (holds is None or bool(holds(full)))
+
+    return fits
+
+
+def _innermost(storage: object) -> object:
+    while hasattr(storage, "inner"):
+        storage = storage.inner
+    return storage
 
 
 # -- targets from a SPEC string ------------------------------------------------------------

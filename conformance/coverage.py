@@ -1,0 +1,824 @@
+"""Protocol coverage: which cells of the storage protocol's surface a run exercised.
+
+A suite that never makes the call a defect needs cannot catch it, and a pass
+then says nothing. So the suite measures what it did. Every storage it opens
+(:meth:`Target.open <checkpointkit.conformance.target.Target.open>`) is wrapped
+in a :class:`CoverageProbe`, which classifies each call into cells of five
+matrices and records them in the process-wide :data:`coverage`:
+
+``state``
+    each operation and mode (put overwrite, create-only, if-match with the
+    key's current version, with a stale one of the key or with one no adapter
+    minted; get; delete plain or if-match; ``delete_many``; ``list``) against
+    the state the key is in: missing (never written), present, just deleted,
+    or present and written through an earlier storage at the same location
+    that was closed since (``reopened``).
+``lifecycle``
+    each operation while another task writes the same key (a listing: a key
+    of its prefix), while a listing covers the key being written, with an
+    ``aclose()`` called while it runs, after ``aclose()``, and cancelled.
+``sizes``
+    ``put`` and ``get`` of values of 0 and 1 bytes and of every power of two
+    from 2 to the target's ``max_value`` (64 MiB by default), each also minus
+    and plus one.
+``keys``
+    ``put``, ``get``, ``delete`` and ``list`` of every shape of key the
+    protocol allows (one character, several segments, 100 or more segments, a
+    200-byte segment, the longest key the storage holds, characters of two,
+    three and four UTF-8 bytes, punctuation, dots), and listings that return
+    keys related to each other (a parent and its child; neighbours of ``/``
+    in code-point order).
+``listing``
+    ``list`` with the empty prefix, a prefix ending in ``/`` and one ending
+    inside a segment, against ``start_after`` (none, inside the prefix, before
+    it, past it), ``limit`` (none, 0, 1, more) and more than one page.
+
+A cell is *reachable* when the adapter's declared capabilities and the target
+make it possible (an if-match put needs ``conditional_put``; ``reopened`` needs
+``durable`` and a factory that takes ``location``; an if-match with the key's
+current version needs a key that exists). The report lists every reachable
+cell that no test exercised, and such a cell keeps an adapter from the
+``full`` level: an unexercised cell is a place where a defect could hide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, ClassVar, Literal, Self
+
+from ..errors import NotFound, PreconditionFailed
+from ..keys import MAX_KEY_BYTES
+from ..storage import Capabilities, GetResult, IfMatch, PutMode, Storage, StorageBase, delete_many
+
+__all__ = [
+    "DEFAULT_MAX_VALUE",
+    "MATRICES",
+    "Cell",
+    "Coverage",
+    "CoverageProbe",
+    "CoverageRecorder",
+    "Reach",
+    "active_recorder",
+    "coverage",
+    "recording",
+    "size_classes",
+    "size_label",
+]
+
+DEFAULT_MAX_VALUE = 64 * 1024 * 1024
+"""The largest value size the ``sizes`` matrix asks for, unless the target sets less."""
+
+Cell = tuple[str, str, str]
+"""``(matrix, row, column)``, e.g. ``("state", "put if-match current", "present")``."""
+
+PUT_ROWS = (
+    "put overwrite",
+    "put create",
+    "put if-match current",
+    "put if-match stale",
+    "put if-match bogus",
+)
+DELETE_ROWS = (
+    "delete",
+    "delete if-match current",
+    "delete if-match stale",
+    "delete if-match bogus",
+)
+STATE_ROWS = (*PUT_ROWS, "get", *DELETE_ROWS, "delete_many", "list")
+STATES = ("missing", "present", "deleted", "reopened")
+OPS = ("put", "get", "delete", "delete_many", "list")
+EVENTS = ("concurrent write", "being listed", "during aclose", "after aclose", "cancelled")
+SHAPES = (
+    "one character",
+    "several segments",
+    "100+ segments",
+    "200-byte segment",
+    "longest held",
+    "2-byte UTF-8",
+    "3-byte UTF-8",
+    "4-byte UTF-8",
+    "punctuation",
+    "dot in a segment",
+)
+RELATIONS = ("parent and child listed", "neighbours of '/' listed")
+KEY_OPS = ("put", "get", "delete", "list")
+PREFIXES = ("empty prefix", "prefix ending in '/'", "prefix inside a segment")
+LIST_OPTIONS = (
+    "start_after none",
+    "start_after inside",
+    "start_after before",
+    "start_after past",
+    "limit none",
+    "limit 0",
+    "limit 1",
+    "limit more",
+    "several pages",
+)
+MATRICES = ("state", "lifecycle", "sizes", "keys", "listing")
+"""The matrices, in report order."""
+
+_PUNCTUATION = frozenset(" %+?#:*~=;&@$,'\"[]")
+_NEIGHBOURS = frozenset("-./0")
+
+
+def size_classes(cap: int) -> list[int]:
+    """0, 1, and each power of two from 2 to ``cap``, also minus and plus one (at most ``cap``)."""
+    sizes = {0, 1}
+    power = 2
+    while power <= cap:
+        sizes.update(s for s in (power - 1, power, power + 1) if s <= cap)
+        power *= 2
+    return sorted(sizes)
+
+
+def size_label(size: int) -> str:
+    """``size`` as the ``sizes`` matrix names it: ``"0 B"``, ``"4 KiB-1"``, ``"64 MiB"``."""
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        base = 1 << shift
+        for delta in (-1, 0, 1):
+            if size - delta >= base and (size - delta) % base == 0:
+                n = (size - delta) >> shift
+                return f"{n} {unit}" + ("" if not delta else f"{delta:+d}")
+    return f"{size} B"
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What makes cells reachable for one target.
+
+    Attributes:
+        capabilities: what the adapter declared (or the target overrides).
+        reopens: the target's factory takes ``location`` (a second storage on the same data).
+        max_value: the largest value size the ``sizes`` matrix asks for.
+        paging: the listing's page size can be set (a :class:`~checkpointkit.StorageBase`).
+    """
+
+    capabilities: Capabilities
+    reopens: bool
+    max_value: int = DEFAULT_MAX_VALUE
+    paging: bool = True
+
+    def cells(self) -> list[Cell]:
+        """Every reachable cell, in report order."""
+        caps = self.capabilities
+        out: list[Cell] = []
+        for row in STATE_ROWS:
+            if row.startswith("put ") and row != "put overwrite" and not caps.conditional_put:
+                continue
+            if row.startswith("delete if-match") and not caps.conditional_delete:
+                continue
+            for state in STATES:
+                if state == "reopened" and not (caps.durable and self.reopens):
+                    continue
+                if row.endswith("current") and state in ("missing", "deleted"):
+                    continue  # no current version to give
+                if row.endswith("stale") and state == "missing":
+                    continue  # a key never written has no stale version
+                out.append(("state", row, state))
+        for op in OPS:
+            for event in EVENTS:
+                if event == "being listed" and op in ("get", "list"):
+                    continue  # not a write
+                out.append(("lifecycle", op, event))
+        out.append(("lifecycle", "aclose", "after aclose"))
+        for size in size_classes(self.max_value):
+            out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
+        for shape in SHAPES:
+            out += [("keys", shape, op) for op in KEY_OPS]
+        out += [("keys", relation, "list") for relation in RELATIONS]
+        for prefix in PREFIXES:
+            for option in LIST_OPTIONS:
+                if option == "several pages" and not self.paging:
+                    continue
+                if prefix == "empty prefix" and option in (
+                    "start_after before",
+                    "start_after past",
+                ):
+                    continue  # every key starts with the empty prefix
+                out.append(("listing", prefix, option))
+        return out
+
+
+# -- the state of keys, per location ---------------------------------------------------
+_Known = Literal["missing", "present", "deleted", "unknown"]
+
+
+@dataclass
+class _Scope:
+    """What the probes of one location saw of its keys."""
+
+    state: dict[str, _Known] = field(default_factory=dict)
+    versions: dict[str, list[str]] = field(default_factory=dict)
+    writer: dict[str, int] = field(default_factory=dict)  # probe that last wrote the key
+    closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
+    writing: dict[str, int] = field(default_factory=dict)  # writes in flight per key
+    listing: list[str] = field(default_factory=list)  # prefixes of listings in flight
+    deleted: set[str] = field(default_factory=set)  # keys whose last known write deleted them
+
+
+@dataclass
+class _Target:
+    reach: Reach
+    cells: set[Cell] = field(default_factory=set)
+
+
+class CoverageRecorder:
+    """The cells exercised per target, and what makes cells reachable; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._targets: dict[str, _Target] = {}
+        self._scopes: dict[str, _Scope] = {}
+
+    def clear(self) -> None:
+        """Forget every target."""
+        with self._lock:
+            self._targets.clear()
+            self._scopes.clear()
+
+    def scope(self, location: str | None) -> _Scope:
+        """What the probes of ``location`` saw of its keys (None: a scope of one probe)."""
+        if location is None:
+            return _Scope()
+        with self._lock:
+            return self._scopes.setdefault(location, _Scope())
+
+    def target(self, name: str, reach: Reach) -> None:
+        """Register ``name`` (once; a later registration keeps the cells)."""
+        with self._lock:
+            known = self._targets.get(name)
+            if known is None:
+                self._targets[name] = _Target(reach)
+            else:
+                known.reach = reach
+
+    def record(self, name: str, cell: Cell) -> None:
+        """Mark ``cell`` exercised for target ``name``."""
+        with self._lock:
+            known = self._targets.get(name)
+            if known is not None:
+                known.cells.add(cell)
+
+    def targets(self) -> list[str]:
+        """The names of the targets recorded."""
+        with self._lock:
+            return sorted(self._targets)
+
+    def snapshot(self, name: str) -> tuple[Reach, set[Cell]] | None:
+        """What makes cells reachable for ``name``, and the cells exercised."""
+        with self._lock:
+            known = self._targets.get(name)
+            return None if known is None else (known.reach, set(known.cells))
+
+    def result(self, name: str) -> Coverage | None:
+        """The :class:`Coverage` of target ``name``, or None if nothing was recorded."""
+        snapshot = self.snapshot(name)
+        return None if snapshot is None else Coverage(*snapshot)
+
+    def merge(self, name: str, reach: Reach, cells: Iterable[Cell]) -> None:
+        """Add cells recorded elsewhere (another process of the same run)."""
+        with self._lock:
+            known = self._targets.setdefault(name, _Target(reach))
+            known.cells.update(tuple(c) for c in cells)  # type: ignore[misc]
+
+
+coverage = CoverageRecorder()
+"""The process-wide recorder that every :class:`CoverageProbe` writes to by default."""
+
+_ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverage", default=None)
+
+
+def active_recorder() -> CoverageRecorder:
+    """The recorder of the current context: the one :func:`recording` set, or :data:`coverage`."""
+    return _ACTIVE.get() or coverage
+
+
+@contextlib.contextmanager
+def recording(into: CoverageRecorder) -> Iterator[CoverageRecorder]:
+    """Record the probes created in this context (and tasks started from it) into ``into``."""
+    token = _ACTIVE.set(into)
+    try:
+        yield into
+    finally:
+        _ACTIVE.reset(token)
+
+
+_order = itertools.count()
+
+
+class CoverageProbe:
+    """Delegates to ``inner`` and records the cells each call exercises.
+
+    Args:
+        inner: the storage under test.
+        target: the name cells are recorded under.
+        reach: what makes cells reachable for that target.
+        location: the location the storage was opened at; probes of one
+            location share what they saw of its keys (None: a fresh one).
+        holds_key: whether the storage holds a key (for "longest held").
+        into: the recorder (the process-wide :data:`coverage` by default).
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(
+        self,
+        inner: Storage,
+        target: str,
+        reach: Reach,
+        *,
+        location: str | None = None,
+        holds_key: Callable[[str], bool] | None = None,
+        into: CoverageRecorder | None = None,
+    ) -> None:
+        self.inner = inner
+        self.__dict__["capabilities"] = inner.capabilities
+        self._name = target
+        self._rec = into if into is not None else active_recorder()
+        self._rec.target(target, reach)
+        self._sizes = set(size_classes(reach.max_value))
+        self._scope = self._rec.scope(location)
+        self._id = next(_order)
+        self._holds = holds_key
+        self._running: dict[int, str] = {}  # calls in flight -> their operation
+        self._calls = itertools.count()
+        self._closing = False
+
+    def __repr__(self) -> str:
+        return f"CoverageProbe({self.inner!r})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner" or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)  # an adapter's own attributes, for the tests
+
+    # -- classification -------------------------------------------------------------------
+    def _mark(self, matrix: str, row: str, column: str) -> None:
+        self._rec.record(self._name, (matrix, row, column))
+
+    def _state(self, key: str) -> str | None:
+        scope = self._scope
+        state = scope.state.get(key, "missing")
+        if state == "unknown":
+            return None
+        if state == "present":
+            writer = scope.writer.get(key)
+            closed = scope.closed_at.get(writer) if writer is not None else None
+            if writer != self._id and closed is not None and closed < self._id:
+                return "reopened"
+        return state
+
+    def _version_kind(self, key: str, version: str) -> str:
+        seen = self._scope.versions.get(key, [])
+        if seen and self._scope.state.get(key) == "present" and seen[-1] == version:
+            return "current"
+        return "stale" if version in seen else "bogus"
+
+    def _shapes(self, key: str) -> list[str]:
+        try:
+            key.encode()
+        except UnicodeEncodeError:  # not a valid key: the adapter's to refuse
+            return []
+        shapes = []
+        segments = key.split("/")
+        if len(key) == 1:
+            shapes.append("one character")
+        if 1 < len(segments) < 100:
+            shapes.append("several segments")
+        if len(segments) >= 100:
+            shapes.append("100+ segments")
+        if any(len(s.encode()) >= 200 for s in segments):
+            shapes.append("200-byte segment")
+        size = len(key.encode())
+        if self._holds is not None:
+            if self._holds(key) and not self._holds(key + "x"):
+                shapes.append("longest held")
+        elif size == MAX_KEY_BYTES:
+            shapes.append("longest held")
+        widths = {len(c.encode()) for c in key}
+        shapes += [f"{w}-byte UTF-8" for w in (2, 3, 4) if w in widths]
+        if any(c in _PUNCTUATION for c in key):
+            shapes.append("punctuation")
+        if any("." in s and s not in (".", "..") for s in segments):
+            shapes.append("dot in a segment")
+        return shapes
+
+    def _before(self, op: str, row: str | None, keys: Iterable[str], writes: bool) -> None:
+        """Cells that depend on the moment a call starts."""
+        scope = self._scope
+        keys = list(keys)
+        if self._closing:
+            self._mark("lifecycle", op, "after aclose")
+            return
+        if any(scope.writing.get(k) for k in keys):
+            self._mark("lifecycle", op, "concurrent write")
+        elif row is not None:
+            states = {self._state(k) for k in keys}
+            states.discard(None)
+            for state in states:
+                self._mark("state", row, state)  # type: ignore[arg-type]
+        if writes and any(k.startswith(p) for k in keys for p in scope.listing):
+            self._mark("lifecycle", op, "being listed")
+        if op != "list":
+            for shape in {s for k in keys for s in self._shapes(k)}:
+                if op in KEY_OPS:
+                    self._mark("keys", shape, op)
+
+    async def _call(
+        self, op: str, row: str | None, keys: list[str], call: Callable[[], Awaitable[Any]]
+    ) -> Any:
+        writes = op in ("put", "delete", "delete_many")
+        self._before(op, row, keys, writes)
+        scope = self._scope
+        n = next(self._calls)
+        self._running[n] = op
+        if writes:
+            for k in keys:
+                scope.writing[k] = scope.writing.get(k, 0) + 1
+        # Fires only if the call gives the event loop a turn: then it can be in flight.
+        turn = asyncio.get_running_loop().call_soon(self._mark, "suspends", op, "yes")
+        try:
+            return await call()
+        except asyncio.CancelledError:
+            self._mark("lifecycle", op, "cancelled")
+            raise
+        finally:
+            turn.cancel()
+            del self._running[n]
+            if writes:
+                for k in keys:
+                    scope.writing[k] -= 1
+                    if not scope.writing[k]:
+                        del scope.writing[k]
+
+    def _learn(self, key: str, state: _Known, version: str | None = None) -> None:
+        scope = self._scope
+        scope.state[key] = state
+        if state == "deleted":
+            scope.deleted.add(key)
+        else:
+            scope.deleted.discard(key)
+        if version is not None:
+            scope.versions.setdefault(key, []).append(version)
+            scope.writer[key] = self._id
+
+    # -- the protocol -----------------------------------------------------------------------
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        """Put through the probe; see :meth:`checkpointkit.Storage.put`."""
+        if not isinstance(key, str):  # bad input: the adapter's to refuse, nothing to classify
+            return await self.inner.put(key, data, mode=mode)
+        row: str | None = None
+        if isinstance(mode, IfMatch):
+            row = f"put if-match {self._version_kind(key, mode.version)}"
+        elif mode in ("overwrite", "create"):
+            row = f"put {mode}"
+        size = len(data) if isinstance(data, bytes | bytearray | memoryview) else -1
+        try:
+            version = await self._call(
+                "put", row, [key], lambda: self.inner.put(key, data, mode=mode)
+            )
+        except PreconditionFailed:
+            if mode == "create":
+                self._learn(key, "present")
+            raise
+        except BaseException:
+            self._scope.state[key] = "unknown"
+            raise
+        self._learn(key, "present", version)
+        if size in self._sizes:
+            self._mark("sizes", size_label(size), "put")
+        return str(version)
+
+    async def get(self, key: str) -> GetResult:
+        """Get through the probe; see :meth:`checkpointkit.Storage.get`."""
+        if not isinstance(key, str):
+            return await self.inner.get(key)
+        try:
+            result: GetResult = await self._call("get", "get", [key], lambda: self.inner.get(key))
+        except NotFound:
+            if self._scope.state.get(key) not in ("deleted",):
+                self._scope.state[key] = "missing" if key not in self._scope.versions else "deleted"
+            raise
+        versions = self._scope.versions.setdefault(key, [])
+        if not versions or versions[-1] != result.version:
+            versions.append(result.version)
+        self._scope.state[key] = "present"
+        if len(result.data) in self._sizes:
+            self._mark("sizes", size_label(len(result.data)), "get")
+        return result
+
+    async def delete(self, key: str, *, if_match: str | None = None) -> bool:
+        """Delete through the probe; see :meth:`checkpointkit.Storage.delete`."""
+        if not isinstance(key, str):
+            return await self.inner.delete(key, if_match=if_match)
+        row = (
+            "delete" if if_match is None else f"delete if-match {self._version_kind(key, if_match)}"
+        )
+        try:
+            existed = await self._call(
+                "delete", row, [key], lambda: self.inner.delete(key, if_match=if_match)
+            )
+        except PreconditionFailed:
+            raise
+        except BaseException:
+            self._scope.state[key] = "unknown"
+            raise
+        if existed or self._scope.state.get(key) == "deleted":
+            self._learn(key, "deleted")
+        return bool(existed)
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        """The adapter's own ``delete_many`` (one ``delete`` per key where it has none)."""
+        batch = list(keys)
+        if not all(isinstance(k, str) for k in batch):
+            return await delete_many(self.inner, batch)
+        try:
+            count = await self._call(
+                "delete_many", "delete_many", batch, lambda: delete_many(self.inner, batch)
+            )
+        except BaseException:
+            for k in batch:
+                self._scope.state[k] = "unknown"
+            raise
+        for k in batch:
+            if self._scope.state.get(k) in ("present", "unknown", "deleted"):
+                self._learn(k, "deleted")
+        return int(count)
+
+    def list(
+        self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[str]:
+        """List through the probe; see :meth:`checkpointkit.Storage.list`."""
+        return _ProbedListing(self, prefix, start_after, limit)
+
+    async def aclose(self) -> None:
+        """Close the storage; a second call is recorded as ``aclose`` after ``aclose``."""
+        if self._closing:
+            self._mark("lifecycle", "aclose", "after aclose")
+        else:
+            self._closing = True
+            for op in set(self._running.values()):
+                self._mark("lifecycle", op, "during aclose")
+        try:
+            await self.inner.aclose()
+        finally:
+            self._scope.closed_at.setdefault(self._id, next(_order))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _ProbedListing:
+    """A listing through a probe: records its cells at the first step and at the end."""
+
+    def __init__(
+        self, probe: CoverageProbe, prefix: str, start_after: str | None, limit: int | None
+    ) -> None:
+        self._probe = probe
+        self._args = (prefix, start_after, limit)
+        self._inner: AsyncIterator[str] | None = None
+        self._seen: list[str] = []
+        self._started = False
+        self._ended = False
+        self._concurrent = False
+
+    def __aiter__(self) -> _ProbedListing:
+        return self
+
+    def _start(self) -> AsyncIterator[str]:
+        probe = self._probe
+        prefix, start_after, limit = self._args
+        self._started = True
+        mark = probe._mark
+        if isinstance(prefix, str):
+            kind = (
+                "empty prefix"
+                if not prefix
+                else "prefix ending in '/'"
+                if prefix.endswith("/")
+                else "prefix inside a segment"
+            )
+            if start_after is None:
+                mark("listing", kind, "start_after none")
+            elif isinstance(start_after, str):
+                where = (
+                    "inside"
+                    if start_after.startswith(prefix) and start_after != prefix
+                    else "before"
+                    if start_after <= prefix
+                    else "past"
+                )
+                mark("listing", kind, f"start_after {where}")
+            if limit is None or isinstance(limit, int):
+                mark("listing", kind, f"limit {_limit_word(limit)}")
+            scope = probe._scope
+            if probe._closing:
+                mark("lifecycle", "list", "after aclose")
+            elif any(k.startswith(prefix) for k in scope.writing):
+                mark("lifecycle", "list", "concurrent write")
+                self._concurrent = True
+            scope.listing.append(prefix)
+        return probe.inner.list(prefix, start_after=start_after, limit=limit)
+
+    async def __anext__(self) -> str:
+        probe = self._probe
+        if self._inner is None:
+            self._inner = self._start()
+        n = next(probe._calls)
+        probe._running[n] = "list"
+        turn = asyncio.get_running_loop().call_soon(probe._mark, "suspends", "list", "yes")
+        try:
+            key = await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._end()
+            raise
+        except asyncio.CancelledError:
+            probe._mark("lifecycle", "list", "cancelled")
+            self._end()
+            raise
+        except BaseException:
+            self._end()
+            raise
+        finally:
+            turn.cancel()
+            probe._running.pop(n, None)
+        self._seen.append(key)
+        return key
+
+    def _end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        probe = self._probe
+        prefix = self._args[0]
+        if isinstance(prefix, str) and prefix in probe._scope.listing:
+            probe._scope.listing.remove(prefix)
+        seen = self._seen
+        if isinstance(prefix, str) and not self._concurrent and not probe._closing:
+            states = {probe._state(k) for k in seen}  # what the listing found
+            if not seen:
+                deleted = any(k.startswith(prefix) for k in probe._scope.deleted)
+                states.add("deleted" if deleted else "missing")
+            for state in states - {None}:
+                probe._mark("state", "list", state)  # type: ignore[arg-type]
+        raw = _raw(probe.inner)
+        if isinstance(raw, StorageBase) and len(seen) > raw.page_size and isinstance(prefix, str):
+            kind = (
+                "empty prefix"
+                if not prefix
+                else "prefix ending in '/'"
+                if prefix.endswith("/")
+                else "prefix inside a segment"
+            )
+            probe._mark("listing", kind, "several pages")
+        for key in seen:
+            for shape in probe._shapes(key):
+                probe._mark("keys", shape, "list")
+        keys = set(seen)
+        if any(k.rsplit("/", 1)[0] in keys for k in keys if "/" in k):
+            probe._mark("keys", "parent and child listed", "list")
+        ordered = sorted(keys)
+        for a, b in itertools.pairwise(ordered):
+            common = len(_common(a, b))
+            if (
+                common < len(a)
+                and common < len(b)
+                and a[common] in _NEIGHBOURS
+                and b[common] in _NEIGHBOURS
+            ):
+                probe._mark("keys", "neighbours of '/' listed", "list")
+                break
+
+
+def _common(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def _limit_word(limit: int | None) -> str:
+    if limit is None:
+        return "none"
+    return "0" if limit == 0 else "1" if limit == 1 else "more"
+
+
+def _raw(storage: Any) -> Any:
+    while hasattr(storage, "inner"):
+        storage = storage.inner
+    return storage
+
+
+@dataclass
+class Coverage:
+    """The coverage of one run: which reachable cells were exercised.
+
+    Attributes:
+        reach: what made cells reachable (capabilities, reopening, value cap).
+        exercised: every cell the run's calls fell in (unreachable ones included).
+    """
+
+    reach: Reach
+    exercised: set[Cell]
+
+    @property
+    def never_suspended(self) -> list[str]:
+        """The operations that never gave the event loop a turn in the whole run."""
+        turned = {c[1] for c in self.exercised if c[0] == "suspends"}
+        return [op for op in OPS if op not in turned]
+
+    @property
+    def reachable(self) -> list[Cell]:
+        """Every cell the capabilities and the target make reachable, in report order.
+
+        An operation that never gave the event loop a turn cannot be in flight: it
+        cannot be cancelled or closed under, and if no write ever did, no operation
+        can run while a write of its key is in flight. Those cells are unreachable.
+        """
+        idle = set(self.never_suspended)
+        writes_wait = not {"put", "delete", "delete_many"} <= idle
+        out = []
+        for cell in self.reach.cells():
+            matrix, row, column = cell
+            if matrix == "lifecycle":
+                if column in ("cancelled", "during aclose") and row in idle:
+                    continue
+                if column == "concurrent write" and not writes_wait:
+                    continue
+            out.append(cell)
+        return out
+
+    @property
+    def missing(self) -> list[Cell]:
+        """The reachable cells that no test exercised."""
+        return [c for c in self.reachable if c not in self.exercised]
+
+    def counts(self) -> tuple[int, int]:
+        """``(exercised, reachable)``, counting reachable cells only."""
+        reachable = self.reachable
+        return len(reachable) - len(self.missing), len(reachable)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible: counts, the cells not exercised, and each matrix."""
+        done, total = self.counts()
+
+        matrices: dict[str, dict[str, dict[str, str]]] = {}
+        for matrix, row, column in self.reachable:
+            cell = (matrix, row, column)
+            mark = "exercised" if cell in self.exercised else "not exercised"
+            matrices.setdefault(matrix, {}).setdefault(row, {})[column] = mark
+        return {
+            "exercised": done,
+            "reachable": total,
+            "not_exercised": [list(c) for c in self.missing],
+            "never_suspended": self.never_suspended,
+            "matrices": matrices,
+        }
+
+    def text(self) -> str:
+        """The matrices as text grids: ``x`` exercised, ``.`` not exercised, blank unreachable."""
+        reachable = self.reachable
+        lines: list[str] = []
+        for matrix in MATRICES:
+            cells = [c for c in reachable if c[0] == matrix]
+            if not cells:
+                continue
+            rows = list(dict.fromkeys(c[1] for c in cells))
+            columns = list(dict.fromkeys(c[2] for c in cells))
+            if matrix == "sizes":
+                missing = [f"{c[2]} {c[1]}" for c in cells if c not in self.exercised]
+                lines.append(
+                    f"  sizes: put and get of {len(rows)} sizes from {rows[0]} to {rows[-1]}: "
+                    + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
+                )
+                continue
+            width = max(len(r) for r in rows)
+            lines.append(f"  {matrix}:")
+            for i, column in enumerate(columns):
+                lines.append(f"    {' ' * width}  {'| ' * i}{column}")
+            here = set(cells)
+            for row in rows:
+                marks = " ".join(
+                    (" " if (matrix, row, c) not in here else
+                     "x" if (matrix, row, c) in self.exercised else ".")
+                    for c in columns
+                )  # fmt: skip
+                lines.append(f"    {row:<{width}}  {marks}")
+        return "\n".join(lines)

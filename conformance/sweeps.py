@@ -1,0 +1,528 @@
+"""Sweeps over the protocol's surface: every operation and mode in every key state, every
+value size class, every listing option, operations in flight during writes, listings and
+``aclose()``.
+
+The hand-written tests of the other groups check one promise each; these tests
+make sure that every reachable cell of the coverage matrices
+(:mod:`~checkpointkit.conformance.coverage`) is exercised at least once, and
+check each answer against what the protocol allows. They belong to the groups
+whose promises they check (``semantics``, ``concurrency``, ``lifecycle``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+import pytest
+
+from ..errors import NotFound, PreconditionFailed, StorageClosed
+from ..storage import IfMatch, Storage
+from ..storage import delete_many as delete_many_of
+from .checks import describe, expect, expect_keys, fail
+from .clauses import checks
+from .coverage import DEFAULT_MAX_VALUE, size_classes, size_label
+from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
+from .holds import Hold
+from .target import Target
+
+__all__ = [
+    "CancellationSweepTests",
+    "ConcurrentSweepTests",
+    "LifecycleSweepTests",
+    "SemanticSweepTests",
+]
+
+_STALE = "stale"
+_BOGUS = "bogus"
+_CURRENT = "current"
+_MISSING = object()
+
+
+def _bogus_version(current: str) -> str:
+    """A version of the adapter's own form that it never minted: ``current`` with one
+    character changed (a digit for a digit, a letter for a letter)."""
+    last = current[-1]
+    swap = "1" if last == "0" else "0" if last.isdigit() else "b" if last == "a" else "a"
+    return current[:-1] + swap
+
+
+class _Key:
+    """A key put into a state: missing, present or deleted, with the versions it had."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.value: bytes | None = None
+        self.current: str | None = None
+        self.stale: str | None = None
+
+
+async def _prepare(storage: Storage, name: str, state: str) -> _Key:
+    key = _Key(name)
+    if state == "missing":
+        return key
+    key.stale = await storage.put(name, b"first value of " + name.encode())
+    key.current = await storage.put(name, b"second value of " + name.encode())
+    key.value = b"second value of " + name.encode()
+    if state == "deleted":
+        await storage.delete(name)
+        key.value, key.current = None, None
+    return key
+
+
+def _version(key: _Key, which: str, fallback: str) -> str:
+    if which == _CURRENT and key.current is not None:
+        return key.current
+    if which == _STALE and key.stale is not None:
+        return key.stale
+    return _bogus_version(key.current or key.stale or fallback)
+
+
+async def _check_row(storage: Storage, row: str, key: _Key, fallback: str) -> None:
+    """Run ``row`` on ``key`` and check the answer and what is stored after it."""
+    __tracebackhide__ = True
+    name = key.name
+    present = key.value is not None
+    new = b"written by " + row.encode()
+    op, _, which = row.partition(" if-match ")
+    where = f"{row} of a key that is {'present' if present else 'not present'}"
+
+    async def outcome(call: Awaitable[Any]) -> Any:
+        try:
+            return await call
+        except (PreconditionFailed, NotFound) as exc:
+            return exc
+
+    stored_after: bytes | object | None = _MISSING
+    if row == "put overwrite":
+        got = await outcome(storage.put(name, new))
+        ok, stored_after = isinstance(got, str), new
+    elif row == "put create":
+        got = await outcome(storage.put(name, new, mode="create"))
+        ok = isinstance(got, PreconditionFailed) if present else isinstance(got, str)
+        stored_after = key.value if present else new
+    elif op == "put":
+        version = _version(key, which, fallback)
+        got = await outcome(storage.put(name, new, mode=IfMatch(version)))
+        wins = which == _CURRENT and present
+        ok = isinstance(got, str) if wins else isinstance(got, PreconditionFailed)
+        stored_after = new if wins else key.value
+    elif row == "get":
+        got = await outcome(storage.get(name))
+        ok = (
+            got.data == key.value
+            if present and not isinstance(got, Exception)
+            else (not present and isinstance(got, NotFound))
+        )
+    elif row == "delete":
+        got = await outcome(storage.delete(name))
+        ok, stored_after = got is present, None
+    elif op == "delete":
+        version = _version(key, which, fallback)
+        got = await outcome(storage.delete(name, if_match=version))
+        if not present:
+            ok, stored_after = got is False, None  # a missing key: False, with if_match too
+        elif which == _CURRENT:
+            ok, stored_after = got is True, None
+        else:
+            ok, stored_after = isinstance(got, PreconditionFailed), key.value
+    elif row == "delete_many":
+        got = await outcome(delete_many_of(storage, [name]))
+        ok, stored_after = got == (1 if present else 0), None
+    else:  # list
+        got = [k async for k in storage.list(name)]
+        ok = got == ([name] if present else [])
+    if not ok:
+        fail(
+            "every operation must answer as the protocol says in every state of its key",
+            key=name,
+            expected=f"the protocol's answer to {where}",
+            observed=f"it gave {describe(got) if isinstance(got, Exception) else repr(got)}",
+        )
+    if stored_after is _MISSING:
+        return
+    try:
+        now: bytes | None = (await storage.get(name)).data
+    except NotFound:
+        now = None
+    if now != stored_after:
+        fail(
+            "every operation must leave what the protocol says in every state of its key",
+            key=name,
+            expected=f"{describe(stored_after)} after {where}",
+            observed=f"it holds {describe(now)}",
+        )
+
+
+_ROWS = (
+    "put overwrite",
+    "put create",
+    "put if-match current",
+    "put if-match stale",
+    "put if-match bogus",
+    "get",
+    "delete",
+    "delete if-match current",
+    "delete if-match stale",
+    "delete if-match bogus",
+    "delete_many",
+    "list",
+)
+
+
+def _rows(conditional_put: bool, conditional_delete: bool) -> list[str]:
+    rows = []
+    for row in _ROWS:
+        if row.startswith("put ") and row != "put overwrite" and not conditional_put:
+            continue
+        if row.startswith("delete if-match") and not conditional_delete:
+            continue
+        rows.append(row)
+    return rows
+
+
+class SemanticSweepTests(StorageFixtures):
+    """Every operation and mode in every key state; every value size; every listing option."""
+
+    conformance_group: ClassVar[str | None] = "semantics"
+
+    @checks(
+        "put.overwrite",
+        "put.create.missing",
+        "put.create.existing",
+        "put.if-match.current",
+        "put.if-match.stale",
+        "put.if-match.missing",
+        "put.refused-changes-nothing",
+        "get.missing",
+        "delete.existing",
+        "delete.missing",
+        "delete.if-match.current",
+        "delete.if-match.stale",
+        "delete.if-match.missing",
+        "delete-many.count",
+        "list.reflects-writes",
+        "version.exact-match",
+    )
+    async def test_every_operation_answers_right_in_every_key_state(
+        self,
+        storage: Storage,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """Missing, present and just-deleted keys, each operation and mode once on each."""
+        fallback = await storage.put("sweep-version-sample", b"x")
+        for row in _rows(supports_conditional_put, supports_conditional_delete):
+            for state in ("missing", "present", "deleted"):
+                name = f"sweep/{row.replace(' ', '-')}/{state}"
+                key = await _prepare(storage, name, state)
+                await _check_row(storage, row, key, fallback)
+
+    @checks("cap.durable", "put.if-match.current", "delete.if-match.current", "get.missing")
+    async def test_every_operation_answers_right_after_a_reopen(
+        self,
+        storage: Storage,
+        storage_target: Target | None,
+        storage_location: str | None,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+        supports_durable: bool,
+    ) -> None:
+        """Keys written through a storage that was closed, used through a new one at the same
+        location: each operation and mode once (the versions must still match)."""
+        if not supports_durable:
+            pytest.skip("the adapter does not declare durable")
+        if storage_target is None or storage_location is None:
+            not_exercised(
+                "the target cannot open a second storage at the same location (its factory "
+                "takes no location=), so nothing was used after a reopen"
+            )
+        rows = _rows(supports_conditional_put, supports_conditional_delete)
+        keys: dict[str, _Key] = {}
+        # The first storage is closed (aclose) before the second opens; it leaves its
+        # context only at the end, which a target may use to clean the location up.
+        async with storage_target.open(location=storage_location) as first:
+            fallback = await first.put("sweep-version-sample", b"x")
+            for row in rows:
+                name = f"reopen/{row.replace(' ', '-')}"
+                keys[row] = await _prepare(first, name, "present")
+            await first.aclose()
+            async with storage_target.open(location=storage_location) as second:
+                for row in rows:
+                    await _check_row(second, row, keys[row], fallback)
+
+    @checks("put.round-trip", "put.returns-version")
+    async def test_values_of_every_size_class_round_trip(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
+        """0 and 1 bytes, and each power of two up to the target's ``max_value``, also minus and
+        plus one, put and read back whole."""
+        cap = storage_target.max_value if storage_target is not None else DEFAULT_MAX_VALUE
+        sizes = size_classes(cap)
+        pattern = random.Random(len(sizes)).randbytes(sizes[-1])
+        for size in sizes:
+            data = pattern[:size]
+            key = f"size/{size}"
+            version = await storage.put(key, data)
+            got = await storage.get(key)
+            if got.data != data or got.version != version:
+                fail(
+                    "a value of every size must round-trip whole",
+                    key=key,
+                    expected=f"{size_label(size)} ({size} bytes) and version {version!r}",
+                    observed=f"get gave {len(got.data)} bytes "
+                    f"({'the same' if got.data == data else 'other'} bytes) "
+                    f"and version {got.version!r}",
+                )
+            await storage.delete(key)
+
+    @checks("list.order", "list.prefix-only", "list.start-after", "list.limit", "list.pages")
+    async def test_every_listing_option_against_every_kind_of_prefix(
+        self, storage: Storage
+    ) -> None:
+        """The empty prefix, one ending in ``/`` and one inside a segment, against every kind
+        of ``start_after`` and ``limit``, and more than one page."""
+        keys = sorted(["lo/a", "lo/b", "lo/b/c", "lo/ba", "lo/c", "lo0", "lp", "ln"])
+        for key in keys:
+            await storage.put(key, key.encode())
+        set_small_pages(storage, 2)
+        for prefix in ("", "lo/", "lo/b"):
+            inside = [k for k in keys if k.startswith(prefix)]
+            afters: list[str | None] = [None, inside[0]]
+            if prefix:
+                afters += ["a", "z"]  # before the prefix's keys; past them
+            for after in afters:
+                for limit in (None, 0, 1, 3):
+                    want = [k for k in inside if after is None or k > after]
+                    if limit is not None:
+                        want = want[:limit]
+                    await expect_keys(
+                        storage,
+                        want,
+                        promise="a listing must honour prefix, start_after and limit",
+                        prefix=prefix,
+                        start_after=after,
+                        limit=limit,
+                    )
+
+
+class ConcurrentSweepTests(StorageFixtures):
+    """Every operation while another task's write of the same key is in flight."""
+
+    conformance_group: ClassVar[str | None] = "concurrency"
+
+    @checks("put.atomic", "list.order", "delete-many.count", "error.own-call")
+    async def test_every_operation_while_a_write_of_its_key_is_held(
+        self,
+        storage: Storage,
+        backend_hold: Hold,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A put of the key is held in the backend; a put, get, delete, ``delete_many`` and a
+        listing of the same key start meanwhile; once released, each answers as one of the
+        orders of the writes allows, and the key ends whole."""
+        hold = backend_hold
+        if not hold.holds("put"):
+            not_exercised(
+                f"the target's hold ({hold.name}) does not hold a put, so no operation ran "
+                "while another write of its key was in flight"
+            )
+        async with hold.client(storage_target, storage, storage_location) as client:
+            key = "busy/k"
+            first = b"the held put's value"
+            second = b"the second put's value"
+            await client.put(key, b"before")
+            async with hold.held(raw_storage(client), raw_key(client, key)):
+                held = asyncio.ensure_future(client.put(key, first))
+                if not await hold.caught(held):
+                    await held
+                    not_exercised(f"{hold.name} did not catch the put in flight")
+                others = [
+                    asyncio.ensure_future(call)
+                    for call in (
+                        client.put(key, second),
+                        client.get(key),
+                        client.delete(key),
+                        delete_many_of(client, [key]),
+                        _listed(client, "busy/"),
+                    )
+                ]
+                await asyncio.sleep(0)
+            answers = await asyncio.gather(held, *others, return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, BaseException) and not isinstance(answer, NotFound):
+                fail(
+                    "operations running at once must each get their own answer",
+                    key=key,
+                    expected="a version, a value, NotFound, a bool, a count or keys",
+                    observed=f"one raised {describe(answer)}",
+                )
+        got, listed = answers[2], answers[5]
+        if not isinstance(got, BaseException):
+            expect(
+                got.data in (b"before", first, second),
+                "a value read while it is written must be whole",
+                key=key,
+                expected="one of the values written",
+                observed=f"get gave {describe(got.data)}",
+            )
+        expect(
+            listed in ([], [key]),
+            "a listing while its key is written must return it once or not at all",
+            key=key,
+            expected=f"[] or [{key!r}]",
+            observed=repr(listed),
+        )
+
+
+class LifecycleSweepTests(StorageFixtures):
+    """``aclose()`` with every operation in flight, and writes while a listing is open."""
+
+    conformance_group: ClassVar[str | None] = "lifecycle"
+
+    @checks("close.in-flight", "close.storage-closed", "close.idempotent")
+    async def test_aclose_with_every_operation_in_flight(
+        self,
+        backend_hold: Hold,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A put, get, delete, ``delete_many`` and a listing are held in the backend when
+        ``aclose()`` is called: each ends with its own answer or ``StorageClosed``, and
+        ``aclose()`` returns once the backend answers again."""
+        hold = backend_hold
+        if storage_target is None or not hold.operations:
+            not_exercised(
+                "the target supplies no hold (or no factory), so no operation was in flight "
+                "when aclose() was called"
+            )
+        async with (
+            storage_target.open(location=storage_location) as opened,
+            hold.client(storage_target, opened, storage_location) as client,
+        ):
+            for k in ("closing/a", "closing/c"):
+                await client.put(k, b"v")
+            # a large value: an adapter that reads small ones at once may wait for this one
+            await client.put("closing/b", bytes(4 * 1024 * 1024))
+            calls: list[Callable[[], Awaitable[Any]]] = [
+                lambda: client.put("closing/a", b"new"),
+                lambda: client.get("closing/b"),
+                lambda: client.delete("closing/c"),
+                lambda: delete_many_of(client, ["closing/d"]),
+                lambda: _listed(client, "closing/"),
+            ]
+            async with hold.held(raw_storage(client), raw_key(client, "closing/a")):
+                running = [asyncio.ensure_future(call()) for call in calls]
+                await asyncio.sleep(0)  # each has started, and waits if it ever does
+                closing = asyncio.ensure_future(client.aclose())
+                await asyncio.wait(running, timeout=hold.hold_for)
+            answers = await asyncio.gather(*running, return_exceptions=True)
+            await closing
+            await client.aclose()  # idempotent
+        for answer in answers:
+            if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed):
+                fail(
+                    "an operation in flight when aclose() is called must end with its own "
+                    "answer or StorageClosed",
+                    key="closing/a",
+                    expected="an answer or StorageClosed",
+                    observed=f"one raised {describe(answer)}",
+                )
+
+    @checks("list.concurrent-writes")
+    async def test_writes_while_a_listing_is_open(self, storage: Storage) -> None:
+        """A put, a delete and a ``delete_many`` of keys of the prefix between two steps of a
+        listing: every key present for the whole listing is returned exactly once, in order."""
+        kept = [f"open/{i:02d}" for i in range(0, 12, 2)]
+        for k in [*kept, "open/05", "open/07"]:
+            await storage.put(k, b"v")
+        set_small_pages(storage, 2)
+        listing = storage.list("open/")
+        seen = [await anext(listing)]
+        await storage.put("open/03", b"new")
+        await storage.delete("open/05")
+        await delete_many_of(storage, ["open/07"])
+        seen += [k async for k in listing]
+        expect(
+            seen == sorted(set(seen)) and set(kept) <= set(seen),
+            "a listing must return every key present for its whole length once, in order",
+            key="open/",
+            expected=f"ascending keys, each once, including {kept}",
+            observed=repr(seen),
+        )
+
+
+async def _listed(storage: Storage, prefix: str) -> list[str]:
+    return [k async for k in storage.list(prefix)]
+
+
+class CancellationSweepTests(StorageFixtures):
+    """Every operation cancelled on its first wait, then the client used again."""
+
+    conformance_group: ClassVar[str | None] = "cancellation"
+
+    @checks("cancel.prompt", "cancel.whole-or-absent", "cancel.healthy-after")
+    async def test_every_operation_cancelled_at_its_first_wait(
+        self, storage: Storage, cancel_bound: float
+    ) -> None:
+        """Each operation on a large value (an adapter that answers small ones at once may
+        wait for this one) is cancelled as soon as it waits: ``CancelledError`` (or its own
+        answer, if it never waited) within the cancel bound, the key whole or absent, and
+        the next call on the same client gets its own answer."""
+        big = bytes(range(256)) * (16 * 1024)  # 4 MiB
+        await storage.put("cut/get", big)
+        await storage.put("cut/delete", big)
+        await storage.put("cut/many", big)
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "put": lambda: storage.put("cut/put", big),
+            "get": lambda: storage.get("cut/get"),
+            "delete": lambda: storage.delete("cut/delete"),
+            "delete_many": lambda: delete_many_of(storage, ["cut/many"]),
+            "list": lambda: _listed(storage, "cut/"),
+        }
+        loop = asyncio.get_running_loop()
+        for op, call in calls.items():
+            task = asyncio.ensure_future(call())
+            await asyncio.sleep(0)  # it starts, and runs until its first wait
+            task.cancel()
+            start = loop.time()
+            done, _ = await asyncio.wait({task}, timeout=cancel_bound * 4)
+            took = loop.time() - start
+            if not done or took > cancel_bound:
+                fail(
+                    "a cancelled operation must end promptly",
+                    key=f"cut/{op}",
+                    expected=f"{op} to end within {cancel_bound} s of its cancel",
+                    observed=f"it took {took:.3f} s" if done else "it had not ended",
+                )
+            if not task.cancelled() and task.exception() is not None:
+                fail(
+                    "a cancelled operation must raise CancelledError or give its own answer",
+                    key=f"cut/{op}",
+                    expected="CancelledError or an answer",
+                    observed=f"it raised {describe(task.exception())}",
+                )
+        for key in ("cut/put", "cut/get", "cut/delete", "cut/many"):
+            try:
+                data = (await storage.get(key)).data
+            except NotFound:
+                data = None
+            expect(
+                data in (None, big),
+                "a cancelled operation must leave its key whole or absent",
+                key=key,
+                expected="the whole 4 MiB value or nothing",
+                observed=f"it holds {describe(data)}",
+            )
+        await storage.put("cut/after", b"after")
+        got = await storage.get("cut/after")
+        expect(
+            got.data == b"after",
+            "after a cancellation the next call must get its own answer",
+            key="cut/after",
+            expected="b'after'",
+            observed=describe(got.data),
+        )
