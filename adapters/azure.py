@@ -895,7 +895,8 @@ class AzureBlobStorage(StorageBase):
         root = self._root
         cut = len(root)
         per_page = min(max(limit, 1), self._page_size)
-        token: str | None = cursor
+        # the cursor: the service's continuation token and the last key handed out
+        token, last = cursor if cursor is not None else (None, None)
         while True:
             keys: list[str] = []
 
@@ -912,8 +913,18 @@ class AzureBlobStorage(StorageBase):
                 # Azure has no start-after: names up to it are read and skipped here
                 if start_after is None or k > start_after:
                     keys.append(k)
+            keys.sort()  # code-point order within a page, whatever the service's order
+            if keys and last is not None and keys[0] <= last:
+                raise StorageUnavailable(
+                    f"Azure listed {keys[0]!r} after {last!r} (prefix {prefix!r}): not in "
+                    "code-point order, which checkpointkit's listings need (Azurite sorts "
+                    "by UTF-16 code units: a character above U+FFFF comes before one in "
+                    "U+E000 to U+FFFD); see docs/adapters/azure.md"
+                )
+            if keys:
+                last = keys[-1]
             if keys or not token:
-                return ListPage(keys, token or None)
+                return ListPage(keys, (token, last) if token else None)
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ from .programs import (
 )
 from .seed import MODEL_SEED_ENV, MODEL_SEED_KEY, resolve_seed
 from .settings import DEFAULT_MODEL_BUDGET
-from .target import Target, holds_key_of, new_location, resolve_target
+from .target import Target, new_location, resolve_target
 
 __all__ = ["ModelTests", "execute", "replay"]
 
@@ -589,7 +589,7 @@ def program_options(
         close_during=True,
         paging=isinstance(raw_storage(storage), StorageBase),
         max_value=max_value,
-        holds_key=holds_key_of(storage),
+        holds_key=target.holds_key(storage),
     )
 
 

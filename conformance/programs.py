@@ -257,36 +257,40 @@ def programs(options: ProgramOptions) -> SearchStrategy[Program]:
         choices.append(st.just(("reopen",)))
     if options.close_during:
         choices.append(st.tuples(st.just("close"), tasks, st.sampled_from((0, 1, 2, 3, 5, 8, 13))))
-    keys = st.sampled_from(KEY_FAMILIES).flatmap(
+    holds = options.holds_key
+    # the keys the target holds (a target may hold fewer: a server's narrower key space)
+    pool = tuple(k for k in KEY_POOL if _fit(k, holds))
+    families = [tuple(k for k in f if k in pool) for f in KEY_FAMILIES]
+    keys = st.sampled_from([f for f in families if f]).flatmap(
         lambda family: st.lists(
             st.sampled_from(family)
             if len(family) >= KEYS_PER_PROGRAM
-            else st.sampled_from(family + KEY_POOL),
+            else st.sampled_from(family + pool),
             min_size=KEYS_PER_PROGRAM - 1,
             max_size=KEYS_PER_PROGRAM - 1,
             unique=True,
         )
     )
-    holds = options.holds_key
     return st.builds(
         lambda ks, raw, page, stored: _program([_fit(k, holds) for k in ks], raw, page, stored),
-        st.tuples(keys, st.sampled_from(KEY_POOL)).map(lambda ks: _distinct([*ks[0], ks[1]])),
+        st.tuples(keys, st.sampled_from(pool)).map(lambda ks: _distinct([*ks[0], ks[1]], pool)),
         st.lists(st.one_of(choices), min_size=options.min_steps, max_size=options.max_steps),
         st.sampled_from((None, 1, 2, 3)) if options.paging else st.none(),
         st.lists(st.booleans(), min_size=KEYS_PER_PROGRAM, max_size=KEYS_PER_PROGRAM),
     )  # fmt: skip
 
 
-def _distinct(keys: list[str]) -> list[str]:
+def _distinct(keys: list[str], pool: tuple[str, ...] = KEY_POOL) -> list[str]:
     """``keys`` with a repeated last key replaced by the next unused key of the pool."""
     if keys[-1] in keys[:-1]:
-        keys[-1] = next(k for k in KEY_POOL if k not in keys)
+        keys[-1] = next(k for k in pool if k not in keys)
     return keys
 
 
 def _fit(key: str, holds: Callable[[str], bool]) -> str:
-    """``key`` cut until the target ``holds`` it (never ending in ``/``)."""
-    while not holds(key) or key.endswith("/"):
+    """``key`` cut until the target ``holds`` it (never ending in ``/``; empty if it never
+    does)."""
+    while key and (not holds(key) or key.endswith("/")):
         key = key[:-1]
     return key
 

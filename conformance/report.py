@@ -307,10 +307,12 @@ class Report:
                     ET.SubElement(props, "property", name="outcome", value="indeterminate")
                     out = ET.SubElement(case, "system-out")
                     out.text = f"INDETERMINATE: {r.reason}"
-        if self.coverage is not None:
+        suites = root.findall("testsuite")
+        if self.coverage is not None and suites:
+            # JUnit keeps properties on a testsuite: the coverage goes on the first one
             done, total = self.coverage.counts()
             props = ET.Element("properties")
-            root.insert(0, props)
+            suites[0].insert(0, props)
             ET.SubElement(props, "property", name="coverage_exercised", value=str(done))
             ET.SubElement(props, "property", name="coverage_reachable", value=str(total))
             for cell in self.coverage.missing:

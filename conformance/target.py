@@ -127,6 +127,11 @@ class Target:
             a large value (:class:`~checkpointkit.conformance.holds.LargeValue`).
             ``Hold()`` holds nothing: the held-backend tests are then reported
             as not exercised.
+        keys: which valid keys the backend holds, where it holds fewer than the
+            protocol's (a test server with a narrower key space: Azurite lists
+            keys with characters U+E000 to U+FFFD out of order beside ones above
+            U+FFFF); the model group draws only such keys. None: every valid key
+            the adapter's ``holds_key`` accepts.
         max_value: the largest value, in bytes, that the coverage's ``sizes``
             matrix asks a put and a get of (default 64 MiB; lower it for a slow
             backend: the larger sizes are then outside the matrix, not unexercised).
@@ -144,6 +149,7 @@ class Target:
     foreign_descriptors: Callable[[str], bool] | None = None
     hold: Hold | None = None
     max_value: int = DEFAULT_MAX_VALUE
+    keys: Callable[[str], bool] | None = None
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -259,8 +265,16 @@ class Target:
                 paging=isinstance(_innermost(storage), StorageBase),
             )
             yield CoverageProbe(
-                storage, self.name, reach, location=location, holds_key=holds_key_of(storage)
+                storage, self.name, reach, location=location, holds_key=self.holds_key(storage)
             )
+
+    def holds_key(self, storage: object) -> Callable[[str], bool]:
+        """Whether ``storage`` (opened from this target) holds a key: its own
+        ``holds_key`` under the suite's prefixes, and :attr:`keys`."""
+        holds, narrower = holds_key_of(storage), self.keys
+        if narrower is None:
+            return holds
+        return lambda key: holds(key) and bool(narrower(key))
 
 
 def holds_key_of(storage: object) -> Callable[[str], bool]:

@@ -1,1 +1,95 @@
 """Project-wide test configuration. Fixtures of one area live in that area's folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+BUILT_IN_TARGETS = (
+    "memory",
+    "sqlite",
+    "file",
+    "redis standalone",
+    "redis cluster",
+    "postgres",
+    "s3 (moto, object_names=keys)",
+    "s3 (seaweedfs, object_names=flat)",
+    "azure (Azurite)",
+)
+"""The conformance targets of the built-in adapters: a whole run of the project's tests must
+exercise every reachable coverage cell of each (issue 17)."""
+
+_OUTPUT = "checkpointkit_coverage"
+
+
+def _dump() -> str:
+    from checkpointkit.conformance.coverage import coverage
+
+    out: dict[str, Any] = {}
+    for name in coverage.targets():
+        snapshot = coverage.snapshot(name)
+        if snapshot is not None:
+            reach, cells = snapshot
+            out[name] = {
+                "reach": {**dataclasses.asdict(reach), "capabilities": vars(reach.capabilities)},
+                "cells": sorted(cells),
+            }
+    return json.dumps(out)
+
+
+def _load(text: str) -> None:
+    from checkpointkit.conformance.coverage import Reach, coverage
+    from checkpointkit.storage import Capabilities
+
+    for name, data in json.loads(text).items():
+        fields = dict(data["reach"])
+        fields["capabilities"] = Capabilities(**fields["capabilities"])
+        coverage.merge(name, Reach(**fields), (tuple(c) for c in data["cells"]))
+
+
+def _whole_run(config: pytest.Config) -> bool:
+    """No selection: the default test paths, no -k, no -m."""
+    opt = config.option
+    explicit = [a for a in config.args if a not in ("tests", str(config.rootpath / "tests"))]
+    return not (explicit or getattr(opt, "keyword", "") or getattr(opt, "markexpr", ""))
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """A pytest-xdist worker ended: take the coverage it recorded."""
+    text = getattr(node, "workeroutput", {}).get(_OUTPUT)
+    if text:
+        _load(text)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Each built-in adapter's conformance run left no reachable coverage cell unexercised."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: hand it to the controller
+        workeroutput[_OUTPUT] = _dump()
+        return
+    if not _whole_run(session.config) or exitstatus not in (0, 1):
+        return
+    from checkpointkit.conformance.coverage import coverage
+
+    lines, failing = [], False
+    for name in BUILT_IN_TARGETS:
+        result = coverage.result(name)
+        if result is None:
+            lines.append(f"{name}: its conformance suite did not run")
+            failing = True
+            continue
+        done, total = result.counts()
+        lines.append(f"{name}: {done} of {total} reachable cells exercised")
+        for cell in result.missing:
+            lines.append(f"  not exercised: {' / '.join(cell)}")
+            failing = True
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", "protocol coverage of the built-in adapters (issue 17)")
+        for line in lines:
+            reporter.write_line(line)
+    if failing:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

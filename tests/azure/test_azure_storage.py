@@ -14,6 +14,7 @@ from checkpointkit import (
     PreconditionFailed,
     Storage,
     StorageClosed,
+    StorageUnavailable,
     open_storage,
 )
 from checkpointkit.adapters.azure import AzureBlobStorage
@@ -328,3 +329,16 @@ async def test_create_true_creates_a_missing_container(
         await storage.put("k", b"x")
     async with make_az(container=name, create=True) as again:  # exists: fine
         assert (await again.get("k")).data == b"x"
+
+
+async def test_a_listing_out_of_code_point_order_is_sorted_in_a_page_and_refused_across_pages(
+    az: AzureBlobStorage,
+) -> None:
+    """Azurite lists by UTF-16 code units: '😀' (U+1F600, D83D DE00) before '\ue000'. Within
+    a page the adapter sorts; pages that cross out of order raise StorageUnavailable."""
+    for key in ("u/\U0001f600", "u/\ue000"):
+        await az.put(key, b"v")
+    assert [k async for k in az.list("u/")] == ["u/\ue000", "u/\U0001f600"]
+    az.page_size = 1  # type: ignore[misc]
+    with pytest.raises(StorageUnavailable, match="code-point order"):
+        [k async for k in az.list("u/")]

@@ -14,18 +14,25 @@ from checkpointkit.conformance.servers.redis import redis_target
 MODEL_BUDGET = 3.0
 """Seconds of the model group per run here (the default, 12, is for users' runs)."""
 
+MAX_VALUE = 16 * 1024 * 1024
+"""The largest value of the coverage's size sweep here (the default, 64 MiB, for users' runs)."""
+
 
 @pytest.fixture(scope="session")
 def redis_standalone_target(redis_standalone_url: str) -> Target:
     return Target.of(
-        redis_target(redis_standalone_url, name="redis standalone"), model_budget=MODEL_BUDGET
+        redis_target(redis_standalone_url, name="redis standalone"),
+        model_budget=MODEL_BUDGET,
+        max_value=MAX_VALUE,
     )
 
 
 @pytest.fixture(scope="session")
 def redis_cluster_target(redis_cluster_url: str) -> Target:
     return Target.of(
-        redis_target(redis_cluster_url, name="redis cluster"), model_budget=MODEL_BUDGET
+        redis_target(redis_cluster_url, name="redis cluster"),
+        model_budget=MODEL_BUDGET,
+        max_value=MAX_VALUE,
     )
 
 

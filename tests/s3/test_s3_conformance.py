@@ -48,6 +48,7 @@ class S3Fixtures(StorageFixtures):
             # SeaweedFS is faster, but runs twice the tests (all of tests/s3): half
             scale=0.2 if moto else 0.5,
             model_budget=MODEL_BUDGET,
+            max_value=16 * 1024 * 1024,  # the size sweep (the default, 64 MiB, for users' runs)
             foreign_descriptors=moto_descriptor if moto else None,  # moto's files of large objects
         )
 

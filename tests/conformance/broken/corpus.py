@@ -777,6 +777,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.prefix",
     ),
     _m(
+        "large-values-in-parts-lose-a-byte",
+        kv_dict.LargeValuesInPartsLoseAByte,
+        D,
+        SEM,
+        "test_values_of_every_size_class_round_trip",
+        "put.round-trip",
+    ),
+    _m(
         "cancelled-multipart-leaves-parts",
         kv_dict.ChunkedValue,
         D,

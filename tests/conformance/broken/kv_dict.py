@@ -550,6 +550,19 @@ class ChunkedValue(DictKV):
         return version
 
 
+class LargeValuesInPartsLoseAByte(DictKV):
+    """Bug: a value over 256 KiB is stored as 256 KiB parts cut with ``range(0, len(data) -
+    1, PART)``: a value one byte over a multiple of the part size loses its last byte."""
+
+    PART = 256 * 1024
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if len(data) <= self.PART:
+            return await super()._put(key, data, mode)
+        parts = [data[i : i + self.PART] for i in range(0, len(data) - 1, self.PART)]
+        return await super()._put(key, b"".join(parts), mode)
+
+
 class ExpiringDictKV(DictKV):
     """Correct: declares ``ttl``; a key written through a storage opened with ``ttl`` expires."""
 

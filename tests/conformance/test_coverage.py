@@ -1,0 +1,189 @@
+"""Protocol coverage (issue 17, item 1): what the probe records, what the report shows, and
+that a gap keeps an adapter from ``full``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import xml.etree.ElementTree as ET
+
+from checkpointkit import IfMatch, NotFound, PreconditionFailed, StorageClosed
+from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.conformance import Target, run
+from checkpointkit.conformance.coverage import (
+    Coverage,
+    CoverageProbe,
+    CoverageRecorder,
+    Reach,
+    size_classes,
+    size_label,
+)
+from checkpointkit.conformance.report import Report, TestResult
+from checkpointkit.storage import Capabilities
+
+from .broken.kv_dict import DictKV, LargeValuesInPartsLoseAByte
+
+CAPS = Capabilities(durable=True, settles_cancelled_writes=True)
+
+
+def _probe(
+    rec: CoverageRecorder, location: str | None = "here", storage: MemoryStorage | None = None
+) -> CoverageProbe:
+    reach = Reach(CAPS, reopens=True, max_value=1024)
+    return CoverageProbe(storage or MemoryStorage(), "t", reach, location=location, into=rec)
+
+
+def _cells(rec: CoverageRecorder) -> set[tuple[str, str, str]]:
+    snapshot = rec.snapshot("t")
+    assert snapshot is not None
+    return snapshot[1]
+
+
+def test_size_classes_are_every_power_of_two_and_its_neighbours() -> None:
+    assert size_classes(16) == [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16]
+    assert size_label(0) == "0 B" and size_label(1023) == "1 KiB-1"
+    assert size_label(64 * 1024 * 1024) == "64 MiB" and size_label(1025) == "1 KiB+1"
+
+
+async def test_the_probe_classifies_modes_by_the_version_they_give_and_the_key_state() -> None:
+    rec = CoverageRecorder()
+    async with _probe(rec) as s:
+        stale = await s.put("k", b"a")  # missing
+        current = await s.put("k", b"b")  # present
+        await s.put("k", b"c", mode=IfMatch(current))
+        try:
+            await s.put("k", b"d", mode=IfMatch(stale))
+        except PreconditionFailed:
+            pass
+        assert await s.delete("k")
+        try:
+            await s.get("k")
+        except NotFound:
+            pass
+        await s.delete("k", if_match="never-minted")
+    cells = _cells(rec)
+    assert ("state", "put overwrite", "missing") in cells
+    assert ("state", "put overwrite", "present") in cells
+    assert ("state", "put if-match current", "present") in cells
+    assert ("state", "put if-match stale", "present") in cells
+    assert ("state", "get", "deleted") in cells
+    assert ("state", "delete if-match bogus", "deleted") in cells
+    assert ("lifecycle", "aclose", "after aclose") not in cells
+
+
+async def test_the_probe_sees_a_reopen_and_a_close_with_work_in_flight() -> None:
+    rec = CoverageRecorder()
+    name = f"coverage-reopen-{id(rec)}"
+    first = _probe(rec, storage=MemoryStorage(name))
+    await first.put("k", b"v")
+    await first.aclose()
+    second = _probe(rec, storage=MemoryStorage(name))  # the same data, a new client
+    await second.get("k")
+    resume = MemoryStorage(name).pause()
+    try:
+        held = asyncio.ensure_future(second.put("k", b"w"))
+        await asyncio.sleep(0.01)
+        closing = asyncio.ensure_future(second.aclose())
+        await asyncio.sleep(0)
+    finally:
+        resume()
+    await asyncio.gather(held, closing, return_exceptions=True)
+    await second.aclose()
+    try:
+        await second.get("k")
+    except StorageClosed:
+        pass
+    cells = _cells(rec)
+    assert ("state", "get", "reopened") in cells
+    assert ("lifecycle", "put", "during aclose") in cells
+    assert ("lifecycle", "aclose", "after aclose") in cells
+    assert ("lifecycle", "get", "after aclose") in cells
+    assert ("suspends", "put", "yes") in cells
+
+
+async def test_the_probe_records_sizes_shapes_and_listing_options() -> None:
+    rec = CoverageRecorder()
+    async with _probe(rec, location=None) as s:
+        for key in ("a", "a/b", "a-b", "a0", "é/日/😀", "a b.c"):
+            await s.put(key, b"x" * 7)
+        await s.get("a")
+        assert [k async for k in s.list("a/", start_after="a/", limit=1)] == ["a/b"]
+        assert [k async for k in s.list("")][:2] == ["a", "a b.c"]
+    cells = _cells(rec)
+    assert ("sizes", "7 B", "put") in cells and ("sizes", "7 B", "get") in cells
+    assert ("sizes", "8 B", "put") not in cells
+    for shape in ("one character", "several segments", "2-byte UTF-8", "3-byte UTF-8"):
+        assert ("keys", shape, "put") in cells, shape
+    assert ("keys", "4-byte UTF-8", "list") in cells
+    assert ("keys", "punctuation", "put") in cells and ("keys", "dot in a segment", "put") in cells
+    assert ("keys", "parent and child listed", "list") in cells
+    assert ("keys", "neighbours of '/' listed", "list") in cells
+    assert ("listing", "prefix ending in '/'", "start_after before") in cells
+    assert ("listing", "prefix ending in '/'", "limit 1") in cells
+    assert ("listing", "empty prefix", "limit none") in cells
+
+
+def test_reach_follows_the_capabilities_and_the_target() -> None:
+    plain = Reach(Capabilities(conditional_put=False, conditional_delete=False), reopens=False)
+    cells = set(plain.cells())
+    assert not any(c[1].startswith("put create") for c in cells)
+    assert not any(c[1].startswith("delete if-match") for c in cells)
+    assert not any(c[2] == "reopened" for c in cells)
+    full = set(Reach(CAPS, reopens=True).cells())
+    assert ("state", "put if-match current", "missing") not in full  # no current version
+    assert ("state", "put if-match current", "reopened") in full
+    assert ("sizes", "64 MiB", "get") in full and ("sizes", "64 MiB+1", "get") not in full
+
+
+def test_an_operation_that_never_waits_has_no_in_flight_cells() -> None:
+    reach = Reach(CAPS, reopens=True, max_value=16)
+    cov = Coverage(reach, {("suspends", "put", "yes")})
+    reachable = set(cov.reachable)
+    assert ("lifecycle", "put", "cancelled") in reachable
+    assert ("lifecycle", "get", "cancelled") not in reachable
+    assert ("lifecycle", "get", "concurrent write") in reachable  # a put can be in flight
+    assert cov.never_suspended == ["get", "delete", "delete_many", "list"]
+
+
+def test_a_reachable_cell_not_exercised_keeps_the_level_from_full_and_is_reported() -> None:
+    reach = Reach(CAPS, reopens=True, max_value=16)
+    cells = set(reach.cells()) | {("suspends", op, "yes") for op in ("put", "get", "list")}
+    gap = ("sizes", "9 B", "get")
+    report = Report(target="t", coverage=Coverage(reach, cells - {gap}))
+    report.results = [TestResult("test_x", "semantics", "passed")]
+    assert report.coverage is not None and report.coverage.missing == [gap]
+    assert "NOT EXERCISED cell sizes / 9 B / get" in report.summary()
+    data = report.to_dict()["coverage"]
+    assert data["not_exercised"] == [list(gap)]
+    assert data["matrices"]["sizes"]["9 B"]["get"] == "not exercised"
+    json.dumps(data)
+    props = ET.fromstring(report.to_junit_xml()).find("testsuite/properties")
+    assert props is not None
+    assert {p.get("value") for p in props if p.get("name") == "not_exercised"} == {
+        "sizes / 9 B / get"
+    }
+    text = report.coverage_text()
+    assert "sizes: put and get of 11 sizes from 0 B to 16 B: not exercised: get 9 B" in text
+
+
+async def test_a_gap_in_coverage_is_where_a_broken_adapter_passes() -> None:
+    """The size-boundary mutant passes the semantics group without the size sweep, and the
+    report says which cells no test exercised; with the sweep it fails; its twin passes."""
+    without = await run(
+        Target(LargeValuesInPartsLoseAByte, name="parts"),
+        groups=["semantics"],
+        pattern="not every_size_class",
+    )
+    assert without.ok, without.summary()
+    assert without.coverage is not None
+    assert ("sizes", "256 KiB+1", "put") in without.coverage.missing
+    assert without.level != "full"
+    killed = await run(
+        Target(LargeValuesInPartsLoseAByte, name="parts"),
+        groups=["semantics"],
+        pattern="every_size_class",
+    )
+    reason = killed.result("test_values_of_every_size_class_round_trip").reason
+    assert "256 KiB+1" in reason, killed.summary()
+    twin = await run(Target(DictKV, name="dict"), groups=["semantics"], pattern="every_size_class")
+    assert twin.ok, twin.summary()
