@@ -361,6 +361,22 @@ def print_report(report: Report, out: Output) -> None:
             ],
             right=(1, 2, 3, 4),
         )
+    if report.coverage is not None:
+        done, total = report.coverage.counts()
+        out.print()
+        out.print(
+            out.paint("Protocol coverage", "bold")
+            + f": {done} of {total} reachable cells exercised"
+            + "  (x exercised, . not exercised, blank unreachable)"
+        )
+        out.print(report.coverage.text())
+        idle = report.coverage.never_suspended
+        if idle:
+            out.print(
+                f"never waited (so never in flight, cancelled or closed under): {', '.join(idle)}"
+            )
+        for cell in report.coverage.missing:
+            out.print(out.paint(f"not exercised: {' / '.join(cell)}", "yellow"))
     if report.about:
         out.print()
         for name, text in report.about.items():

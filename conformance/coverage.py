@@ -67,6 +67,7 @@ __all__ = [
     "Reach",
     "active_recorder",
     "coverage",
+    "measuring_waits",
     "recording",
     "size_classes",
     "size_label",
@@ -293,6 +294,23 @@ coverage = CoverageRecorder()
 """The process-wide recorder that every :class:`CoverageProbe` writes to by default."""
 
 _ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverage", default=None)
+_MEASURING: ContextVar[bool] = ContextVar("checkpointkit_measuring_waits", default=False)
+
+
+@contextlib.contextmanager
+def measuring_waits() -> Iterator[None]:
+    """Record whether the operations started in this context wait (give the loop a turn).
+
+    The cancellation sweep starts each operation once this way, on a storage with
+    nothing in its way: an operation that answers there without waiting can never
+    be in flight, so its ``cancelled`` and ``during aclose`` cells are unreachable
+    (a wait that only contention causes, now and then, does not make them reachable).
+    """
+    token = _MEASURING.set(True)
+    try:
+        yield
+    finally:
+        _MEASURING.reset(token)
 
 
 def active_recorder() -> CoverageRecorder:
@@ -443,20 +461,28 @@ class CoverageProbe:
             for k in keys:
                 scope.writing[k] = scope.writing.get(k, 0) + 1
         # Fires only if the call gives the event loop a turn: then it can be in flight.
-        turn = asyncio.get_running_loop().call_soon(self._mark, "suspends", op, "yes")
+        turn = self._measure(op)
         try:
             return await call()
         except asyncio.CancelledError:
             self._mark("lifecycle", op, "cancelled")
             raise
         finally:
-            turn.cancel()
+            if turn is not None:
+                turn.cancel()
             del self._running[n]
             if writes:
                 for k in keys:
                     scope.writing[k] -= 1
                     if not scope.writing[k]:
                         del scope.writing[k]
+
+    def _measure(self, op: str) -> asyncio.Handle | None:
+        """Under :func:`measuring_waits`: a callback that marks ``op`` as waiting if the
+        event loop gets a turn before the call ends."""
+        if not _MEASURING.get():
+            return None
+        return asyncio.get_running_loop().call_soon(self._mark, "suspends", op, "yes")
 
     def _learn(self, key: str, state: _Known, version: str | None = None) -> None:
         scope = self._scope
@@ -641,7 +667,7 @@ class _ProbedListing:
             self._inner = self._start()
         n = next(probe._calls)
         probe._running[n] = "list"
-        turn = asyncio.get_running_loop().call_soon(probe._mark, "suspends", "list", "yes")
+        turn = probe._measure("list")
         try:
             key = await self._inner.__anext__()
         except StopAsyncIteration:
@@ -655,7 +681,8 @@ class _ProbedListing:
             self._end()
             raise
         finally:
-            turn.cancel()
+            if turn is not None:
+                turn.cancel()
             probe._running.pop(n, None)
         self._seen.append(key)
         return key
@@ -740,7 +767,8 @@ class Coverage:
 
     @property
     def never_suspended(self) -> list[str]:
-        """The operations that never gave the event loop a turn in the whole run."""
+        """The operations that answered without waiting when the cancellation sweep
+        started them (:func:`measuring_waits`)."""
         turned = {c[1] for c in self.exercised if c[0] == "suspends"}
         return [op for op in OPS if op not in turned]
 
@@ -748,9 +776,10 @@ class Coverage:
     def reachable(self) -> list[Cell]:
         """Every cell the capabilities and the target make reachable, in report order.
 
-        An operation that never gave the event loop a turn cannot be in flight: it
-        cannot be cancelled or closed under, and if no write ever did, no operation
-        can run while a write of its key is in flight. Those cells are unreachable.
+        An operation that answers without waiting cannot be in flight: it cannot be
+        cancelled or closed under, and if no write waits, no operation can run while
+        a write of its key is in flight. Those cells are unreachable (see
+        :func:`measuring_waits`).
         """
         idle = set(self.never_suspended)
         writes_wait = not {"put", "delete", "delete_many"} <= idle

@@ -23,7 +23,7 @@ from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
 from .checks import describe, expect, expect_keys, fail
 from .clauses import checks
-from .coverage import DEFAULT_MAX_VALUE, size_classes, size_label
+from .coverage import DEFAULT_MAX_VALUE, measuring_waits, size_classes, size_label
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
 from .holds import Hold
 from .target import Target
@@ -485,7 +485,8 @@ class CancellationSweepTests(StorageFixtures):
         }
         loop = asyncio.get_running_loop()
         for op, call in calls.items():
-            task = asyncio.ensure_future(call())
+            with measuring_waits():  # whether it waits at all, with nothing in its way
+                task = asyncio.ensure_future(call())
             await asyncio.sleep(0)  # it starts, and runs until its first wait
             task.cancel()
             start = loop.time()

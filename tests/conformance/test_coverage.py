@@ -15,6 +15,7 @@ from checkpointkit.conformance.coverage import (
     CoverageProbe,
     CoverageRecorder,
     Reach,
+    measuring_waits,
     size_classes,
     size_label,
 )
@@ -81,7 +82,8 @@ async def test_the_probe_sees_a_reopen_and_a_close_with_work_in_flight() -> None
     await second.get("k")
     resume = MemoryStorage(name).pause()
     try:
-        held = asyncio.ensure_future(second.put("k", b"w"))
+        with measuring_waits():
+            held = asyncio.ensure_future(second.put("k", b"w"))
         await asyncio.sleep(0.01)
         closing = asyncio.ensure_future(second.aclose())
         await asyncio.sleep(0)
