@@ -1,5 +1,5 @@
 """Storage adapters, one module per backend: memory, file, s3, azure, redis.
 
-Each module is imported on demand by :func:`checkpointkit.open_storage`, so a
+Each module is imported on demand by `checkpointkit.open_storage`, so a
 missing optional SDK only matters for the adapter that needs it.
 """

@@ -7,10 +7,10 @@ nothing, until the server has surely passed that deadline, and only then raises
 ``CancelledError``: any copy of the request that still reaches the server does
 nothing. This module keeps the two parts that do not depend on the backend:
 
-- :class:`ServerClock`: an interval for ``server time - loop.time()``, narrowed
-  by every reading of the server's clock and widened by :data:`DRIFT` per
+- `ServerClock`: an interval for ``server time - loop.time()``, narrowed
+  by every reading of the server's clock and widened by `DRIFT` per
   second since, and the deadline of a write sent now;
-- :func:`settle`: wait until a local time, also when cancelled meanwhile.
+- `settle`: wait until a local time, also when cancelled meanwhile.
 
 See "Settling cancelled writes" in ``docs/adapters/redis.md`` and
 ``docs/adapters/postgres.md``.
@@ -38,7 +38,7 @@ class ServerClock:
     """What the client knows of one server's clock.
 
     ``server time - loop.time()`` (seconds) lies in ``[lo, hi]`` as of the
-    local time ``at``, and the interval widens by :data:`DRIFT` per second
+    local time ``at``, and the interval widens by `DRIFT` per second
     since. Every reading of the server's clock narrows it: the server read its
     clock between the request's send and the reply's arrival.
     """

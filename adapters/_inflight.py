@@ -4,7 +4,7 @@ Once a server holds the whole request of a ``PUT`` (or a ``DELETE``), it may app
 it after the client gave up: a write cancelled while its reply is awaited lands
 "later", after the ``CancelledError``, and a read made just after the
 cancellation sees the old value, then the new one. The S3 and Azure adapters
-therefore run each write attempt through :func:`settle`:
+therefore run each write attempt through `settle`:
 
 - the attempt runs in its own task, shielded from the caller's cancellation;
 - when the caller is cancelled and the attempt holds no connection (its request
@@ -25,12 +25,12 @@ What remains possible: a server that received the whole request but neither
 applied nor answered it within the grace may still apply it after the reset. No
 client can prevent that over HTTP; the adapters' documentation says so.
 
-An attempt's task that outlives all this goes to the storage's :class:`Background`,
+An attempt's task that outlives all this goes to the storage's `Background`,
 which ``aclose()`` waits for.
 
 To know which connections an attempt holds, the adapters wrap their aiohttp
-connector with :func:`track_connections`: each connection handed out is recorded
-in the attempt that asked for it (a context variable set by :func:`settle`).
+connector with `track_connections`: each connection handed out is recorded
+in the attempt that asked for it (a context variable set by `settle`).
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ _TRACKED = "_checkpointkit_tracked"
 class Attempt:
     """The connections that one request attempt has taken from its connector.
 
-    :func:`settle` records them; :meth:`sent` then tells whether the attempt's
+    `settle` records them; `sent` then tells whether the attempt's
     request may have left the client (a write that fails after that is
-    indeterminate, see :class:`~checkpointkit.errors.OutcomeUnknown`).
+    indeterminate, see `OutcomeUnknown`).
     """
 
     __slots__ = ("connections",)
@@ -116,7 +116,7 @@ _ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
 def track_connections(connector: Any) -> Any:
     """Make an aiohttp connector record each connection it hands out in the current attempt.
 
-    Idempotent; returns ``connector``. Outside :func:`settle` nothing is recorded.
+    Idempotent; returns ``connector``. Outside `settle` nothing is recorded.
 
     Args:
         connector: an ``aiohttp.BaseConnector`` (its ``connect`` is wrapped on the instance).
@@ -147,7 +147,7 @@ def no_hidden_resend(session: Any) -> Any:
     when a kept-alive connection drops before the reply. For a write, the first
     send may have been applied: resent unseen, its outcome is hidden from the
     adapter, whose own retries know that an earlier attempt was indeterminate
-    (see :func:`checkpointkit.adapters._retry.call`). The switch is aiohttp's
+    (see `checkpointkit.adapters._retry.call`). The switch is aiohttp's
     private ``_retry_connection`` (aiohttp 3.9 and later); without it, nothing
     changes.
     """
@@ -169,9 +169,9 @@ async def settle(
         grace: seconds that an attempt holding a connection may take to finish
             once the caller is cancelled; 0 resets it at once.
         adopt: takes an attempt's task that ignored its cancellation for
-            :data:`SETTLE_BOUND` seconds (the storage waits for it when closed).
+            `SETTLE_BOUND` seconds (the storage waits for it when closed).
         record: where the attempt's connections are recorded (a fresh one if
-            None); the caller reads :meth:`Attempt.sent` from it afterwards.
+            None); the caller reads `Attempt.sent` from it afterwards.
 
     Raises:
         asyncio.CancelledError: the caller was cancelled (always raised again,
@@ -219,7 +219,7 @@ async def _wind_down(
 class Background:
     """The tasks that a storage waits for when closed.
 
-    Writes that ignored their cancellation (handed over by :func:`settle`), and
+    Writes that ignored their cancellation (handed over by `settle`), and
     clean-ups started on cancellation so that it stays prompt. A task's failure
     is nobody's to raise: it is retrieved and dropped.
     """

@@ -1,13 +1,13 @@
 """Reading an HTTP adapter's URL and options: the parts that S3 and Azure share.
 
-Each adapter describes itself once with an :class:`Options` (its name in
+Each adapter describes itself once with an `Options` (its name in
 messages, its typed URL parameters, the words that mark a secret) and uses it
 to parse URL parameters, check constructor options, redact URLs and check its
 prefix and endpoint. What is about one backend (bucket or container names,
 credentials, the client) stays in the adapter.
 
-:data:`SECRETS` keeps credentials out of the SDKs' logs: see
-:class:`SecretFilter`.
+`SECRETS` keeps credentials out of the SDKs' logs: see
+`SecretFilter`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _FALSE = frozenset(("0", "false", "no", "off"))
 @dataclass(frozen=True, slots=True)
 class UrlForm:
     """The shape of an adapter's URL, ``scheme://container/prefix?param=value``, for
-    :meth:`Options.read_url` and its messages.
+    `Options.read_url` and its messages.
 
     Attributes:
         kind: the service in "not an ... URL" (``"S3"``, ``"Azure Blob"``).
@@ -63,7 +63,7 @@ class Options:
         strs: URL parameters that are non-empty strings.
         bools: URL parameters that are true or false.
         secret_words: words that mark a URL parameter's value as a secret in
-            :meth:`redact` (matched case-insensitively at the start of the name).
+            `redact` (matched case-insensitively at the start of the name).
     """
 
     __slots__ = ("_secret", "backend", "bools", "floats", "ints", "strs", "url_params")
@@ -102,7 +102,7 @@ class Options:
             options: keyword options given with the URL.
             known: the option names accepted.
             form: the URL's shape.
-            parse: types one parameter (default: :meth:`parse_param`).
+            parse: types one parameter (default: `parse_param`).
 
         Raises:
             ConfigurationError: not a str or not this adapter's URL, credentials
@@ -154,7 +154,7 @@ class Options:
             query: the URL's query string.
             secret_params: parameter names (lower case) that would carry a credential.
             secret_hint: where such a credential goes instead (ends the message).
-            parse: types one parameter (default: :meth:`parse_param`).
+            parse: types one parameter (default: `parse_param`).
 
         Raises:
             ConfigurationError: a credential in the URL, a parameter given twice,
@@ -358,14 +358,14 @@ class SecretFilter(logging.Filter):
     the session token (``x-amz-security-token:...``), and each prepared request
     with its ``X-Amz-Security-Token`` and ``Authorization`` headers. The filter
     rewrites such a record before any handler sees it: the values of the
-    secrets registered with :meth:`add` (an adapter's explicit credentials),
+    secrets registered with `add` (an adapter's explicit credentials),
     and whatever the patterns recognize (a session token header, a SigV4 or
     SAS signature, a connection string's ``AccountKey``, a Shared Key header,
     a URL's password), become ``***``. A record's exception text is redacted
     too. It never drops a record.
 
     A filter of a logger sees the records logged on that logger only, not
-    those of its children: :meth:`install` adds it to every existing logger
+    those of its children: `install` adds it to every existing logger
     under the given names.
     """
 

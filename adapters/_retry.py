@@ -5,13 +5,13 @@ so that one policy holds for every request: a transient failure (as the
 adapter judges it) is retried after an exponential backoff with full jitter,
 at most ``retries`` times, and no retry starts after the request's deadline
 (``timeout``, plus one second per MiB of body). A write runs each attempt
-through :func:`~checkpointkit.adapters._inflight.settle`, so that a cancelled
+through `settle`, so that a cancelled
 write settles within its grace, or is reset.
 
 Writes whose outcome is unknown. An attempt of a write that fails after its
 request may have left the client (it was handed a connection) without a
 definite answer (a timeout, a lost connection, a 500) is indeterminate: the
-adapter's translation raises :class:`~checkpointkit.errors.OutcomeUnknown`.
+adapter's translation raises `OutcomeUnknown`.
 Retrying an if-match write is safe for the data (every write gets a new version,
 so the condition holds for one attempt at most), but it makes the *answer* of a
 later attempt ambiguous: a
@@ -111,7 +111,7 @@ class RetryPolicy:
 Translate = Callable[[Callable[[], bool] | None], AbstractContextManager[None]]
 """Makes the context manager that translates one attempt's errors. Its argument is
 None for a read, and for a write a function telling whether the attempt's request
-may have left the client (:meth:`~checkpointkit.adapters._inflight.Attempt.sent`)."""
+may have left the client (`sent`)."""
 
 
 async def call(
@@ -134,12 +134,12 @@ async def call(
         policy: the deadline and retries.
         translate: makes a fresh context manager per attempt that turns the
             SDK's errors into checkpointkit errors, the SDK's error as the
-            cause (see :data:`Translate`).
+            cause (see `Translate`).
         is_transient: whether a retry may succeed after the cause of a
-            :class:`~checkpointkit.errors.StorageUnavailable`.
+            `StorageUnavailable`.
         size: the request body's size: one more second of deadline per MiB.
         write: run each attempt through
-            :func:`~checkpointkit.adapters._inflight.settle` with ``grace`` and
+            `settle` with ``grace`` and
             ``adopt`` (a write cancelled on the wire settles before the
             cancellation propagates).
         grace: see ``write``.

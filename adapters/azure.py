@@ -5,7 +5,7 @@ Versions are ETags, which change on every write. Conditional writes are the
 service's own: create-only sends ``If-None-Match: *``, if-match sends
 ``If-Match: <etag>``, on ``Put Blob`` and on ``Put Block List``; a failed
 condition (409 ``BlobAlreadyExists``, 412 ``ConditionNotMet``) raises
-:class:`~checkpointkit.errors.PreconditionFailed`. Values above
+`PreconditionFailed`. Values above
 ``block_threshold`` are staged as blocks (``Put Block``) and committed with the
 condition in one ``Put Block List``, so a reader never sees a part.
 
@@ -17,8 +17,8 @@ retried after a lost reply can recognize its own success (each conditional
 write carries a random token in its metadata, checked when a retried write
 meets a failed condition). A write that fails after its request may have left the
 client (a timeout, a lost reply, a 500) raises
-:class:`~checkpointkit.errors.OutcomeUnknown`, and so does a retry's failure after
-such an attempt (see :mod:`checkpointkit.adapters._retry`). ``delete_many`` sends
+`OutcomeUnknown`, and so does a retry's failure after
+such an attempt (see `checkpointkit.adapters._retry`). ``delete_many`` sends
 blob batch requests of 256 deletes.
 
 See ``docs/adapters/azure.md`` for the URL, the options, the costs and the
@@ -164,7 +164,7 @@ _URL_FORM = UrlForm(
 class AzureBlobStorage(StorageBase):
     """A storage on an Azure Blob Storage container, through ``azure.storage.blob.aio``.
 
-    Open it with :meth:`from_url` (``az://container/prefix?account_url=...``)
+    Open it with `from_url` (``az://container/prefix?account_url=...``)
     or construct it; use it with ``async with``. Give exactly one way in: a
     connection string (option or ``AZURE_STORAGE_CONNECTION_STRING``), or an
     account URL with a credential (an account key, a SAS token, an
@@ -570,9 +570,9 @@ class AzureBlobStorage(StorageBase):
 
         A ``write`` (``Put Blob``, ``Put Block List``, ``Delete Blob``, a batch)
         cancelled while its request is on the wire settles first: see
-        :func:`~checkpointkit.adapters._inflight.settle` and ``cancel_grace``.
+        `settle` and ``cancel_grace``.
         ``history`` receives each failed attempt's error (see
-        :func:`~checkpointkit.adapters._retry.call`).
+        `call`).
         """
         return await call(
             request,
@@ -934,8 +934,8 @@ class _TrackingTransport(AioHttpTransport):  # type: ignore[misc]
     """azure-core's aiohttp transport, its connector wrapped by ``track_connections``.
 
     So that a write cancelled while on the wire can be settled or reset
-    (:mod:`checkpointkit.adapters._inflight`), and so that aiohttp never resends
-    a write unseen (:func:`~checkpointkit.adapters._inflight.no_hidden_resend`).
+    (`checkpointkit.adapters._inflight`), and so that aiohttp never resends
+    a write unseen (`no_hidden_resend`).
     The SDK opens the transport before every request; wrapping is done once.
     """
 
@@ -949,7 +949,7 @@ class _TrackingTransport(AioHttpTransport):  # type: ignore[misc]
 def _plain_boundary(request: Any) -> None:
     """Give a blob batch request a boundary of letters, digits and ``_`` (a request hook).
 
-    The SDK's multipart boundary comes from :mod:`email`, ``===============N==``;
+    The SDK's multipart boundary comes from `email`, ``===============N==``;
     the service accepts it, but Azurite reads the boundary as the text between
     the first two ``=`` of the Content-Type and refuses every batch. The hook
     runs before the request is signed, so the signature covers the new one.
@@ -965,7 +965,7 @@ def _plain_boundary(request: Any) -> None:
 
 
 def _register_secrets(connection_string: Any, account_url: Any, credential: Any) -> None:
-    """Have :data:`~checkpointkit.adapters._options.SECRETS` redact these credentials."""
+    """Have `SECRETS` redact these credentials."""
     values: list[object] = [connection_string, credential]
     if isinstance(connection_string, str):  # its AccountKey and SharedAccessSignature
         values += [part.partition("=")[2] for part in connection_string.split(";")]

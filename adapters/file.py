@@ -133,7 +133,7 @@ class _Mapped:
     """Where a key lives on disk.
 
     ``longs`` maps the level of each shortened segment (0 for the first
-    directory, ``len(dirnames)`` for the file) to its :class:`_Long`; it is
+    directory, ``len(dirnames)`` for the file) to its `_Long`; it is
     None for the usual key, where no name was shortened.
     """
 
@@ -150,7 +150,7 @@ class _Mapped:
 
     @property
     def leaf_long(self) -> _Long | None:
-        """The file's :class:`_Long` if its name was shortened."""
+        """The file's `_Long` if its name was shortened."""
         return None if self.longs is None else self.longs.get(len(self.dirnames))
 
 
@@ -294,7 +294,7 @@ class FileStorage(StorageBase):
             raise self._translate(exc, what, op) from exc
 
     async def _call_guarded(self, what: str, op: str, fn: Callable[..., T], *args: Any) -> T:
-        """Like :meth:`_call` for a write: a cancelled write never commits later.
+        """Like `_call` for a write: a cancelled write never commits later.
 
         On cancellation the guard is set and CancelledError propagates at once;
         the thread sees the flag before its commit system call and undoes its
@@ -549,7 +549,7 @@ class FileStorage(StorageBase):
         """Under the directory's lock, right before an entry needing it appears.
 
         A delete of the last entry sharing the sidecar may have removed it
-        since :meth:`_ensure_sidecar`: write it again (rare).
+        since `_ensure_sidecar`: write it again (rare).
         """
         path = f"{dirpath}/{long.sidecar}"
         try:
@@ -580,7 +580,7 @@ class FileStorage(StorageBase):
             self._drop_sidecar_locked(dirpath, long)
 
     def _drop_sidecar_locked(self, dirpath: str, long: _Long) -> None:
-        """As :meth:`_drop_sidecar`, holding the directory's lock already."""
+        """As `_drop_sidecar`, holding the directory's lock already."""
         base = f"{dirpath}/{long.base}"
         if not os.path.lexists(base) and not os.path.lexists(base + "@"):
             with suppress(FileNotFoundError):
@@ -821,7 +821,7 @@ class _DirCache:
 
     A snapshot is reused only if the directory's (device, inode, mtime) is the
     one seen before it was read, and it was read at least
-    :data:`RACY_NS` after that mtime: a change after the read then gets a
+    `RACY_NS` after that mtime: a change after the read then gets a
     later mtime, also on a file system whose clock ticks coarsely (the idea
     of git's "racy" index entries). A directory changed within that window is
     read again each time, which is always correct.
@@ -915,7 +915,7 @@ def _walk(
     True). Entries sort by ``name`` for a file and ``name + "/"`` for a
     directory, which is exactly the order of the keys below them, so the
     first entry to visit is found by binary search in the directory's sorted
-    snapshot (read once per listing, see :class:`_Cursor`), and a directory
+    snapshot (read once per listing, see `_Cursor`), and a directory
     whose keys all sort at or before ``after`` is never read.
     """
     if after is None or after < base:
@@ -975,7 +975,7 @@ def _classify(name: str) -> tuple[str, bool]:
 
 
 def _classify_long(dirpath: str, name: str) -> tuple[str, bool] | None:
-    """Like :func:`_classify` for a shortened name: its segment is in its sidecar.
+    """Like `_classify` for a shortened name: its segment is in its sidecar.
 
     None if the sidecar is missing or does not hold a segment that maps to
     ``name`` (then the name is not cached: a put may yet write the sidecar).

@@ -3,7 +3,7 @@
 It stores bytes, never Python objects, so a value saved is a snapshot that no
 later mutation can reach. Every operation completes without yielding to the
 event loop, which makes each one atomic and a cancelled one absent. The one
-exception is :meth:`MemoryStorage.pause`, the conformance suite's way to make
+exception is `MemoryStorage.pause`, the conformance suite's way to make
 this backend stop answering: while paused, each operation waits before it
 touches the data, so a cancelled one still never started.
 """
@@ -63,7 +63,7 @@ class MemoryStorage(StorageBase):
         """Make every operation on this data wait until the returned function is called.
 
         The in-memory backend's way to stop answering, for the conformance
-        suite's held-backend tests (:class:`~checkpointkit.conformance.holds.MemoryPause`):
+        suite's held-backend tests (`MemoryPause`):
         each operation started while paused waits before it reads or changes
         anything, so one cancelled while waiting did nothing. Storages that
         share the data by name pause together. Calling the returned function

@@ -229,7 +229,7 @@ def _redact(url: str) -> str:
 class PostgresStorage(StorageBase):
     """A storage in one PostgreSQL table, through asyncpg's connection pool.
 
-    Open it with :meth:`from_url`
+    Open it with `from_url`
     (``postgresql://user:password@host:5432/db?prefix=wf``) or construct it
     with a libpq connection URL. What the URL leaves out (host, user,
     password, TLS) asyncpg takes from libpq's environment variables
@@ -252,7 +252,7 @@ class PostgresStorage(StorageBase):
         ttl: seconds after which a written key expires (None: never). Each
             write of a key starts its time again; an expired key is absent
             for every operation, and its row is removed by the next write of
-            the key, a delete, or :meth:`purge_expired` (also run when the
+            the key, a delete, or `purge_expired` (also run when the
             storage opens).
         timeout: seconds one statement may take before it fails
             (``OutcomeUnknown`` for a write, after it has settled).
@@ -512,9 +512,9 @@ class PostgresStorage(StorageBase):
     async def _write(self, op: str, what: str, sql: str, *args: Any, size: int = 0) -> list[Any]:
         """Run a write statement whose last parameter is its deadline; see the module docstring.
 
-        A write of more than :data:`INLINE_MAX` bytes (``size``), or one that ran
+        A write of more than `INLINE_MAX` bytes (``size``), or one that ran
         past its deadline once, runs in a transaction instead, whose ``COMMIT``
-        alone carries the deadline: see :meth:`_write_staged`.
+        alone carries the deadline: see `_write_staged`.
         """
         pool = await self._ready()
         loop = asyncio.get_running_loop()

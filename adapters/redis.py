@@ -402,7 +402,7 @@ class _Write:
     The write *arms* it before it sends a script, with the local time after
     which the server has surely passed the script's deadline; a connection
     marks it ``sent`` when it starts writing the request (not the connection's
-    handshake). Once the reply is read the write calls :meth:`answered`.
+    handshake). Once the reply is read the write calls `answered`.
     """
 
     __slots__ = ("armed", "sent", "settle", "tracked")
@@ -435,7 +435,7 @@ class _AbortingConnection(Connection):
     send the rest of a cancelled request, so a cancelled put could land after
     ``CancelledError``; a reset discards it (a partial command never runs).
 
-    It also tells the write operation in flight (:data:`_WRITE`) when it starts
+    It also tells the write operation in flight (`_WRITE`) when it starts
     sending that operation's request, so that a connection error before that
     is "could not connect", and one after it "outcome unknown".
     """
@@ -464,7 +464,7 @@ class _AbortingConnection(Connection):
 
 
 class _AbortingSSLConnection(_AbortingConnection, SSLConnection):
-    """:class:`_AbortingConnection` for TLS."""
+    """`_AbortingConnection` for TLS."""
 
 
 def _use_aborting_connections(client: Redis | RedisCluster, ssl: bool) -> None:
@@ -482,14 +482,14 @@ def _use_aborting_connections(client: Redis | RedisCluster, ssl: bool) -> None:
 class RedisStorage(StorageBase):
     """A storage on Redis or Valkey, standalone or Cluster, through ``redis.asyncio``.
 
-    Open it with :meth:`from_url` (``redis://[user:password@]host:port/db?prefix=wf``)
+    Open it with `from_url` (``redis://[user:password@]host:port/db?prefix=wf``)
     or construct it with an existing client or a host and port. Use it with
     ``async with``.
 
     Args:
         client: an existing ``redis.asyncio.Redis`` or ``RedisCluster``
             (created with ``decode_responses=False``). It is not closed by
-            :meth:`aclose` unless ``close_client=True``. When None, the storage
+            `aclose` unless ``close_client=True``. When None, the storage
             creates and owns its client from the connection arguments.
         host: server host (the first node for a cluster).
         port: server port.
@@ -532,7 +532,7 @@ class RedisStorage(StorageBase):
             writes" in ``docs/adapters/redis.md``). It is also the longest a
             write's script may take to reach the server before it must be sent
             again.
-        close_client: close a passed ``client`` in :meth:`aclose`.
+        close_client: close a passed ``client`` in `aclose`.
 
     Raises:
         ConfigurationError: a bad option, or a client with ``decode_responses=True``.
@@ -1123,7 +1123,7 @@ class RedisStorage(StorageBase):
 
         Each script deletes its keys from the scope's hash, index and big-value
         keys and, when the scope is left empty, retires its registration, just
-        as :meth:`delete` does; the scope's ``ns:top`` entries are removed after.
+        as `delete` does; the scope's ``ns:top`` entries are removed after.
         """
         scopes: dict[str, dict[str, None]] = {}
         for key in keys:
@@ -1375,7 +1375,7 @@ class _Deadlines:
 
 
 class _Deadline:
-    """One operation's entry in :class:`_Deadlines`; a context manager around it."""
+    """One operation's entry in `_Deadlines`; a context manager around it."""
 
     __slots__ = ("cancelling", "deadline", "fired", "owner", "task")
 
@@ -1410,7 +1410,7 @@ class _Deadline:
 
 
 class _RedisStorageWithTTL(RedisStorage):
-    """A :class:`RedisStorage` created with ``ttl``: it declares the TTL capability."""
+    """A `RedisStorage` created with ``ttl``: it declares the TTL capability."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(ttl=True, settles_cancelled_writes=True)
 
@@ -1436,7 +1436,7 @@ _UNAVAILABLE: tuple[tuple[type[BaseException], str], ...] = (
     (TimeoutError, "no answer within the operation's timeout"),
     (OSError, "network error"),
 )
-"""Every foreign error :func:`_translate_errors` maps to StorageUnavailable, most specific first."""
+"""Every foreign error `_translate_errors` maps to StorageUnavailable, most specific first."""
 
 _ANSWERED: tuple[type[BaseException], ...] = (
     rexc.AuthenticationError,
@@ -1454,11 +1454,11 @@ class _translate_errors:  # lower case: used like a function, ``with _translate_
     """Turn redis-py's errors into checkpointkit's, chained with ``from``.
 
     Checkpointkit's own errors and cancellation pass through. ``MOVED`` or
-    ``ASK`` from a standalone client becomes :class:`ConfigurationError`
-    (the server is a cluster node); everything in :data:`_UNAVAILABLE`
-    becomes :class:`StorageUnavailable`, or :class:`OutcomeUnknown` when it
+    ``ASK`` from a standalone client becomes `ConfigurationError`
+    (the server is a cluster node); everything in `_UNAVAILABLE`
+    becomes `StorageUnavailable`, or `OutcomeUnknown` when it
     hit a write whose request had started to leave (a timeout or a lost
-    connection, not a refusal: see :data:`_ANSWERED`). The password never
+    connection, not a refusal: see `_ANSWERED`). The password never
     reaches a message. (A class, not a generator: it wraps every operation,
     so it must be cheap.)
 

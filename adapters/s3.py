@@ -8,7 +8,7 @@ Conditional writes are S3's own: create-only sends ``If-None-Match: *``, if-matc
 sends ``If-Match: <etag>``, on ``PutObject`` and on
 ``CompleteMultipartUpload``; the service decides atomically, and a failed
 condition (412, or 409 ``ConditionalRequestConflict`` for a concurrent
-conditional write) raises :class:`~checkpointkit.errors.PreconditionFailed`.
+conditional write) raises `PreconditionFailed`.
 ``delete`` reads the ETag (``HeadObject``) and deletes with ``If-Match``, so it
 tells truthfully whether the key existed; ``delete(if_match=...)`` sends the
 caller's ETag.
@@ -20,8 +20,8 @@ client's own retries are off, so that one policy holds and a conditional write
 retried after a lost reply can recognize its own success (each conditional
 write carries a random token in its metadata, checked on a 412 after a retry).
 A write that fails after its request may have left the client (a timeout, a lost
-reply, a 500) raises :class:`~checkpointkit.errors.OutcomeUnknown`, and so does a
-retry's failure after such an attempt (see :mod:`checkpointkit.adapters._retry`).
+reply, a 500) raises `OutcomeUnknown`, and so does a
+retry's failure after such an attempt (see `checkpointkit.adapters._retry`).
 ``delete_many`` sends ``DeleteObjects`` per 1000 keys. A logging filter keeps the
 session token and signatures out of botocore's DEBUG output.
 
@@ -157,7 +157,7 @@ _UNKNOWN_STATUS = frozenset((500, 502, 504))
 """Answers to a write that do not say whether it happened (503 and 429 say it did not)."""
 
 _SDK_LOGGERS = ("botocore", "aiobotocore", "boto3", "aioboto3", "s3transfer", "urllib3")
-"""The loggers that :data:`~checkpointkit.adapters._options.SECRETS` filters."""
+"""The loggers that `SECRETS` filters."""
 
 OBJECT_NAMES = ("keys", "flat")
 """How keys become object names: ``keys`` as they are, ``flat`` with ``.`` and ``/`` escaped."""
@@ -201,7 +201,7 @@ _URL_FORM = UrlForm(
 class S3Storage(StorageBase):
     """A storage on an S3 bucket (AWS or S3-compatible), through aioboto3.
 
-    Open it with :meth:`from_url` (``s3://bucket/prefix?region=eu-west-1``) or
+    Open it with `from_url` (``s3://bucket/prefix?region=eu-west-1``) or
     construct it; use it with ``async with``. Credentials come from the
     standard AWS chain (environment, shared files, profile, instance role)
     unless given explicitly; they are never printed.
@@ -614,7 +614,7 @@ class S3Storage(StorageBase):
 
         A ``write`` (``PutObject``, ``CompleteMultipartUpload``, ``DeleteObject``)
         cancelled while its request is on the wire settles first: see
-        :func:`~checkpointkit.adapters._inflight.settle` and ``cancel_grace``.
+        `settle` and ``cancel_grace``.
         """
         return await call(
             request,
@@ -636,7 +636,7 @@ class S3Storage(StorageBase):
         return "".join(_FLAT_ESCAPES.get(c, c) for c in key) if "." in key or "/" in key else key
 
     def _decode(self, name: str) -> str:
-        """The key of an object name without the root (the inverse of :meth:`_encode`)."""
+        """The key of an object name without the root (the inverse of `_encode`)."""
         if not self._flat or "." not in name:
             return name
         # an escape that this adapter never writes (a foreign object) is kept as it is
@@ -1051,8 +1051,8 @@ class _TrackingSession(AIOHTTPSession):  # type: ignore[misc]
     """aiobotocore's aiohttp session, its connector wrapped by ``track_connections``.
 
     So that a write cancelled while on the wire can be settled or reset
-    (:mod:`checkpointkit.adapters._inflight`), and that aiohttp never resends a
-    write unseen (:func:`~checkpointkit.adapters._inflight.no_hidden_resend`).
+    (`checkpointkit.adapters._inflight`), and that aiohttp never resends a
+    write unseen (`no_hidden_resend`).
     """
 
     async def _get_session(self, *args: Any, **kwargs: Any) -> Any:

@@ -22,7 +22,7 @@ Reads run on their own connections and never wait for the writer (in WAL mode
 a reader sees the last commit). A read of a small value, or a listing page, is
 done right in the event loop's thread on that thread's own connection: it is
 a B-tree lookup in cached pages, about ten times cheaper than a trip to a
-thread and back. A value larger than :data:`INLINE_BYTES`, or a read that
+thread and back. A value larger than `INLINE_BYTES`, or a read that
 would have to wait for a lock (``SQLITE_BUSY`` during another process's log
 recovery), goes to a small thread pool instead.
 
@@ -872,7 +872,7 @@ def _unusable(path: str, exc: sqlite3.Error) -> ConfigurationError:
 
 
 def _check_database(path: str, uri: str, *, create: bool, read_only: bool) -> str:
-    """One try of :func:`_prepare` once the file exists or may be created; return the URI."""
+    """One try of `_prepare` once the file exists or may be created; return the URI."""
     if not create and os.path.getsize(path) == 0:
         raise ConfigurationError(
             f"{path!r} is an empty file (0 bytes), not a checkpointkit store: check the path"

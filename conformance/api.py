@@ -1,8 +1,8 @@
 """The Python API: ``report = await checkpointkit.conformance.run(factory_or_url)``.
 
-:func:`run` runs pytest in-process, in a worker thread (pytest drives its own
+`run` runs pytest in-process, in a worker thread (pytest drives its own
 event loops), on the suite's shipped test classes, with a plugin that feeds
-the target in and collects the results into a :class:`Report`. The tests are
+the target in and collects the results into a `Report`. The tests are
 the very ones that subclasses and the pytest plugin run: there is one
 definition of each.
 """
@@ -44,7 +44,7 @@ python_classes = Test*
 
 
 class Progress(Protocol):
-    """What :func:`run` reports while it runs (called from pytest's worker thread)."""
+    """What `run` reports while it runs (called from pytest's worker thread)."""
 
     def collected(self, total: int) -> None:
         """The number of tests that will run."""
@@ -69,10 +69,10 @@ async def run(
     """Run the conformance suite against ``target`` and return the report.
 
     Args:
-        target: a :class:`Target`, a factory of fresh storages, or a SPEC
+        target: a `Target`, a factory of fresh storages, or a SPEC
             string (a storage URL, ``module:factory``, ``file`` or ``memory``);
             or a LangGraph saver or agent-framework storage: an
-            :class:`~checkpointkit.conformance.ecosystems.EcosystemTarget`,
+            `EcosystemTarget`,
             ``langgraph:MODULE:ATTR``, ``agent-framework:MODULE:ATTR``, or a
             class or factory with ``ecosystem`` given.
         groups: run only these groups (default: all): ``semantics``,
@@ -88,7 +88,7 @@ async def run(
             ``CancelledError`` (default 0.5).
         ecosystem: ``"langgraph"`` or ``"agent-framework"`` when ``target``
             is a saver or storage class or factory: the ecosystem groups run
-            (:mod:`checkpointkit.conformance.ecosystems`).
+            (`checkpointkit.conformance.ecosystems`).
         model_budget: seconds the ``model`` group runs random programs
             (default 12; 0 skips it).
 
@@ -231,7 +231,7 @@ def _run_pytest(collector: _Collector, pattern: str | None, path: str | None = N
 
 
 class _Collector:
-    """The pytest plugin of :func:`run`: feeds the target in, collects results."""
+    """The pytest plugin of `run`: feeds the target in, collects results."""
 
     def __init__(self, target: Target, groups: tuple[str, ...], progress: Progress | None) -> None:
         self.target = target

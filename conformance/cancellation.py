@@ -7,19 +7,19 @@ Four ways to cancel an operation in flight:
   a few iterations (or a few milliseconds) and cancel, at many points, so that
   cancellation lands inside the adapter's own awaits;
 - a stall inside the backend, for any adapter (the ``backend_stall`` fixture,
-  :mod:`~checkpointkit.conformance.stalls`): a held file lock or transaction,
+  `stalls`): a held file lock or transaction,
   or a value large enough to take a while;
-- the fault-injecting wrapper (:mod:`~checkpointkit.conformance.faults`),
+- the fault-injecting wrapper (`faults`),
   usable around every adapter: the call stalls before or after the backend;
 - for network adapters whose target accepts an ``endpoint``, the loopback
-  stall proxy (:mod:`~checkpointkit.conformance.proxy`): the backend stops
+  stall proxy (`proxy`): the backend stops
   answering mid-request or mid-response.
 
 After each cancellation the suite checks: ``CancelledError`` within the
 cancel bound (``cancel_bound``, 0.5 s by default, the measured delay in the
 failure); the key holds the whole old or the whole new value, read through a
 second client of the same data where the target can open one; and, over the
-settle window (:mod:`~checkpointkit.conformance.settle`), whether the write
+settle window (`settle`), whether the write
 lands later: a failure for an adapter that declares
 ``settles_cancelled_writes``, an indeterminate outcome for one that does not;
 the next operation on the same client gets its own answer.

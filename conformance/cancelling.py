@@ -1,14 +1,14 @@
 """How the suite cancels an operation in flight and judges how it ended.
 
-:func:`cancel` starts an operation (or takes one already running), cancels it
+`cancel` starts an operation (or takes one already running), cancels it
 at a point (event-loop iterations, seconds, or once an event says the
-operation is held) and records an :class:`Outcome`: whether the cancellation
+operation is held) and records an `Outcome`: whether the cancellation
 found it running, how long it took to end, whether it raised
-``CancelledError``. :func:`check_raised` fails a test on an outcome that breaks
-the promise (not prompt, swallowed, lost); :func:`own_answer` checks that the
+``CancelledError``. `check_raised` fails a test on an outcome that breaks
+the promise (not prompt, swallowed, lost); `own_answer` checks that the
 next call on the client gets its own answer. The ``cancellation`` group
-(:mod:`~checkpointkit.conformance.cancellation`) and the held-backend tests
-(:mod:`~checkpointkit.conformance.held`) share them.
+(`cancellation`) and the held-backend tests
+(`held`) share them.
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@ is skipped with the reason.
 
 ``durable`` and ``shared`` need a second storage at the same location, so the
 factory must accept the ``location`` keyword; ``ttl`` needs a factory that
-accepts ``ttl`` (see :mod:`checkpointkit.conformance.target`).
+accepts ``ttl`` (see `checkpointkit.conformance.target`).
 
 ``indexed_list`` is the one claim about cost, so its check is the suite's one
 timing comparison: medians of interleaved calls, each round right after a
 write to each prefix, after a warm-up, against a generous bound
-(:data:`INDEXED_LIST_FACTOR` times the reference plus
-:data:`INDEXED_LIST_SLACK`).
+(`INDEXED_LIST_FACTOR` times the reference plus
+`INDEXED_LIST_SLACK`).
 """
 
 from __future__ import annotations

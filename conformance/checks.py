@@ -1,8 +1,8 @@
 """Assertion helpers whose failures read as one paragraph: the promise, the key,
 what was expected and what was observed.
 
-Every failure of the suite is a :class:`ConformanceFailure` built by
-:func:`fail`, so that a report (or a pytest run) says, for example::
+Every failure of the suite is a `ConformanceFailure` built by
+`fail`, so that a report (or a pytest run) says, for example::
 
     create-only put must refuse an existing key: put('k', mode='create') on key
     'k' should raise PreconditionFailed, but it returned version '7'; the key
@@ -84,7 +84,7 @@ def fail(
     observed: str,
     detail: str = "",
 ) -> NoReturn:
-    """Raise a :class:`ConformanceFailure` stating what broke.
+    """Raise a `ConformanceFailure` stating what broke.
 
     Args:
         promise: the promise in words ("create-only put must refuse an existing key").
@@ -107,7 +107,7 @@ def fail(
 def expect(
     condition: bool, promise: str, *, key: str | None = None, expected: str, observed: str
 ) -> None:
-    """:func:`fail` unless ``condition`` holds."""
+    """`fail` unless ``condition`` holds."""
     __tracebackhide__ = True  # pytest shows the test's line, then the message
     if not condition:
         fail(promise, key=key, expected=expected, observed=observed)

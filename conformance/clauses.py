@@ -2,18 +2,18 @@
 
 Every rule of ``docs/storage-protocol.md`` (and each runner guarantee that the
 lifecycle group drives over an adapter, from ``docs/runner.md``) is a
-:class:`Clause` with a short, readable, stable id such as ``put.atomic`` or
+`Clause` with a short, readable, stable id such as ``put.atomic`` or
 ``list.start-after``. The protocol page shows each id next to its rule, as an
 anchor (``storage-protocol.md#put.atomic``) that the report links to.
 
-A test of the suite names the clauses it checks with :func:`checks`::
+A test of the suite names the clauses it checks with `checks`::
 
     class SemanticsTests(StorageFixtures):
         @checks("put.create.existing")
         async def test_create_only_rejects_existing_key(self, storage): ...
 
 The ids are stored on the function (``__conformance_clauses__``, read back with
-:func:`clauses_of`), like the group of ``conformance/groups.py``, and this
+`clauses_of`), like the group of ``conformance/groups.py``, and this
 module imports nothing optional: the pytest plugin and the report read it
 without pytest.
 """
@@ -298,7 +298,7 @@ def checks(*clause_ids: str) -> Callable[[F], F]:
     """Mark a test of the suite with the protocol clauses it checks.
 
     Args:
-        *clause_ids: one or more clause ids of :data:`CLAUSES`.
+        *clause_ids: one or more clause ids of `CLAUSES`.
 
     Raises:
         ValueError: no id was given, or one is not a clause (named, with the closest ids).

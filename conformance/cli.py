@@ -2,11 +2,11 @@
 
 SPEC is a storage URL (``redis://127.0.0.1:6379/0``; each test works under its
 own random key prefix, deleted afterwards), ``module:factory`` (a factory or
-a :class:`~checkpointkit.conformance.Target`), ``file`` (a fresh temporary
+a `Target`), ``file`` (a fresh temporary
 directory per test) or ``memory``; or ``langgraph:MODULE:ATTR`` (a LangGraph
 saver) or ``agent-framework:MODULE:ATTR`` (an agent-framework checkpoint
 storage), which run the ecosystem groups
-(:mod:`checkpointkit.conformance.ecosystems`).
+(`checkpointkit.conformance.ecosystems`).
 
 Exit status, aligned with pytest's where it means the same: 0 when every test
 that was not skipped passed; 1 when a test failed or the target could not be

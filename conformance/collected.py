@@ -1,9 +1,9 @@
-"""The module that the pytest plugin and :func:`~checkpointkit.conformance.run` collect.
+"""The module that the pytest plugin and `run` collect.
 
 It holds one test class, running every group against the target that the
 session was given (``--checkpointkit-storage SPEC``, or the factory passed to
 ``run``). It is not meant to be imported by users: subclass
-:class:`~checkpointkit.conformance.StorageConformance` instead.
+`StorageConformance` instead.
 
 pytest imports this file by its path, under a module name that it derives
 from the directories around it: ``checkpointkit.conformance.collected`` in a

@@ -2,9 +2,9 @@
 
 A suite that never makes the call a defect needs cannot catch it, and a pass
 then says nothing. So the suite measures what it did. Every storage it opens
-(:meth:`Target.open <checkpointkit.conformance.target.Target.open>`) is wrapped
-in a :class:`CoverageProbe`, which classifies each call into cells of five
-matrices and records them in the process-wide :data:`coverage`:
+(`Target.open`) is wrapped
+in a `CoverageProbe`, which classifies each call into cells of five
+matrices and records them in the process-wide `coverage`:
 
 ``state``
     each operation and mode (put overwrite, create-only, if-match with the
@@ -158,7 +158,7 @@ class Reach:
         capabilities: what the adapter declared (or the target overrides).
         reopens: the target's factory takes ``location`` (a second storage on the same data).
         max_value: the largest value size the ``sizes`` matrix asks for.
-        paging: the listing's page size can be set (a :class:`~checkpointkit.StorageBase`).
+        paging: the listing's page size can be set (a `StorageBase`).
     """
 
     capabilities: Capabilities
@@ -279,7 +279,7 @@ class CoverageRecorder:
             return None if known is None else (known.reach, set(known.cells))
 
     def result(self, name: str) -> Coverage | None:
-        """The :class:`Coverage` of target ``name``, or None if nothing was recorded."""
+        """The `Coverage` of target ``name``, or None if nothing was recorded."""
         snapshot = self.snapshot(name)
         return None if snapshot is None else Coverage(*snapshot)
 
@@ -291,7 +291,7 @@ class CoverageRecorder:
 
 
 coverage = CoverageRecorder()
-"""The process-wide recorder that every :class:`CoverageProbe` writes to by default."""
+"""The process-wide recorder that every `CoverageProbe` writes to by default."""
 
 _ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverage", default=None)
 _MEASURING: ContextVar[bool] = ContextVar("checkpointkit_measuring_waits", default=False)
@@ -314,7 +314,7 @@ def measuring_waits() -> Iterator[None]:
 
 
 def active_recorder() -> CoverageRecorder:
-    """The recorder of the current context: the one :func:`recording` set, or :data:`coverage`."""
+    """The recorder of the current context: the one `recording` set, or `coverage`."""
     return _ACTIVE.get() or coverage
 
 
@@ -341,7 +341,7 @@ class CoverageProbe:
         location: the location the storage was opened at; probes of one
             location share what they saw of its keys (None: a fresh one).
         holds_key: whether the storage holds a key (for "longest held").
-        into: the recorder (the process-wide :data:`coverage` by default).
+        into: the recorder (the process-wide `coverage` by default).
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -478,7 +478,7 @@ class CoverageProbe:
                         del scope.writing[k]
 
     def _measure(self, op: str) -> asyncio.Handle | None:
-        """Under :func:`measuring_waits`: a callback that marks ``op`` as waiting if the
+        """Under `measuring_waits`: a callback that marks ``op`` as waiting if the
         event loop gets a turn before the call ends."""
         if not _MEASURING.get():
             return None
@@ -497,7 +497,7 @@ class CoverageProbe:
 
     # -- the protocol -----------------------------------------------------------------------
     async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
-        """Put through the probe; see :meth:`checkpointkit.Storage.put`."""
+        """Put through the probe; see `checkpointkit.Storage.put`."""
         if not isinstance(key, str):  # bad input: the adapter's to refuse, nothing to classify
             return await self.inner.put(key, data, mode=mode)
         row: str | None = None
@@ -523,7 +523,7 @@ class CoverageProbe:
         return str(version)
 
     async def get(self, key: str) -> GetResult:
-        """Get through the probe; see :meth:`checkpointkit.Storage.get`."""
+        """Get through the probe; see `checkpointkit.Storage.get`."""
         if not isinstance(key, str):
             return await self.inner.get(key)
         try:
@@ -541,7 +541,7 @@ class CoverageProbe:
         return result
 
     async def delete(self, key: str, *, if_match: str | None = None) -> bool:
-        """Delete through the probe; see :meth:`checkpointkit.Storage.delete`."""
+        """Delete through the probe; see `checkpointkit.Storage.delete`."""
         if not isinstance(key, str):
             return await self.inner.delete(key, if_match=if_match)
         row = (
@@ -581,7 +581,7 @@ class CoverageProbe:
     def list(
         self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
     ) -> AsyncIterator[str]:
-        """List through the probe; see :meth:`checkpointkit.Storage.list`."""
+        """List through the probe; see `checkpointkit.Storage.list`."""
         return _ProbedListing(self, prefix, start_after, limit)
 
     async def aclose(self) -> None:
@@ -768,7 +768,7 @@ class Coverage:
     @property
     def never_suspended(self) -> list[str]:
         """The operations that answered without waiting when the cancellation sweep
-        started them (:func:`measuring_waits`)."""
+        started them (`measuring_waits`)."""
         turned = {c[1] for c in self.exercised if c[0] == "suspends"}
         return [op for op in OPS if op not in turned]
 
@@ -779,7 +779,7 @@ class Coverage:
         An operation that answers without waiting cannot be in flight: it cannot be
         cancelled or closed under, and if no write waits, no operation can run while
         a write of its key is in flight. Those cells are unreachable (see
-        :func:`measuring_waits`).
+        `measuring_waits`).
         """
         idle = set(self.never_suspended)
         writes_wait = not {"put", "delete", "delete_many"} <= idle

@@ -2,9 +2,9 @@
 
 A leaked descriptor that stays referenced (a connection kept in a module-level
 pool, a file handle in a cache) never raises a ``ResourceWarning``: only
-counting descriptors finds it. :func:`snapshot` reads ``/proc/self/fd`` and
+counting descriptors finds it. `snapshot` reads ``/proc/self/fd`` and
 names each descriptor (a path, or a socket with its addresses from
-``/proc/self/net``); :func:`leaked` compares two snapshots.
+``/proc/self/net``); `leaked` compares two snapshots.
 
 Two kinds of descriptors are not the storage's and are left out:
 
@@ -127,7 +127,7 @@ def _sockets() -> tuple[dict[str, tuple[str, str, str, int]], set[int]]:
 def snapshot() -> dict[int, str]:
     """Every open descriptor of this process and what it points to (``readlink``).
 
-    Cheap: descriptors are named only when :func:`leaked` finds new ones.
+    Cheap: descriptors are named only when `leaked` finds new ones.
     Empty without ``/proc``.
     """
     if not available():

@@ -1,6 +1,6 @@
 """Fault injection around any storage: stall or fail chosen operations.
 
-:class:`FaultyStorage` wraps every adapter the same way, so the cancellation
+`FaultyStorage` wraps every adapter the same way, so the cancellation
 and lifecycle tests can make "the backend" stop answering at a chosen point:
 
 - ``when="before"``: the fault hits before the inner call; a stalled put that
@@ -45,7 +45,7 @@ class Fault:
     Attributes:
         op: the operation it applies to, or ``"*"``.
         when: ``"before"`` or ``"after"`` the inner call.
-        action: ``"stall"`` (wait until :meth:`release`) or ``"fail"`` (raise ``error``).
+        action: ``"stall"`` (wait until `release`) or ``"fail"`` (raise ``error``).
         error: raised by a failing fault.
         key: a predicate on the key (None: every key).
         times: how many calls it hits (None: every call until removed).

@@ -14,9 +14,9 @@ the factory (reopening, a second client, the stalling proxy) are then skipped
 with that reason.
 
 Capabilities are fixtures that tests consult (``supports_conditional_put``...),
-read from the storage's declared :class:`~checkpointkit.storage.Capabilities`
+read from the storage's declared `Capabilities`
 unless the target overrides them. Hygiene
-(:func:`~checkpointkit.conformance.hygiene.hygiene`) is checked around every
+(`hygiene`) is checked around every
 test by an autouse fixture.
 """
 
@@ -144,7 +144,7 @@ class StorageFixtures:
     # -- what a backend overrides -------------------------------------------------------
     @pytest.fixture
     def storage_factory(self) -> Target | Factory:
-        """The factory of fresh storages (or a :class:`Target`); override this.
+        """The factory of fresh storages (or a `Target`); override this.
 
         Raises:
             NotImplementedError: until a backend's fixture class overrides it.
@@ -241,7 +241,7 @@ class StorageFixtures:
         capabilities: Capabilities,
         scale: float,
     ) -> SettleWatch:
-        """A :class:`~checkpointkit.conformance.settle.SettleWatch` reading through ``observer``."""
+        """A `SettleWatch` reading through ``observer``."""
         return SettleWatch(
             observer,
             window=settle_window,
@@ -257,9 +257,9 @@ class StorageFixtures:
 
         ``Target(hold=...)`` is the way to supply one; a test class may
         instead override this fixture (a SQLite-like adapter returns a
-        :class:`~checkpointkit.conformance.holds.HeldLock` that opens a write
+        `HeldLock` that opens a write
         transaction from another connection). The default is chosen by what
-        the adapter is (:func:`~checkpointkit.conformance.holds.default_hold`).
+        the adapter is (`default_hold`).
         """
         return default_hold(raw_storage(storage))
 
@@ -267,10 +267,10 @@ class StorageFixtures:
     def backend_hold(self, request: pytest.FixtureRequest, storage_target: Target | None) -> Hold:
         """What makes the backend stop answering in the held-backend tests, one copy per test.
 
-        The target's :attr:`~checkpointkit.conformance.target.Target.hold`;
+        The target's `hold`;
         else the ``backend_stall`` fixture, if the test class overrides it;
         else the stall proxy for a target that can be proxied; else
-        ``backend_stall``'s default (:mod:`~checkpointkit.conformance.holds`).
+        ``backend_stall``'s default (`holds`).
         """
         if storage_target is not None and storage_target.hold is not None:
             return copy.copy(storage_target.hold)
@@ -396,7 +396,7 @@ def scaled(scale: float, n: int, minimum: int = 2) -> int:
 
 
 def set_small_pages(storage: Storage, size: int) -> bool:
-    """Make a :class:`StorageBase` adapter page its listings by ``size`` keys."""
+    """Make a `StorageBase` adapter page its listings by ``size`` keys."""
     raw = raw_storage(storage)
     if isinstance(raw, StorageBase):
         raw.page_size = size  # type: ignore[misc]  # an instance override of the ClassVar

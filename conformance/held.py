@@ -3,7 +3,7 @@ backend does not answer.
 
 For each of ``put``, ``delete``, ``delete_many``, ``get`` and a ``list`` page,
 the test writes what it needs, holds the backend with the target's hold
-(:mod:`~checkpointkit.conformance.holds`), starts the operation, checks that
+(`holds`), starts the operation, checks that
 the hold caught it (it is still running), cancels it, and checks:
 
 1. ``CancelledError`` within the cancel bound, although the backend does not answer;

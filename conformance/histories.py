@@ -6,9 +6,9 @@ fresh keys: put in all three modes, get, delete with and without
 ``if_match``; some are cancelled at a random moment, and, where the target
 accepts an ``endpoint``, a stall proxy holds one client's traffic for random
 spans. Each operation is recorded with its invocation, completion and outcome
-(:class:`~checkpointkit.conformance.linearizability.Operation`), and each
+(`Operation`), and each
 key's history is checked by
-:func:`~checkpointkit.conformance.linearizability.check`.
+`check`.
 
 A cancelled or timed-out write is *unknown*: it may take effect at any moment
 after it was invoked, or never. For an adapter that declares
@@ -93,7 +93,7 @@ _CANCEL_POINTS: tuple[int | float, ...] = (0, 1, 2, 3, 5, 8, 13, 0.0005, 0.001, 
 
 
 class HistoryRecorder:
-    """Performs operations and records each as an :class:`Operation`.
+    """Performs operations and records each as an `Operation`.
 
     Args:
         settles: the adapter settles cancelled writes (their completion is the

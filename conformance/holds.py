@@ -1,41 +1,41 @@
 """Holds: what makes a target's backend stop answering until the suite releases it.
 
-The held-backend tests (:mod:`~checkpointkit.conformance.held`) start an
+The held-backend tests (`held`) start an
 operation while the backend is held, check that it is stuck there, cancel it,
 and then check the promises of the protocol: ``CancelledError`` within the
 cancel bound, nothing of the operation landing after the release (where the
 adapter declares ``settles_cancelled_writes``, watched through a second
 client), and the next call getting its own answer. That needs a way to make
 the backend stop answering, which depends on the backend, so the target
-supplies it as a :class:`Hold` (``Target(factory, hold=...)``):
+supplies it as a `Hold` (``Target(factory, hold=...)``):
 
-- :class:`ProxyHold`: the loopback stall proxy
-  (:class:`~checkpointkit.conformance.proxy.StallProxy`) between a network
+- `ProxyHold`: the loopback stall proxy
+  (`StallProxy`) between a network
   client and its server stops forwarding (S3, Azure Blob, Redis, any adapter
   whose factory accepts ``endpoint``);
-- :class:`PausedProcess`: ``SIGSTOP`` of a server process that the tests
+- `PausedProcess`: ``SIGSTOP`` of a server process that the tests
   started themselves (a ``valkey-server``), ``SIGCONT`` to release;
-- :class:`HeldLock`: any lock or transaction the adapter waits for, taken and
+- `HeldLock`: any lock or transaction the adapter waits for, taken and
   released by two callables (``LOCK TABLES``, ``CLIENT PAUSE``, an adapter's
   own lock, a paused worker thread);
-- :class:`SQLiteLock`: a write transaction (``BEGIN IMMEDIATE``) on a second
+- `SQLiteLock`: a write transaction (``BEGIN IMMEDIATE``) on a second
   connection to the adapter's database file;
-- :class:`FileLock`: the file adapter's own cross-process ``flock``;
-- :class:`MemoryPause`: the in-memory adapter's pause
-  (:meth:`~checkpointkit.adapters.memory.MemoryStorage.pause`): its operations
+- `FileLock`: the file adapter's own cross-process ``flock``;
+- `MemoryPause`: the in-memory adapter's pause
+  (`pause`): its operations
   never yield, so nothing else can hold one; paused, each waits before it
   touches the data, as a request waits for a server that stopped answering;
-- :class:`LargeValue`: no hold at all, only a value large enough that writing
+- `LargeValue`: no hold at all, only a value large enough that writing
   it takes a while (the fallback for an adapter the suite knows nothing about;
   when the put is not caught in flight the tests say "not exercised").
 
-Each hold says which operations it holds (:attr:`Hold.operations`): a lock
+Each hold says which operations it holds (`Hold.operations`): a lock
 taken by writers holds ``put``, ``delete`` and ``delete_many`` but not reads
 that never take it. A held-backend test of an operation that the target's hold
 does not hold, or of a target that supplies no hold, is reported as *not
 exercised*, with the reason: never as a pass, never as a quiet skip.
 
-A hold may also decide which client the test uses (:meth:`Hold.client`): the
+A hold may also decide which client the test uses (`Hold.client`): the
 stall proxy needs a storage opened through it. Holds are copied per test, so
 one may keep per-test state on ``self``.
 """
@@ -86,7 +86,7 @@ WRITES: frozenset[Operation] = frozenset({"put", "delete", "delete_many"})
 class Hold:
     """Makes the backend stop answering until released; the base holds nothing.
 
-    Subclasses override :meth:`held` (and :attr:`operations`); the others have
+    Subclasses override `held` (and `operations`); the others have
     defaults that fit most holds.
 
     Attributes:
@@ -109,7 +109,7 @@ class Hold:
         return b"n" * (64 * 1024)
 
     async def prepare(self, storage: Any, key: str) -> None:
-        """Called once before :meth:`held`, with the test's storage (timing may be set here)."""
+        """Called once before `held`, with the test's storage (timing may be set here)."""
 
     @asynccontextmanager
     async def client(
@@ -144,7 +144,7 @@ class Hold:
 class LargeValue(Hold):
     """No hold: a value so large that the backend takes a while to take it.
 
-    :meth:`prepare` times two puts of the value (the faster counts), and the
+    `prepare` times two puts of the value (the faster counts), and the
     suite then cancels the put a third of that time after it started: in the
     middle of the write, whatever the backend's speed. It holds only puts, and
     only when the backend is slow enough.
@@ -297,9 +297,9 @@ class FileLock(Hold):
 class MemoryPause(Hold):
     """The in-memory adapter's own pause: every operation waits until it is released.
 
-    :class:`~checkpointkit.adapters.memory.MemoryStorage` never yields, so no
+    `MemoryStorage` never yields, so no
     lock, proxy or stopped process can catch one of its operations in flight;
-    its :meth:`~checkpointkit.adapters.memory.MemoryStorage.pause` makes each
+    its `pause` makes each
     operation wait, before it touches the data, until the pause ends.
     """
 
@@ -353,7 +353,7 @@ class ProxyHold(Hold):
     """The loopback stall proxy between the client and its server stops forwarding.
 
     The test's client is opened through a fresh
-    :class:`~checkpointkit.conformance.proxy.StallProxy` (the target's factory
+    `StallProxy` (the target's factory
     must accept ``endpoint`` and the target must name its ``upstream``); the
     hold stops forwarding requests. Every operation waits, reads included,
     and the operation is known to be held once the proxy holds its bytes.
@@ -396,7 +396,7 @@ class ProxyHold(Hold):
         """Stop forwarding requests; forward again on exit.
 
         Raises:
-            RuntimeError: the test's client was not opened by :meth:`client`.
+            RuntimeError: the test's client was not opened by `client`.
         """
         proxy = self._proxy
         if proxy is None:
@@ -440,7 +440,7 @@ async def _call(fn: Callable[[], Any]) -> None:
 
 
 def default_hold(raw: Any) -> Hold:
-    """The hold of a built-in adapter object ``raw``; :class:`LargeValue` for any other.
+    """The hold of a built-in adapter object ``raw``; `LargeValue` for any other.
 
     The suite uses it when the target supplies no hold, and the test class
     does not override the ``backend_stall`` fixture.

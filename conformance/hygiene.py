@@ -1,6 +1,6 @@
 """Hygiene checks: what must never be left behind by a storage or a run.
 
-:func:`hygiene` wraps a block of async code and fails when, inside it:
+`hygiene` wraps a block of async code and fails when, inside it:
 
 - a coroutine was never awaited (``RuntimeWarning: coroutine ... was never awaited``);
 - a task was destroyed while pending (the loop's exception handler is called);
@@ -41,7 +41,7 @@ class HygieneError(AssertionError):
 
 @dataclass
 class HygieneReport:
-    """What :func:`hygiene` found; empty lists mean clean."""
+    """What `hygiene` found; empty lists mean clean."""
 
     findings: list[str] = field(default_factory=list)
 
@@ -92,7 +92,7 @@ def _context_site(context: dict[str, Any]) -> str:
 async def hygiene(
     *, settle_rounds: int = 20, check: bool = True, thread_grace: float = 1.0
 ) -> AsyncIterator[HygieneReport]:
-    """Check the enclosed block for leaks; raise :class:`HygieneError` at exit.
+    """Check the enclosed block for leaks; raise `HygieneError` at exit.
 
     Args:
         settle_rounds: loop iterations to let cleanup callbacks run before judging.

@@ -2,19 +2,19 @@
 
 Over TCP, a write that is cancelled, times out or loses its connection after
 its request left may still take effect later (see "Writes whose outcome is
-unknown" in :mod:`checkpointkit.storage`). These wrappers make that happen on
+unknown" in `checkpointkit.storage`). These wrappers make that happen on
 purpose, over any storage, so that the layers above can be tested against it:
 
-- :class:`LateLanding`: a write whose caller is cancelled while it is in
+- `LateLanding`: a write whose caller is cancelled while it is in
   flight is applied anyway, ``0`` to ``max_delay`` seconds later; and the first
   attempt of some writes "times out": it raises
-  :class:`~checkpointkit.errors.OutcomeUnknown` and lands later (or not at all).
-- :class:`LateReply`: every write lands at once, and its reply arrives up to
+  `OutcomeUnknown` and lands later (or not at all).
+- `LateReply`: every write lands at once, and its reply arrives up to
   ``max_delay`` seconds later; a caller cancelled meanwhile sees
   ``CancelledError`` for a write that happened; the first attempt of some
   writes lands and then raises ``OutcomeUnknown``.
 
-Both are seeded (``seed``) and keep a log of what they did (:attr:`events`).
+Both are seeded (``seed``) and keep a log of what they did (`events`).
 ``settle()`` lands every write still pending; ``aclose()`` settles first, so
 nothing is left running. Neither declares ``settles_cancelled_writes``.
 """
@@ -182,7 +182,7 @@ class LateReply(_Unknowns):
     a write that happened. The first attempt of some writes lands and then
     raises ``OutcomeUnknown`` (the connection dropped before the reply).
 
-    Args: as for :class:`LateLanding` (``max_delay`` bounds the reply's delay).
+    Args: as for `LateLanding` (``max_delay`` bounds the reply's delay).
     """
 
     async def _write(self, op: str, key: str, arg: Any, write: Callable[[], Awaitable[Any]]) -> Any:

@@ -1,11 +1,11 @@
 """Group ``lifecycle``: the runner's guarantees G1 to G7 (and G9) over the adapter under test.
 
-Each test drives a small workflow through :class:`~checkpointkit.runner.Workflow`
+Each test drives a small workflow through `Workflow`
 on the storage under test, wrapped in each save style of
-:data:`~checkpointkit.conformance.styles.STYLES`: ``inline`` (the put is awaited
+`STYLES`: ``inline`` (the put is awaited
 directly), ``task-spawning`` (the put runs in a task the storage creates) and
 ``gather`` (the put gathers two backend writes). A
-:class:`~checkpointkit.conformance.styles.PutGate` holds a chosen step's save in
+`PutGate` holds a chosen step's save in
 flight, so the tests fail, cancel or pause the run while that save provably
 has not finished. Hygiene (G5) is checked around every test.
 """

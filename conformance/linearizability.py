@@ -1,8 +1,8 @@
 """A linearizability checker for histories of storage operations (pure: no I/O).
 
-A *history* is a list of :class:`Operation`: each a put, get or delete on
+A *history* is a list of `Operation`: each a put, get or delete on
 one key, with the moment it was invoked, the moment it completed, and its
-outcome. :func:`check` decides, key by key, whether the history is
+outcome. `check` decides, key by key, whether the history is
 *linearizable*: whether every operation can be given one instant between its
 invocation and its completion such that, in the order of those instants, the
 operations behave as on one atomic register of the storage protocol.
@@ -46,7 +46,7 @@ linearized so far, model state) as in Knossos and Porcupine; an unknown write
 is never required, so it is placed only where it changes the state. A
 violation is shrunk to a minimal history (operations removed one by one while
 the rest stays non-linearizable) and shown as a table: see
-:meth:`Violation.describe`.
+`Violation.describe`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ Outcome = Literal["ok", "failed", "unknown"]
 ErrorName = Literal["PreconditionFailed", "NotFound"]
 
 DEFAULT_BUDGET = 2_000_000
-"""Search states that :func:`check` explores per key before it gives up (inconclusive)."""
+"""Search states that `check` explores per key before it gives up (inconclusive)."""
 
 _ABSENT = -1
 
@@ -309,7 +309,7 @@ def _aliases(ops: Iterable[Operation]) -> dict[str, str]:
 
 @dataclass
 class CheckResult:
-    """What :func:`check` found.
+    """What `check` found.
 
     Attributes:
         keys: how many keys were checked.

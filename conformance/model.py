@@ -1,6 +1,6 @@
 """Group ``model``: random programs, run against the adapter, checked against the protocol's model.
 
-Hypothesis draws programs (:mod:`~checkpointkit.conformance.programs`): puts in
+Hypothesis draws programs (`programs`): puts in
 every mode, gets, deletes with and without ``if_match``, ``delete_many`` (a key
 may repeat), listings with prefix, ``start_after``, ``limit`` and small pages,
 values of 0, 1 and around each power of two bytes, keys of every shape the
@@ -11,7 +11,7 @@ accepts ``location``) and ``aclose()`` while tasks run. Each example runs on a
 fresh storage, and every answer is compared with what the model allows:
 
 - put, get and delete are recorded as one history
-  (:class:`~checkpointkit.conformance.linearizability.Operation`) and checked by
+  (`Operation`) and checked by
   the linearizability checker, which accepts any order of the operations that
   ran at once, and treats a cancelled or failed write as the protocol says
   (it may have happened, or may still happen; on an adapter that declares
@@ -20,7 +20,7 @@ fresh storage, and every answer is compared with what the model allows:
   to be present, absent, or either (a key written by a task running at the same
   time, or by a write whose outcome is unknown).
 
-Why not :class:`hypothesis.stateful.RuleBasedStateMachine`: its rules are
+Why not `hypothesis.stateful.RuleBasedStateMachine`: its rules are
 synchronous and sequential, while these programs run tasks at once on the test's
 event loop, and the model's answer to a concurrent segment is a search over its
 orders (the checker), not one next state. So Hypothesis draws a whole program
@@ -32,7 +32,7 @@ Budget and seed: the group runs examples until its budget (seconds,
 spent; the seed (``--checkpointkit-model-seed``, ``$CHECKPOINTKIT_MODEL_SEED``,
 else a fresh one) fixes what Hypothesis draws. A failure is shrunk (within
 half the budget more) and reported with the seed and a standalone script that
-replays the minimal program (:func:`replay`).
+replays the minimal program (`replay`).
 """
 
 from __future__ import annotations
@@ -678,7 +678,7 @@ def _shrinking_limited_to(seconds: float) -> Iterator[None]:
     constant while the search runs (the search runs alone: the test awaits it),
     and does nothing if a version of Hypothesis has no such constant. The
     examples themselves also stop running once the time is spent (see
-    :meth:`_Search.search`), so the bound holds either way, more loosely.
+    `_Search.search`), so the bound holds either way, more loosely.
     """
     from hypothesis.internal.conjecture import engine
 

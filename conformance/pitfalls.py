@@ -5,8 +5,8 @@ Each test here was added because a broken adapter of the mutation corpus
 returns the version it replaced, values stored as C strings (trailing NULs cut), a
 prefix matched with SQL ``LIKE`` (``_`` and ``%`` are wildcards), a repeated key
 counted twice by ``delete_many``, a key limit counted in characters instead of
-UTF-8 bytes. :class:`PitfallTests` joins the ``semantics`` group,
-:class:`BadInputPitfallTests` the ``bad-input`` group.
+UTF-8 bytes. `PitfallTests` joins the ``semantics`` group,
+`BadInputPitfallTests` the ``bad-input`` group.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Options:
 
 ``--checkpointkit-storage SPEC``
     the target; ``langgraph:MODULE:ATTR`` or ``agent-framework:MODULE:ATTR``
-    runs the ecosystem groups (:mod:`checkpointkit.conformance.ecosystems`)
+    runs the ecosystem groups (`checkpointkit.conformance.ecosystems`)
     against a LangGraph saver or an agent-framework checkpoint storage.
 ``--checkpointkit-group NAME`` (repeatable)
     run only these groups; also applies to subclasses of the suite's classes.

@@ -3,13 +3,13 @@
 A *program* is a short sequence of steps run against one fresh storage: single
 operations (put in every mode, get, delete with or without ``if_match``,
 ``delete_many``, list with prefix, ``start_after`` and ``limit``), groups of
-tasks running at once (:class:`Together`), closing and reopening the storage
-at the same location (:class:`Reopen`) and closing it while tasks run
-(:class:`CloseDuring`). Any operation may be cancelled at a drawn point.
+tasks running at once (`Together`), closing and reopening the storage
+at the same location (`Reopen`) and closing it while tasks run
+(`CloseDuring`). Any operation may be cancelled at a drawn point.
 
 The steps are frozen dataclasses whose ``repr`` is the Python that builds them,
 so that a (shrunk) program prints as a script that replays it:
-:func:`replay_script`. Hypothesis draws and shrinks them: :func:`programs`.
+`replay_script`. Hypothesis draws and shrinks them: `programs`.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ class ProgramOptions:
         max_value: the largest value a put writes, in bytes.
         holds_key: whether the target holds a valid key (every one of up to 1024 bytes,
             unless a root prefix or the server's limit takes some: ``holds_key`` of
-            :class:`~checkpointkit.StorageBase`).
+            `StorageBase`).
         min_steps: the fewest steps of a program (more steps per example find more
             per second; a failure's report leaves out the steps after the failing one).
         max_steps: the most steps of a program.
@@ -206,7 +206,7 @@ class ProgramOptions:
 
 
 KEYS_PER_PROGRAM = 5
-"""How many keys of :data:`KEY_POOL` one program draws (its operations pick among them)."""
+"""How many keys of `KEY_POOL` one program draws (its operations pick among them)."""
 
 
 @functools.cache
@@ -214,7 +214,7 @@ def programs(options: ProgramOptions) -> SearchStrategy[Program]:
     """The Hypothesis strategy of programs allowed by ``options``.
 
     Simpler draws come first, so that Hypothesis shrinks towards them: a put
-    before other operations, the first keys of :data:`KEY_POOL`, small values,
+    before other operations, the first keys of `KEY_POOL`, small values,
     no cancellation, sequential steps before concurrent ones. Operations draw
     the index of one of the program's keys, so that the strategies are built
     once (drawing is then cheap) and the keys are mapped in at the end.

@@ -1,9 +1,9 @@
 """A loopback TCP proxy that can stop forwarding mid-request or mid-response.
 
-Network adapters are tested for cancellation by putting :class:`StallProxy`
+Network adapters are tested for cancellation by putting `StallProxy`
 between the client and the real server: the suite tells the proxy to stop
 forwarding, starts an operation, waits until the proxy is provably holding the
-operation's bytes (:attr:`StallProxy.stalled`), cancels the operation, and then
+operation's bytes (`StallProxy.stalled`), cancels the operation, and then
 checks the promises (``CancelledError`` promptly, whole-or-absent, no late
 landing, the next call gets its own answer).
 
@@ -13,15 +13,15 @@ Semantics of a stall, per direction (``"request"``: client to server,
 - bytes read while stalled are held, not forwarded; with ``partial=True`` the
   first chunk is split and its first half forwarded, so the server has
   received part of a request (or the client part of a reply);
-- :meth:`StallProxy.resume` forwards the held bytes of connections that are
+- `StallProxy.resume` forwards the held bytes of connections that are
   still open and forwards normally again;
 - held bytes of a connection whose sender closed it are dropped, never
   delivered later (the proxy models a backend that stopped answering, not a
   slow one).
 
 The protocol for a target: its factory accepts ``endpoint=(host, port)`` and
-the :class:`~checkpointkit.conformance.target.Target` names its real server in
-``upstream``; see :mod:`checkpointkit.conformance.target`.
+the `Target` names its real server in
+``upstream``; see `checkpointkit.conformance.target`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class StallProxy:
 
     Attributes:
         stalled: set once bytes are being held by a stall (the operation that
-            sent them is provably stuck); cleared by :meth:`stall`.
+            sent them is provably stuck); cleared by `stall`.
         connections: connections accepted so far.
         held_bytes: bytes held (not forwarded) by stalls so far.
         dropped_bytes: held bytes discarded because their sender closed.
@@ -113,7 +113,7 @@ class StallProxy:
 
     # -- control -------------------------------------------------------------------------
     def stall(self, direction: Direction = "response", *, partial: bool = True) -> None:
-        """Stop forwarding ``direction`` from now on (held until :meth:`resume`).
+        """Stop forwarding ``direction`` from now on (held until `resume`).
 
         Args:
             direction: ``"request"``, ``"response"`` or ``"both"``.

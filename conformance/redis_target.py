@@ -1,9 +1,9 @@
 """The conformance target on a Redis server or cluster: a namespace per storage, pinned nodes.
 
 ``checkpointkit conformance redis://...`` (and
-:func:`~checkpointkit.conformance.target.resolve_target`) use :func:`redis_target`; it needs no
+`resolve_target`) use `redis_target`; it needs no
 test server: it connects to the URL it is given.
-The test servers (:mod:`checkpointkit.conformance.servers.redis`) start valkey-server and
+The test servers (`checkpointkit.conformance.servers.redis`) start valkey-server and
 use it too. Kept apart from the servers so that the generic target never imports them.
 """
 
@@ -70,7 +70,7 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
     Args:
         url: ``redis://127.0.0.1:PORT/0`` or ``...?cluster=true``.
         name: shown in reports (default: the URL, redacted).
-        scale: see :class:`~checkpointkit.conformance.target.Target`.
+        scale: see `Target`.
     """
     from contextlib import asynccontextmanager
 

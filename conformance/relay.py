@@ -1,6 +1,6 @@
 """A loopback relay that delivers a request late: the server side of a cancellation race.
 
-:class:`StallProxy <checkpointkit.conformance.proxy.StallProxy>` stops forwarding; this
+`StallProxy` stops forwarding; this
 relay instead forwards everything it received, ``delay`` seconds late, even after the
 client hung up. It reproduces, deterministically, a server that holds a whole request
 and applies it after the client's cancellation returned, which is what a network

@@ -1,11 +1,11 @@
 """The conformance report: per test, per group, a level, and operation latency.
 
-Conformance levels (:attr:`Report.level`):
+Conformance levels (`Report.level`):
 
 ``full``
     Every group of the suite ran, no test failed, none was *not exercised*,
     and the run exercised every reachable cell of the protocol's coverage
-    matrices (:mod:`~checkpointkit.conformance.coverage`). Tests skipped
+    matrices (`coverage`). Tests skipped
     because the adapter does not declare a capability (or the target does not
     offer what a test needs, such as an endpoint for the stall proxy) do not
     lower the level; the report lists them with their reasons. A test is not
@@ -255,7 +255,7 @@ class Report:
         }
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`to_dict` as JSON to ``path``."""
+        """Write `to_dict` as JSON to ``path``."""
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
             f.write("\n")
@@ -337,7 +337,7 @@ class Report:
         return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
     def write_junit_xml(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`to_junit_xml` to ``path``."""
+        """Write `to_junit_xml` to ``path``."""
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.to_junit_xml())
 

@@ -39,7 +39,7 @@ and none may be left for the level ``full``."""
 
 
 def check_seconds(name: str, value: object, *, zero: bool = False) -> float:
-    """``value`` as seconds, or a :class:`ConfigurationError` naming ``name``.
+    """``value`` as seconds, or a `ConfigurationError` naming ``name``.
 
     Args:
         name: the setting, for the message.

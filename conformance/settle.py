@@ -2,9 +2,9 @@
 
 A write whose caller saw ``CancelledError`` (or an error) is indeterminate
 unless the adapter declares
-:attr:`~checkpointkit.storage.Capabilities.settles_cancelled_writes`: it may
+`settles_cancelled_writes`: it may
 still take effect later (a thread still writing, bytes already in a socket).
-:class:`SettleWatch` reads each such key through an *observer* (a second
+`SettleWatch` reads each such key through an *observer* (a second
 storage from the same factory at the same location, for shared backends, so
 that the read is not queued behind the write on the same client), and keeps
 reading every key until the settle window has passed since its write ended.
@@ -14,7 +14,7 @@ reading every key until the settle window has passed since its write ended.
 - A change after the write ended is a *late landing*. For an adapter that
   declares ``settles_cancelled_writes`` it is a failure naming the key, the
   delay and the fix; for one that does not, the protocol allows it, and the
-  test's outcome becomes *indeterminate* (see :func:`record_indeterminate`).
+  test's outcome becomes *indeterminate* (see `record_indeterminate`).
 - A write that lands twice (its value was seen, overwritten by a later write,
   and then came back) is always a failure: an indeterminate write takes
   effect at most once.
@@ -109,7 +109,7 @@ class SettleWatch:
             one for a target that cannot open two).
         window: seconds each key is watched after its write ended.
         settles: the adapter declares ``settles_cancelled_writes``.
-        node: the pytest item (or None), for :func:`record_indeterminate`.
+        node: the pytest item (or None), for `record_indeterminate`.
         second_client: ``observer`` is a second storage (for messages).
         interval: seconds between polling rounds.
     """

@@ -2,13 +2,13 @@
 
 The runner's guarantees must hold whatever the storage does inside ``put``:
 
-- :class:`Inline`: the put is awaited directly (a pass-through).
-- :class:`TaskSpawning`: the put runs in a task that the storage itself creates
+- `Inline`: the put is awaited directly (a pass-through).
+- `TaskSpawning`: the put runs in a task that the storage itself creates
   and awaits.
-- :class:`Gathering`: the put gathers several backend writes (the data to the
+- `Gathering`: the put gathers several backend writes (the data to the
   primary and a mirror copy), as replicating storages do.
 
-:class:`PutGate` holds chosen puts in flight until the test releases them, so
+`PutGate` holds chosen puts in flight until the test releases them, so
 tests can cancel or fail things while a save is provably in progress.
 """
 
@@ -113,7 +113,7 @@ STYLES: dict[str, Callable[[Storage], StorageWrapper]] = {
 
 
 class PutGate(StorageWrapper):
-    """Holds the puts whose key matches ``hold`` until :meth:`release` (or forever).
+    """Holds the puts whose key matches ``hold`` until `release` (or forever).
 
     Attributes:
         entered: set once a held put is waiting at the gate.

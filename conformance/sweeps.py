@@ -4,7 +4,7 @@ value size class, every listing option, operations in flight during writes, list
 
 The hand-written tests of the other groups check one promise each; these tests
 make sure that every reachable cell of the coverage matrices
-(:mod:`~checkpointkit.conformance.coverage`) is exercised at least once, and
+(`coverage`) is exercised at least once, and
 check each answer against what the protocol allows. They belong to the groups
 whose promises they check (``semantics``, ``concurrency``, ``lifecycle``).
 """

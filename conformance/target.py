@@ -5,7 +5,7 @@ A factory is any of:
 - an async generator function yielding one storage (cleanup after the yield);
 - a function returning an async context manager that yields a storage
   (``contextlib.asynccontextmanager``);
-- a callable returning a :class:`~checkpointkit.storage.Storage` (an adapter
+- a callable returning a `Storage` (an adapter
   class itself, say) or an awaitable of one; the suite closes it with ``async with``.
 
 Each call must give a storage that sees no key of any other call, unless it is
@@ -20,9 +20,9 @@ the suite passes them only when the factory's signature accepts them:
     that location closes its context.
 ``endpoint: tuple[str, int]``
     Connect to the backend through this ``(host, port)`` instead of the real
-    one. Together with :attr:`Target.upstream` (the real server's address)
+    one. Together with `Target.upstream` (the real server's address)
     this lets the suite put a stalling TCP proxy
-    (:class:`~checkpointkit.conformance.proxy.StallProxy`) between the client
+    (`StallProxy`) between the client
     and the server.
 ``ttl: float``
     Expire every key written through this storage after ``ttl`` seconds (only
@@ -118,13 +118,13 @@ class Target:
             gives, ``/tmp/#123 (deleted)``) belong to a server running in the
             test process rather than to the storage, so that the descriptor
             count leaves them out (moto keeps large objects in temporary files:
-            :func:`~checkpointkit.conformance.servers.s3.moto_descriptor`).
+            `moto_descriptor`).
         hold: what makes the backend stop answering, for the held-backend
-            tests (:mod:`~checkpointkit.conformance.holds`): a
-            :class:`~checkpointkit.conformance.holds.Hold`, copied for each
+            tests (`holds`): a
+            `Hold`, copied for each
             test. None: the stall proxy when the target is
-            :attr:`proxyable`, else the hold of a built-in adapter, else only
-            a large value (:class:`~checkpointkit.conformance.holds.LargeValue`).
+            `proxyable`, else the hold of a built-in adapter, else only
+            a large value (`LargeValue`).
             ``Hold()`` holds nothing: the held-backend tests are then reported
             as not exercised.
         keys: which valid keys the backend holds, where it holds fewer than the
@@ -181,7 +181,7 @@ class Target:
 
     @classmethod
     def of(cls, obj: Target | Factory, **overrides: Any) -> Target:
-        """Make a target from a :class:`Target` or a bare factory.
+        """Make a target from a `Target` or a bare factory.
 
         Args:
             obj: a target, or a factory.
@@ -210,7 +210,7 @@ class Target:
         return self._kw["ttl"]
 
     def count(self, n: int, *, minimum: int = 2) -> int:
-        """``n`` scaled by :attr:`scale`, at least ``minimum``."""
+        """``n`` scaled by `scale`, at least ``minimum``."""
         return max(minimum, round(n * self.scale))
 
     @asynccontextmanager
@@ -224,9 +224,9 @@ class Target:
         """Open one storage from the factory; close it (and clean up) on exit.
 
         Args:
-            location: open at this location (requires :attr:`reopens`).
-            endpoint: connect through this address (requires :attr:`proxyable`).
-            ttl: expire keys after this many seconds (requires :attr:`expires`).
+            location: open at this location (requires `reopens`).
+            endpoint: connect through this address (requires `proxyable`).
+            ttl: expire keys after this many seconds (requires `expires`).
 
         Raises:
             ConfigurationError: a keyword that the factory does not accept.
@@ -270,7 +270,7 @@ class Target:
 
     def holds_key(self, storage: object) -> Callable[[str], bool]:
         """Whether ``storage`` (opened from this target) holds a key: its own
-        ``holds_key`` under the suite's prefixes, and :attr:`keys`."""
+        ``holds_key`` under the suite's prefixes, and `keys`."""
         holds, narrower = holds_key_of(storage), self.keys
         if narrower is None:
             return holds
@@ -280,7 +280,7 @@ class Target:
 def holds_key_of(storage: object) -> Callable[[str], bool]:
     """Whether ``storage`` holds a key, under the suite's own key prefixes (a URL target's).
 
-    A valid key of at most 1024 UTF-8 bytes, with every :class:`PrefixedStorage`'s
+    A valid key of at most 1024 UTF-8 bytes, with every `PrefixedStorage`'s
     prefix before it, that the adapter's ``holds_key`` accepts where it has one.
     """
     prefix = ""
@@ -314,15 +314,15 @@ _ADDRESS = re.compile(r"(?P<host>127\.0\.0\.1|localhost|\[::1\]):(?P<port>\d{1,5
 
 
 def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
-    """Turn what the user named into a :class:`Target`.
+    """Turn what the user named into a `Target`.
 
     Args:
         spec: a target or factory (returned as is), or a string: ``memory``
             (a fresh in-memory storage per test), ``file`` (a fresh temporary
             directory per test), a storage URL (``redis://127.0.0.1:6379/0``;
             each test works under its own random key prefix, deleted after),
-            or ``module:attribute`` naming a factory or a :class:`Target`.
-        **overrides: :class:`Target` fields to set (``scale``, ``capabilities``...).
+            or ``module:attribute`` naming a factory or a `Target`.
+        **overrides: `Target` fields to set (``scale``, ``capabilities``...).
 
     Raises:
         ConfigurationError: the string is none of these, or names nothing importable.

@@ -1,8 +1,8 @@
 """Latency of storage operations, measured while the suite runs.
 
-The suite hands every test its storage wrapped in :class:`TimedStorage`, which
+The suite hands every test its storage wrapped in `TimedStorage`, which
 records the wall time of each completed ``put``, ``get``, ``delete`` and full
-``list`` iteration into the active :class:`LatencyRecorder`. The report shows
+``list`` iteration into the active `LatencyRecorder`. The report shows
 p50 and p99 per operation.
 """
 
@@ -25,7 +25,7 @@ class OpLatency(dict[str, float]):
 
 
 class LatencyRecorder:
-    """Durations per operation name; thread-safe; :meth:`summary` gives percentiles."""
+    """Durations per operation name; thread-safe; `summary` gives percentiles."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -64,7 +64,7 @@ def _percentile(sorted_values: list[float], p: float) -> float:
 
 
 recorder = LatencyRecorder()
-"""The process-wide recorder that :class:`TimedStorage` writes to by default."""
+"""The process-wide recorder that `TimedStorage` writes to by default."""
 
 
 class TimedStorage:

@@ -1,16 +1,16 @@
 """The ``checkpointkit`` command line: inspect runs, run the conformance suite, run the demo.
 
-Built on :mod:`argparse` from the standard library, so it works after a base
+Built on `argparse` from the standard library, so it works after a base
 install (``pip install checkpointkit``): no extra is needed for ``--help``, the
 run commands or the demo; ``conformance`` needs ``checkpointkit[conformance]``.
 
 Output: plain aligned text (colour only on a terminal, never with ``NO_COLOR``),
 or with ``--json`` one JSON document on standard output whose field names are
 documented in ``docs/cli.md``. Errors are one line on standard error. Exit
-status: :data:`EXIT_OK` (0), :data:`EXIT_FAILED` (1: the command ran and found
+status: `EXIT_OK` (0), `EXIT_FAILED` (1: the command ran and found
 a failure: an unknown run, a storage error, a failed conformance test),
-:data:`EXIT_USAGE` (2: a bad command line or environment: an unknown option or
-scheme, a missing directory or extra) and :data:`EXIT_NO_TESTS` (5: a
+`EXIT_USAGE` (2: a bad command line or environment: an unknown option or
+scheme, a missing directory or extra) and `EXIT_NO_TESTS` (5: a
 conformance run that selected no test). 0, 1 and 5 mean what they mean to
 pytest; a usage error is 2, as for every argparse program (pytest's 4).
 
@@ -30,10 +30,10 @@ Adding a command takes one function::
 
 ``storage=True`` (the default) gives it ``--storage``/``-s`` and
 ``--namespace``/``-n``; every command gets ``--json`` and ``-h``. Raise
-:class:`CliError` for a one-line error with its exit status. A command that
-deletes or rewrites adds :func:`destructive_arguments` and calls
-:func:`confirm` first. A command defined in another module is registered when
-that module is imported: list it in :data:`COMMAND_MODULES`.
+`CliError` for a one-line error with its exit status. A command that
+deletes or rewrites adds `destructive_arguments` and calls
+`confirm` first. A command defined in another module is registered when
+that module is imported: list it in `COMMAND_MODULES`.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class CliError(Exception):
 
     Args:
         message: what was wrong (without the ``error:`` prefix).
-        code: :data:`EXIT_FAILED` or :data:`EXIT_USAGE`.
+        code: `EXIT_FAILED` or `EXIT_USAGE`.
     """
 
     def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
@@ -353,8 +353,8 @@ def with_store(
     are. ``codec`` is the store's codec (the default codec if None).
 
     Raises:
-        CliError: with :data:`EXIT_USAGE` for a :class:`ConfigurationError` (a bad
-            URL, a missing directory or extra), else :data:`EXIT_FAILED`.
+        CliError: with `EXIT_USAGE` for a `ConfigurationError` (a bad
+            URL, a missing directory or extra), else `EXIT_FAILED`.
     """
     url = storage_url(args)
     namespace: str = getattr(args, "namespace", "") or ""
@@ -378,7 +378,7 @@ def with_store(
 
 
 async def require_run(store: CheckpointStore, run: str) -> None:
-    """Raise a :class:`CheckpointkitError` naming ``run`` if it was never created."""
+    """Raise a `CheckpointkitError` naming ``run`` if it was never created."""
     if not await store.run_exists(run):
         raise CheckpointkitError(f"run {run!r} not found")
 
@@ -386,7 +386,7 @@ async def require_run(store: CheckpointStore, run: str) -> None:
 def confirm(out: Output, args: argparse.Namespace, question: str) -> None:
     """Ask before deleting (or rewriting), unless ``--yes``; refuse when nobody can answer.
 
-    For commands that add :func:`destructive_arguments`.
+    For commands that add `destructive_arguments`.
 
     Raises:
         CliError: the answer was not yes (exit 1), or standard input is not a
@@ -593,7 +593,7 @@ def _meta_pair(text: str) -> tuple[str, Any]:
 
 
 def _run_filters(args: argparse.Namespace) -> dict[str, Any]:
-    """The filters of ``runs`` as :meth:`CheckpointStore.list_runs` takes them."""
+    """The filters of ``runs`` as `CheckpointStore.list_runs` takes them."""
     filters: dict[str, Any] = {}
     if args.status:
         statuses = sorted({s.strip() for given in args.status for s in given.split(",")} - {""})
@@ -1219,7 +1219,7 @@ class RecordProgress:
         self._drawn = False
 
     def __call__(self, progress: Any) -> None:
-        """Told a :class:`checkpointkit.verify.Progress`."""
+        """Told a `checkpointkit.verify.Progress`."""
         now = self.clock()
         line = f"{self.what}: {progress.done}/{progress.total} records"
         if progress.rewritten:

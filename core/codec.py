@@ -18,7 +18,7 @@ msgspec alone, with an ``ext_hook`` for the extension types: plain containers
 are never walked in Python.
 
 Pickle is never used unless the codec is built with ``pickle_allow``; see
-:class:`Codec`.
+`Codec`.
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ class Codec:
     and name, ``zoneinfo.ZoneInfo`` by key, any other tzinfo class as a fixed
     ``datetime.timezone`` offset), ``date``, ``time``, ``timedelta``, ``UUID``,
     ``Decimal``, ``complex``, and dataclasses, pydantic (v2) models and enums
-    registered with :meth:`register`. Types are matched exactly: a subclass of
+    registered with `register`. Types are matched exactly: a subclass of
     ``dict``, ``str`` or of a registered class is refused, so that a value
     always decodes as the type it was.
 
@@ -451,7 +451,7 @@ class Codec:
     # ------------------------------------------------------------------ encoding
 
     def encode(self, value: Any, *, path: str = "value", key: str | None = None) -> bytes:
-        """Encode ``value`` into a complete envelope (see :mod:`checkpointkit.envelope`).
+        """Encode ``value`` into a complete envelope (see `checkpointkit.envelope`).
 
         Synchronous and without copies of the value beyond shallow copies of the
         containers that hold a converted value.
@@ -462,7 +462,7 @@ class Codec:
                 paths like ``state.users[3].created``).
             key: The storage key the envelope will be stored at. It binds the
                 envelope to that key (its checksum and, when encrypted, its
-                AES-GCM associated data cover it), so :meth:`decode` refuses it
+                AES-GCM associated data cover it), so `decode` refuses it
                 under any other key. ``None`` writes an unbound envelope.
 
         Returns:
@@ -490,10 +490,10 @@ class Codec:
             path: How to name the value in error messages.
 
         Returns:
-            The payload bytes, for :meth:`decode_payload`.
+            The payload bytes, for `decode_payload`.
 
         Raises:
-            EncodeError: As :meth:`encode`.
+            EncodeError: As `encode`.
         """
         encode = self._encoder.encode
         try:
@@ -802,7 +802,7 @@ class Codec:
     # ------------------------------------------------------------------ decoding
 
     def decode(self, data: BytesLike, *, key: str | None = None) -> Any:
-        """Decode an envelope written by :meth:`encode`.
+        """Decode an envelope written by `encode`.
 
         Args:
             data: The envelope bytes.
@@ -816,9 +816,9 @@ class Codec:
         Raises:
             CheckpointCorrupted: Not an envelope, truncated, a checksum or
                 length mismatch, or bound to another key than ``key``.
-            DecryptionError: Encrypted, and no :class:`Encryption` is configured,
+            DecryptionError: Encrypted, and no `Encryption` is configured,
                 or its key id is unknown, or the key is wrong; or the
-                :class:`Encryption` refuses it as plaintext or as unbound.
+                `Encryption` refuses it as plaintext or as unbound.
             DecodeError: An encrypted bound envelope and no ``key``; an unknown format
                 version, codec tag or compression tag;
                 a raw pickle payload; a pickled object while pickle is disabled
@@ -840,7 +840,7 @@ class Codec:
         return self.decode_payload(payload, key=key)
 
     def decode_payload(self, payload: BytesLike, *, key: str | None = None) -> Any:
-        """Decode bytes written by :meth:`encode_payload` (no envelope).
+        """Decode bytes written by `encode_payload` (no envelope).
 
         Args:
             payload: The payload bytes.
@@ -850,7 +850,7 @@ class Codec:
             The value.
 
         Raises:
-            DecodeError: As :meth:`decode`, for the payload itself.
+            DecodeError: As `decode`, for the payload itself.
         """
         try:
             return self._decoder.decode(payload)

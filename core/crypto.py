@@ -1,13 +1,13 @@
 """AES-GCM encryption of envelopes, with key ids so that keys can be rotated.
 
-An :class:`Encryption` holds one or more keys, each under a key id, and names the
+An `Encryption` holds one or more keys, each under a key id, and names the
 *active* one, which encrypts every new envelope. The key id is written (in clear)
 into the envelope header, so decryption picks the right key by id: after a
 rotation, envelopes written under an older key still open as long as that key is
 still in the mapping.
 
 ``cryptography`` is an optional dependency (``pip install "checkpointkit[crypto]"``);
-it is imported when an :class:`Encryption` is built, not when this module is.
+it is imported when an `Encryption` is built, not when this module is.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class Encryption:
         active: The key id used for new envelopes; must be in ``keys``.
         allow_plaintext: Whether envelopes that are not encrypted are still
             read. ``False`` (the default) refuses them with
-            :class:`~checkpointkit.errors.DecryptionError`: whoever can write to
+            `DecryptionError`: whoever can write to
             the storage could otherwise plant a record that is read as genuine.
             Pass ``True`` only to read a store written before encryption was
             turned on (and encrypt it with ``rekey``).
@@ -143,7 +143,7 @@ class Encryption:
         """Encrypt ``plaintext`` with the active key; returns ciphertext plus tag.
 
         Args:
-            nonce: 12 fresh random bytes (see :meth:`new_nonce`).
+            nonce: 12 fresh random bytes (see `new_nonce`).
             plaintext: The bytes to encrypt.
             aad: Associated data that is authenticated but not encrypted (the
                 envelope header, and the storage key of a bound envelope).

@@ -24,11 +24,11 @@ corruption even in the version byte, and an intact envelope of a newer version
 is reported as such. When encrypted, the header (every byte before the payload
 except the CRC) is the AES-GCM associated data, so it cannot be altered either.
 
-**Binding** (format 2). :func:`seal` given ``key=`` binds the envelope to that
+**Binding** (format 2). `seal` given ``key=`` binds the envelope to that
 storage key: the key's CRC-32 is stored (the key itself is not: the reader
 knows it) and covered by the envelope's CRC, and, when encrypted, the whole key
-is part of the AES-GCM associated data. :func:`open_envelope` given ``key=``
-then refuses, with :class:`~checkpointkit.errors.CheckpointCorrupted`, an
+is part of the AES-GCM associated data. `open_envelope` given ``key=``
+then refuses, with `CheckpointCorrupted`, an
 envelope written for another key (copied or moved there). The CRC-32 of the key
 tells an accidental copy from a bit flip; against a writer who forges it (and
 the envelope's CRC), only the AES-GCM associated data holds. Envelopes sealed
@@ -73,20 +73,20 @@ MAGIC = b"\x89CKP"
 """The first four bytes of every envelope (non-ASCII first byte, like PNG's)."""
 
 FORMAT_VERSION = 2
-"""The newest envelope format version: what :func:`seal` writes when given a ``key``
+"""The newest envelope format version: what `seal` writes when given a ``key``
 (an envelope sealed without a key is written in format 1)."""
 
 SUPPORTED_VERSIONS = (1, 2)
-"""The envelope format versions that :func:`open_envelope` reads."""
+"""The envelope format versions that `open_envelope` reads."""
 
 HEADER_SIZE = 20
 """Bytes of the fixed header (format 2 adds 4; an encrypted envelope adds 14 plus the key id)."""
 
 CODEC_MSGPACK = 1
-"""Codec tag of :class:`checkpointkit.codec.Codec`: msgpack with checkpointkit's extensions."""
+"""Codec tag of `checkpointkit.codec.Codec`: msgpack with checkpointkit's extensions."""
 
 CODEC_PICKLE = 2
-"""Reserved codec tag for raw pickle. :class:`~checkpointkit.codec.Codec` never writes
+"""Reserved codec tag for raw pickle. `Codec` never writes
 it and always refuses to decode it."""
 
 CODEC_JSON = 3
@@ -111,12 +111,12 @@ _MIN_LEVEL = -(1 << 17)
 _local = threading.local()
 
 BytesLike = bytes | bytearray | memoryview
-"""What :func:`seal` and :func:`open_envelope` accept as input."""
+"""What `seal` and `open_envelope` accept as input."""
 
 
 @dataclass(frozen=True, slots=True)
 class EnvelopeHeader:
-    """What the header of an envelope says (see :func:`read_header`).
+    """What the header of an envelope says (see `read_header`).
 
     Attributes:
         version: Envelope format version (2: bound to a key; 1: not bound).
@@ -127,7 +127,7 @@ class EnvelopeHeader:
         payload_length: Bytes stored after the header.
         header_length: Bytes of the header, including the key checksum, key id and nonce.
         key_checksum: CRC-32 of the storage key the envelope is bound to
-            (see :func:`key_checksum`), or ``None`` if it is not bound (format 1).
+            (see `key_checksum`), or ``None`` if it is not bound (format 1).
     """
 
     version: int
@@ -303,8 +303,8 @@ def read_header(data: BytesLike, *, key: str | None = None) -> EnvelopeHeader:
     """Parse and check an envelope's header without decrypting or decompressing.
 
     The checksum over the whole envelope is verified; the key binding is not
-    (compare :attr:`EnvelopeHeader.key_checksum` with :func:`key_checksum`, or
-    use :func:`open_envelope`).
+    (compare `EnvelopeHeader.key_checksum` with `key_checksum`, or
+    use `open_envelope`).
 
     Args:
         data: The envelope.
@@ -422,7 +422,7 @@ def open_envelope(
             and unbound envelopes are read.
 
     Returns:
-        ``(codec_tag, payload)``: the tag given to :func:`seal` and the payload
+        ``(codec_tag, payload)``: the tag given to `seal` and the payload
         as it was before compression and encryption.
 
     Raises:
@@ -444,7 +444,7 @@ def open_envelope(
 def open_view(
     data: BytesLike, *, key: str | None = None, encryption: Encryption | None = None
 ) -> tuple[int, bytes | memoryview]:
-    """Like :func:`open_envelope`, but the payload may be a view into ``data`` (no copy)."""
+    """Like `open_envelope`, but the payload may be a view into ``data`` (no copy)."""
     header, payload = _open_stored(_view(data), key, encryption, None)
     if header.compression == COMPRESSION_ZSTD:
         try:
@@ -528,12 +528,12 @@ def content_digest(
 
     It covers the codec tag, the compression tag and the payload as stored
     after decryption (still compressed), so it is the same for an envelope and
-    any :func:`reseal` of it (``rekey`` re-encrypts without changing it), and
+    any `reseal` of it (``rekey`` re-encrypts without changing it), and
     differs for any other content. The envelope is checked as by
-    :func:`open_envelope` (checksum, binding to ``key``, decryption).
+    `open_envelope` (checksum, binding to ``key``, decryption).
 
     Raises:
-        CheckpointCorrupted, DecodeError, DecryptionError: As :func:`open_envelope`.
+        CheckpointCorrupted, DecodeError, DecryptionError: As `open_envelope`.
     """
     header, stored = _open_stored(_view(data), key, encryption, None)
     h = hashlib.blake2b(bytes((header.codec_tag, header.compression)), digest_size=16)
@@ -568,7 +568,7 @@ def reseal(
         The new envelope (format 2).
 
     Raises:
-        CheckpointCorrupted, DecodeError, DecryptionError: As :func:`open_envelope`.
+        CheckpointCorrupted, DecodeError, DecryptionError: As `open_envelope`.
     """
     header, stored = _open_stored(_view(data), key, encryption, allow_plaintext)
     target = _key_bytes(key if to_key is None else to_key)

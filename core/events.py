@@ -1,4 +1,4 @@
-"""Typed events of a run, as :meth:`Workflow.stream` yields them."""
+"""Typed events of a run, as `Workflow.stream` yields them."""
 
 from __future__ import annotations
 

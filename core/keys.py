@@ -72,7 +72,7 @@ def validate_prefix(prefix: str) -> str:
     (``runs/`` and ``runs/ab`` are both valid prefixes).
 
     Raises:
-        InvalidKey: as :func:`validate_key`, for the complete segments.
+        InvalidKey: as `validate_key`, for the complete segments.
     """
     reason = _reason(prefix, is_prefix=True)
     if reason is not None:

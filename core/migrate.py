@@ -4,8 +4,8 @@ The source is read through the peer's own saver or storage (LangGraph's
 ``SqliteSaver``, ``InMemorySaver`` or any ``BaseCheckpointSaver``;
 agent-framework's ``FileCheckpointStorage``, ``InMemoryCheckpointStorage`` or
 any ``CheckpointStorage``) and written through checkpointkit's integrations
-(:class:`~checkpointkit.integrations.langgraph.CheckpointkitSaver`,
-:class:`~checkpointkit.integrations.agent_framework.CheckpointkitCheckpointStorage`),
+(`CheckpointkitSaver`,
+`CheckpointkitCheckpointStorage`),
 keeping ids, parents, metadata, pending writes and order: afterwards the
 target's latest checkpoint of each thread (or workflow) is the source's.
 

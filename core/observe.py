@@ -2,7 +2,7 @@
 
 Off by default: this module imports nothing of OpenTelemetry until it is
 enabled, and a run that is not observed pays one ``is None`` check per step.
-Turn it on for every workflow with :func:`enable` (it then uses the global
+Turn it on for every workflow with `enable` (it then uses the global
 tracer and meter providers, as OpenTelemetry instrumentations do), or for one
 workflow with ``Workflow(..., tracer_provider=..., meter_provider=...)``.
 
@@ -28,7 +28,7 @@ and, on failure, ``error.type`` (the exception's class name: its message may hol
 data, so it is never recorded). No state, input, output or storage URL is ever
 put in a span, a metric or a log record.
 
-Logging uses the standard :mod:`logging` module under ``checkpointkit.*``
+Logging uses the standard `logging` module under ``checkpointkit.*``
 (``checkpointkit.runner``, ``checkpointkit.store``, ``checkpointkit.adapters.*``,
 ``checkpointkit.integrations.*``): INFO for a run's lifecycle (started,
 resumed, completed, paused, failed), DEBUG for every save, WARNING for what
@@ -74,7 +74,7 @@ def _import_otel() -> tuple[Any, Any]:
 class Observer:
     """Emits checkpointkit's spans and metrics through OpenTelemetry's API.
 
-    Built by :func:`enable` or by ``Workflow(tracer_provider=..., meter_provider=...)``;
+    Built by `enable` or by ``Workflow(tracer_provider=..., meter_provider=...)``;
     users rarely make one themselves.
 
     Args:
@@ -134,7 +134,7 @@ class Observer:
         span.end()
 
     def start_step(self, run_span: Span | None, run_id: str, step: str) -> tuple[Span, object]:
-        """Start a step's span as the current span; returns it and the token to :meth:`end_step`."""
+        """Start a step's span as the current span; returns it and the token to `end_step`."""
         from opentelemetry import context as otel_context
 
         parent = self._trace.set_span_in_context(run_span) if run_span is not None else None
@@ -256,7 +256,7 @@ def disable() -> None:
 
 
 def enabled() -> bool:
-    """Whether :func:`enable` is in effect."""
+    """Whether `enable` is in effect."""
     return _global is not None
 
 

@@ -1,8 +1,8 @@
 """Writes that stay correct when their outcome is unknown: repeat, then read back.
 
-A put or delete that raises :class:`~checkpointkit.errors.OutcomeUnknown` may
+A put or delete that raises `OutcomeUnknown` may
 have happened, or may still happen (see "Writes whose outcome is unknown" in
-:mod:`checkpointkit.storage`). The functions here repeat such a write, and
+`checkpointkit.storage`). The functions here repeat such a write, and
 settle the conflict a repeat can meet by reading what is stored: the layers
 above the storage protocol (the checkpoint store, the integrations) write
 through them, so that a lost reply is never reported as a failure, and a
@@ -116,7 +116,7 @@ async def delete(storage: Storage, key: str, *, if_match: str | None = None) -> 
 
 
 async def delete_as_read(storage: Storage, key: str) -> None:
-    """Delete ``key`` as it is now: one get, then :func:`delete` if it is unchanged.
+    """Delete ``key`` as it is now: one get, then `delete` if it is unchanged.
 
     Afterwards the key is gone, or holds a write made after the get: such a
     write is kept.

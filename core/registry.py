@@ -7,7 +7,7 @@ adapters add theirs through the entry-point group ``checkpointkit.adapters``
 logged and skipped, never fatal for the other schemes.
 
 A plain path (no ``scheme://``) opens the embedded default, by this rule
-(:func:`url_scheme`): a path that is an existing directory, or that ends with
+(`url_scheme`): a path that is an existing directory, or that ends with
 ``/``, opens the file adapter (one file per key under it), so a directory of
 file-adapter data keeps opening as such; any other path (an existing database
 file, or nothing yet) opens the SQLite adapter, one database file.

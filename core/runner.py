@@ -1,8 +1,8 @@
 """The runner: workflows of checkpointed steps, with the lifecycle guarantees G1 to G9.
 
 A workflow is a plain async function that calls steps (functions decorated
-with :func:`step`) in sequence or in parallel (``asyncio.gather``,
-``asyncio.TaskGroup`` or :func:`parallel`). :class:`Workflow` runs it,
+with `step`) in sequence or in parallel (``asyncio.gather``,
+``asyncio.TaskGroup`` or `parallel`). `Workflow` runs it,
 saves one write-once record per completed step, and resumes it: completed
 steps return their stored results without executing again.
 
@@ -13,7 +13,7 @@ The guarantees, each kept where it is marked ``# Gn`` below:
   that the runner tracks.
 - G2 deterministic replay: a step's identity is its name plus a per-name call
   index, assigned at call time in program order, with an argument fingerprint
-  checked on replay (:class:`NondeterminismError`).
+  checked on replay (`NondeterminismError`).
 - G3 sibling-failure preservation: when a step fails (or pauses), still-running
   sibling steps are cancelled, but every completed step's save finishes.
 - G4 caller-cancel promptness: when the caller cancels, in-flight saves are
@@ -23,14 +23,14 @@ The guarantees, each kept where it is marked ``# Gn`` below:
   lease) share that bound; one that does not finish in time is abandoned,
   indeterminate, and harmless (a compare-and-swap on this worker's own epoch).
 - G5 hygiene: no never-awaited coroutine, no pending task, on every path.
-- G6 pause for input: :meth:`StepContext.request_input` pauses the run with a
+- G6 pause for input: `StepContext.request_input` pauses the run with a
   checkpoint of the pending requests; resume with responses continues.
 - G7 run isolation: state is per run and staged per step; a late call on an
-  ended step's or run's state raises :class:`StateClosed`, never touching
+  ended step's or run's state raises `StateClosed`, never touching
   another run.
 - G8 one owner per run: runs are driven under the store's lease.
 - G9 save failures are loud: a failed save fails the run with
-  :class:`CheckpointSaveError` unless ``on_save_error="warn"``.
+  `CheckpointSaveError` unless ``on_save_error="warn"``.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ class StepState:
 
     Writes are staged here and committed with the step's record when the step
     completes (G7); a failed or cancelled step's writes are discarded. Once the
-    step has ended, every change raises :class:`StateClosed`.
+    step has ended, every change raises `StateClosed`.
     """
 
     __slots__ = ("_cleared", "_closed", "_deletes", "_run", "_step", "_writes")
@@ -860,21 +860,21 @@ class Workflow(Generic[In, Out]):
 
     Args:
         fn: ``async def main(input) -> output`` calling steps.
-        storage: a :class:`Storage` or a :class:`CheckpointStore`.
+        storage: a `Storage` or a `CheckpointStore`.
         codec: the codec for step results and state (default codec if None).
         namespace: key prefix inside the storage.
         on_save_error: ``"raise"`` (default; G9) fails the run with
-            :class:`CheckpointSaveError` when a save fails; ``"warn"`` keeps
-            running, emits a :class:`SaveFailed` event and lists the error in
-            :attr:`RunResult.save_errors` (the run may then not resume fully).
+            `CheckpointSaveError` when a save fails; ``"warn"`` keeps
+            running, emits a `SaveFailed` event and lists the error in
+            `RunResult.save_errors` (the run may then not resume fully).
         lease_ttl: seconds a run's lease lasts; renewed every third of it.
         cancel_timeout: the bound, in seconds, on teardown after a caller's
             cancellation (G4).
         max_inflight_saves: saves running at once before a completed step
             waits for one to finish.
         tracer_provider: an OpenTelemetry ``TracerProvider``: this workflow's
-            runs emit spans and metrics (see :mod:`checkpointkit.observe`);
-            None follows :func:`checkpointkit.observe.enable`. Needs the
+            runs emit spans and metrics (see `checkpointkit.observe`);
+            None follows `checkpointkit.observe.enable`. Needs the
             ``otel`` extra.
         meter_provider: an OpenTelemetry ``MeterProvider`` for this workflow's
             metrics; None uses the global one when ``tracer_provider`` is given.
@@ -939,7 +939,7 @@ class Workflow(Generic[In, Out]):
         """Start a new run and drive it to completion or pause.
 
         Raises:
-            RunExists: a run with ``run_id`` exists already (use :meth:`resume`).
+            RunExists: a run with ``run_id`` exists already (use `resume`).
             CheckpointSaveError: a save failed (G9).
             RunBusy: another worker owns the run.
             Exception: whatever the workflow or a step raised.
@@ -960,14 +960,14 @@ class Workflow(Generic[In, Out]):
             responses: answers to pending input requests, by request id (G6).
             wait: seconds to wait for another worker's lease to expire (a worker
                 killed mid-run holds it until its ttl runs out); 0 fails at once.
-                Pair it with :meth:`CheckpointStore.abandoned_runs` to take over
+                Pair it with `CheckpointStore.abandoned_runs` to take over
                 the runs of dead workers.
 
         Raises:
             NotFound: no such run.
             ValueError: a response names no pending request.
             RunBusy: another worker owns the run (G8), also after ``wait``;
-                :class:`LeaseLost` if it took the run over during this call.
+                `LeaseLost` if it took the run over during this call.
         """
         if not isinstance(wait, int | float) or wait < 0:
             raise ValueError(f"wait must be a non-negative number of seconds, not {wait!r}")
@@ -1001,8 +1001,8 @@ class Workflow(Generic[In, Out]):
     ) -> AsyncIterator[Event]:
         """Run (or with ``resume=True``, resume) and yield typed events as they happen.
 
-        The stream ends after :class:`RunCompleted`, :class:`RunPaused` or
-        :class:`RunFailed`. Leaving the loop early cancels the run; its
+        The stream ends after `RunCompleted`, `RunPaused` or
+        `RunFailed`. Leaving the loop early cancels the run; its
         cleanup can only ever touch its own run (G7).
         """
         if resume and run_id is None:

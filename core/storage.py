@@ -9,8 +9,8 @@ backend needs only these five operations::
     list(prefix, *, start_after, limit) -> async iterator of keys, ascending
     aclose()
 
-:class:`Storage` is the structural type that callers depend on.
-:class:`StorageBase` is the optional base class for adapters: it validates
+`Storage` is the structural type that callers depend on.
+`StorageBase` is the optional base class for adapters: it validates
 keys, data and arguments, refuses operations after ``aclose()``, pages
 listings, and leaves only the backend calls (``_put``, ``_get``, ``_delete``,
 ``_list_page``, ``_aclose``) to the adapter.
@@ -27,11 +27,11 @@ never.
 
 - An adapter that can guarantee that nothing of a cancelled operation lands
   once ``CancelledError`` has been raised declares
-  :attr:`Capabilities.settles_cancelled_writes`; the conformance suite holds it
+  `Capabilities.settles_cancelled_writes`; the conformance suite holds it
   to that, watching through a second client. One that cannot (S3 and Azure Blob
   over HTTP) declares nothing.
 - A timeout or a lost connection after the request may have left raises
-  :class:`~checkpointkit.errors.OutcomeUnknown` (a ``StorageUnavailable``), so
+  `OutcomeUnknown` (a ``StorageUnavailable``), so
   callers can tell "failed" from "may have happened".
 - Everything above the protocol is correct whatever a write's outcome: the
   store never overwrites data that matters unconditionally (records are
@@ -68,20 +68,20 @@ class IfMatch:
     """Put mode: replace the value only if the stored version is ``version``.
 
     A missing key, or another version, raises
-    :class:`~checkpointkit.errors.PreconditionFailed`.
+    `PreconditionFailed`.
     """
 
     version: str
 
 
 PutMode = Literal["overwrite", "create"] | IfMatch
-"""How :meth:`Storage.put` treats an existing value.
+"""How `Storage.put` treats an existing value.
 
 - ``"overwrite"``: write whatever is stored (the default).
 - ``"create"``: write only if the key does not exist, else
-  :class:`~checkpointkit.errors.PreconditionFailed`.
+  `PreconditionFailed`.
 - ``IfMatch(version)``: write only if the stored version is ``version``, else
-  :class:`~checkpointkit.errors.PreconditionFailed`.
+  `PreconditionFailed`.
 """
 
 OVERWRITE: PutMode = "overwrite"
@@ -89,7 +89,7 @@ CREATE: PutMode = "create"
 
 
 class GetResult(NamedTuple):
-    """What :meth:`Storage.get` returns: the stored bytes and their opaque version."""
+    """What `Storage.get` returns: the stored bytes and their opaque version."""
 
     data: bytes
     version: str
@@ -132,7 +132,7 @@ class Capabilities:
 class Storage(Protocol):
     """A byte-level key/value storage with versions and conditional writes.
 
-    Keys follow :func:`checkpointkit.keys.validate_key`. Versions are opaque
+    Keys follow `checkpointkit.keys.validate_key`. Versions are opaque
     strings that change on every write, including a delete and a re-create.
 
     Cancellation: when the awaiting task is cancelled, an operation raises
@@ -140,7 +140,7 @@ class Storage(Protocol):
     client stays healthy (the next operation gets its own answer); a cancelled
     put has either fully happened or not at all. Whether it can still land
     after ``CancelledError`` depends on
-    :attr:`Capabilities.settles_cancelled_writes`: without it, a cancelled or
+    `Capabilities.settles_cancelled_writes`: without it, a cancelled or
     timed-out write is indeterminate (see the module docstring).
     """
 
@@ -170,7 +170,7 @@ class Storage(Protocol):
 
         Raises:
             NotFound: the key does not exist.
-            InvalidKey, StorageClosed, StorageUnavailable: as for :meth:`put`.
+            InvalidKey, StorageClosed, StorageUnavailable: as for `put`.
         """
         ...
 
@@ -181,7 +181,7 @@ class Storage(Protocol):
             PreconditionFailed: ``if_match`` is given and the stored version
                 differs (a missing key returns False).
             InvalidKey, StorageClosed, OutcomeUnknown, StorageUnavailable: as
-                for :meth:`put`.
+                for `put`.
         """
         ...
 
@@ -197,7 +197,7 @@ class Storage(Protocol):
         Raises:
             InvalidKey: the prefix or ``start_after`` is not valid.
             ValueError: ``limit`` is negative.
-            StorageClosed, StorageUnavailable: as for :meth:`put`.
+            StorageClosed, StorageUnavailable: as for `put`.
         """
         ...
 
@@ -234,9 +234,9 @@ class ListPage(NamedTuple):
 class StorageBase:
     """Base class for adapters: checks arguments, state and paging in one place.
 
-    Subclasses set :attr:`capabilities` and implement ``_put``, ``_get``,
+    Subclasses set `capabilities` and implement ``_put``, ``_get``,
     ``_delete``, ``_list_page`` and ``_aclose``; these receive validated keys
-    and ``bytes``, and are never called after :meth:`aclose`.
+    and ``bytes``, and are never called after `aclose`.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -251,7 +251,7 @@ class StorageBase:
 
         Versions compare by exact string equality, so one of another form
         (``"013"`` where the adapter writes ``"13"``, ``"²"``, an empty string)
-        can never match. :meth:`put` and :meth:`delete` refuse such a version
+        can never match. `put` and `delete` refuse such a version
         before it reaches the backend, where it could otherwise fail a shared
         batch or transaction, or match by a looser rule (a number, an HTTP
         ``*``). The default accepts any non-empty str; adapters narrow it.
@@ -306,7 +306,7 @@ class StorageBase:
             raise StorageClosed(f"{type(self).__name__} is closed")
 
     async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
-        """Store ``data`` under ``key`` atomically; see :meth:`Storage.put`."""
+        """Store ``data`` under ``key`` atomically; see `Storage.put`."""
         self._check_open()
         validate_key(key)
         if type(data) is not bytes:
@@ -332,13 +332,13 @@ class StorageBase:
         return await self._put(key, data, mode)
 
     async def get(self, key: str) -> GetResult:
-        """Return the bytes and version stored under ``key``; see :meth:`Storage.get`."""
+        """Return the bytes and version stored under ``key``; see `Storage.get`."""
         self._check_open()
         validate_key(key)
         return await self._get(key)
 
     async def delete(self, key: str, *, if_match: str | None = None) -> bool:
-        """Delete ``key``, return whether it existed; see :meth:`Storage.delete`."""
+        """Delete ``key``, return whether it existed; see `Storage.delete`."""
         self._check_open()
         validate_key(key)
         if if_match is not None and not isinstance(if_match, str):
@@ -360,7 +360,7 @@ class StorageBase:
     async def delete_many(self, keys: Iterable[str]) -> int:
         """Delete every key of ``keys`` unconditionally; return how many existed.
 
-        An optional operation of the protocol (see :func:`delete_many`): one
+        An optional operation of the protocol (see `delete_many`): one
         request or transaction where the backend has one. Every key is
         validated before anything is deleted. Not atomic as a whole: if it
         fails or is cancelled, any subset may have been deleted.
@@ -368,7 +368,7 @@ class StorageBase:
         Raises:
             InvalidKey: a key is not valid (nothing is deleted).
             StorageClosed, OutcomeUnknown, StorageUnavailable: as for
-                :meth:`Storage.put`.
+                `Storage.put`.
         """
         self._check_open()
         batch = list(keys)
@@ -383,7 +383,7 @@ class StorageBase:
     def list(
         self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
     ) -> AsyncIterator[str]:
-        """Iterate keys under ``prefix`` in ascending order; see :meth:`Storage.list`."""
+        """Iterate keys under ``prefix`` in ascending order; see `Storage.list`."""
         self._check_open()
         validate_prefix(prefix)
         if start_after is not None and not isinstance(start_after, str):
@@ -393,7 +393,7 @@ class StorageBase:
         return _Listing(self, prefix, start_after, limit)
 
     async def aclose(self) -> None:
-        """Close the storage; idempotent; see :meth:`Storage.aclose`."""
+        """Close the storage; idempotent; see `Storage.aclose`."""
         if self._closed:
             return
         self._closed = True
@@ -416,7 +416,7 @@ async def delete_many(storage: Storage, keys: Iterable[str]) -> int:
     """Delete ``keys`` from any storage, in one batch where it has ``delete_many``.
 
     ``delete_many`` is optional in the protocol: a storage without it (one that
-    implements :class:`Storage` directly) gets one ``delete`` per key.
+    implements `Storage` directly) gets one ``delete`` per key.
     Returns how many of the keys existed.
     """
     batch = getattr(storage, "delete_many", None)
@@ -435,7 +435,7 @@ def _as_bytes(key: str, data: object) -> bytes:
 
 
 class _Listing:
-    """The async iterator behind :meth:`StorageBase.list`: pages lazily, stops at ``limit``.
+    """The async iterator behind `StorageBase.list`: pages lazily, stops at ``limit``.
 
     A plain iterator rather than an async generator, so that a listing left
     unfinished needs no finalization by the event loop.

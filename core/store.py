@@ -16,7 +16,7 @@ chain and bytes grow linearly with the steps. ``latest(run)`` is two gets
 A checkpoint commit is a compare-and-swap on the head followed by a
 create-only put: a stale owner's CAS fails, so its checkpoint never lands.
 
-Writes whose outcome is unknown (see :mod:`checkpointkit.storage`): the store
+Writes whose outcome is unknown (see `checkpointkit.storage`): the store
 never overwrites anything unconditionally. Records (inputs, step records,
 responses, checkpoints, index entries) are create-only, and a conflict is
 reconciled by reading what is stored: the same bytes, or a complete record of
@@ -24,12 +24,12 @@ the same step with the same argument fingerprint written by an earlier owner,
 is success. The head moves by compare-and-swap only; after a conflict or an
 indeterminate write the store re-reads it and keeps going if the owner and
 epoch are its own (a late-landing renewal of its own, say). Writes that raise
-:class:`~checkpointkit.errors.OutcomeUnknown` are retried, which is safe for
+`OutcomeUnknown` are retried, which is safe for
 the same reasons. A late landing can therefore fail its precondition or repeat
 what is stored, never clobber.
 
 Rollback detection: the head carries the number and a digest of the newest
-checkpoint (and of its parent), so :meth:`CheckpointStore.latest` refuses a
+checkpoint (and of its parent), so `CheckpointStore.latest` refuses a
 checkpoint whose content is not the one the head names. The digest covers the
 content, not the envelope bytes, so re-encrypting (``rekey``) keeps it valid. A writer who can also
 roll the head back is not detected.
@@ -175,7 +175,7 @@ class Lease:
     """Ownership of a run by one worker, with a fencing epoch.
 
     Every write that the store makes for a lease holder first checks
-    :meth:`check`; the head's compare-and-swap rejects a stale holder even
+    `check`; the head's compare-and-swap rejects a stale holder even
     when clocks disagree.
     """
 
@@ -192,7 +192,7 @@ class Lease:
     """The head as this worker last wrote it (rebased on by later writes)."""
 
     def check(self) -> None:
-        """Raise :class:`LeaseLost` if the lease may have expired."""
+        """Raise `LeaseLost` if the lease may have expired."""
         if time.monotonic() >= self.deadline:
             raise LeaseLost(
                 f"lease on run {self.run_id!r} (epoch {self.epoch}) expired; "
@@ -215,7 +215,7 @@ class RunInfo:
         checkpoint: the number of the newest checkpoint (0 if none).
         updated_at: wall-clock time of the newest checkpoint (0 if none).
         pruned_to: checkpoints up to this number were deleted on purpose by
-            :meth:`CheckpointStore.prune` (0 if none).
+            `CheckpointStore.prune` (0 if none).
     """
 
     run_id: str
@@ -238,7 +238,7 @@ _CREATION_STALE = 10.0
 
 
 def _stale_creation(token: bytes) -> bool:
-    """Whether an index entry's creation token is older than :data:`_CREATION_STALE`."""
+    """Whether an index entry's creation token is older than `_CREATION_STALE`."""
     try:
         made = float(token.split(b" ", 1)[0]) if token else 0.0
     except ValueError:
@@ -251,7 +251,7 @@ def _default_owner() -> str:
 
 
 class CheckpointStore:
-    """Runs, step records, checkpoints and leases on a :class:`Storage`.
+    """Runs, step records, checkpoints and leases on a `Storage`.
 
     Args:
         storage: where the bytes go; any adapter.
@@ -319,7 +319,7 @@ class CheckpointStore:
         input, a call checks that the entry still holds its token: a creator
         stalled past that bound and taken over returns False.
         Runs created before this order (input first) are put back in the index
-        by :meth:`ensure_listed`, which every resume calls.
+        by `ensure_listed`, which every resume calls.
         """
         index = self._index_key(run_id)
         key = self._input_key(run_id)
@@ -405,7 +405,7 @@ class CheckpointStore:
         Args:
             start_after: list the runs after this run id.
             limit: at most this many run ids (that match).
-            status: a status or several (as :meth:`run_info` reports them:
+            status: a status or several (as `run_info` reports them:
                 ``"running"``, ``"paused"``, ``"completed"``, ``"failed"``,
                 ``"created"``, or a caller's own word).
             older_than: seconds (or a ``timedelta``) since the run's newest
@@ -445,7 +445,7 @@ class CheckpointStore:
         older_than: float | timedelta | None,
         metadata: Mapping[str, Any] | None,
     ) -> Callable[[str], Awaitable[bool]]:
-        """A check of one run against the filters of :meth:`list_runs` (one get per run)."""
+        """A check of one run against the filters of `list_runs` (one get per run)."""
         statuses: frozenset[str] | None = None
         if isinstance(status, str):
             statuses = frozenset({status})
@@ -483,7 +483,7 @@ class CheckpointStore:
     async def delete_run(self, run_id: str) -> int:
         """Delete every key of the run, then its index entry; return the keys deleted.
 
-        The keys go in batches (:func:`~checkpointkit.storage.delete_many`).
+        The keys go in batches (`delete_many`).
         """
         prefix = self.run_prefix(run_id)
         keys = [key async for key in self.storage.list(prefix)]
@@ -525,7 +525,7 @@ class CheckpointStore:
         A pool of workers takes such runs over with ``Workflow.resume``.
         A run whose creator died after storing its input but before taking it
         (no head, status ``"created"``) is listed too, once its creation is
-        older than the 10-second creation bound of :meth:`create_run`.
+        older than the 10-second creation bound of `create_run`.
         Paused, completed and failed runs are not listed (they wait for input,
         or ended). Costs one listing and one get per run (two more for a run
         without a head).
@@ -579,7 +579,7 @@ class CheckpointStore:
         )
 
     def decode_step(self, data: bytes, *, key: str | None = None) -> StepRecord:
-        """Decode bytes made by :meth:`encode_step`."""
+        """Decode bytes made by `encode_step`."""
         body = self.codec.decode(data, key=key)
         try:
             return StepRecord(
@@ -759,7 +759,7 @@ class CheckpointStore:
     async def acquire_unless_completed(
         self, run_id: str, *, owner: str | None = None, ttl: float = 30.0
     ) -> Lease | None:
-        """As :meth:`acquire`, but return None if the run has completed.
+        """As `acquire`, but return None if the run has completed.
 
         The check and the take are one compare-and-swap on the head, so a run
         that completes meanwhile is never taken (and never marked running) again.
@@ -888,7 +888,7 @@ class CheckpointStore:
         return self.codec.encode(body, path="checkpoint", key=key)
 
     def decode_checkpoint(self, data: bytes, *, key: str | None = None) -> Checkpoint:
-        """Decode bytes made by :meth:`encode_checkpoint`."""
+        """Decode bytes made by `encode_checkpoint`."""
         body = self.codec.decode(data, key=key)
         try:
             return Checkpoint(
@@ -1036,7 +1036,7 @@ class CheckpointStore:
 
     def _digest(self, run_id: str, seq: int, data: bytes) -> str:
         """The digest of checkpoint ``seq`` that the head keeps: of its content, so that
-        re-encrypting it (``rekey``) keeps it (see :func:`~checkpointkit.envelope.content_digest`).
+        re-encrypting it (``rekey``) keeps it (see `content_digest`).
         """
         key = self._checkpoint_key(run_id, seq)
         return content_digest(data, key=key, encryption=self.codec.encryption)
@@ -1109,7 +1109,7 @@ class CheckpointStore:
         is not there yet (its writer is between moving the head and writing it,
         or crashed there), the previous one is returned, checked against the
         digest the head keeps of it. A run pruned to no checkpoint returns None
-        (its status stays readable through :meth:`run_info`).
+        (its status stays readable through `run_info`).
 
         Raises:
             CheckpointCorrupted: the stored checkpoint is not the one the head
@@ -1208,9 +1208,9 @@ class CheckpointStore:
 
         Give one of ``keep_last`` (delete all but the newest ``keep_last``) or
         ``older_than`` (seconds, or a ``timedelta``: delete every checkpoint
-        saved longer ago; see :meth:`checkpoints_older_than`). Step records
+        saved longer ago; see `checkpoints_older_than`). Step records
         stay, and the run head keeps the number, status and time of the newest
-        checkpoint, so :meth:`run_info` still tells how a run ended once every
+        checkpoint, so `run_info` still tells how a run ended once every
         checkpoint is gone.
 
         Raises:

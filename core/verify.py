@@ -1,21 +1,21 @@
-"""Offline checks and maintenance of a checkpoint store: :func:`verify` and :func:`rekey`.
+"""Offline checks and maintenance of a checkpoint store: `verify` and `rekey`.
 
-:func:`verify` reads every record of a store (the ``index/`` and ``runs/`` keys
+`verify` reads every record of a store (the ``index/`` and ``runs/`` keys
 of its namespace) and reports, without changing anything, each record that is
 damaged: a checksum or length mismatch, a record written for another key
 (copied or moved), a plaintext record where encryption is on, a record that
 does not decrypt or decode, a step record or checkpoint whose content names
 another key, and a run head that is behind its checkpoints (rolled back).
 
-:func:`rekey` rewrites every record of a store under the active encryption key,
+`rekey` rewrites every record of a store under the active encryption key,
 bound to its key (envelope format 2). Each record is replaced by one
 compare-and-swap on the version read, so a concurrent writer is never
 overwritten, and a record already under the active key and bound is skipped:
 interrupted at any moment (even by SIGKILL), the store stays readable with the
 old and new keys, and running it again finishes the job.
 
-Both take a :class:`~checkpointkit.store.CheckpointStore` (its storage, codec
-and namespace) or a :class:`~checkpointkit.storage.Storage` (then pass the
+Both take a `CheckpointStore` (its storage, codec
+and namespace) or a `Storage` (then pass the
 ``codec`` and ``namespace``), and report progress through an optional callback.
 """
 
@@ -67,7 +67,7 @@ FindingKind = Literal[
     "busy",
     "unknown",
 ]
-"""What is wrong with a record (see :class:`Finding`)."""
+"""What is wrong with a record (see `Finding`)."""
 
 _MAX_SEQ = 2**64 - 1
 _CHECKPOINT_NAME = re.compile(r"[0-9a-f]{16}")
@@ -109,7 +109,7 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """How far a :func:`verify` or :func:`rekey` is, passed to its ``progress`` callback.
+    """How far a `verify` or `rekey` is, passed to its ``progress`` callback.
 
     Attributes:
         done: Records handled so far.
@@ -126,7 +126,7 @@ class Progress:
 
 @dataclass(slots=True)
 class VerifyReport:
-    """What :func:`verify` found.
+    """What `verify` found.
 
     Attributes:
         records: Records read.
@@ -160,13 +160,13 @@ class VerifyReport:
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
-        """:meth:`to_dict` as JSON text."""
+        """`to_dict` as JSON text."""
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
 
 @dataclass(slots=True)
 class RekeyReport:
-    """What :func:`rekey` did.
+    """What `rekey` did.
 
     Attributes:
         key_id: The active key id that every rewritten record is now encrypted with.
@@ -204,7 +204,7 @@ class RekeyReport:
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
-        """:meth:`to_dict` as JSON text."""
+        """`to_dict` as JSON text."""
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
 
@@ -303,16 +303,16 @@ async def verify(
     (so a refusal by the store's own head checks is reported too).
 
     Args:
-        target: A :class:`~checkpointkit.store.CheckpointStore`, or a storage
+        target: A `CheckpointStore`, or a storage
             (then ``codec`` and ``namespace`` say how it is read).
-        codec: The codec (with its :class:`~checkpointkit.crypto.Encryption`)
+        codec: The codec (with its `Encryption`)
             for a storage; the default codec if ``None``.
         namespace: The store's namespace, for a storage.
-        progress: Called after each record with a :class:`Progress`.
+        progress: Called after each record with a `Progress`.
         concurrency: Records read at once.
 
     Returns:
-        A :class:`VerifyReport`; ``report.ok`` is False if anything is damaged,
+        A `VerifyReport`; ``report.ok`` is False if anything is damaged,
         ``report.to_json()`` is its JSON form.
 
     Raises:
@@ -589,17 +589,17 @@ async def rekey(
     and bound to its key is left alone, so an interrupted rekey (a crash, a
     SIGKILL) leaves every record readable, under the old or the new key, and
     running it again completes it. Keep the old keys in the
-    :class:`~checkpointkit.crypto.Encryption` until a rekey reports
+    `Encryption` until a rekey reports
     ``complete``.
 
     A damaged record (corrupted, misplaced, undecryptable, or plaintext
     without ``allow_plaintext``) is not rewritten: it is listed in
     ``failures``, since re-sealing would make it look genuine. Run
-    :func:`verify` first: a record in the old format 1 that was moved between
+    `verify` first: a record in the old format 1 that was moved between
     keys cannot be told apart by its envelope.
 
     Args:
-        target: A :class:`~checkpointkit.store.CheckpointStore`, or a storage
+        target: A `CheckpointStore`, or a storage
             (then ``codec`` or ``encryption``, and ``namespace``, say how).
         codec: For a storage: its encryption is used if ``encryption`` is None.
         namespace: The store's namespace, for a storage.
@@ -608,12 +608,12 @@ async def rekey(
         allow_plaintext: Also encrypt records that are not encrypted (a store
             written before encryption was turned on). Off by default: a
             plaintext record in an encrypted store may have been planted.
-        progress: Called after each record with a :class:`Progress`.
+        progress: Called after each record with a `Progress`.
         concurrency: Records rewritten at once.
         retries: Compare-and-swap attempts per record before giving up on it.
 
     Returns:
-        A :class:`RekeyReport`; ``complete`` is True when every record is done.
+        A `RekeyReport`; ``complete`` is True when every record is done.
 
     Raises:
         ConfigurationError: No encryption, a storage without conditional puts,

@@ -1,10 +1,10 @@
 """The forms of the versions that the adapters hand out, to refuse one that cannot match.
 
 Versions are opaque strings compared by exact equality (see
-:mod:`checkpointkit.storage`). An adapter whose versions have a known form
+`checkpointkit.storage`). An adapter whose versions have a known form
 overrides ``StorageBase._may_match`` with one of these predicates, so that a
 version of another form fails its own call with
-:class:`~checkpointkit.errors.PreconditionFailed` before it reaches the
+`PreconditionFailed` before it reaches the
 backend: it can neither fail a shared batch (SQLite's group commit) nor match
 by a looser rule than string equality (``int("013") == 13``, HTTP's
 ``If-Match: *``).
@@ -26,7 +26,7 @@ def decimal_version(text: str) -> int | None:
     """The counter behind ``text`` if it is one written in canonical form, else None.
 
     Canonical: ASCII digits only, no sign, no space, no leading zero, at most
-    :data:`MAX_DECIMAL_DIGITS` digits. ``"13"`` is 13; ``"013"``, ``"+13"``,
+    `MAX_DECIMAL_DIGITS` digits. ``"13"`` is 13; ``"013"``, ``"+13"``,
     ``" 13"``, ``"²"`` and ``"١٣"`` (which ``int`` reads as 13) are None.
     """
     if (

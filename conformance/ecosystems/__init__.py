@@ -6,14 +6,14 @@ ecosystem's own semantics and its real runner, for the interfaces that most
 backend authors implement:
 
 - a LangGraph ``BaseCheckpointSaver``:
-  :class:`~checkpointkit.conformance.ecosystems.langgraph.SaverConformance`,
+  `SaverConformance`,
   ``checkpointkit conformance langgraph:MODULE:ATTR``;
 - an agent-framework ``CheckpointStorage``:
-  :class:`~checkpointkit.conformance.ecosystems.agent_framework.CheckpointStorageConformance`,
+  `CheckpointStorageConformance`,
   ``checkpointkit conformance agent-framework:MODULE:ATTR``.
 
 The pytest plugin takes the same SPECs (``--checkpointkit-storage``), and
-:func:`checkpointkit.conformance.run` too. This package imports nothing
+`checkpointkit.conformance.run` too. This package imports nothing
 optional: the group modules import LangGraph or agent-framework.
 """
 

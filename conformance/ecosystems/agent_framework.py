@@ -7,11 +7,11 @@ A storage joins with one fixture and one empty class::
         def checkpoint_storage_factory(self):
             return my_storage_factory  # or an EcosystemTarget
 
-Groups (each a mixin, all in :class:`CheckpointStorageConformance`):
+Groups (each a mixin, all in `CheckpointStorageConformance`):
 ``semantics`` (the ``CheckpointStorage`` protocol as agent-framework
 documents it), ``cancellation``, ``concurrency``, ``isolation``,
 ``durability``, ``hygiene`` (as for savers, see
-:mod:`checkpointkit.conformance.ecosystems.langgraph`) and ``scenarios``:
+`checkpointkit.conformance.ecosystems.langgraph`) and ``scenarios``:
 agent-framework's own runner (a functional workflow and a graph workflow)
 over the storage wrapped in three save styles (inline, task-spawning,
 gather-based).
@@ -129,9 +129,9 @@ class StyledStorage:
             copy into an in-memory storage).
 
     Attributes:
-        hang: while true, a save waits for :attr:`release` (or its cancel).
-        gate: when set, the next save signals :attr:`entered` and waits for
-            :attr:`release` before going on.
+        hang: while true, a save waits for `release` (or its cancel).
+        gate: when set, the next save signals `entered` and waits for
+            `release` before going on.
     """
 
     def __init__(self, inner: Any, style: SaveStyle = "inline") -> None:
@@ -183,7 +183,7 @@ class CheckpointStorageFixtures(EcosystemFixtures):
 
     @pytest.fixture
     def checkpoint_storage_factory(self) -> EcosystemTarget | Callable[..., Any]:
-        """The storage class or factory (or an :class:`EcosystemTarget`); override this.
+        """The storage class or factory (or an `EcosystemTarget`); override this.
 
         Raises:
             NotImplementedError: until a subclass overrides it.

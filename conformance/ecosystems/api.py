@@ -1,8 +1,8 @@
-"""The Python API of the ecosystem groups (what :func:`checkpointkit.conformance.run` calls).
+"""The Python API of the ecosystem groups (what `checkpointkit.conformance.run` calls).
 
 It runs pytest in-process on the shipped test class of the target's
-ecosystem, exactly as :func:`~checkpointkit.conformance.run` does for a
-storage, and returns the same :class:`~checkpointkit.conformance.Report`,
+ecosystem, exactly as `run` does for a
+storage, and returns the same `Report`,
 with the ecosystem's groups, the versions of the libraries under test and,
 for LangGraph, the level that ``langgraph-checkpoint-conformance`` gives.
 """
@@ -73,7 +73,7 @@ async def run_ecosystem(
     """Run the ecosystem groups against a LangGraph saver or agent-framework storage.
 
     Args:
-        target: an :class:`EcosystemTarget`, a SPEC (``langgraph:MODULE:ATTR``,
+        target: an `EcosystemTarget`, a SPEC (``langgraph:MODULE:ATTR``,
             ``agent-framework:MODULE:ATTR``) or a class or factory (with
             ``ecosystem``).
         groups: run only these groups (default: all).

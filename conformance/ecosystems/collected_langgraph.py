@@ -1,10 +1,10 @@
-"""The module that the pytest plugin and :func:`~checkpointkit.conformance.run` collect
+"""The module that the pytest plugin and `run` collect
 for a ``langgraph:MODULE:ATTR`` target.
 
 Not meant to be imported by users: subclass
-:class:`~checkpointkit.conformance.ecosystems.langgraph.SaverConformance`
+`SaverConformance`
 instead. Imports are absolute, for the reason given in
-:mod:`checkpointkit.conformance.collected`.
+`checkpointkit.conformance.collected`.
 """
 
 from __future__ import annotations

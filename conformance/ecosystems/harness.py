@@ -1,7 +1,7 @@
 """What the ecosystem groups share: fixtures, holds, the cancellation probe, the crash writer.
 
 The saver (LangGraph) and storage (agent-framework) groups subclass
-:class:`EcosystemFixtures`; a user's test class overrides one fixture
+`EcosystemFixtures`; a user's test class overrides one fixture
 (``saver_factory`` or ``checkpoint_storage_factory``), as for storages.
 """
 
@@ -145,7 +145,7 @@ class EcosystemFixtures:
 # -- holding a backend ----------------------------------------------------------------------
 @dataclass
 class Held:
-    """An instance whose backend is held until :meth:`release` (or the context's exit)."""
+    """An instance whose backend is held until `release` (or the context's exit)."""
 
     instance: Any
     how: str

@@ -1,7 +1,7 @@
 """Targets for the savers and storages people use, as ``scripts/ecosystem-results`` runs them.
 
-Each row of ``docs/ecosystem-conformance.md`` is a :class:`Row`: a name and a
-context manager giving its :class:`EcosystemTarget` (starting the server it
+Each row of ``docs/ecosystem-conformance.md`` is a `Row`: a name and a
+context manager giving its `EcosystemTarget` (starting the server it
 needs). The factories here are importable (``langgraph:checkpointkit.
 conformance.ecosystems.known:sqlite_saver``), so that the SIGKILL test's
 subprocess can open the same data; a row that needs a server passes its

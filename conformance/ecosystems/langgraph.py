@@ -7,7 +7,7 @@ A saver joins with one fixture and one empty class::
         def saver_factory(self):
             return my_saver_factory  # or an EcosystemTarget
 
-Groups (each a mixin of its own, all in :class:`SaverConformance`):
+Groups (each a mixin of its own, all in `SaverConformance`):
 
 ``semantics``
     ``langgraph-checkpoint-conformance``, LangGraph's own suite, one test per
@@ -185,7 +185,7 @@ class SaverFixtures(EcosystemFixtures):
 
     @pytest.fixture
     def saver_factory(self) -> EcosystemTarget | Callable[..., Any]:
-        """The saver class or factory (or an :class:`EcosystemTarget`); override this.
+        """The saver class or factory (or an `EcosystemTarget`); override this.
 
         Raises:
             NotImplementedError: until a subclass overrides it.
@@ -734,9 +734,9 @@ class SaverHygieneTests(SaverFixtures):
 
 # -- scenarios: LangGraph's runner over the saver --------------------------------------------------
 class HangingSaver(BaseCheckpointSaver[Any]):
-    """Delegates to ``inner``; while :attr:`hang` is set, ``aput`` and ``aput_writes`` wait.
+    """Delegates to ``inner``; while `hang` is set, ``aput`` and ``aput_writes`` wait.
 
-    They wait until :attr:`released` is set (or they are cancelled).
+    They wait until `released` is set (or they are cancelled).
 
     Args:
         inner: the saver under test.

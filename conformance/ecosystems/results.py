@@ -1,7 +1,7 @@
 """The results page for the savers and storages people use: ``scripts/ecosystem-results``.
 
 ``python -m checkpointkit.conformance.ecosystems.results`` runs every row of
-:data:`~checkpointkit.conformance.ecosystems.known.ROWS` (starting the servers
+`ROWS` (starting the servers
 they need) and writes ``docs/ecosystem-conformance.md`` between its generated
 markers, and the full reasons as JSON beside it. ``--rows ID`` runs some rows;
 ``--quick`` runs the in-process rows only; ``--check`` compares the rows it ran
@@ -111,7 +111,7 @@ def _rows(text: str) -> dict[str, str]:
 
 
 async def run_rows(ids: list[str]) -> dict[str, tuple[Row, Report]]:
-    """Run the rows named ``ids`` (in :data:`ROWS` order) and return their reports."""
+    """Run the rows named ``ids`` (in `ROWS` order) and return their reports."""
     from ..api import run
 
     out: dict[str, tuple[Row, Report]] = {}
@@ -130,7 +130,7 @@ async def run_rows(ids: list[str]) -> dict[str, tuple[Row, Report]]:
 
 
 def _summary(data: dict[str, dict[str, Any]]) -> str:
-    """The table of every row's level, from the reports' JSON (:meth:`Report.to_dict`)."""
+    """The table of every row's level, from the reports' JSON (`Report.to_dict`)."""
     versions = ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS)
     body = [f"Versions: {versions}; Python {sys.version.split()[0]}.", ""]
     body += ["| row | level | failed | not exercised | runner failed |"]

@@ -10,13 +10,13 @@ test; ATTR is any of:
 - an async context manager factory yielding one (an async generator function,
   or a function returning an async context manager, such as
   ``AsyncSqliteSaver.from_conn_string`` bound to a path);
-- an :class:`EcosystemTarget`, which says more (durability, a hold, a proxy).
+- an `EcosystemTarget`, which says more (durability, a hold, a proxy).
 
-Like a storage factory (:mod:`checkpointkit.conformance.target`), the callable
+Like a storage factory (`checkpointkit.conformance.target`), the callable
 may take ``location: str``: two instances opened with the same location see
 the same data. The suite needs that for a second instance (concurrency, a
 late landing seen by another client) and for reopening (durability). It may
-also take ``endpoint: tuple[str, int]``, with :attr:`EcosystemTarget.upstream`
+also take ``endpoint: tuple[str, int]``, with `EcosystemTarget.upstream`
 set, for the stalling TCP proxy.
 """
 
@@ -156,7 +156,7 @@ class EcosystemTarget:
         return self._kw["endpoint"] and self.upstream is not None
 
     def count(self, n: int, *, minimum: int = 2) -> int:
-        """``n`` scaled by :attr:`scale`, at least ``minimum``."""
+        """``n`` scaled by `scale`, at least ``minimum``."""
         return max(minimum, round(n * self.scale))
 
     @asynccontextmanager
@@ -166,8 +166,8 @@ class EcosystemTarget:
         """Open one instance; close it on exit (``aclose``, ``close`` or its context).
 
         Args:
-            location: open at this location (requires :attr:`reopens`).
-            endpoint: connect through this address (requires :attr:`proxyable`).
+            location: open at this location (requires `reopens`).
+            endpoint: connect through this address (requires `proxyable`).
 
         Raises:
             ConfigurationError: a keyword that the factory does not take.
@@ -242,7 +242,7 @@ def resolve_ecosystem_target(
     Args:
         spec: the SPEC string, or a target (returned with the overrides set).
         ecosystem: for a callable given directly: which ecosystem it belongs to.
-        **overrides: :class:`EcosystemTarget` fields to set (``scale``...).
+        **overrides: `EcosystemTarget` fields to set (``scale``...).
 
     Raises:
         ConfigurationError: the SPEC is malformed, names nothing importable,

@@ -2,7 +2,7 @@
 
 Each module starts a real server process on a loopback address and a free port
 (``valkey-server``, moto's S3 server, Azurite). When a server cannot be
-started, :func:`unavailable` skips the test with the reason, except when the
+started, `unavailable` skips the test with the reason, except when the
 environment variable ``CHECKPOINTKIT_REQUIRE_BACKENDS`` is set (CI sets it):
 then the skip becomes a failure, so that no backend is silently left out.
 """
@@ -83,7 +83,7 @@ def received_unread(port: int) -> int:
 def started(proc: subprocess.Popen[bytes], port: int, timeout: float = 30.0) -> bool:
     """Whether ``proc`` came to listen on 127.0.0.1:``port`` within ``timeout`` seconds.
 
-    False if it exited, if another process holds the port (see :func:`listens`),
+    False if it exited, if another process holds the port (see `listens`),
     or if time ran out: the caller stops it and tries another free port.
     """
     deadline = time.monotonic() + timeout

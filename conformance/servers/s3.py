@@ -2,7 +2,7 @@
 
 moto serves real HTTP on a free loopback port, from a thread of this process,
 so the S3 adapter talks to it exactly as it would to AWS. Its data is global
-to the process: isolate tests by bucket (:func:`create_bucket` with a unique
+to the process: isolate tests by bucket (`create_bucket` with a unique
 name) or by prefix. It answers roughly 100 requests a second, so keep test
 volumes small.
 
@@ -163,7 +163,7 @@ def s3_server() -> Iterator[str]:
     that dropped the connection mid-upload) are refused, as AWS does.
     When moto (``moto[server]``) is not installed, the test is skipped (or
     fails where backends are required): see
-    :func:`checkpointkit.conformance.servers.unavailable`.
+    `checkpointkit.conformance.servers.unavailable`.
     """
     try:
         server = _moto_server()
@@ -256,7 +256,7 @@ def moto_descriptor(target: str) -> bool:
     moto stores a large object in a ``SpooledTemporaryFile``, which becomes an
     unnamed temporary file (``/tmp/#123 (deleted)``) held as long as the
     object: the server's, not the client's. Give it to
-    :attr:`~checkpointkit.conformance.Target.foreign_descriptors`.
+    `foreign_descriptors`.
     """
     tmp = tempfile.gettempdir().rstrip("/")
     return target.startswith(f"{tmp}/#") and target.endswith(" (deleted)")

@@ -26,7 +26,7 @@ Usage::
             ...
 
 When the binary is missing or the server does not come up,
-:func:`checkpointkit.conformance.servers.unavailable` skips the test (or fails
+`checkpointkit.conformance.servers.unavailable` skips the test (or fails
 it where backends are required).
 """
 
@@ -96,7 +96,7 @@ def _free_pair(taken: set[int]) -> int:
 
 
 class WeedMini:
-    """One ``weed mini`` process on 127.0.0.1; :meth:`start` it, then :meth:`stop` it.
+    """One ``weed mini`` process on 127.0.0.1; `start` it, then `stop` it.
 
     Attributes:
         binary: the ``weed`` binary.
@@ -249,9 +249,9 @@ def seaweedfs_server() -> Iterator[str]:
     """Run ``weed mini`` on 127.0.0.1 and free ports; yield its S3 endpoint URL.
 
     The server checks signatures against
-    :data:`~checkpointkit.conformance.servers.s3.ACCESS_KEY_ID` and
-    :data:`~checkpointkit.conformance.servers.s3.SECRET_ACCESS_KEY` (use
-    :func:`~checkpointkit.conformance.servers.s3.storage_options`), creates no
+    `ACCESS_KEY_ID` and
+    `SECRET_ACCESS_KEY` (use
+    `storage_options`), creates no
     bucket by itself, and is stopped, its data removed, when the block ends.
     """
     binary = find_weed()

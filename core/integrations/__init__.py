@@ -4,7 +4,7 @@ Each module needs its library, installed with an extra of checkpointkit:
 ``checkpointkit.integrations.langgraph`` (``pip install "checkpointkit[langgraph]"``)
 and ``checkpointkit.integrations.agent_framework``
 (``pip install "checkpointkit[agent-framework]"``). Importing one without its
-extra raises :class:`ModuleNotFoundError` whose message names the extra.
+extra raises `ModuleNotFoundError` whose message names the extra.
 """
 
 from __future__ import annotations

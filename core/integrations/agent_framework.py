@@ -1,6 +1,6 @@
 """agent-framework checkpoint storage on any checkpointkit storage.
 
-:class:`CheckpointkitCheckpointStorage` implements agent-framework's
+`CheckpointkitCheckpointStorage` implements agent-framework's
 ``CheckpointStorage`` protocol (``save``, ``load``, ``list_checkpoints``,
 ``delete``, ``get_latest``, ``list_checkpoint_ids``), so every checkpointkit
 storage URL (file, S3, Azure Blob, Redis, memory, a plugin) can hold the
@@ -124,7 +124,7 @@ class WorkflowCheckpointCorrupted(WorkflowCheckpointException, CheckpointCorrupt
 
     Both agent-framework's ``WorkflowCheckpointException`` (what its protocol
     raises) and checkpointkit's
-    :class:`~checkpointkit.errors.CheckpointCorrupted`, so either ``except``
+    `CheckpointCorrupted`, so either ``except``
     catches it. The message names the key.
     """
 
@@ -142,7 +142,7 @@ class CheckpointkitCheckpointStorage:
     """agent-framework's ``CheckpointStorage`` on a checkpointkit storage.
 
     Use it with ``async with``: it closes the storage it opened
-    (:meth:`from_url`), never one passed in.
+    (`from_url`), never one passed in.
 
     Args:
         storage: Where the bytes go: any checkpointkit storage.
@@ -152,7 +152,7 @@ class CheckpointkitCheckpointStorage:
             restricted decoding may rebuild, as for agent-framework's
             ``FileCheckpointStorage``.
         encryption: Encrypt every checkpoint with AES-GCM (see
-            :class:`checkpointkit.crypto.Encryption`); None stores them in clear.
+            `checkpointkit.crypto.Encryption`); None stores them in clear.
         compress_threshold: zstd-compress checkpoints longer than this many bytes.
         compression_level: zstd level for those (1, the fastest positive level, by
             default: compression must not cost more than the bytes it saves).
@@ -214,11 +214,11 @@ class CheckpointkitCheckpointStorage:
             url: A checkpointkit storage URL (``file:///var/wf``,
                 ``s3://bucket/prefix``, ``az://container``, ``redis://host:6379/0``...).
             storage_options: Passed to the adapter (credentials, say).
-            prefix: See :class:`CheckpointkitCheckpointStorage`.
-            allowed_checkpoint_types: See :class:`CheckpointkitCheckpointStorage`.
-            encryption: See :class:`CheckpointkitCheckpointStorage`.
-            compress_threshold: See :class:`CheckpointkitCheckpointStorage`.
-            compression_level: See :class:`CheckpointkitCheckpointStorage`.
+            prefix: See `CheckpointkitCheckpointStorage`.
+            allowed_checkpoint_types: See `CheckpointkitCheckpointStorage`.
+            encryption: See `CheckpointkitCheckpointStorage`.
+            compress_threshold: See `CheckpointkitCheckpointStorage`.
+            compression_level: See `CheckpointkitCheckpointStorage`.
 
         Raises:
             ConfigurationError: An unknown scheme, bad URL parameters or a missing extra.
@@ -556,7 +556,7 @@ class CheckpointkitCheckpointStorage:
         Raises:
             WorkflowCheckpointException: The latest checkpoint cannot be read or
                 decoded (it is not skipped for an older one);
-                :class:`WorkflowCheckpointCorrupted` if it is damaged.
+                `WorkflowCheckpointCorrupted` if it is damaged.
             StorageError: The storage failed.
         """
         prefix = self._workflow_prefix(workflow_name)

@@ -1,4 +1,4 @@
-"""A LangGraph checkpointer on any checkpointkit storage: :class:`CheckpointkitSaver`.
+"""A LangGraph checkpointer on any checkpointkit storage: `CheckpointkitSaver`.
 
 Every storage URL becomes a LangGraph checkpointer::
 
@@ -88,7 +88,7 @@ the saver was last used from (when called from another thread, like
 LangGraph's own ``AsyncSqliteSaver``), or, for a saver used only synchronously,
 on a private event loop in a thread owned by the saver, stopped by ``close()``
 (or the ``with`` block). Calling a sync method on the thread that runs the
-saver's event loop raises :class:`asyncio.InvalidStateError` (it would
+saver's event loop raises `asyncio.InvalidStateError` (it would
 deadlock): use the ``a``-prefixed method there.
 """
 
@@ -274,7 +274,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer that stores checkpoints in a checkpointkit storage.
 
     Use it with ``async with`` (or ``with`` for sync graphs); it closes what it
-    opened (a storage made by :meth:`from_url`), never a storage passed in.
+    opened (a storage made by `from_url`), never a storage passed in.
 
     Args:
         storage: Where the bytes go: any checkpointkit storage (memory, file,
@@ -287,7 +287,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             bytes are stored inside each checkpoint record; larger ones are
             stored once per channel version and referenced.
         encryption: Encrypt every record with AES-GCM (see
-            :class:`checkpointkit.crypto.Encryption`); None stores them in clear.
+            `checkpointkit.crypto.Encryption`); None stores them in clear.
         compress_threshold: zstd-compress records longer than this many bytes.
         compression_level: zstd level for those records (1, the fastest positive
             level, by default: compression must not cost more than the bytes it
@@ -353,12 +353,12 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 ``memory://``...).
             storage_options: Passed to the adapter (credentials, say, which then
                 never appear in the URL).
-            serde: See :class:`CheckpointkitSaver`.
-            prefix: See :class:`CheckpointkitSaver`.
-            inline_limit: See :class:`CheckpointkitSaver`.
-            encryption: See :class:`CheckpointkitSaver`.
-            compress_threshold: See :class:`CheckpointkitSaver`.
-            compression_level: See :class:`CheckpointkitSaver`.
+            serde: See `CheckpointkitSaver`.
+            prefix: See `CheckpointkitSaver`.
+            inline_limit: See `CheckpointkitSaver`.
+            encryption: See `CheckpointkitSaver`.
+            compress_threshold: See `CheckpointkitSaver`.
+            compression_level: See `CheckpointkitSaver`.
 
         Raises:
             ConfigurationError: An unknown scheme, bad URL parameters or a missing extra.
@@ -620,7 +620,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 await asyncio.to_thread(private.stop)
 
     def close(self) -> None:
-        """Sync :meth:`aclose`, for a saver used from sync code; idempotent.
+        """Sync `aclose`, for a saver used from sync code; idempotent.
 
         Raises:
             asyncio.InvalidStateError: Called on the thread that runs the saver's
@@ -821,7 +821,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             limit: At most this many.
 
         Raises:
-            CheckpointCorrupted, DecodeError, StorageError: as :meth:`aget_tuple`.
+            CheckpointCorrupted, DecodeError, StorageError: as `aget_tuple`.
         """
         self._bind()
         if limit is not None and limit <= 0:
@@ -1055,7 +1055,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         checkpoints of other runs may reference them.
 
         Raises:
-            CheckpointCorrupted, DecodeError, StorageError: as :meth:`aget_tuple`.
+            CheckpointCorrupted, DecodeError, StorageError: as `aget_tuple`.
         """
         self._bind()
         wanted = {str(r) for r in run_ids}
@@ -1130,11 +1130,11 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
 
         Args:
             thread_ids: Threads to prune.
-            strategy: ``"keep_latest"`` or ``"delete"`` (as :meth:`adelete_thread`).
+            strategy: ``"keep_latest"`` or ``"delete"`` (as `adelete_thread`).
 
         Raises:
             ValueError: An unknown strategy.
-            CheckpointCorrupted, DecodeError, StorageError: as :meth:`aget_tuple`.
+            CheckpointCorrupted, DecodeError, StorageError: as `aget_tuple`.
         """
         self._bind()
         if strategy not in ("keep_latest", "delete"):
@@ -1202,7 +1202,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
 
     # -- the sync API ----------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Sync :meth:`aget_tuple` (see the module docstring about threads)."""
+        """Sync `aget_tuple` (see the module docstring about threads)."""
         return self._sync(lambda: self.aget_tuple(config), "get_tuple")
 
     def list(
@@ -1213,7 +1213,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        """Sync :meth:`alist` (see the module docstring about threads)."""
+        """Sync `alist` (see the module docstring about threads)."""
 
         async def collect() -> list[CheckpointTuple]:
             return [
@@ -1229,7 +1229,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Sync :meth:`aput` (see the module docstring about threads)."""
+        """Sync `aput` (see the module docstring about threads)."""
         return self._sync(lambda: self.aput(config, checkpoint, metadata, new_versions), "put")
 
     def put_writes(
@@ -1239,23 +1239,23 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Sync :meth:`aput_writes` (see the module docstring about threads)."""
+        """Sync `aput_writes` (see the module docstring about threads)."""
         self._sync(lambda: self.aput_writes(config, writes, task_id, task_path), "put_writes")
 
     def delete_thread(self, thread_id: str) -> None:
-        """Sync :meth:`adelete_thread`."""
+        """Sync `adelete_thread`."""
         self._sync(lambda: self.adelete_thread(thread_id), "delete_thread")
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Sync :meth:`adelete_for_runs`."""
+        """Sync `adelete_for_runs`."""
         self._sync(lambda: self.adelete_for_runs(run_ids), "delete_for_runs")
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Sync :meth:`acopy_thread`."""
+        """Sync `acopy_thread`."""
         self._sync(lambda: self.acopy_thread(source_thread_id, target_thread_id), "copy_thread")
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Sync :meth:`aprune`."""
+        """Sync `aprune`."""
         self._sync(lambda: self.aprune(thread_ids, strategy=strategy), "prune")
 
 

@@ -94,3 +94,16 @@ def test_the_adapter_guides_line_count_is_the_examples() -> None:
     source = DOCS / "examples" / "sqlite_adapter" / "checkpointkit_sqlite" / "__init__.py"
     lines = len(source.read_text().splitlines())
     assert abs(lines - said) <= said * 0.1, f"the guide says about {said} lines; it has {lines}"
+
+
+def test_no_docstring_holds_a_sphinx_role_that_the_api_reference_would_show_raw() -> None:
+    """mkdocstrings renders Markdown: ``:func:`x``` would appear as raw text (issue 21)."""
+    role = re.compile(r":(?:py:)?(?:func|class|meth|mod|attr|data|exc|obj|const):`")
+    found = [
+        f"{path.relative_to(DOCS.parent)}:{n}"
+        for folder in ("core", "adapters", "conformance")
+        for path in sorted((DOCS.parent / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if role.search(line)
+    ]
+    assert not found, f"Sphinx roles (write `name` instead): {found[:10]}"

@@ -12,8 +12,11 @@ from checkpointkit.conformance.servers.postgres import postgres_target
 
 @pytest.fixture(scope="session")
 def postgres_conformance_target(pg_url: str) -> Target:
-    # the size sweep up to 16 MiB here (the default, 64 MiB, is for users' runs)
-    return Target.of(postgres_target(pg_url, name="postgres"), max_value=16 * 1024 * 1024)
+    # the size sweep up to 16 MiB and the model group for 3 s here (the defaults, 64 MiB
+    # and 12 s, are for users' runs)
+    return Target.of(
+        postgres_target(pg_url, name="postgres"), max_value=16 * 1024 * 1024, model_budget=3.0
+    )
 
 
 class PostgresFixtures(StorageFixtures):
