@@ -26,7 +26,7 @@ from .clauses import checks
 from .coverage import DEFAULT_MAX_VALUE, measuring_waits, size_classes, size_label
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
 from .holds import Hold
-from .target import Target
+from .target import Target, holds_key_of
 
 __all__ = [
     "CancellationSweepTests",
@@ -41,12 +41,17 @@ _CURRENT = "current"
 _MISSING = object()
 
 
-def _bogus_version(current: str) -> str:
-    """A version of the adapter's own form that it never minted: ``current`` with one
-    character changed (a digit for a digit, a letter for a letter)."""
-    last = current[-1]
-    swap = "1" if last == "0" else "0" if last.isdigit() else "b" if last == "a" else "a"
-    return current[:-1] + swap
+def _bogus_version(current: str, known: tuple[str | None, ...] = ()) -> str:
+    """A version of the adapter's own form that it never minted: ``current`` with its last
+    character changed (a digit for a digit, a letter for a letter), unlike every version
+    in ``known``."""
+    head, last = current[:-1], current[-1]
+    pool = "0123456789" if last.isdigit() else "abcdefghijklmnopqrstuvwxyz"
+    for swap in pool:
+        candidate = head + swap
+        if swap != last and candidate not in known:
+            return candidate
+    return head + ("0" if last != "0" else "1")
 
 
 class _Key:
@@ -77,7 +82,7 @@ def _version(key: _Key, which: str, fallback: str) -> str:
         return key.current
     if which == _STALE and key.stale is not None:
         return key.stale
-    return _bogus_version(key.current or key.stale or fallback)
+    return _bogus_version(key.current or key.stale or fallback, (key.current, key.stale))
 
 
 async def _check_row(storage: Storage, row: str, key: _Key, fallback: str) -> None:
@@ -278,6 +283,60 @@ class SemanticSweepTests(StorageFixtures):
                 )
             await storage.delete(key)
 
+    @checks("key.max-length", "key.multi-byte", "key.one-to-one", "list.order")
+    async def test_every_key_shape_round_trips_lists_and_deletes(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
+        """One character, several and 120 segments, a 200-byte segment, the longest key
+        the storage holds, characters of 2, 3 and 4 UTF-8 bytes, punctuation, dots; a
+        parent with its child and the neighbours of ``/``: each put, read back, listed
+        with the others in code-point order, and deleted."""
+        holds = storage_target.holds_key(storage) if storage_target else holds_key_of(storage)
+        longest = "l"
+        while holds(longest + "l") and len(longest) < 2048:
+            longest += "l"
+        shapes = [
+            "k",
+            "a/b/c",
+            "/".join(["d"] * 120),
+            "s/" + "x" * 200,
+            longest,
+            "é/ß",
+            "日本/語",
+            "emoji/\U0001f600",
+            "p/a b%+?#:*~=;&@$,",
+            "dot/a.b",
+            "n/a",
+            "n/a-b",
+            "n/a.b",
+            "n/a/b",
+            "n/a0",
+        ]
+        shapes = [k for k in dict.fromkeys(shapes) if holds(k)]
+        for key in shapes:
+            data = key.encode()
+            version = await storage.put(key, data)
+            got = await storage.get(key)
+            if (got.data, got.version) != (data, version):
+                fail(
+                    "a key of every shape must round-trip",
+                    key=key,
+                    expected=f"{describe(data)} at version {version!r}",
+                    observed=f"get gave {describe(got.data)} at version {got.version!r}",
+                )
+        await expect_keys(
+            storage, sorted(shapes), promise="keys of every shape must list exactly, in order"
+        )
+        for key in shapes:
+            existed = await storage.delete(key)
+            expect(
+                existed is True,
+                "a delete of a key of every shape must find it",
+                key=key,
+                expected="True",
+                observed=repr(existed),
+            )
+
     @checks("list.order", "list.prefix-only", "list.start-after", "list.limit", "list.pages")
     async def test_every_listing_option_against_every_kind_of_prefix(
         self, storage: Storage
@@ -290,7 +349,7 @@ class SemanticSweepTests(StorageFixtures):
         set_small_pages(storage, 2)
         for prefix in ("", "lo/", "lo/b"):
             inside = [k for k in keys if k.startswith(prefix)]
-            afters: list[str | None] = [None, inside[0]]
+            afters: list[str | None] = [None, inside[1]]
             if prefix:
                 afters += ["a", "z"]  # before the prefix's keys; past them
             for after in afters:

@@ -35,7 +35,7 @@ def _dump() -> str:
         if snapshot is not None:
             reach, cells = snapshot
             out[name] = {
-                "reach": {**dataclasses.asdict(reach), "capabilities": vars(reach.capabilities)},
+                "reach": dataclasses.asdict(reach),  # capabilities as a dict too
                 "cells": sorted(cells),
             }
     return json.dumps(out)
@@ -65,6 +65,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         _load(text)
 
 
+@pytest.hookimpl(tryfirst=True)  # a worker's output is sent by pytest-xdist's own hook
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Each built-in adapter's conformance run left no reachable coverage cell unexercised."""
     workeroutput = getattr(session.config, "workeroutput", None)
