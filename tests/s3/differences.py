@@ -1,0 +1,103 @@
+"""How an S3 server differs from AWS where checkpointkit relies on S3: probed with plain boto3.
+
+``probe(endpoint_url)`` answers each question of :data:`QUESTIONS` on one server, in a
+fresh bucket; ``table(answers)`` prints the table of ``docs/adapters/s3.md``
+("Which S3-compatible servers are safe"). ``scripts/s3-differences`` runs it against
+moto and SeaweedFS; ``tests/s3/test_s3_differences.py`` checks the page against it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import botocore.exceptions
+from checkpointkit.conformance.servers.s3 import storage_options
+
+__all__ = ["AWS", "QUESTIONS", "probe", "table"]
+
+QUESTIONS = (
+    "create-only PutObject of an existing key",
+    "if-match PutObject of a missing key",
+    "if-match DeleteObject of a missing key",
+    "ListObjectsV2 order of a/-, a/b, a b, a0",
+    "ListObjectsV2 StartAfter=a of a/-, a/b, a b, a0",
+    "PutObject of a 256-byte name segment",
+    "PutObject of a 1024-byte name",
+)
+
+AWS = {
+    QUESTIONS[0]: "412",
+    QUESTIONS[1]: "404",
+    QUESTIONS[2]: "404",
+    QUESTIONS[3]: "a b, a/-, a/b, a0",
+    QUESTIONS[4]: "a b, a/-, a/b, a0",
+    QUESTIONS[5]: "200",
+    QUESTIONS[6]: "200",
+}
+"""What AWS documents: conditional writes answer 412 for a failed condition and 404 for a
+missing key; listings in ascending UTF-8 byte order, StartAfter by key; names of up to
+1024 bytes."""
+
+
+def _status(call: Callable[[], Any]) -> str:
+    try:
+        call()
+    except botocore.exceptions.ClientError as exc:
+        return str(exc.response["ResponseMetadata"]["HTTPStatusCode"])
+    return "200"
+
+
+def probe(endpoint_url: str) -> dict[str, str]:
+    """The server's answer to each of :data:`QUESTIONS`, in a bucket of its own."""
+    options = storage_options(endpoint_url)
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=options["access_key_id"],
+        aws_secret_access_key=options["secret_access_key"],
+        region_name=options.get("region", "us-east-1"),
+    )
+    bucket = f"probe-{secrets.token_hex(4)}"
+    client.create_bucket(Bucket=bucket)
+    client.put_object(Bucket=bucket, Key="p/exists", Body=b"x")
+    for key in ("o/a/-", "o/a/b", "o/a b", "o/a0"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+
+    def listed(**extra: str) -> str:
+        page = client.list_objects_v2(Bucket=bucket, Prefix="o/", **extra)
+        return ", ".join(o["Key"][2:] for o in page.get("Contents", []))
+
+    answers = {
+        QUESTIONS[0]: _status(
+            lambda: client.put_object(Bucket=bucket, Key="p/exists", Body=b"y", IfNoneMatch="*")
+        ),
+        QUESTIONS[1]: _status(
+            lambda: client.put_object(Bucket=bucket, Key="p/missing", Body=b"y", IfMatch='"0"')
+        ),
+        QUESTIONS[2]: _status(
+            lambda: client.delete_object(Bucket=bucket, Key="p/missing", IfMatch='"0"')
+        ),
+        QUESTIONS[3]: listed(),
+        QUESTIONS[4]: listed(StartAfter="o/a"),
+        QUESTIONS[5]: _status(lambda: client.put_object(Bucket=bucket, Key="l" * 256, Body=b"")),
+        QUESTIONS[6]: _status(lambda: client.put_object(Bucket=bucket, Key="l" * 1024, Body=b"")),
+    }
+    client.close()
+    return answers
+
+
+def table(answers: dict[str, dict[str, str]]) -> str:
+    """A Markdown table: one row per question, AWS's documented answer, then each server's."""
+    servers = list(answers)
+    lines = [
+        "| question | AWS (documented) | " + " | ".join(servers) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in servers) + " |",
+    ]
+    for q in QUESTIONS:
+        cells = [AWS[q]] + [answers[s][q] for s in servers]
+        marked = [cells[0]] + [c if c == AWS[q] else f"**{c}**" for c in cells[1:]]
+        lines.append(f"| {q} | " + " | ".join(marked) + " |")
+    return "\n".join(lines)
