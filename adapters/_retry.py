@@ -42,7 +42,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import OutcomeUnknown, StorageUnavailable
+from ..errors import OutcomeUnknown, StorageClosed, StorageUnavailable
 from ._inflight import Attempt, settle
 from ._options import Options
 
@@ -126,6 +126,7 @@ async def call(
     adopt: Callable[[asyncio.Task[Any]], None] | None = None,
     history: list[Exception] | None = None,
     repeatable: bool = True,
+    closed: Callable[[], bool] | None = None,
 ) -> T:
     """Run ``request`` with retries and backoff for transient failures, errors translated.
 
@@ -149,6 +150,9 @@ async def call(
             whose outcome is unknown (a batch delete's 404s, say).
         repeatable: False for an unconditional write: after an attempt whose
             outcome is unknown it is not repeated (see the module documentation).
+        closed: whether the storage was closed meanwhile: then no further attempt
+            is made (its client may be gone), and the call ends with
+            ``StorageClosed`` (or ``OutcomeUnknown`` for a write that may have landed).
 
     Raises:
         OutcomeUnknown: a write's attempt failed after its request may have
@@ -189,12 +193,19 @@ async def call(
                 raise
             if isinstance(exc, OutcomeUnknown):
                 unknown = exc
+            last: StorageUnavailable = exc
         except Exception as exc:
             if unknown is not None:
                 raise _still_unknown(unknown, exc, attempt) from exc
             raise
         attempt += 1
         await asyncio.sleep(delay)
+        if closed is not None and closed():
+            if unknown is not None:
+                raise _still_unknown(unknown, last, attempt) from last
+            raise StorageClosed(
+                f"the storage was closed while the call was retried ({last})"
+            ) from last
 
 
 def _still_unknown(unknown: OutcomeUnknown, later: Exception, attempt: int) -> OutcomeUnknown:

@@ -361,6 +361,10 @@ class S3Storage(StorageBase):
         self._cancel_grace = _OPTS.check_float("cancel_grace", cancel_grace, zero=True)
         self._client: Any = None
         self._client_cm: Any = None
+        self._ready = False  # the client is set up and the bucket checked (create=True)
+        self._calls_in_flight = 0
+        self._no_calls = asyncio.Event()
+        self._no_calls.set()
         self._open_lock = asyncio.Lock()
         self._background = Background()
 
@@ -400,7 +404,7 @@ class S3Storage(StorageBase):
     # -- the client --------------------------------------------------------------------
     async def _open(self) -> Any:
         client = self._client
-        if client is not None:
+        if client is not None and self._ready:
             return client
         async with self._open_lock:
             self._check_open()
@@ -428,13 +432,17 @@ class S3Storage(StorageBase):
                 )
                 cm = session.client("s3", endpoint_url=self.endpoint_url, config=config)
                 with self._translate_errors("open", None):
-                    self._client = await cm.__aenter__()
-                self._client_cm = cm
+                    client, interrupted = await _set_up(cm.__aenter__())
+                self._client, self._client_cm = client, cm  # aclose() closes it from here
                 # botocore's DEBUG lines hold the session token and signatures: redacted
                 SECRETS.install(*_SDK_LOGGERS)
-                self._client.meta.events.register("before-send.s3", _expect_only_large_bodies)
+                client.meta.events.register("before-send.s3", _expect_only_large_bodies)
+                if interrupted is not None:
+                    raise interrupted
+            if not self._ready:
                 if self._create:
                     await self._ensure_bucket()
+                self._ready = True
         return self._client
 
     async def _ensure_bucket(self) -> None:
@@ -461,11 +469,17 @@ class S3Storage(StorageBase):
 
     async def _aclose(self) -> None:
         try:
+            # Calls in flight end first (each within its deadline; none retries once
+            # closed): the client must outlive them, or a retry would open an aiohttp
+            # session that nothing closes (found by the conformance suite's sweeps).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._no_calls.wait(), self._policy.timeout)
             # unfinished multipart aborts: one request's time, then stop them
             await self._background.wait(self._policy.connect_timeout)
         finally:
             async with self._open_lock:
                 cm, self._client_cm, self._client = self._client_cm, None, None
+                self._ready = False
                 if cm is not None:
                     await cm.__aexit__(None, None, None)
 
@@ -616,17 +630,25 @@ class S3Storage(StorageBase):
         cancelled while its request is on the wire settles first: see
         `settle` and ``cancel_grace``.
         """
-        return await call(
-            request,
-            self._policy,
-            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
-            _is_transient,
-            size=size,
-            write=write,
-            repeatable=repeatable,
-            grace=self._cancel_grace,
-            adopt=self._background.spawn,
-        )
+        self._calls_in_flight += 1
+        self._no_calls.clear()
+        try:
+            return await call(
+                request,
+                self._policy,
+                lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
+                _is_transient,
+                size=size,
+                write=write,
+                repeatable=repeatable,
+                grace=self._cancel_grace,
+                adopt=self._background.spawn,
+                closed=lambda: self._closed,
+            )
+        finally:
+            self._calls_in_flight -= 1
+            if not self._calls_in_flight:
+                self._no_calls.set()
 
     # -- the protocol ------------------------------------------------------------------
     def _encode(self, key: str) -> str:
@@ -1042,6 +1064,28 @@ class S3Storage(StorageBase):
                     f"directory-walk order (SeaweedFS does) lists 'a/-' before 'a b'{advice}"
                 )
             previous = key
+
+
+async def _set_up(opening: Awaitable[T]) -> tuple[T, asyncio.CancelledError | None]:
+    """Await the client's set-up to its end, even when the caller is cancelled meanwhile;
+    return it and the caller's cancellation, to raise once the client is kept.
+
+    The set-up is local (no request is sent) and opens an aiohttp session: cut off
+    halfway, that session would be left unclosed. So a cancellation waits for the set-up,
+    which ``aclose()`` then closes (found by the conformance suite's model group, which
+    cancels the first call of a fresh storage).
+    """
+    task = asyncio.ensure_future(opening)
+    interrupted: asyncio.CancelledError | None = None
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError as exc:
+            if task.done():
+                raise
+            interrupted = exc
+    return result, interrupted
 
 
 # -- helpers -------------------------------------------------------------------------------

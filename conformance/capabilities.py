@@ -34,7 +34,7 @@ from .checks import (
     get_or_none,
 )
 from .clauses import checks
-from .fixtures import StorageFixtures, raw_storage, scaled
+from .fixtures import StorageFixtures, raw_storage, scaled, unmeasured
 from .target import Target, new_location
 
 __all__ = ["CapabilityTests"]
@@ -239,12 +239,14 @@ class CapabilityTests(StorageFixtures):
         await asyncio.gather(*(put(key) for key in keys))
         middle = f"{many}{n_many // 2:06d}"
 
+        timed = unmeasured(storage)  # the suite's own timing and coverage wrappers left out
+
         async def first(prefix: str, start_after: str | None = None) -> None:
-            async for _ in storage.list(prefix, start_after=start_after, limit=1):
+            async for _ in timed.list(prefix, start_after=start_after, limit=1):
                 break
 
         calls: dict[str, Callable[[], Awaitable[object]]] = {
-            "get": lambda: storage.get(f"{few}{0:06d}"),
+            "get": lambda: timed.get(f"{few}{0:06d}"),
             f"list({few!r}, limit=1)": lambda: first(few),
             f"list({many!r}, limit=1)": lambda: first(many),
             f"list({many!r}, start_after={middle!r}, limit=1)": lambda: first(many, middle),

@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import itertools
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -159,12 +160,15 @@ class Reach:
         reopens: the target's factory takes ``location`` (a second storage on the same data).
         max_value: the largest value size the ``sizes`` matrix asks for.
         paging: the listing's page size can be set (a `StorageBase`).
+        deep_keys: the storage holds a key of 100 segments (a server with short
+            names may not: SeaweedFS with ``object_names=flat``).
     """
 
     capabilities: Capabilities
     reopens: bool
     max_value: int = DEFAULT_MAX_VALUE
     paging: bool = True
+    deep_keys: bool = True
 
     def cells(self) -> list[Cell]:
         """Every reachable cell, in report order."""
@@ -192,6 +196,8 @@ class Reach:
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
         for shape in SHAPES:
+            if shape == "100+ segments" and not self.deep_keys:
+                continue
             out += [("keys", shape, op) for op in KEY_OPS]
         out += [("keys", relation, "list") for relation in RELATIONS]
         for prefix in PREFIXES:
@@ -220,7 +226,8 @@ class _Scope:
     writer: dict[str, int] = field(default_factory=dict)  # probe that last wrote the key
     closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
     writing: dict[str, int] = field(default_factory=dict)  # writes in flight per key
-    listing: list[str] = field(default_factory=list)  # prefixes of listings in flight
+    # listings in flight: one left unfinished (a break) leaves when it is collected
+    listing: weakref.WeakSet[_ProbedListing] = field(default_factory=weakref.WeakSet)
     deleted: set[str] = field(default_factory=set)  # keys whose last known write deleted them
 
 
@@ -442,7 +449,7 @@ class CoverageProbe:
             states.discard(None)
             for state in states:
                 self._mark("state", row, state)  # type: ignore[arg-type]
-        if writes and any(k.startswith(p) for k in keys for p in scope.listing):
+        if writes and any(k.startswith(p.prefix) for k in keys for p in list(scope.listing)):
             self._mark("lifecycle", op, "being listed")
         if op != "list":
             for shape in {s for k in keys for s in self._shapes(k)}:
@@ -617,6 +624,7 @@ class _ProbedListing:
     ) -> None:
         self._probe = probe
         self._args = (prefix, start_after, limit)
+        self.prefix = prefix if isinstance(prefix, str) else ""
         self._inner: AsyncIterator[str] | None = None
         self._seen: list[str] = []
         self._started = False
@@ -658,7 +666,7 @@ class _ProbedListing:
             elif any(k.startswith(prefix) for k in scope.writing):
                 mark("lifecycle", "list", "concurrent write")
                 self._concurrent = True
-            scope.listing.append(prefix)
+            scope.listing.add(self)
         return probe.inner.list(prefix, start_after=start_after, limit=limit)
 
     async def __anext__(self) -> str:
@@ -693,8 +701,7 @@ class _ProbedListing:
         self._ended = True
         probe = self._probe
         prefix = self._args[0]
-        if isinstance(prefix, str) and prefix in probe._scope.listing:
-            probe._scope.listing.remove(prefix)
+        probe._scope.listing.discard(self)
         seen = self._seen
         if isinstance(prefix, str) and not self._concurrent and not probe._closing:
             states = {probe._state(k) for k in seen}  # what the listing found

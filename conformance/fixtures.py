@@ -85,6 +85,13 @@ def not_exercised(why: str) -> NoReturn:
     pytest.skip(NOT_EXERCISED + why)
 
 
+def unmeasured(storage: Any) -> Any:
+    """``storage`` without the suite's timing and coverage wrappers (for timing tests)."""
+    while isinstance(storage, (TimedStorage, CoverageProbe)):
+        storage = storage.inner
+    return storage
+
+
 def raw_key(storage: Any, key: str) -> str:
     """``key`` as the adapter's own object under the suite's wrappers sees it (prefixed)."""
     while isinstance(storage, _WRAPPERS):

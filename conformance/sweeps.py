@@ -298,7 +298,7 @@ class SemanticSweepTests(StorageFixtures):
         shapes = [
             "k",
             "a/b/c",
-            "/".join(["d"] * 120),
+            "/".join(["d"] * 100),
             "s/" + "x" * 200,
             longest,
             "é/ß",

@@ -258,15 +258,15 @@ class Target:
                         f"the factory of {self.name!r} gave {storage!r}, which has no {op}() method"
                     )
             declared = self.capabilities or getattr(storage, "capabilities", None)
+            holds = self.holds_key(storage)
             reach = Reach(
                 declared if isinstance(declared, Capabilities) else Capabilities(),
                 reopens=self.reopens,
                 max_value=self.max_value,
                 paging=isinstance(_innermost(storage), StorageBase),
+                deep_keys=holds("/".join(["d"] * 100)),
             )
-            yield CoverageProbe(
-                storage, self.name, reach, location=location, holds_key=self.holds_key(storage)
-            )
+            yield CoverageProbe(storage, self.name, reach, location=location, holds_key=holds)
 
     def holds_key(self, storage: object) -> Callable[[str], bool]:
         """Whether ``storage`` (opened from this target) holds a key: its own
