@@ -194,6 +194,15 @@ class Report:
         return "basic"
 
     @property
+    def rated(self) -> bool:
+        """Whether every group of the suite ran: a level is a verdict on all of them.
+
+        A run of some groups (``groups=``, ``--group``) passes or fails, and its
+        `to_dict` and `summary` say "not rated" instead of a level.
+        """
+        return set(self.all_groups) <= set(self.groups_run)
+
+    @property
     def level_reason(self) -> str:
         """Why the level is what it is, in a few words."""
         groups = self.groups()
@@ -240,8 +249,13 @@ class Report:
         return {
             "target": self.target,
             "ok": self.ok,
-            "level": self.level,
-            "level_reason": self.level_reason,
+            "level": self.level if self.rated else None,
+            "rated": self.rated,
+            "level_reason": (
+                self.level_reason
+                if self.rated
+                else f"not rated: only {', '.join(self.groups_run)} ran"
+            ),
             "duration_s": round(self.duration, 3),
             "capabilities": self.capabilities,
             "groups_run": list(self.groups_run),
@@ -343,8 +357,13 @@ class Report:
 
     def summary(self) -> str:
         """A plain-text summary: level, per-group totals, failures with their reasons."""
+        rating = (
+            f"level {self.level} ({self.level_reason})"
+            if self.rated
+            else f"not rated (only {', '.join(self.groups_run)} ran)"
+        )
         lines = [
-            f"conformance of {self.target}: level {self.level} ({self.level_reason}); "
+            f"conformance of {self.target}: {rating}; "
             f"{'ok' if self.ok else 'FAILED'} in {self.duration:.1f} s"
         ]
         for group, s in self.groups().items():

@@ -514,9 +514,9 @@ def _check_binding(header: EnvelopeHeader, key: str | None, encryption: Encrypti
     expected = zlib.crc32(binding)
     if expected != header.key_checksum:
         raise CheckpointCorrupted(
-            f"{_where(key)} does not belong to key {key!r}: it was written for another key "
-            f"(stored key checksum {header.key_checksum:#010x}, {key!r} has "
-            f"{expected:#010x}), so it was copied or moved here"
+            f"{_where(key)} does not belong there: it was written for another key (its stored "
+            f"key checksum is {header.key_checksum:#010x}, this key's {expected:#010x}), so it "
+            "was copied or moved here"
         )
     return binding
 

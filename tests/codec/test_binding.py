@@ -56,8 +56,9 @@ def test_a_bound_envelope_opens_only_under_its_key(codec: Codec) -> None:
     with pytest.raises(CheckpointCorrupted) as info:
         codec.decode(data, key=OTHER)
     message = str(info.value)
-    assert f"does not belong to key {OTHER!r}" in message
+    assert f"the envelope at key {OTHER!r} does not belong there" in message
     assert "written for another key" in message
+    assert message.count(repr(OTHER)) == 1  # the key named once (issue 20)
 
 
 def test_an_envelope_moved_to_a_key_with_the_same_crc_is_refused_by_aes_gcm() -> None:

@@ -90,7 +90,8 @@ def test_cli_exits_non_zero_and_explains_a_failure(tmp_path: Path) -> None:
     failed = {t["name"]: t for t in data["tests"] if t["outcome"] == "failed"}
     assert "test_create_only_rejects_existing_key" in failed
     assert "key 'c'" in failed["test_create_only_rejects_existing_key"]["reason"]
-    assert data["level"] == "none"
+    assert data["level"] is None and data["rated"] is False  # one group ran: not rated
+    assert data["level_reason"] == "not rated: only semantics ran"
 
 
 def test_cli_rejects_a_bad_spec_with_exit_status_two(tmp_path: Path) -> None:

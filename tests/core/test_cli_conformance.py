@@ -70,6 +70,8 @@ def test_conformance_json_without_a_file_is_the_one_document_on_stdout(tmp_path:
     doc = json.loads(proc.stdout)
     assert doc["ok"] is True and doc["groups"]["capabilities"]["failed"] == 0
     assert doc["groups_run"] == ["capabilities"]
+    # the JSON says what the text says: a run of some groups has no level (issue 20)
+    assert doc["level"] is None and doc["rated"] is False
 
 
 def test_json_without_a_file_cannot_swallow_the_target(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ async def test_checkpoint_copied_between_runs_is_corrupted(storage: MemoryStorag
     await copy(storage, a3, f3)
     with pytest.raises(CheckpointCorrupted) as info:
         await store.latest("F")
-    assert f"does not belong to key {f3!r}" in str(info.value)
+    assert f"the envelope at key {f3!r} does not belong there" in str(info.value)
     with pytest.raises(CheckpointCorrupted, match="does not belong"):
         await store.load_checkpoint("F", "3")
     report = await verify(store)
