@@ -30,6 +30,7 @@ __all__ = [
     "expect_value",
     "fail",
     "get_or_none",
+    "listed",
     "watch_stable",
 ]
 
@@ -61,6 +62,14 @@ def describe(value: object, *, reference: Iterable[bytes] = ()) -> str:
     if isinstance(value, BaseException):
         return f"{type(value).__name__}: {value}" if str(value) else type(value).__name__
     return repr(value)
+
+
+def listed(items: Iterable[object], limit: int = 10) -> str:
+    """``items`` as a list for a message, the first ``limit`` shown and the rest counted."""
+    items = list(items)
+    shown = ", ".join(repr(i) for i in items[:limit])
+    more = len(items) - limit
+    return f"[{shown}]" if more <= 0 else f"[{shown}] and {more} more"
 
 
 def short_key(key: object, limit: int = 60) -> str:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..errors import NotFound, PreconditionFailed
 from ..storage import IfMatch, Storage
-from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none
+from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none, listed
 from .clauses import checks
 from .fixtures import scaled, set_small_pages
 from .semantics import _need
@@ -68,7 +68,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
             f"{n} concurrent create-only puts of one key must have exactly one winner",
             key="race",
             expected="1 writer to succeed and the others to get PreconditionFailed",
-            observed=f"{len(winners)} succeeded (writers {winners[:10]})",
+            observed=f"{len(winners)} succeeded (writers {listed(winners)})",
         )
         w = winners[0]
         await expect_value(
@@ -100,7 +100,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
             f"{n} concurrent if-match puts on one version must have exactly one winner",
             key="cas",
             expected="1 writer to succeed",
-            observed=f"{len(winners)} succeeded (writers {winners[:10]})",
+            observed=f"{len(winners)} succeeded (writers {listed(winners)})",
         )
         w = winners[0]
         await expect_value(

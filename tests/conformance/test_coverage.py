@@ -189,3 +189,10 @@ async def test_a_gap_in_coverage_is_where_a_broken_adapter_passes() -> None:
     assert "256 KiB+1" in reason, killed.summary()
     twin = await run(Target(DictKV, name="dict"), groups=["semantics"], pattern="every_size_class")
     assert twin.ok, twin.summary()
+
+
+def test_a_list_cut_short_in_a_message_says_how_many_it_left_out() -> None:
+    from checkpointkit.conformance.checks import listed
+
+    assert listed(range(3)) == "[0, 1, 2]"
+    assert listed(range(15)) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] and 5 more"
