@@ -21,6 +21,30 @@ from ..errors import CheckpointkitError, ConfigurationError
 from ..registry import open_storage, url_scheme
 from ..store import CheckpointStore
 
+__all__ = [
+    "COMMANDS",
+    "DEFAULT_STORAGE",
+    "EXIT_FAILED",
+    "EXIT_NO_TESTS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "Command",
+    "Handler",
+    "Output",
+    "command",
+    "confirm",
+    "destructive_arguments",
+    "duration",
+    "import_from_working_directory",
+    "iso_time",
+    "jsonable",
+    "require_run",
+    "run_argument",
+    "storage_url",
+    "with_store",
+]
+
 DEFAULT_STORAGE = "./.checkpoints"
 """The storage when neither ``--storage`` nor ``CHECKPOINTKIT_STORAGE`` names one."""
 

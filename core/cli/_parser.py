@@ -11,6 +11,13 @@ from typing import Any, NoReturn, TextIO
 
 from ._base import COMMANDS, DEFAULT_STORAGE, EXIT_USAGE, CliError, Command, Output
 
+__all__ = [
+    "COMMAND_MODULES",
+    "build_parser",
+    "invoke",
+    "main",
+]
+
 # -- the parser -------------------------------------------------------------------------------
 _EPILOG = """\
 exit status:

@@ -36,6 +36,14 @@ from ._base import (
     with_store,
 )
 
+__all__ = [
+    "ls_command",
+    "prune_command",
+    "rm_command",
+    "runs_command",
+    "show_command",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class _Pruned:

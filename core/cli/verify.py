@@ -28,6 +28,14 @@ from ._base import (
     with_store,
 )
 
+__all__ = [
+    "KEYS_ENV",
+    "PROGRESS_INTERVAL",
+    "RecordProgress",
+    "rekey_command",
+    "verify_command",
+]
+
 # -- verify and rekey --------------------------------------------------------------------
 KEYS_ENV = "CHECKPOINTKIT_KEYS"
 """The environment variable naming the keys file of ``verify`` and ``rekey`` (``--keys``)."""
