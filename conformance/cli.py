@@ -161,6 +161,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--junit-xml", metavar="FILE", help="write the report as JUnit XML")
     parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the report as one self-contained HTML page (coverage, latency, timelines "
+        "of failing histories)",
+    )
+    parser.add_argument(
         "-k", dest="pattern", metavar="PATTERN", help="run only tests matching this -k expression"
     )
     parser.add_argument(
@@ -254,6 +260,9 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
     if args.junit_xml is not None:
         report.write_junit_xml(args.junit_xml)
         out.info(f"JUnit XML report written to {args.junit_xml}")
+    if args.html is not None:
+        report.write_html(args.html)
+        out.info(f"HTML report written to {args.html}")
     if not report.results and not report.errors:
         out.info("no test was selected (check --group and -k)")
         return EXIT_NO_TESTS

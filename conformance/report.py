@@ -274,6 +274,17 @@ class Report:
             json.dump(self.to_dict(), f, indent=2, ensure_ascii=False)
             f.write("\n")
 
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page (`checkpointkit.conformance.html`)."""
+        from .html import render
+
+        return render(self)
+
+    def write_html(self, path: str | os.PathLike[str]) -> None:
+        """Write `to_html` to ``path``."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_html())
+
     def to_junit_xml(self) -> str:
         """The report as JUnit XML: one ``testsuite`` per group."""
         root = ET.Element(
