@@ -92,6 +92,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for cell in result.missing:
             lines.append(f"  not exercised: {' / '.join(cell)}")
             failing = True
+    shown = _coverage_table()
+    for name in BUILT_IN_TARGETS:
+        result = coverage.result(name)
+        if result is not None and not partial:
+            done, total = result.counts()
+            if shown.get(name) != f"{done} of {total}":
+                lines.append(
+                    f"{name}: docs/conformance.md shows {shown.get(name)!r}, measured "
+                    f"'{done} of {total}' (update the coverage table)"
+                )
+                failing = True
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_sep("=", "protocol coverage of the built-in adapters (issue 17)")
@@ -99,3 +110,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             reporter.write_line(line)
     if failing:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _coverage_table() -> dict[str, str]:
+    """The built-in adapters' row of docs/conformance.md's coverage table: name -> 'N of M'."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "conformance.md").read_text()
+    table = re.search(r"<!-- coverage-table:.*?-->\n(.*?)<!-- /coverage-table -->", page, re.S)
+    rows = re.findall(r"^\| (.+?) \| (\d+ of \d+) \|$", table[1] if table else "", re.M)
+    return dict(rows)

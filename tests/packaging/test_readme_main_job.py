@@ -30,3 +30,8 @@ def test_the_readmes_main_job_rates_sqlite_full() -> None:
     verdict = proc.stdout.strip().splitlines()[-1]
     assert verdict.startswith("Conformance level: full"), verdict
     assert "reachable cells exercised" in proc.stdout
+    # docs/conformance.md quotes the coverage part of this output
+    grid = re.search(r"^Protocol coverage:.*?^never waited.*?$", proc.stdout, re.M | re.S)
+    page = (ROOT / "docs" / "conformance.md").read_text()
+    quoted = re.search(r"<!-- coverage-sqlite:.*?-->\n```text\n(.*?)\n```", page, re.S)
+    assert grid and quoted and quoted[1] == grid[0], "update docs/conformance.md's sqlite grid"
