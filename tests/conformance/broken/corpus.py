@@ -777,6 +777,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.prefix",
     ),
     _m(
+        "close-drops-data-under-calls-in-flight",
+        kv_dict.DropsDataUnderCallsInFlight,
+        D,
+        "lifecycle",
+        "test_aclose_with_every_operation_in_flight",
+        "close.in-flight",
+    ),
+    _m(
         "large-values-in-parts-lose-a-byte",
         kv_dict.LargeValuesInPartsLoseAByte,
         D,
@@ -849,7 +857,6 @@ mutant waiting for one is checked once it exists (its test says so until then)."
 
 UNPROVEN: dict[str, str] = {
     "error.unavailable": "no test of the suite makes the backend fail",
-    "close.in-flight": "its test comes with the surface sweep (issue 17, item 1), not on main yet",
     "hygiene.no-unraisable": (
         "the hygiene check runs around every test, but only the tests of the checker itself "
         "name the clause"

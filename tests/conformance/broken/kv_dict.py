@@ -563,6 +563,15 @@ class LargeValuesInPartsLoseAByte(DictKV):
         return await super()._put(key, b"".join(parts), mode)
 
 
+class DropsDataUnderCallsInFlight(DictKV):
+    """Bug: aclose() drops the data at once, under the operations still in flight: they end
+    with an AttributeError from the dropped store instead of their own answer or
+    StorageClosed."""
+
+    async def _aclose(self) -> None:
+        del self.values  # as a client library's close() frees its connection pool
+
+
 class ExpiringDictKV(DictKV):
     """Correct: declares ``ttl``; a key written through a storage opened with ``ttl`` expires."""
 
