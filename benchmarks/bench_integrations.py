@@ -227,59 +227,68 @@ def ten_step_graph() -> Any:
     return builder
 
 
+async def saver_rows(
+    savers: dict[str, Any], runs: int, counts: dict[str, int]
+) -> list[tuple[str, dict[str, float]]]:
+    """Put and latest at each state size, puts of 16 threads at once and a 10-node graph
+    step, for each saver (medians of ``runs`` interleaved runs): the rows of the table."""
+    rows: list[tuple[str, dict[str, float]]] = []
+    for label, size in SIZES.items():
+        puts: dict[str, list[float]] = {name: [] for name in savers}
+        latest: dict[str, list[float]] = {name: [] for name in savers}
+        for run in range(runs):
+            for name, saver in savers.items():
+                thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
+                per_put, _ = await put_chain(saver, thread, size, counts[label])
+                puts[name].append(per_put)
+        for name, saver in savers.items():
+            thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
+            await put_chain(saver, thread, size, 50)
+            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            for _ in range(runs):
+                latest[name].append(
+                    await timed(counts[label], lambda _i, s=saver, c=config: s.aget_tuple(c))
+                )
+        rows.append((f"put, {label}", {k: statistics.median(v) for k, v in puts.items()}))
+        rows.append((f"latest, {label}", {k: statistics.median(v) for k, v in latest.items()}))
+    # Many threads at once, as a server with concurrent users: per put, wall time.
+    at_once: dict[str, list[float]] = {name: [] for name in savers}
+    k = max(4, counts["1 KiB"] // 16)
+    for run in range(runs):
+        for name, saver in savers.items():
+            start = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    put_chain(saver, f"many-{run}-{t}-{uuid.uuid4().hex[:6]}", 1 << 10, k)
+                    for t in range(CONCURRENT)
+                )
+            )
+            at_once[name].append((time.perf_counter() - start) / (CONCURRENT * k))
+    rows.append(
+        (
+            f"put, 1 KiB, {CONCURRENT} threads",
+            {k: statistics.median(v) for k, v in at_once.items()},
+        )
+    )
+    steps: dict[str, list[float]] = {name: [] for name in savers}
+    builder = ten_step_graph()
+    for _ in range(runs):
+        for name, saver in savers.items():
+            graph = builder.compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": f"graph-{uuid.uuid4().hex[:8]}"}}
+            start = time.perf_counter()
+            await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
+            steps[name].append((time.perf_counter() - start) / 10)
+    rows.append(("graph step, 10 nodes", {k: statistics.median(v) for k, v in steps.items()}))
+    return rows
+
+
 async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | None) -> None:
     counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 12}
     if quick:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
-    rows: list[tuple[str, dict[str, float]]] = []
     async with langgraph_savers(base, redis_url) as savers:
-        for label, size in SIZES.items():
-            puts: dict[str, list[float]] = {name: [] for name in savers}
-            latest: dict[str, list[float]] = {name: [] for name in savers}
-            for run in range(runs):
-                for name, saver in savers.items():
-                    thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
-                    per_put, _ = await put_chain(saver, thread, size, counts[label])
-                    puts[name].append(per_put)
-            for name, saver in savers.items():
-                thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
-                await put_chain(saver, thread, size, 50)
-                config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-                for _ in range(runs):
-                    latest[name].append(
-                        await timed(counts[label], lambda _i, s=saver, c=config: s.aget_tuple(c))
-                    )
-            rows.append((f"put, {label}", {k: statistics.median(v) for k, v in puts.items()}))
-            rows.append((f"latest, {label}", {k: statistics.median(v) for k, v in latest.items()}))
-        # Many threads at once, as a server with concurrent users: per put, wall time.
-        at_once: dict[str, list[float]] = {name: [] for name in savers}
-        k = max(4, counts["1 KiB"] // 16)
-        for run in range(runs):
-            for name, saver in savers.items():
-                start = time.perf_counter()
-                await asyncio.gather(
-                    *(
-                        put_chain(saver, f"many-{run}-{t}-{uuid.uuid4().hex[:6]}", 1 << 10, k)
-                        for t in range(CONCURRENT)
-                    )
-                )
-                at_once[name].append((time.perf_counter() - start) / (CONCURRENT * k))
-        rows.append(
-            (
-                f"put, 1 KiB, {CONCURRENT} threads",
-                {k: statistics.median(v) for k, v in at_once.items()},
-            )
-        )
-        steps: dict[str, list[float]] = {name: [] for name in savers}
-        builder = ten_step_graph()
-        for _ in range(runs):
-            for name, saver in savers.items():
-                graph = builder.compile(checkpointer=saver)
-                config = {"configurable": {"thread_id": f"graph-{uuid.uuid4().hex[:8]}"}}
-                start = time.perf_counter()
-                await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
-                steps[name].append((time.perf_counter() - start) / 10)
-        rows.append(("graph step, 10 nodes", {k: statistics.median(v) for k, v in steps.items()}))
+        rows = await saver_rows(savers, runs, counts)
         rows.extend(await latest_as_thread_grows(base, runs, savers))
 
     names = [

@@ -27,23 +27,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import statistics
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bench_integrations import (
-    CONCURRENT,
-    SIZES,
-    WARM_UP,
-    fmt,
-    logging_quiet,
-    put_chain,
-    ratio,
-    ten_step_graph,
-    timed,
-)
+from bench_integrations import WARM_UP, fmt, logging_quiet, put_chain, ratio, saver_rows, timed
 from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 
@@ -109,54 +97,8 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 12}
     if quick:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
-    rows: list[tuple[str, dict[str, float]]] = []
     async with savers(url) as found:
-        for label, size in SIZES.items():
-            puts: dict[str, list[float]] = {name: [] for name in found}
-            latest: dict[str, list[float]] = {name: [] for name in found}
-            for run in range(runs):
-                for name, saver in found.items():
-                    thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
-                    per_put, _ = await put_chain(saver, thread, size, counts[label])
-                    puts[name].append(per_put)
-            for name, saver in found.items():
-                thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
-                await put_chain(saver, thread, size, 50)
-                config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-                for _ in range(runs):
-                    latest[name].append(
-                        await timed(counts[label], lambda _i, s=saver, c=config: s.aget_tuple(c))
-                    )
-            rows.append((f"put, {label}", {k: statistics.median(v) for k, v in puts.items()}))
-            rows.append((f"latest, {label}", {k: statistics.median(v) for k, v in latest.items()}))
-        at_once: dict[str, list[float]] = {name: [] for name in found}
-        k = max(4, counts["1 KiB"] // 16)
-        for run in range(runs):
-            for name, saver in found.items():
-                start = time.perf_counter()
-                await asyncio.gather(
-                    *(
-                        put_chain(saver, f"many-{run}-{t}-{uuid.uuid4().hex[:6]}", 1 << 10, k)
-                        for t in range(CONCURRENT)
-                    )
-                )
-                at_once[name].append((time.perf_counter() - start) / (CONCURRENT * k))
-        rows.append(
-            (
-                f"put, 1 KiB, {CONCURRENT} threads",
-                {k: statistics.median(v) for k, v in at_once.items()},
-            )
-        )
-        steps: dict[str, list[float]] = {name: [] for name in found}
-        builder = ten_step_graph()
-        for _ in range(runs):
-            for name, saver in found.items():
-                graph = builder.compile(checkpointer=saver)
-                config = {"configurable": {"thread_id": f"graph-{uuid.uuid4().hex[:8]}"}}
-                start = time.perf_counter()
-                await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
-                steps[name].append((time.perf_counter() - start) / 10)
-        rows.append(("graph step, 10 nodes", {k: statistics.median(v) for k, v in steps.items()}))
+        rows = await saver_rows(found, runs, counts)
     select, insert = await floor(url, 200)
     print(f"\nLangGraph on one PostgreSQL server: CheckpointkitSaver vs {PEER}")
     print(f"{'operation':<24}{OURS:>14}{PEER:>20}{'ratio':>10}")
