@@ -25,7 +25,7 @@ from .checks import ConformanceFailure
 from .coverage import CoverageRecorder, recording
 from .ecosystems.target import EcosystemTarget
 from .groups import GROUPS, group_of
-from .hygiene import HygieneError
+from .hygiene import HygieneError, hygiene
 from .report import Report, TestResult, merge_reasons
 from .settings import check_seconds
 from .target import Factory, Target, resolve_target
@@ -138,7 +138,9 @@ async def run(
     report = Report(target=resolved.name, groups_run=selected)
     try:
         try:
-            async with resolved.open() as storage:
+            # What the adapter leaves behind here (an exception in a finalizer, say) is the
+            # suite's to report in its hygiene tests, not to leak into the caller's process.
+            async with hygiene(check=False), resolved.open() as storage:
                 declared = resolved.capabilities or getattr(storage, "capabilities", None)
                 if isinstance(declared, Capabilities):
                     report.capabilities = {

@@ -106,6 +106,7 @@ class HygieneTests(StorageFixtures):
         "hygiene.no-task-left",
         "hygiene.no-thread-left",
         "hygiene.never-awaited",
+        "hygiene.no-unraisable",
     )
     async def test_storage_leaves_nothing_behind_after_close(self, target: Target) -> None:
         async with hygiene(check=False) as report:

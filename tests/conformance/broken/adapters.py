@@ -249,6 +249,35 @@ class NeverAwaits(IOMemoryStorage):
         return version
 
 
+class _Connection:
+    """A client connection whose finalizer closes it, and fails when it was closed already."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        if self.closed:
+            raise RuntimeError("connection already closed")
+        self.closed = True
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class FinalizerRaises(IOMemoryStorage):
+    """Bug: aclose() closes the connection, and its finalizer closes it again and raises:
+    an exception nobody can catch (printed as "Exception ignored in ...")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._conn: _Connection | None = _Connection()
+
+    async def _aclose(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None  # collected here: its __del__ raises
+
+
 class ContentHashVersion(IOMemoryStorage):
     """Bug: the version is a hash of the bytes (plus a generation bumped by a delete).
 

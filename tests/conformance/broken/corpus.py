@@ -647,6 +647,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "close.releases",
     ),
     _m("coroutine-never-awaited", adapters.NeverAwaits, IO, HYG, LEAK, "hygiene.never-awaited"),
+    _m("finalizer-raises", adapters.FinalizerRaises, IO, HYG, LEAK, "hygiene.no-unraisable"),
     _m(
         "socket-kept-open",
         adapters.KeepsSocketOpen,
@@ -857,10 +858,6 @@ mutant waiting for one is checked once it exists (its test says so until then)."
 
 UNPROVEN: dict[str, str] = {
     "error.unavailable": "no test of the suite makes the backend fail",
-    "hygiene.no-unraisable": (
-        "the hygiene check runs around every test, but only the tests of the checker itself "
-        "name the clause"
-    ),
     "runner.g1-snapshot": "kept by the runner (it encodes at completion), not by an adapter",
     "runner.g2-replay": "kept by the runner, not by an adapter",
     "runner.g4-cancel-prompt": "rests on cancel.prompt, proven by its own mutants",
