@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ..errors import NotFound, PreconditionFailed, StorageClosed
+from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed
 from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
 from .checks import describe, expect, expect_keys, fail
@@ -336,6 +336,54 @@ class SemanticSweepTests(StorageFixtures):
                 expected="True",
                 observed=repr(existed),
             )
+
+    @checks("delete-many.validates-first", "error.invalid-key")
+    async def test_delete_many_with_an_invalid_key_deletes_nothing(self, storage: Storage) -> None:
+        """An adapter's own ``delete_many`` checks every key before it deletes any."""
+        if getattr(raw_storage(storage), "delete_many", None) is None:
+            pytest.skip("the adapter has no delete_many of its own (the optional operation)")
+        for key in ("dm/a", "dm/b"):
+            await storage.put(key, b"kept")
+        try:
+            await delete_many_of(storage, ["dm/a", "dm//bad", "dm/b"])
+        except InvalidKey:
+            pass
+        else:
+            fail(
+                "delete_many must refuse a batch with an invalid key",
+                key="dm//bad",
+                expected="InvalidKey",
+                observed="it returned",
+            )
+        for key in ("dm/a", "dm/b"):
+            try:
+                await storage.get(key)
+            except NotFound:
+                fail(
+                    "delete_many must check every key before it deletes any",
+                    key=key,
+                    expected="the key kept (the batch had an invalid key)",
+                    observed="it was deleted",
+                )
+
+    @checks("close.context-manager", "close.storage-closed")
+    async def test_async_with_closes_the_storage(self, storage: Storage) -> None:
+        """Leaving ``async with`` closes the adapter: a later call raises StorageClosed."""
+        adapter = raw_storage(storage)
+        async with adapter:
+            pass
+        try:
+            await adapter.get("after-exit")
+        except StorageClosed:
+            return
+        except NotFound:
+            pass
+        fail(
+            "leaving 'async with' must close the storage",
+            key="after-exit",
+            expected="StorageClosed from a call after the block",
+            observed="the call ran as on an open storage",
+        )
 
     @checks("list.order", "list.prefix-only", "list.start-after", "list.limit", "list.pages")
     async def test_every_listing_option_against_every_kind_of_prefix(
