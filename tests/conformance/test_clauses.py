@@ -19,8 +19,6 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 TAG = re.compile(r'<a class="clause" id="([^"]+)" href="#([^"]+)">\[([^\]]+)\]</a>')
 
 NOT_YET_TESTED = {
-    "delete-many.validates-first",
-    "close.context-manager",
     "error.unavailable",
 }
 """Clauses that no test of the suite checks yet: this set only shrinks (see below)."""
