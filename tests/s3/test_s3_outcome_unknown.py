@@ -219,3 +219,29 @@ async def test_create_whose_reply_was_lost_is_not_repeated_after_a_delete(
             assert storage.lost == 1
         with pytest.raises(NotFound):
             await direct.get("k")
+
+
+async def test_a_call_makes_no_further_attempt_once_the_storage_is_closed() -> None:
+    """After aclose() a retry could reopen what aclose() closed (an aiohttp session that
+    nothing closes): the call ends with StorageClosed, chained from its last failure."""
+    from checkpointkit import StorageClosed
+    from checkpointkit.adapters import _retry
+
+    storage = S3Storage("bkt", endpoint_url="http://127.0.0.1:1", retries=3, retry_backoff=0)
+    attempts = 0
+
+    async def attempt() -> None:
+        nonlocal attempts
+        attempts += 1
+        raise bexc.EndpointConnectionError(endpoint_url="x")  # transient: retried if open
+
+    def translate(_: Callable[[], bool] | None) -> Any:
+        return storage._translate_errors("get", "k")
+
+    with pytest.raises(StorageClosed, match="closed while the call was retried") as info:
+        await _retry.call(attempt, storage._policy, translate, lambda e: True, closed=lambda: True)
+    assert attempts == 1 and type(info.value.__cause__) is StorageUnavailable
+    attempts = 0
+    with pytest.raises(StorageUnavailable, match="after 4 attempts"):
+        await _retry.call(attempt, storage._policy, translate, lambda e: True, closed=lambda: False)
+    assert attempts == 4
