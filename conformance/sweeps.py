@@ -23,7 +23,7 @@ from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
 from .checks import describe, expect, expect_keys, fail
 from .clauses import checks
-from .coverage import DEFAULT_MAX_VALUE, measuring_waits, size_classes, size_label
+from .coverage import DEFAULT_MAX_VALUE, STATE_ROWS, measuring_waits, size_classes, size_label
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
 from .holds import Hold
 from .target import Target, holds_key_of
@@ -161,25 +161,11 @@ async def _check_row(storage: Storage, row: str, key: _Key, fallback: str) -> No
         )
 
 
-_ROWS = (
-    "put overwrite",
-    "put create",
-    "put if-match current",
-    "put if-match stale",
-    "put if-match bogus",
-    "get",
-    "delete",
-    "delete if-match current",
-    "delete if-match stale",
-    "delete if-match bogus",
-    "delete_many",
-    "list",
-)
 
 
 def _rows(conditional_put: bool, conditional_delete: bool) -> list[str]:
     rows = []
-    for row in _ROWS:
+    for row in STATE_ROWS:
         if row.startswith("put ") and row != "put overwrite" and not conditional_put:
             continue
         if row.startswith("delete if-match") and not conditional_delete:
