@@ -123,9 +123,18 @@ async def test_sqlite_example_without_its_cancellation_handling_fails_the_cancel
     monkeypatch.setattr(checkpointkit_sqlite, "_finish", _plain_await)
     report = await run(_sqlite_target(tmp_path), groups=["cancellation"])
     assert not report.ok, report.summary()
-    result = report.result("test_cancelled_put_does_not_land_later")
-    assert result.outcome == "failed", report.summary()
-    assert "must not land later" in result.reason and "To fix it" in result.reason
+    # Which of the group's watched puts lands late first depends on the machine's timing
+    # (a plain cancel of a put or a delete, or a put held in the backend by a 32 MiB value): any one
+    # failing for landing late, with its fix, is the catch.
+    late = [
+        r for r in report.failures if "must not land later" in r.reason and "To fix it" in r.reason
+    ]
+    assert late, report.summary()
+    assert {r.name for r in late} <= {
+        "test_cancelled_put_does_not_land_later",
+        "test_cancelled_delete_does_not_land_later",
+        "test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands",
+    }, report.summary()
 
 
 async def test_sqlite_example_passes_the_cancellation_group(tmp_path: Path) -> None:
