@@ -590,6 +590,7 @@ class FileStorage(StorageBase):
         try:
             f = open(m.path, "rb", buffering=0)  # noqa: SIM115 - closed below
         except (FileNotFoundError, NotADirectoryError):
+            self._check_root()
             raise NotFound(f"key {key!r} not found") from None
         with f:
             token = f.read(TOKEN_BYTES)
@@ -597,6 +598,21 @@ class FileStorage(StorageBase):
                 raise self._truncated(key, len(token))
             data = f.readall()
         return GetResult(data, token.hex())
+
+    def _check_root(self) -> None:
+        """A path under the root is missing: a missing key, unless the root itself is gone.
+
+        Raises:
+            FileNotFoundError: the root is no longer a directory (moved, deleted,
+                unmounted): every key would read as missing, so the operation
+                fails (``StorageUnavailable``) instead of answering "not there".
+        """
+        if not os.path.isdir(self.root):
+            raise FileNotFoundError(
+                errno.ENOENT,
+                "the storage's root directory is gone (moved, deleted or unmounted)",
+                self.root,
+            )
 
     def _read_token(self, key: str, path: str) -> str | None:
         try:
@@ -625,6 +641,7 @@ class FileStorage(StorageBase):
             if if_match is not None:
                 current = self._read_token(key, m.path)
                 if current is None:
+                    self._check_root()
                     return False
                 if current != if_match:
                     raise PreconditionFailed(
@@ -636,6 +653,7 @@ class FileStorage(StorageBase):
                 try:
                     os.unlink(m.path)
                 except (FileNotFoundError, NotADirectoryError):
+                    self._check_root()
                     return False
                 guard.committed = True
             long = m.leaf_long
@@ -721,6 +739,7 @@ class FileStorage(StorageBase):
         out: list[str] = []
         _walk(dirpath, base, partial, cursor.after, limit, out, cursor, self._dirs)
         if len(out) < limit:
+            self._check_root()  # the last page: was nothing more there, or no root?
             return ListPage(out, None)
         cursor.after = out[-1]
         return ListPage(out, cursor)
@@ -751,6 +770,8 @@ class FileStorage(StorageBase):
                 if self.fsync:
                     self._flush_dir(group[0][1].dirpath)
                 self._prune_dirs(group[0][1])
+        if existed < len(mapped):
+            self._check_root()
         return existed
 
     def _sweep_sync(self, older_than: float) -> int:

@@ -748,7 +748,6 @@ def _as_version(text: str | None) -> int | None:
     return None if text is None else decimal_version(text)
 
 
-
 def _url_path(url: str, rest: str) -> str:
     """The database path of a ``sqlite://`` URL (``rest``: what follows ``://``, unquoted).
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .hygiene_rules import HygieneTests
     from .lifecycle import LifecycleTests
     from .model import ModelTests
+    from .outages import FileOutage, NoBackend, Outage, ProxyOutage, SQLiteOutage
     from .proxy import StallProxy
     from .report import GroupSummary, Report, TestResult
     from .semantics import SemanticsTests
@@ -74,6 +75,7 @@ __all__ = [
     "Fault",
     "FaultyStorage",
     "FileLock",
+    "FileOutage",
     "GroupSummary",
     "HeldBackendTests",
     "HeldLock",
@@ -86,12 +88,16 @@ __all__ = [
     "LinearizabilityTests",
     "MemoryPause",
     "ModelTests",
+    "NoBackend",
+    "Outage",
     "PausedProcess",
     "PrefixedStorage",
     "Progress",
     "ProxyHold",
+    "ProxyOutage",
     "Report",
     "SQLiteLock",
+    "SQLiteOutage",
     "SemanticsTests",
     "SettleWatch",
     "Stall",
@@ -121,6 +127,7 @@ _WHERE = {
     "Fault": "faults",
     "FaultyStorage": "faults",
     "FileLock": "holds",
+    "FileOutage": "outages",
     "GroupSummary": "report",
     "HeldBackendTests": "held",
     "HeldLock": "holds",
@@ -132,6 +139,10 @@ _WHERE = {
     "LifecycleTests": "lifecycle",
     "LinearizabilityTests": "histories",
     "MemoryPause": "holds",
+    "NoBackend": "outages",
+    "Outage": "outages",
+    "ProxyOutage": "outages",
+    "SQLiteOutage": "outages",
     "PausedProcess": "holds",
     "ModelTests": "model",
     "PrefixedStorage": "target",

@@ -67,6 +67,7 @@ __all__ = [
     "CoverageRecorder",
     "Reach",
     "active_recorder",
+    "backend_down",
     "coverage",
     "measuring_waits",
     "recording",
@@ -96,7 +97,14 @@ DELETE_ROWS = (
 STATE_ROWS = (*PUT_ROWS, "get", *DELETE_ROWS, "delete_many", "list")
 STATES = ("missing", "present", "deleted", "reopened")
 OPS = ("put", "get", "delete", "delete_many", "list")
-EVENTS = ("concurrent write", "being listed", "during aclose", "after aclose", "cancelled")
+EVENTS = (
+    "concurrent write",
+    "being listed",
+    "during aclose",
+    "after aclose",
+    "cancelled",
+    "backend down",
+)
 SHAPES = (
     "one character",
     "several segments",
@@ -162,6 +170,10 @@ class Reach:
         paging: the listing's page size can be set (a `StorageBase`).
         deep_keys: the storage holds a key of 100 segments (a server with short
             names may not: SeaweedFS with ``object_names=flat``).
+        down: the operations that can be called while the backend is down: those
+            that the target's `Outage` fails; every operation when the target
+            supplies none (so their cells show as not exercised); none for a
+            storage with no backend that can fail (`NoBackend`).
     """
 
     capabilities: Capabilities
@@ -169,6 +181,7 @@ class Reach:
     max_value: int = DEFAULT_MAX_VALUE
     paging: bool = True
     deep_keys: bool = True
+    down: tuple[str, ...] = OPS
 
     def cells(self) -> list[Cell]:
         """Every reachable cell, in report order."""
@@ -191,6 +204,8 @@ class Reach:
             for event in EVENTS:
                 if event == "being listed" and op in ("get", "list"):
                     continue  # not a write
+                if event == "backend down" and op not in self.down:
+                    continue  # the target's outage does not fail it, or nothing can
                 out.append(("lifecycle", op, event))
         out.append(("lifecycle", "aclose", "after aclose"))
         for size in size_classes(self.max_value):
@@ -302,6 +317,18 @@ coverage = CoverageRecorder()
 
 _ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverage", default=None)
 _MEASURING: ContextVar[bool] = ContextVar("checkpointkit_measuring_waits", default=False)
+_DOWN: ContextVar[bool] = ContextVar("checkpointkit_backend_down", default=False)
+
+
+@contextlib.contextmanager
+def backend_down() -> Iterator[None]:
+    """The operations started in this context run while the target's backend is down
+    (`outages`): each records its ``backend down`` cell, and nothing else."""
+    token = _DOWN.set(True)
+    try:
+        yield
+    finally:
+        _DOWN.reset(token)
 
 
 @contextlib.contextmanager
@@ -439,6 +466,9 @@ class CoverageProbe:
         """Cells that depend on the moment a call starts."""
         scope = self._scope
         keys = list(keys)
+        if _DOWN.get():
+            self._mark("lifecycle", op, "backend down")
+            return
         if self._closing:
             self._mark("lifecycle", op, "after aclose")
             return
@@ -643,6 +673,7 @@ class _ProbedListing:
         self._started = False
         self._ended = False
         self._concurrent = False
+        self._down = False
 
     def __aiter__(self) -> _ProbedListing:
         return self
@@ -652,7 +683,10 @@ class _ProbedListing:
         prefix, start_after, limit = self._args
         self._started = True
         mark = probe._mark
-        if isinstance(prefix, str):
+        if _DOWN.get():
+            mark("lifecycle", "list", "backend down")
+            self._down = True
+        elif isinstance(prefix, str):
             kind = (
                 "empty prefix"
                 if not prefix
@@ -718,6 +752,8 @@ class _ProbedListing:
         probe = self._probe
         prefix = self._args[0]
         probe._scope.listing.discard(self)
+        if self._down:
+            return
         seen = self._seen
         if isinstance(prefix, str) and not self._concurrent and not probe._closing:
             states = {probe._state(k) for k in seen}  # what the listing found

@@ -48,6 +48,7 @@ from .faults import FaultyStorage
 from .groups import GROUPS, group_of
 from .holds import Hold, ProxyHold, default_hold
 from .hygiene import HygieneError, hygiene
+from .outages import Outage, default_outage
 from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, NOT_EXERCISED
 from .settle import SettleWatch
 from .styles import StorageWrapper
@@ -287,6 +288,20 @@ class StorageFixtures:
             return ProxyHold()
         hold: Hold = request.getfixturevalue("backend_stall")
         return copy.copy(hold)
+
+    @pytest.fixture
+    def backend_outage(self, storage: Storage, storage_target: Target | None) -> Outage | None:
+        """What takes the backend down in the backend-down tests, one copy per test.
+
+        The target's (`Target.outage_for`: its `outage`,
+        else the stall proxy's, else a built-in adapter's); without a target,
+        a built-in adapter's (`default_outage`). A test class may override it.
+        """
+        if storage_target is not None:
+            outage = storage_target.outage_for(storage)
+        else:
+            outage = default_outage(raw_storage(storage))
+        return None if outage is None else copy.copy(outage)
 
     @pytest.fixture
     def target(self, storage_target: Target | None) -> Target:

@@ -29,6 +29,7 @@ from .clauses import checks
 from .faults import FaultyStorage
 from .styles import STYLES, PutGate
 from .sweeps import LifecycleSweepTests
+from .unavailable import UnavailableTests
 
 __all__ = ["LifecycleTests"]
 
@@ -94,7 +95,7 @@ def _workflow(
     return Workflow(fn, storage=storage, **options)
 
 
-class LifecycleTests(LifecycleSweepTests):
+class LifecycleTests(LifecycleSweepTests, UnavailableTests):
     """Runner guarantees over the adapter, in the three save styles."""
 
     conformance_group: ClassVar[str | None] = "lifecycle"

@@ -57,6 +57,7 @@ class StallProxy:
         stalled: set once bytes are being held by a stall (the operation that
             sent them is provably stuck); cleared by `stall`.
         connections: connections accepted so far.
+        refused: connections reset at once because the proxy was `refusing`.
         held_bytes: bytes held (not forwarded) by stalls so far.
         dropped_bytes: held bytes discarded because their sender closed.
     """
@@ -68,6 +69,8 @@ class StallProxy:
         self.upstream = upstream
         self.stalled = asyncio.Event()
         self.connections = 0
+        self.refused = 0
+        self.refusing = False
         self.held_bytes = 0
         self.dropped_bytes = 0
         self._open = {"request": asyncio.Event(), "response": asyncio.Event()}
@@ -130,6 +133,16 @@ class StallProxy:
         for gate in self._open.values():
             gate.set()
 
+    async def refuse(self) -> None:
+        """Act as a server that is down: reset every current connection, and every new
+        one as soon as it is accepted, until `accept`."""
+        self.refusing = True
+        await self.drop()
+
+    def accept(self) -> None:
+        """Forward new connections again (after `refuse`)."""
+        self.refusing = False
+
     async def drop(self, *, abort: bool = True) -> None:
         """Close every current connection (``abort``: with a reset) and wait for them."""
         conns = list(self._conns)
@@ -157,6 +170,10 @@ class StallProxy:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._server is None:  # accepted while the proxy was closing
             writer.close()
+            return
+        if self.refusing:  # a server that is down: the connection is reset at once
+            self.refused += 1
+            writer.transport.abort()
             return
         conn = _Conn(writer)
         self._conns.add(conn)

@@ -48,8 +48,9 @@ from ..errors import ConfigurationError
 from ..keys import MAX_KEY_BYTES
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage, StorageBase, delete_many
-from .coverage import DEFAULT_MAX_VALUE, CoverageProbe, Reach
+from .coverage import DEFAULT_MAX_VALUE, OPS, CoverageProbe, Reach
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
+from .outages import FileOutage, Outage, ProxyOutage, default_outage
 from .settings import (
     DEFAULT_CANCEL_BOUND,
     DEFAULT_MODEL_BUDGET,
@@ -127,6 +128,12 @@ class Target:
             a large value (`LargeValue`).
             ``Hold()`` holds nothing: the held-backend tests are then reported
             as not exercised.
+        outage: what makes the backend fail, for the backend-down tests
+            (`outages`): an
+            `Outage`, copied for each
+            test. None: the stall proxy when the target is `proxyable`, else the
+            outage of a built-in adapter (`default_outage`), else none: the
+            backend-down tests are then reported as not exercised.
         keys: which valid keys the backend holds, where it holds fewer than the
             protocol's (a test server with a narrower key space: Azurite lists
             keys with characters U+E000 to U+FFFD out of order beside ones above
@@ -148,6 +155,7 @@ class Target:
     model_budget: float = DEFAULT_MODEL_BUDGET
     foreign_descriptors: Callable[[str], bool] | None = None
     hold: Hold | None = None
+    outage: Outage | None = None
     max_value: int = DEFAULT_MAX_VALUE
     keys: Callable[[str], bool] | None = None
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -175,6 +183,11 @@ class Target:
         if self.hold is not None and not isinstance(self.hold, Hold):
             raise ConfigurationError(
                 f"Target.hold must be a checkpointkit.conformance.holds.Hold, not {self.hold!r}"
+            )
+        if self.outage is not None and not isinstance(self.outage, Outage):
+            raise ConfigurationError(
+                "Target.outage must be a checkpointkit.conformance.outages.Outage, "
+                f"not {self.outage!r}"
             )
         for kw in ("location", "endpoint", "ttl"):
             self._kw[kw] = _accepts(self.factory, kw)
@@ -265,8 +278,18 @@ class Target:
                 max_value=self.max_value,
                 paging=isinstance(_innermost(storage), StorageBase),
                 deep_keys=holds("/".join(["d"] * 100)),
+                down=_down_ops(self.outage_for(storage)),
             )
             yield CoverageProbe(storage, self.name, reach, location=location, holds_key=holds)
+
+    def outage_for(self, storage: object) -> Outage | None:
+        """The outage of the backend-down tests for ``storage`` (opened from this target):
+        `outage`, else the stall proxy's, else a built-in adapter's, else None."""
+        if self.outage is not None:
+            return self.outage
+        if self.proxyable and self.upstream is not None:
+            return ProxyOutage()
+        return default_outage(_innermost(storage))
 
     def holds_key(self, storage: object) -> Callable[[str], bool]:
         """Whether ``storage`` (opened from this target) holds a key: its own
@@ -275,6 +298,15 @@ class Target:
         if narrower is None:
             return holds
         return lambda key: holds(key) and bool(narrower(key))
+
+
+def _down_ops(outage: Outage | None) -> tuple[str, ...]:
+    """The operations whose ``backend down`` cells are reachable under ``outage``."""
+    if outage is not None and not outage.can_fail:
+        return ()
+    if outage is None or not outage.operations:
+        return OPS  # reachable, and not exercised: the target supplies no outage
+    return tuple(op for op in OPS if outage.fails(op))  # type: ignore[arg-type]
 
 
 def holds_key_of(storage: object) -> Callable[[str], bool]:
@@ -383,6 +415,7 @@ def _temp_file_target() -> Target:
         file_storage,
         name="file (temporary directory)",
         hold=FileLock(),
+        outage=FileOutage(),  # the root of each test is a directory of the suite's own
         cleanup=lambda: shutil.rmtree(base, ignore_errors=True),
     )
 

@@ -1,0 +1,278 @@
+"""The backend-down tests of the ``lifecycle`` group: each operation while the backend fails.
+
+For each of ``put``, ``delete``, ``delete_many``, ``get`` and a ``list`` page,
+the test writes what it needs, takes the backend down with the target's
+`Outage` (`outages`), calls the operation, and checks
+(clause ``error.unavailable``):
+
+1. it raises ``StorageUnavailable`` (or its subclass ``OutcomeUnknown``)
+   within `UNAVAILABLE_BOUND` seconds: not a raw socket, driver or file
+   system error that a caller cannot tell from a bug, not a hang, and not an
+   answer made up while the backend could not be asked;
+2. the backend's own error is chained (``__cause__``), so that the cause is
+   in the traceback;
+3. once the backend is back, the same client answers again, a write that
+   failed left its key whole (the old value, or the new one for a write whose
+   outcome is unknown), and the keys it did not touch hold what they held.
+
+A target that supplies no outage gets the tests reported as *not exercised*;
+an operation that the outage does not fail (a SQLite read never waits for the
+write lock) is skipped with the outage's name; a storage with no backend that
+can fail (`NoBackend`) skips them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pytest
+
+from ..errors import StorageUnavailable
+from ..storage import Storage
+from ..storage import delete_many as delete_many_of
+from .cancelling import own_answer
+from .checks import describe, expect_keys, expect_value, fail, get_or_none
+from .clauses import checks
+from .coverage import backend_down
+from .fixtures import StorageFixtures, not_exercised, raw_storage
+from .holds import Operation
+from .outages import Outage
+from .target import Target
+
+__all__ = ["UNAVAILABLE_BOUND", "UnavailableTests"]
+
+UNAVAILABLE_BOUND = 30.0
+"""Seconds within which an operation on a backend that is down must raise: generous, to
+leave room for the adapter's retries (the built-in adapters take well under 2 s)."""
+
+_KEPT = {"down-kept": b"a key that no test of the outage touches"}
+
+_FIX = (
+    "To fix it, catch the backend's errors (socket, driver, file system) at the adapter's "
+    "boundary and raise StorageUnavailable from them (raise StorageUnavailable(...) from "
+    "exc), after the adapter's retries"
+)
+
+
+@dataclass
+class _Case:
+    """One operation on a backend that is down: what it needs first and what it may leave."""
+
+    before: dict[str, bytes]
+    start: Callable[[Storage], Awaitable[Any]]
+    allowed: dict[str, tuple[bytes | None, ...]]  # after the outage, per key it writes
+    key: str  # the key named in messages
+
+
+def _case(op: Operation) -> _Case:
+    if op == "put":
+        old, new = b"old value before the outage", b"new value written while the backend is down"
+        return _Case(
+            {"down-put": old},
+            lambda s: s.put("down-put", new),
+            {"down-put": (old, new)},
+            "down-put",
+        )
+    if op == "delete":
+        old = b"a value the outage's delete tries to delete"
+        return _Case(
+            {"down-del": old}, lambda s: s.delete("down-del"), {"down-del": (old, None)}, "down-del"
+        )
+    if op == "delete_many":
+        keys = ["down-many/0", "down-many/1"]
+        return _Case(
+            {k: k.encode() for k in keys},
+            lambda s: delete_many_of(s, keys),
+            {k: (k.encode(), None) for k in keys},
+            keys[0],
+        )
+    if op == "get":
+        return _Case(
+            {"down-get": b"the value of the outage's get"},
+            lambda s: s.get("down-get"),
+            {},
+            "down-get",
+        )
+    keys = [f"down-list/{i}" for i in range(3)]
+
+    async def first_page(s: Storage) -> list[str]:
+        return [k async for k in s.list("down-list/", limit=2)]
+
+    return _Case({k: k.encode() for k in keys}, first_page, {}, keys[0])
+
+
+class UnavailableTests(StorageFixtures):
+    """Each operation while the target's outage keeps the backend from answering."""
+
+    conformance_group: ClassVar[str | None] = "lifecycle"
+
+    async def _down(
+        self,
+        op: Operation,
+        storage: Storage,
+        outage: Outage | None,
+        target: Target | None,
+        location: str | None,
+    ) -> None:
+        __tracebackhide__ = True
+        if outage is not None and not outage.can_fail:
+            pytest.skip(f"the storage has {outage.name}: no {op} can find it down")
+        if outage is None or not outage.operations:
+            not_exercised(
+                f"the target supplies no outage, so no {op} ran while the backend was down: "
+                "give the Target one (Target(outage=...), see checkpointkit.conformance.outages)"
+            )
+        if not outage.fails(op):
+            pytest.skip(
+                f"{outage.name} fails only {', '.join(sorted(outage.operations))}, not {op}"
+            )
+        case = _case(op)
+        async with outage.client(target, storage, location) as client:
+            for key, value in {**_KEPT, **case.before}.items():
+                await client.put(key, value)
+            context = f"while the backend was down ({outage.name})"
+            async with outage.down(raw_storage(client)):
+                started = time.monotonic()
+                scope = asyncio.timeout(UNAVAILABLE_BOUND)
+                try:
+                    with backend_down():
+                        async with scope:
+                            answer = await case.start(client)
+                except StorageUnavailable as exc:
+                    error: StorageUnavailable = exc
+                except TimeoutError as exc:
+                    if not scope.expired():
+                        _wrong(op, case.key, exc, context)
+                    fail(
+                        f"a {op} must raise StorageUnavailable when its backend is down",
+                        key=case.key,
+                        expected=f"StorageUnavailable within {UNAVAILABLE_BOUND:g} s",
+                        observed=f"it had not returned after {UNAVAILABLE_BOUND:g} s ({context})",
+                        detail="An adapter bounds every call (a deadline over its retries), "
+                        "then raises StorageUnavailable",
+                    )
+                except Exception as exc:
+                    _wrong(op, case.key, exc, context)
+                else:
+                    fail(
+                        f"a {op} must raise StorageUnavailable when its backend is down",
+                        key=case.key,
+                        expected="StorageUnavailable",
+                        observed=f"it answered {describe(answer)} after "
+                        f"{time.monotonic() - started:.3f} s ({context}), as if the backend "
+                        "had been asked",
+                        detail="The backend could not be asked, so the answer was made up: an "
+                        "adapter that reads an error (a missing directory, a refused connection) "
+                        "as 'not there' or 'nothing listed' must raise StorageUnavailable instead",
+                    )
+                if error.__cause__ is None:
+                    fail(
+                        "StorageUnavailable must chain the backend's own error",
+                        key=case.key,
+                        expected="its __cause__ to be the backend's error",
+                        observed=f"{describe(error)} has no __cause__ ({context})",
+                        detail="Raise it with 'raise StorageUnavailable(...) from exc', so that "
+                        "the traceback shows what failed",
+                    )
+            # The backend is back: the same client answers, and nothing stored was lost.
+            after = f"a {op} that failed {context}"
+            await own_answer(client, "down-next", after)
+            for key, value in _KEPT.items():
+                await expect_value(
+                    client,
+                    key,
+                    value,
+                    promise="an outage must lose nothing that was stored",
+                    detail=f"after {after}",
+                )
+            for key, allowed in case.allowed.items():
+                got = await get_or_none(client, key)
+                seen = None if got is None else got.data
+                if seen not in allowed:
+                    fail(
+                        f"a {op} that failed must leave its key whole",
+                        key=key,
+                        expected=" or ".join(describe(a) for a in allowed),
+                        observed=f"it holds {describe(seen)} after {after}",
+                    )
+            if op == "get":
+                await expect_value(
+                    client,
+                    case.key,
+                    case.before[case.key],
+                    promise="an outage must lose nothing that was stored",
+                    detail=f"after {after}",
+                )
+            elif op == "list":
+                await expect_keys(
+                    client,
+                    sorted(case.before),
+                    prefix="down-list/",
+                    promise="once the backend is back, a listing must get its own answer",
+                )
+
+    @checks("error.unavailable")
+    async def test_put_while_the_backend_is_down_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._down("put", storage, backend_outage, storage_target, storage_location)
+
+    @checks("error.unavailable")
+    async def test_delete_while_the_backend_is_down_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._down("delete", storage, backend_outage, storage_target, storage_location)
+
+    @checks("error.unavailable")
+    async def test_delete_many_while_the_backend_is_down_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._down("delete_many", storage, backend_outage, storage_target, storage_location)
+
+    @checks("error.unavailable")
+    async def test_get_while_the_backend_is_down_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._down("get", storage, backend_outage, storage_target, storage_location)
+
+    @checks("error.unavailable")
+    async def test_list_page_while_the_backend_is_down_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        await self._down("list", storage, backend_outage, storage_target, storage_location)
+
+
+def _wrong(op: str, key: str, exc: BaseException, context: str) -> None:
+    __tracebackhide__ = True
+    fail(
+        f"a {op} must raise StorageUnavailable when its backend is down",
+        key=key,
+        expected="StorageUnavailable (or OutcomeUnknown) with the backend's error chained",
+        observed=f"it raised {type(exc).__module__}.{describe(exc)} ({context}), which a "
+        "caller cannot tell from a bug",
+        detail=_FIX,
+    )
