@@ -283,17 +283,18 @@ def _prefix_and_raw(storage: Any) -> tuple[str, Any]:
 
 
 def _probed(target: Target | None, storage: Any, client: Any) -> Any:
-    """``client`` recorded under the target's coverage, where ``storage`` is recorded."""
+    """``client`` recorded under the coverage of the probe that wraps ``storage``, if any."""
     from .coverage import CoverageProbe
 
-    if target is None or not isinstance(storage, CoverageProbe):
+    probe = storage
+    while not isinstance(probe, CoverageProbe) and hasattr(probe, "inner"):
+        probe = probe.inner
+    if target is None or not isinstance(probe, CoverageProbe):
         return client
-    snapshot = storage._rec.snapshot(storage._name)
+    snapshot = probe._rec.snapshot(probe._name)
     if snapshot is None:
         return client
-    return CoverageProbe(
-        client, storage._name, snapshot[0], holds_key=storage._holds, into=storage._rec
-    )
+    return CoverageProbe(client, probe._name, snapshot[0], holds_key=probe._holds, into=probe._rec)
 
 
 def default_outage(raw: Any) -> Outage | None:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from checkpointkit.adapters.file import FileStorage
-from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
+from checkpointkit.conformance import (
+    FileOutage,
+    StorageConformance,
+    StorageFixtures,
+    Target,
+    new_location,
+)
 
 MODEL_BUDGET = 3.0
 """Seconds of the model group per run here (the default, 12, is for users' runs)."""
@@ -23,7 +29,8 @@ class FileFixtures(StorageFixtures):
                 yield storage
             shutil.rmtree(root, ignore_errors=True)
 
-        return Target(file_storage, name="file", model_budget=MODEL_BUDGET)
+        # Each root is a directory of the test's own: the backend-down tests may move it away.
+        return Target(file_storage, name="file", model_budget=MODEL_BUDGET, outage=FileOutage())
 
 
 class TestFileConformance(FileFixtures, StorageConformance):

@@ -20,7 +20,7 @@ from typing import Any
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance import Target
 
-from . import adapters, kv_dict, kv_files, kv_plain, kv_sqlite, kv_threads, threaded
+from . import adapters, kv_dict, kv_files, kv_plain, kv_sqlite, kv_threads, netkv, threaded
 from .nonlinear import CheckThenWrite
 
 SETTLE = 0.3
@@ -833,6 +833,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_async_with_closes_the_storage",
         "close.context-manager",
     ),
+    Mutant(
+        "socket-errors-escape",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_get_while_the_backend_is_down_raises_storage_unavailable",
+        lambda: netkv.netkv_target(netkv.NetKVRawErrors, name="NetKVRawErrors"),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVRawErrors),
+    ),
     _m(
         "listing-pages-by-offset",
         kv_dict.PagesByOffset,
@@ -849,7 +858,6 @@ AWAITING: dict[str, str] = {}
 mutant waiting for one is checked once it exists (its test says so until then)."""
 
 UNPROVEN: dict[str, str] = {
-    "error.unavailable": "no test of the suite makes the backend fail",
     "runner.g1-snapshot": "kept by the runner (it encodes at completion), not by an adapter",
     "runner.g2-replay": "kept by the runner, not by an adapter",
     "runner.g4-cancel-prompt": "rests on cancel.prompt, proven by its own mutants",

@@ -243,6 +243,38 @@ class NetKVStaleReply(NetKVStorage):
         await asyncio.gather(exchange, return_exceptions=True)
 
 
+class NetKVRawErrors(NetKVStorage):
+    """Bug: lets the socket's own errors escape (ConnectionResetError, IncompleteReadError,
+    ConnectionRefusedError) instead of raising StorageUnavailable from them."""
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._conn is None:
+            self._conn = await asyncio.open_connection(self.host, self.port)
+        return self._conn
+
+    async def _call(self, op: str, **fields: Any) -> Any:
+        frame = _frame({"op": op, "ns": self.ns, **fields})
+        async with self._lock:
+            reader, writer = await self._connection()
+            exchange = asyncio.ensure_future(self._exchange(reader, writer, frame))
+            try:
+                reply = await asyncio.shield(exchange)
+            except asyncio.CancelledError:
+                await self._settle_cancelled(exchange)
+                raise
+            except BaseException:
+                await self._drop()  # a new connection next time, but the error goes up as is
+                raise
+        error = reply.get("error")
+        if error == "notfound":
+            raise NotFound(reply["message"])
+        if error == "precondition":
+            raise PreconditionFailed(reply["message"])
+        if error is not None:
+            raise StorageUnavailable(reply["message"])
+        return reply["value"]
+
+
 @contextmanager
 def netkv_target(
     client: type[NetKVStorage] = NetKVStorage, *, name: str = "netkv"
