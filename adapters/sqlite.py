@@ -445,6 +445,35 @@ class SQLiteStorage(StorageBase):
             raise NotFound(f"key {key!r} not found")
         return GetResult(row[1], str(row[0]))
 
+    async def check_integrity(self, *, limit: int = 100) -> list[str]:
+        """The problems ``PRAGMA integrity_check`` finds in the database file, [] if none.
+
+        It reads every page (seconds per GiB): B-trees, the key index against
+        the rows (an index entry damaged in place makes its key read as
+        missing, with no error on the read), free pages. A problem that stops
+        the check itself (a page that is not a page) is one line too. See
+        `checkpointkit.storage.IntegrityChecked`.
+
+        Args:
+            limit: the most problems to list.
+
+        Raises:
+            StorageClosed: the storage is closed.
+            StorageUnavailable: the database could not be opened at all.
+        """
+        self._check_open()
+
+        def check(conn: sqlite3.Connection) -> list[str]:
+            try:
+                rows = conn.execute(f"PRAGMA integrity_check({int(limit)})").fetchall()
+            except sqlite3.DatabaseError as exc:
+                code = getattr(exc, "sqlite_errorname", "") or "error"
+                return [f"the check itself stopped: {exc} ({code})"]
+            lines = [str(row[0]) for row in rows]
+            return [] if lines == ["ok"] else lines
+
+        return await self._read("check its integrity", check)
+
     async def _delete(self, key: str, if_match: str | None) -> bool:
         return bool(await self._write("delete", key, b"", if_match))
 

@@ -55,6 +55,7 @@ __all__ = [
     "Capabilities",
     "GetResult",
     "IfMatch",
+    "IntegrityChecked",
     "ListPage",
     "PutMode",
     "Storage",
@@ -217,6 +218,24 @@ class Storage(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class IntegrityChecked(Protocol):
+    """A storage whose backend can check its own structures, beyond what a read sees.
+
+    A damaged B-tree index can make a stored key read as missing without any
+    error; only a check of the structure itself finds it. ``checkpointkit
+    verify`` calls it where a storage has it (SQLite's ``PRAGMA integrity_check``).
+    """
+
+    async def check_integrity(self) -> list[str]:
+        """Every problem the backend finds in its own structures, one line each; [] if none.
+
+        Raises:
+            StorageUnavailable: the check could not run at all.
+        """
+        ...
 
 
 class ListPage(NamedTuple):

@@ -41,8 +41,9 @@ from .errors import (
     NotFound,
     OutcomeUnknown,
     PreconditionFailed,
+    StorageError,
 )
-from .storage import IfMatch, Storage
+from .storage import IfMatch, IntegrityChecked, Storage
 from .store import CheckpointStore
 
 __all__ = [
@@ -66,6 +67,8 @@ FindingKind = Literal[
     "orphan",
     "busy",
     "unknown",
+    "unreadable",
+    "storage",
 ]
 """What is wrong with a record (see `Finding`)."""
 
@@ -91,7 +94,9 @@ class Finding:
             names a missing one, or ``latest`` refuses it), ``"orphan"`` (an
             index entry without a run), ``"busy"`` (``rekey`` only: the record
             changed under every attempt), ``"unknown"`` (a key outside the
-            store's layout).
+            store's layout), ``"unreadable"`` (the storage failed to read the
+            record: a damaged page, say), ``"storage"`` (the backend's own check
+            of its structures found a problem: the key is empty).
         severity: ``"damage"`` (the record cannot be trusted or read) or
             ``"warning"`` (readable, but weaker than it should be, or an
             interrupted write).
@@ -353,6 +358,9 @@ async def verify(
                 data, _ = await storage.get(key)
             except NotFound:
                 data = None  # deleted while verify ran
+            except StorageError as exc:  # a damaged page: report it, read the others
+                data = None
+                add(Finding(key, "unreadable", "damage", f"cannot be read: {exc}"))
             if data is not None:
                 value = _open(the_codec, key, data, by_checksum, add)
                 if value is not _FAILED:
@@ -376,10 +384,32 @@ async def verify(
                 f"the index names run {run!r}, which has no records (deleted half-way?)",
             )
         )
+    findings += await _backend_check(storage)
     report.records = len(keys)
     report.runs = len(runs)
     report.findings = sorted(findings, key=lambda f: (f.key, f.kind))
     return report
+
+
+async def _backend_check(storage: Storage) -> list[Finding]:
+    """The backend's own check of its structures, where the storage has one.
+
+    A record read through a damaged index can come back as missing with no
+    error; only the backend's check (`IntegrityChecked`) sees that.
+    """
+    checked: Any = storage
+    while not isinstance(checked, IntegrityChecked) and hasattr(checked, "inner"):
+        checked = checked.inner
+    if not isinstance(checked, IntegrityChecked):
+        return []
+    try:
+        problems = await checked.check_integrity()
+    except StorageError as exc:
+        problems = [f"the check could not run: {exc}"]
+    return [
+        Finding("", "storage", "damage", f"the backend's integrity check: {line}")
+        for line in problems
+    ]
 
 
 class _Failed:
