@@ -169,15 +169,18 @@ class ProxyOutage(Outage):
 
 
 class SQLiteOutage(Outage):
-    """Another connection holds the database's write lock past the client's ``busy_timeout``.
+    """Another connection holds the database's write lock past the client's busy timeout.
 
-    The test's client is a second `SQLiteStorage` on the same file, under the
-    same key prefixes, that waits ``busy_timeout`` seconds (0.25 by default)
-    for the lock: held, its writes fail. Readers of a database in WAL mode never
-    wait for a writer, so reads do not fail.
+    For checkpointkit's own `SQLiteStorage`, the test's client is a second
+    storage on the same file, under the same key prefixes, that waits
+    ``busy_timeout`` seconds (0.25 by default) for the lock. Any other adapter
+    on a SQLite file (with a ``path`` attribute) is its own client: it must give
+    up within the suite's bound (30 s) and raise ``StorageUnavailable``, so
+    give its factory a short busy timeout. Readers of a database in WAL mode
+    never wait for a writer, so reads do not fail.
 
     Args:
-        busy_timeout: the client's ``busy_timeout``, in seconds.
+        busy_timeout: the second client's ``busy_timeout``, in seconds.
     """
 
     name = "a write lock held past busy_timeout by a second connection"
@@ -195,6 +198,9 @@ class SQLiteOutage(Outage):
         from .target import PrefixedStorage
 
         prefix, raw = _prefix_and_raw(storage)
+        if not isinstance(raw, SQLiteStorage):
+            yield storage  # another adapter: its own busy timeout applies
+            return
         second = SQLiteStorage(
             raw.path, busy_timeout=self.busy_timeout, create=False, fsync=raw.fsync
         )

@@ -7,7 +7,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from checkpointkit.conformance import StorageConformance, StorageFixtures, Target, new_location
+from checkpointkit.conformance import (
+    SQLiteOutage,
+    StorageConformance,
+    StorageFixtures,
+    Target,
+    new_location,
+)
 from checkpointkit.conformance.stalls import HeldLock
 from checkpointkit_sqlite import SQLiteStorage
 
@@ -17,11 +23,14 @@ class SQLiteFixtures(StorageFixtures):
     def storage_factory(self, tmp_path: Path) -> Target:
         async def sqlite_storage(*, location: str | None = None) -> AsyncIterator[SQLiteStorage]:
             path = tmp_path / f"{location or new_location()}.db"
-            async with SQLiteStorage(path) as storage:
+            # A short busy timeout: a write that finds the database locked by another
+            # connection gives up (StorageUnavailable) after 1 s, not 5.
+            async with SQLiteStorage(path, busy_timeout=1.0) as storage:
                 yield storage
             _remove(path)
 
-        return Target(sqlite_storage, name="sqlite")
+        # The outage: another connection holds the write lock past that busy timeout.
+        return Target(sqlite_storage, name="sqlite", outage=SQLiteOutage())
 
     @pytest.fixture
     def backend_stall(self, tmp_path: Path, storage_location: str) -> HeldLock:
