@@ -161,8 +161,6 @@ async def _check_row(storage: Storage, row: str, key: _Key, fallback: str) -> No
         )
 
 
-
-
 def _rows(conditional_put: bool, conditional_delete: bool) -> list[str]:
     rows = []
     for row in STATE_ROWS:
