@@ -143,10 +143,10 @@ class EcosystemReach:
         return ("state", "sizes", "lifecycle")
 
     def _states(self, method: str) -> tuple[str, ...]:
+        if method in ("adelete_for_runs", "delete_for_runs"):
+            return RUN_STATES
         if method in SAVER_SYNC:
             return SYNC_STATES
-        if method == "adelete_for_runs":
-            return RUN_STATES
         return tuple(
             s
             for s in STATES
