@@ -27,6 +27,7 @@ from typing import Any
 
 from ..report import Report
 from ..settings import NOT_EXERCISED
+from .coverage import EcosystemReach
 from .groups import ECOSYSTEM_GROUPS
 from .harness import RUNNER_FAILED
 from .known import ROWS, Row
@@ -78,6 +79,7 @@ def render_row(row: Row, report: Report) -> str:
     lines = [f"<!-- row: {row.id} -->", f'<a id="{row.id}"></a>', "", f"### {row.title}", ""]
     level = report.level if not report.errors else "none"
     lines.append(f"Level **{level}** ({report.level_reason}).")
+    lines += _coverage_lines(report)
     native = report.about.get("langgraph-checkpoint-conformance")
     if native:
         lines.append(f"langgraph-checkpoint-conformance: **{native.split(' ', 1)[0]}**.")
@@ -101,6 +103,33 @@ def render_row(row: Row, report: Report) -> str:
         lines += [f"- `{r.group}::{r.name}`: {_promise(r.reason)}." for r in runner]
     lines += ["<!-- /row -->", ""]
     return "\n".join(lines)
+
+
+def _coverage_lines(report: Report) -> list[str]:
+    """The row's coverage: the count, each cell not exercised, and what is unreachable."""
+    cov = report.coverage
+    if cov is None:
+        return []
+    done, total = cov.counts()
+    lines = [f"Coverage: **{done} of {total}** reachable cells exercised."]
+    if cov.missing:
+        cells = ", ".join(f"`{' / '.join(c)}`" for c in cov.missing)
+        lines.append(f"Not exercised: {cells}.")
+    reach = cov.reach
+    if isinstance(reach, EcosystemReach):
+        why = []
+        if reach.absent:
+            names = ", ".join(f"`{m}`" for m, _ in reach.absent)
+            why.append(f"{names} (not implemented by `{reach.kind}`)")
+        if not reach.reopens:
+            why.append("other instance, reopened (the factory takes no location)")
+        elif not reach.durable:
+            why.append("reopened (not durable)")
+        if not reach.holds:
+            why.append("cancelled while held (no hold)")
+        if why:
+            lines.append("Unreachable: " + "; ".join(why) + ".")
+    return lines
 
 
 def _rows(text: str) -> dict[str, str]:
@@ -133,8 +162,8 @@ def _summary(data: dict[str, dict[str, Any]]) -> str:
     """The table of every row's level, from the reports' JSON (`Report.to_dict`)."""
     versions = ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS)
     body = [f"Versions: {versions}; Python {sys.version.split()[0]}.", ""]
-    body += ["| row | level | failed | not exercised | runner failed |"]
-    body += ["| --- | --- | ---: | ---: | ---: |"]
+    body += ["| row | level | failed | not exercised | runner failed | coverage |"]
+    body += ["| --- | --- | ---: | ---: | ---: | ---: |"]
     for row in ROWS:
         d = data.get(row.id)
         if d is None:
@@ -147,7 +176,11 @@ def _summary(data: dict[str, dict[str, Any]]) -> str:
         runner = sum(
             1 for t in tests if t["outcome"] == "skipped" and t["reason"].startswith(RUNNER_FAILED)
         )
-        body.append(f"| [{row.title}](#{row.id}) | {d['level']} | {failed} | {gaps} | {runner} |")
+        cov = d.get("coverage") or {}
+        cells = f"{cov['exercised']} of {cov['reachable']}" if cov else "-"
+        body.append(
+            f"| [{row.title}](#{row.id}) | {d['level']} | {failed} | {gaps} | {runner} | {cells} |"
+        )
     return "\n".join(body) + "\n"
 
 
