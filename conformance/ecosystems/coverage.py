@@ -142,16 +142,20 @@ class EcosystemReach:
             return ("state", "namespaces", "listing", "sizes", "lifecycle")
         return ("state", "sizes", "lifecycle")
 
+    def _deletes(self) -> bool:
+        """Whether the instance can delete (a thread or a checkpoint)."""
+        return bool({"adelete_thread", "delete_thread", "delete"} & set(self.implemented))
+
     def _states(self, method: str) -> tuple[str, ...]:
         if method in ("adelete_for_runs", "delete_for_runs"):
             return RUN_STATES
-        if method in SAVER_SYNC:
-            return SYNC_STATES
+        states = SYNC_STATES if method in SAVER_SYNC else STATES
         return tuple(
             s
-            for s in STATES
+            for s in states
             if not (s == "other instance" and not self.reopens)
             and not (s == "reopened" and not (self.reopens and self.durable))
+            and not (s == "after delete" and not self._deletes())
         )
 
     def cells(self) -> list[Cell]:
@@ -184,6 +188,8 @@ class EcosystemReach:
     def unreachable(self) -> list[str]:
         """Why rows and columns are unreachable: absent methods, what the target lacks."""
         notes = [f"{m}: {why}" for m, why in self.absent]
+        if not self._deletes():
+            notes.append("after delete: the instance implements no delete")
         if not self.reopens:
             notes.append(
                 "other instance, reopened: the factory takes no location (no second instance "

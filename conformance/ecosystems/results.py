@@ -121,6 +121,8 @@ def _coverage_lines(report: Report) -> list[str]:
         if reach.absent:
             names = ", ".join(f"`{m}`" for m, _ in reach.absent)
             why.append(f"{names} (not implemented by `{reach.kind}`)")
+            if not {"adelete_thread", "delete_thread", "delete"} & set(reach.implemented):
+                why.append("after delete (no delete)")
         if not reach.reopens:
             why.append("other instance, reopened (the factory takes no location)")
         elif not reach.durable:

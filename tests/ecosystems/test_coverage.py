@@ -1,0 +1,131 @@
+"""Coverage of the ecosystem targets: the probes record the cells of a saver's or storage's
+methods, reachability follows what the instance implements and what the target offers, the
+sweeps exercise every reachable cell, and a gap keeps a target from the ``full`` level."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checkpointkit.conformance import run
+from checkpointkit.conformance.ecosystems.coverage import (
+    SAVER_ASYNC,
+    SAVER_SYNC,
+    EcosystemReach,
+    _saver_probe_class,
+    probe,
+)
+from checkpointkit.conformance.ecosystems.known import ROWS
+from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
+from langgraph.checkpoint.memory import InMemorySaver
+
+from . import broken
+
+SWEPT = (
+    "langgraph-inmemory",
+    "checkpointkit-saver-memory",
+    "agent-framework-inmemory",
+    "agent-framework-file",
+    "checkpointkit-storage-memory",
+    "langgraph-sqlite",
+)
+"""The in-process rows of the results page (no server)."""
+
+SLOW_HOLD = {"langgraph-sqlite"}
+"""Rows whose held calls end only at the backend's own timeout (SQLite's 5 s busy timeout):
+their held sweep runs in the results page's run, not here."""
+
+
+@pytest.mark.parametrize("row_id", SWEPT)
+async def test_sweeps_exercise_every_reachable_cell_of_a_built_in_target(
+    row_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHECKPOINTKIT_ECO_ROOT", str(tmp_path))
+    row = next(r for r in ROWS if r.id == row_id)
+    pattern = "sweep and not held" if row_id in SLOW_HOLD else "sweep"
+    with row.open() as target:
+        report = await run(target, pattern=pattern)
+    assert report.ok, report.summary()
+    assert report.coverage is not None
+    missing = report.coverage.missing
+    if row_id in SLOW_HOLD:
+        assert missing and {c[0] for c in missing} == {"lifecycle"}, missing
+    else:
+        assert missing == [], report.summary()
+    done, total = report.coverage.counts()
+    assert done == total - len(missing) and total > 20
+
+
+async def test_a_method_the_saver_does_not_implement_has_no_reachable_cell() -> None:
+    bad = await run(broken.target(broken.NoDeleteThreadSaver, "langgraph"), pattern="sweep")
+    good = await run(broken.target(broken.HeldSaver, "langgraph"), pattern="sweep")
+    assert bad.coverage is not None and good.coverage is not None
+    for method in ("adelete_thread", "delete_thread"):
+        assert not [c for c in bad.coverage.reachable if c[1] == method]
+        assert ("state", method, "existing") in good.coverage.reachable
+        assert ("state", method, "existing") in good.coverage.exercised
+        why = f"{method}: NoDeleteThreadSaver does not implement it"
+        assert any(n.startswith(why) for n in bad.coverage.reach.unreachable())
+        assert why in bad.summary()
+        assert why in json.dumps(bad.to_dict()["coverage"]["unreachable"])
+        assert why in bad.to_junit_xml() and why in bad.to_html()
+    assert not any("adelete_thread" in n for n in good.coverage.reach.unreachable())
+    # the rest of the bad saver's surface is still reachable, and exercised
+    assert ("state", "aput", "existing") in bad.coverage.exercised
+    assert bad.coverage.missing == [c for c in bad.coverage.missing if c[0] == "lifecycle"]
+
+
+async def test_a_run_without_a_sweep_shows_the_cells_not_exercised_and_is_not_full() -> None:
+    row = next(r for r in ROWS if r.id == "checkpointkit-storage-memory")
+    removed = "test_sweep_value_sizes"
+    with row.open() as target:
+        without = await run(target, pattern=f"not {removed}")
+        alone = await run(target, pattern=removed)
+    assert without.coverage is not None and alone.coverage is not None
+    assert not without.failures and not without.not_exercised, without.summary()
+    missing = without.coverage.missing
+    assert missing and {c[0] for c in missing} == {"sizes"}
+    assert without.level == "basic"
+    assert without.level_reason == f"{len(missing)} reachable coverage cell(s) not exercised"
+    assert "NOT EXERCISED cell sizes / 1 MiB / save" in without.summary()
+    assert "sizes / 1 MiB / save" in without.to_junit_xml()
+    # the removed sweep is what exercises those cells
+    assert set(missing) <= alone.coverage.exercised
+
+
+def test_a_savers_probe_is_detected_as_the_same_saver_by_langgraphs_suite() -> None:
+    saver = InMemorySaver()
+    probed = probe(
+        saver,
+        "langgraph",
+        "probe-detection",
+        location=None,
+        reopens=False,
+        durable=False,
+        holds=False,
+    )
+    assert DetectedCapabilities.from_instance(probed) == DetectedCapabilities.from_instance(saver)
+    assert probed.get_next_version(None, None).split(".")[0] == "0" * 31 + "1"
+    assert probed.storage is saver.storage  # the saver's own attributes
+    # its broken twin, a probe overriding every method, would make LangGraph's suite run
+    # the tests of capabilities the saver does not have (prune, copy_thread...)
+    everything = _saver_probe_class(InMemorySaver, (*SAVER_ASYNC, *SAVER_SYNC))
+    overriding = everything(saver, probed.__dict__["_ck"])
+    assert DetectedCapabilities.from_instance(overriding) != DetectedCapabilities.from_instance(
+        saver
+    )
+
+
+def test_reachability_follows_what_the_target_offers() -> None:
+    methods: Any = ("aput", "aget_tuple", "alist", "adelete_thread")
+    bare = EcosystemReach("langgraph", methods)
+    full = EcosystemReach("langgraph", methods, reopens=True, durable=True, holds=True)
+    columns = {c[2] for c in bare.cells()}
+    assert "other instance" not in columns and "reopened" not in columns
+    assert not [c for c in bare.cells() if c[0] == "lifecycle"]
+    assert ("state", "aput", "reopened") in full.cells()
+    assert ("lifecycle", "adelete_thread", "cancelled while held") in full.cells()
+    assert ("lifecycle", "aget_tuple", "cancelled while held") not in full.cells()  # a read
+    assert any("no hold" in n for n in bare.unreachable()) and not full.unreachable()
