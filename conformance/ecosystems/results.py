@@ -9,8 +9,9 @@ with the page instead of writing it (exit status 1 when they differ), which is
 how the test suite keeps the page from drifting.
 
 What the page shows is what does not change between two runs of the same
-code: per row the level, each group's counts, and each failed or runner-failed
-test with the promise it broke. The full reasons (ids, seconds) are in the
+code: per row the level, its coverage (cells exercised of those reachable, each one
+not exercised, and what is unreachable), each group's counts, and each failed or
+runner-failed test with the promise it broke. The full reasons (ids, seconds) are in the
 JSON file.
 """
 
