@@ -41,6 +41,7 @@ method the saver's class does not implement (LangGraph's base raises
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -433,8 +434,12 @@ def _saver_method(method: str) -> Any:
 
     def classify(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         calls = _SaverCalls(self._ck, sync)
-        bound = _SIGNATURES[name](*args, **kwargs)
-        return getattr(calls, name)(*bound)
+        try:
+            bound = _SIGNATURES[name](*args, **kwargs)
+            after = getattr(calls, name)(*bound)
+        except Exception:  # input the saver is to refuse: nothing to classify
+            return None
+        return _quiet(after)
 
     if method == "alist":
 
@@ -480,6 +485,18 @@ def _saver_method(method: str) -> Any:
 
     acall.__name__ = method
     return acall
+
+
+def _quiet(after: Any) -> Any:
+    """``after`` (what a call taught), never raising: the probe must not change an answer."""
+    if after is None:
+        return None
+
+    def learn(result: Any) -> None:
+        with contextlib.suppress(Exception):
+            after(result)
+
+    return learn
 
 
 def _sig_put(
@@ -611,9 +628,13 @@ class _StorageProbe:
 
     async def save(self, checkpoint: Any) -> Any:
         c = self._ck
-        cid, workflow = str(checkpoint.checkpoint_id), str(checkpoint.workflow_name)
+        try:
+            cid, workflow = str(checkpoint.checkpoint_id), str(checkpoint.workflow_name)
+            state = dict(checkpoint.state or {})
+        except Exception:  # not a checkpoint: the storage's to refuse
+            return await self._call("save", checkpoint)
         c.states("save", [cid])
-        c.sizes("save", (checkpoint.state or {}).values())
+        c.sizes("save", state.values())
         result = await self._call("save", checkpoint)
         c.wrote(cid)
         c.wrote(("workflow", workflow))
@@ -624,7 +645,9 @@ class _StorageProbe:
         c = self._ck
         c.states("load", [str(checkpoint_id)])
         result = await self._call("load", checkpoint_id)
-        c.sizes("load", (getattr(result, "state", None) or {}).values())
+        state = getattr(result, "state", None)
+        if isinstance(state, dict):
+            c.sizes("load", state.values())
         return result
 
     async def delete(self, checkpoint_id: Any) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_framework import InMemoryCheckpointStorage
 from checkpointkit.conformance import run
 from checkpointkit.conformance.ecosystems.coverage import (
     SAVER_ASYNC,
@@ -129,3 +130,34 @@ def test_reachability_follows_what_the_target_offers() -> None:
     assert ("lifecycle", "adelete_thread", "cancelled while held") in full.cells()
     assert ("lifecycle", "aget_tuple", "cancelled while held") not in full.cells()  # a read
     assert any("no hold" in n for n in bare.unreachable()) and not full.unreachable()
+
+
+async def test_a_probe_hands_bad_input_on_and_raises_what_the_instance_raises() -> None:
+    def probed(instance: Any, ecosystem: str) -> Any:
+        return probe(
+            instance,
+            ecosystem,
+            "probe-bad-input",
+            location=None,
+            reopens=False,
+            durable=False,
+            holds=False,
+        )
+
+    saver, storage = InMemorySaver(), InMemoryCheckpointStorage()
+    calls: list[tuple[Any, str, tuple[Any, ...], dict[str, Any]]] = [
+        (saver, "aput", ("not a config", {}, {}, {}), {}),
+        (saver, "aput_writes", ({"configurable": {}}, None, "task"), {}),
+        (saver, "aget_tuple", (), {"config": None, "extra": 1}),
+        (saver, "adelete_thread", (), {}),
+        (storage, "save", ("not a checkpoint",), {}),
+        (storage, "load", (None,), {}),
+    ]
+    for instance, method, args, kwargs in calls:
+        ecosystem = "langgraph" if instance is saver else "agent-framework"
+        errors = []
+        for target in (instance, probed(instance, ecosystem)):
+            with pytest.raises(Exception) as raised:  # noqa: PT011 - any error, the same one
+                await getattr(target, method)(*args, **kwargs)
+            errors.append((type(raised.value), str(raised.value)))
+        assert errors[0] == errors[1], method
