@@ -215,7 +215,9 @@ def implemented(
     ``BaseCheckpointSaver``'s (whose own raises ``NotImplementedError``), which
     is also how ``langgraph-checkpoint-conformance`` detects capabilities. An
     agent-framework method is implemented when it is there and is not the
-    ``CheckpointStorage`` protocol's empty body.
+    ``CheckpointStorage`` protocol's empty body. A method that the installed
+    version's ``BaseCheckpointSaver`` or ``CheckpointStorage`` does not define
+    (``aprune`` before LangGraph had it) is neither: it is not part of the API.
     """
     cls = type(instance)
     has: list[str] = []
@@ -224,7 +226,10 @@ def implemented(
         from langgraph.checkpoint.base import BaseCheckpointSaver
 
         for method in (*SAVER_ASYNC, *SAVER_SYNC):
-            if getattr(cls, method, None) is getattr(BaseCheckpointSaver, method):
+            base = getattr(BaseCheckpointSaver, method, None)
+            if base is None:  # not in the installed LangGraph's saver API
+                continue
+            if getattr(cls, method, None) is base:
                 absent.append(
                     (
                         method,
@@ -238,6 +243,8 @@ def implemented(
     from agent_framework import CheckpointStorage
 
     for method in STORAGE_METHODS:
+        if not hasattr(CheckpointStorage, method):  # not in the installed protocol
+            continue
         own = getattr(cls, method, None)
         if not callable(own):
             absent.append((method, f"{cls.__name__} has no {method}()"))

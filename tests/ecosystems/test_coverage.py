@@ -16,6 +16,7 @@ from checkpointkit.conformance.ecosystems.coverage import (
     SAVER_SYNC,
     EcosystemReach,
     _saver_probe_class,
+    implemented,
     probe,
 )
 from checkpointkit.conformance.ecosystems.known import ROWS
@@ -161,3 +162,19 @@ async def test_a_probe_hands_bad_input_on_and_raises_what_the_instance_raises() 
                 await getattr(target, method)(*args, **kwargs)
             errors.append((type(raised.value), str(raised.value)))
         assert errors[0] == errors[1], method
+
+
+def test_a_method_the_installed_langgraph_lacks_is_not_part_of_the_matrices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    has, absent = implemented(InMemorySaver(), "langgraph")
+    assert "aprune" in dict(absent) and "aput" in has
+    for method in ("aprune", "prune"):  # as in a LangGraph from before pruning
+        monkeypatch.delattr(BaseCheckpointSaver, method)
+    has, absent = implemented(InMemorySaver(), "langgraph")
+    assert "aprune" not in dict(absent) and "aprune" not in has and "aput" in has
+    reach = EcosystemReach("langgraph", has, absent)
+    assert not [c for c in reach.cells() if "prune" in c[1]]
+    assert not [n for n in reach.unreachable() if "prune" in n]
