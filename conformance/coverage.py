@@ -49,6 +49,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -167,11 +168,16 @@ class Surface(Protocol):
         ...
 
     def cells(self) -> list[Cell]:
-        """Every reachable cell, in report order."""
+        """Every cell the target makes reachable, in report order."""
         ...
 
-    def unreachable(self) -> list[str]:
-        """Why whole rows or columns are unreachable, one sentence each (may be empty)."""
+    def reachable(self, exercised: AbstractSet[Cell]) -> list[Cell]:
+        """The cells of `cells` that stay reachable given what the run observed
+        (``exercised`` holds the markers a probe records beside the cells)."""
+        ...
+
+    def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
+        """Why rows, columns or cells are unreachable, one sentence each (may be empty)."""
         ...
 
 
@@ -199,7 +205,11 @@ class Reach:
         """The storage protocol's matrices, in report order (`MATRICES`)."""
         return MATRICES
 
-    def unreachable(self) -> list[str]:
+    def reachable(self, exercised: AbstractSet[Cell]) -> list[Cell]:
+        """`cells`: what the run observed (waits) is weighed by `Coverage.reachable`."""
+        return self.cells()
+
+    def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
         """Nothing to say: what is unreachable follows from the capabilities shown beside."""
         return []
 
@@ -843,7 +853,7 @@ class Coverage:
         `measuring_waits`).
         """
         if not isinstance(self.reach, Reach):
-            return self.reach.cells()
+            return self.reach.reachable(self.exercised)
         idle = set(self.never_suspended)
         writes_wait = not {"put", "delete", "delete_many"} <= idle
         out = []
@@ -856,6 +866,11 @@ class Coverage:
                     continue
             out.append(cell)
         return out
+
+    @property
+    def unreachable(self) -> list[str]:
+        """Why rows, columns or cells are unreachable (the reach's sentences)."""
+        return self.reach.unreachable(self.exercised)
 
     @property
     def missing(self) -> list[Cell]:
@@ -881,7 +896,7 @@ class Coverage:
             "reachable": total,
             "not_exercised": [list(c) for c in self.missing],
             "never_suspended": self.never_suspended,
-            "unreachable": self.reach.unreachable(),
+            "unreachable": self.unreachable,
             "matrices": matrices,
         }
 
@@ -914,5 +929,5 @@ class Coverage:
                     for c in columns
                 )  # fmt: skip
                 lines.append(f"    {row:<{width}}  {marks}")
-        lines += [f"  unreachable: {note}" for note in self.reach.unreachable()]
+        lines += [f"  unreachable: {note}" for note in self.unreachable]
         return "\n".join(lines)

@@ -125,7 +125,7 @@ def _coverage(report: Report) -> str:
                 tds.append(f'<td class="{kind}" title="{html.escape(" / ".join(cell))}"></td>')
             body.append(f"<tr><th>{html.escape(row)}</th>{''.join(tds)}</tr>")
         out.append(f"<h3>{matrix}</h3><table><tr><th></th>{head}</tr>{''.join(body)}</table>")
-    notes = "".join(f"<li>{html.escape(note)}</li>" for note in cov.reach.unreachable())
+    notes = "".join(f"<li>{html.escape(note)}</li>" for note in cov.unreachable)
     if notes:
         out.append(f"<h3>Unreachable</h3><ul>{notes}</ul>")
     return "".join(out)

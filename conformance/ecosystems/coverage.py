@@ -28,7 +28,8 @@ cells of these matrices:
     a channel value, write or state value of 0 bytes, 1 KiB and 1 MiB put
     and read back.
 ``lifecycle`` (both)
-    each writing method cancelled while the backend is held.
+    each writing method cancelled while the backend is held; unreachable for
+    a method that returned while held (the target's hold does not hold it).
 
 A cell is reachable when the instance and the target make it possible: a
 method the saver's class does not implement (LangGraph's base raises
@@ -44,6 +45,7 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,9 +188,24 @@ class EcosystemReach:
                     out.append(("lifecycle", method, HELD))
         return out
 
-    def unreachable(self) -> list[str]:
+    def reachable(self, exercised: AbstractSet[Cell]) -> list[Cell]:
+        """`cells`, without the held cells of a method that the hold did not hold.
+
+        A writing method that returned while the backend was held (the
+        ``("held", method, "returned")`` marker) and was never cancelled while
+        held is not stopped by the target's hold (it holds other requests, or
+        the method needs no round trip): it cannot be in flight under it.
+        """
+        return [c for c in self.cells() if c not in _not_held(exercised)]
+
+    def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
         """Why rows and columns are unreachable: absent methods, what the target lacks."""
         notes = [f"{m}: {why}" for m, why in self.absent]
+        notes += [
+            f"{row} {HELD}: it returned while the backend was held (the target's hold does "
+            "not hold it)"
+            for _, row, _ in _not_held(exercised)
+        ]
         if not self._deletes():
             notes.append("after delete: the instance implements no delete")
         if not self.reopens:
@@ -204,6 +221,15 @@ class EcosystemReach:
                 "taking endpoint= with upstream= set)"
             )
         return notes
+
+
+def _not_held(exercised: AbstractSet[Cell]) -> list[Cell]:
+    """The held cells that the markers in ``exercised`` make unreachable."""
+    return [
+        ("lifecycle", row, HELD)
+        for kind, row, column in sorted(exercised)
+        if kind == "held" and column == "returned" and ("lifecycle", row, HELD) not in exercised
+    ]
 
 
 def implemented(
@@ -486,6 +512,8 @@ def _saver_method(method: str) -> Any:
             if held or c.held:
                 c.mark("lifecycle", method, HELD)
             raise
+        if held and c.held and method in SAVER_WRITES:
+            c.mark("held", method, "returned")
         if after is not None:
             after(result)
         return result
@@ -627,11 +655,14 @@ class _StorageProbe:
         c = self._ck
         held = c.held
         try:
-            return await getattr(self._inner, method)(*args, **kwargs)
+            result = await getattr(self._inner, method)(*args, **kwargs)
         except asyncio.CancelledError:
             if held or c.held:
                 c.mark("lifecycle", method, HELD)
             raise
+        if held and c.held and method in STORAGE_WRITES:
+            c.mark("held", method, "returned")
+        return result
 
     async def save(self, checkpoint: Any) -> Any:
         c = self._ck

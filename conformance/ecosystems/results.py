@@ -130,6 +130,10 @@ def _coverage_lines(report: Report) -> list[str]:
             why.append("reopened (not durable)")
         if not reach.holds:
             why.append("cancelled while held (no hold)")
+        free = [c[1] for c in reach.cells() if c not in cov.reachable]
+        if free:
+            names = ", ".join(f"`{m}`" for m in free)
+            why.append(f"{names} cancelled while held (the hold does not hold it)")
         if why:
             lines.append("Unreachable: " + "; ".join(why) + ".")
     return lines

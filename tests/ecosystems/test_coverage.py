@@ -76,7 +76,20 @@ async def test_a_method_the_saver_does_not_implement_has_no_reachable_cell() -> 
     assert not any("adelete_thread" in n for n in good.coverage.reach.unreachable())
     # the rest of the bad saver's surface is still reachable, and exercised
     assert ("state", "aput", "existing") in bad.coverage.exercised
-    assert bad.coverage.missing == [c for c in bad.coverage.missing if c[0] == "lifecycle"]
+    assert bad.coverage.missing == [] and good.coverage.missing == []
+
+
+async def test_a_write_the_hold_does_not_hold_cannot_be_cancelled_while_held() -> None:
+    # HeldSaver's hold stops aput and aput_writes; adelete_thread returns while held
+    report = await run(broken.target(broken.HeldSaver, "langgraph"), pattern="held")
+    assert report.coverage is not None
+    held = "cancelled while held"
+    assert ("lifecycle", "aput_writes", held) in report.coverage.exercised
+    assert ("lifecycle", "adelete_thread", held) in report.coverage.reach.cells()
+    assert ("lifecycle", "adelete_thread", held) not in report.coverage.reachable
+    assert not [c for c in report.coverage.missing if c[0] == "lifecycle"]
+    why = "adelete_thread cancelled while held: it returned while the backend was held"
+    assert any(n.startswith(why) for n in report.coverage.unreachable), report.summary()
 
 
 async def test_a_run_without_a_sweep_shows_the_cells_not_exercised_and_is_not_full() -> None:
