@@ -69,7 +69,7 @@ def _promise(reason: str) -> str:
     head = re.split(r": expected |; expected | \(key ", text, maxsplit=1)[0]
     if head.startswith("hygiene:"):
         head = "hygiene: " + re.sub(
-            r"'Task-\d+'|0x[0-9a-f]+|fd \d+", "…", head[8:].split(" - to fix")[0]
+            r"'Task-\d+'|0x[0-9a-f]+|fd \d+|:\d+\b", "…", head[8:].split(" - to fix")[0]
         )
     return head.strip().rstrip(".")
 
