@@ -49,10 +49,11 @@ import itertools
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 from ..errors import NotFound, PreconditionFailed
 from ..keys import MAX_KEY_BYTES
@@ -66,6 +67,7 @@ __all__ = [
     "CoverageProbe",
     "CoverageRecorder",
     "Reach",
+    "Surface",
     "active_recorder",
     "backend_down",
     "coverage",
@@ -159,9 +161,37 @@ def size_label(size: int) -> str:
     return f"{size} B"
 
 
+class Surface(Protocol):
+    """What makes the cells of some matrices reachable for one target.
+
+    `Reach` is the storage protocol's; the ecosystem suites have their own
+    (`checkpointkit.conformance.ecosystems.coverage`), over a LangGraph saver's
+    or an agent-framework storage's methods. `Coverage` and the report render
+    any of them.
+    """
+
+    @property
+    def matrices(self) -> tuple[str, ...]:
+        """The matrices, in report order."""
+        ...
+
+    def cells(self) -> list[Cell]:
+        """Every cell the target makes reachable, in report order."""
+        ...
+
+    def reachable(self, exercised: AbstractSet[Cell]) -> list[Cell]:
+        """The cells of `cells` that stay reachable given what the run observed
+        (``exercised`` holds the markers a probe records beside the cells)."""
+        ...
+
+    def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
+        """Why rows, columns or cells are unreachable, one sentence each (may be empty)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Reach:
-    """What makes cells reachable for one target.
+    """What makes cells of the storage protocol reachable for one target.
 
     Attributes:
         capabilities: what the adapter declared (or the target overrides).
@@ -182,6 +212,19 @@ class Reach:
     paging: bool = True
     deep_keys: bool = True
     down: tuple[str, ...] = OPS
+
+    @property
+    def matrices(self) -> tuple[str, ...]:
+        """The storage protocol's matrices, in report order (`MATRICES`)."""
+        return MATRICES
+
+    def reachable(self, exercised: AbstractSet[Cell]) -> list[Cell]:
+        """`cells`: what the run observed (waits) is weighed by `Coverage.reachable`."""
+        return self.cells()
+
+    def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
+        """Nothing to say: what is unreachable follows from the capabilities shown beside."""
+        return []
 
     def cells(self) -> list[Cell]:
         """Every reachable cell, in report order."""
@@ -248,7 +291,7 @@ class _Scope:
 
 @dataclass
 class _Target:
-    reach: Reach
+    reach: Surface
     cells: set[Cell] = field(default_factory=set)
 
 
@@ -273,7 +316,7 @@ class CoverageRecorder:
         with self._lock:
             return self._scopes.setdefault(location, _Scope())
 
-    def target(self, name: str, reach: Reach) -> None:
+    def target(self, name: str, reach: Surface) -> None:
         """Register ``name`` (once; a later registration keeps the cells)."""
         with self._lock:
             known = self._targets.get(name)
@@ -294,7 +337,7 @@ class CoverageRecorder:
         with self._lock:
             return sorted(self._targets)
 
-    def snapshot(self, name: str) -> tuple[Reach, set[Cell]] | None:
+    def snapshot(self, name: str) -> tuple[Surface, set[Cell]] | None:
         """What makes cells reachable for ``name``, and the cells exercised."""
         with self._lock:
             known = self._targets.get(name)
@@ -305,7 +348,7 @@ class CoverageRecorder:
         snapshot = self.snapshot(name)
         return None if snapshot is None else Coverage(*snapshot)
 
-    def merge(self, name: str, reach: Reach, cells: Iterable[Cell]) -> None:
+    def merge(self, name: str, reach: Surface, cells: Iterable[Cell]) -> None:
         """Add cells recorded elsewhere (another process of the same run)."""
         with self._lock:
             known = self._targets.setdefault(name, _Target(reach))
@@ -817,18 +860,21 @@ class Coverage:
     """The coverage of one run: which reachable cells were exercised.
 
     Attributes:
-        reach: what made cells reachable (capabilities, reopening, value cap).
+        reach: what made cells reachable: the storage protocol's `Reach`
+            (capabilities, reopening, value cap), or an ecosystem's `Surface`.
         exercised: every cell the run's calls fell in (unreachable ones included).
     """
 
-    reach: Reach
+    reach: Surface
     exercised: set[Cell]
 
     @property
     def never_suspended(self) -> list[str]:
         """The operations that answered without waiting at least once when the cancellation
         sweep started them (`measuring_waits`): only one that waits every time is sure to
-        be in flight."""
+        be in flight. Storage targets only (an ecosystem's surface has no such cells)."""
+        if not isinstance(self.reach, Reach):
+            return []
         waits = {c[1] for c in self.exercised if c[0] == "suspends" and c[2] == "yes"}
         at_once = {c[1] for c in self.exercised if c[0] == "suspends" and c[2] == "no"}
         return [op for op in OPS if op not in waits or op in at_once]
@@ -842,6 +888,8 @@ class Coverage:
         a write of its key is in flight. Those cells are unreachable (see
         `measuring_waits`).
         """
+        if not isinstance(self.reach, Reach):
+            return self.reach.reachable(self.exercised)
         idle = set(self.never_suspended)
         writes_wait = not {"put", "delete", "delete_many"} <= idle
         out = []
@@ -854,6 +902,11 @@ class Coverage:
                     continue
             out.append(cell)
         return out
+
+    @property
+    def unreachable(self) -> list[str]:
+        """Why rows, columns or cells are unreachable (the reach's sentences)."""
+        return self.reach.unreachable(self.exercised)
 
     @property
     def missing(self) -> list[Cell]:
@@ -879,6 +932,7 @@ class Coverage:
             "reachable": total,
             "not_exercised": [list(c) for c in self.missing],
             "never_suspended": self.never_suspended,
+            "unreachable": self.unreachable,
             "matrices": matrices,
         }
 
@@ -886,13 +940,13 @@ class Coverage:
         """The matrices as text grids: ``x`` exercised, ``.`` not exercised, blank unreachable."""
         reachable = self.reachable
         lines: list[str] = []
-        for matrix in MATRICES:
+        for matrix in self.reach.matrices:
             cells = [c for c in reachable if c[0] == matrix]
             if not cells:
                 continue
             rows = list(dict.fromkeys(c[1] for c in cells))
             columns = list(dict.fromkeys(c[2] for c in cells))
-            if matrix == "sizes":
+            if matrix == "sizes" and isinstance(self.reach, Reach):
                 missing = [f"{c[2]} {c[1]}" for c in cells if c not in self.exercised]
                 lines.append(
                     f"  sizes: put and get of {len(rows)} sizes from {rows[0]} to {rows[-1]}: "
@@ -911,4 +965,5 @@ class Coverage:
                     for c in columns
                 )  # fmt: skip
                 lines.append(f"    {row:<{width}}  {marks}")
+        lines += [f"  unreachable: {note}" for note in self.unreachable]
         return "\n".join(lines)

@@ -109,7 +109,7 @@ def _coverage(report: Report) -> str:
         '<span class="gap">&nbsp;not exercised&nbsp;</span> '
         '<span class="no">&nbsp;unreachable&nbsp;</span></p>'
     )
-    for matrix in ("state", "lifecycle", "sizes", "keys", "listing"):
+    for matrix in cov.reach.matrices:
         cells = [c for c in cov.reach.cells() if c[0] == matrix]
         if not cells:
             continue
@@ -125,6 +125,9 @@ def _coverage(report: Report) -> str:
                 tds.append(f'<td class="{kind}" title="{html.escape(" / ".join(cell))}"></td>')
             body.append(f"<tr><th>{html.escape(row)}</th>{''.join(tds)}</tr>")
         out.append(f"<h3>{matrix}</h3><table><tr><th></th>{head}</tr>{''.join(body)}</table>")
+    notes = "".join(f"<li>{html.escape(note)}</li>" for note in cov.unreachable)
+    if notes:
+        out.append(f"<h3>Unreachable</h3><ul>{notes}</ul>")
     return "".join(out)
 
 

@@ -342,6 +342,8 @@ class Report:
             ET.SubElement(props, "property", name="coverage_reachable", value=str(total))
             for cell in self.coverage.missing:
                 ET.SubElement(props, "property", name="not_exercised", value=" / ".join(cell))
+            for note in self.coverage.unreachable:
+                ET.SubElement(props, "property", name="unreachable", value=note)
         if self.errors:
             suite = ET.SubElement(
                 root,
@@ -399,6 +401,8 @@ class Report:
             lines.append(f"coverage: {done} of {total} reachable cells exercised")
             for cell in self.coverage.missing:
                 lines.append(f"  NOT EXERCISED cell {' / '.join(cell)}")
+            for note in self.coverage.unreachable:
+                lines.append(f"  unreachable: {note}")
         return "\n".join(lines)
 
     def coverage_text(self) -> str:

@@ -12,6 +12,10 @@ backend authors implement:
   `CheckpointStorageConformance`,
   ``checkpointkit conformance agent-framework:MODULE:ATTR``.
 
+Every instance the suite opens is a coverage probe
+(`checkpointkit.conformance.ecosystems.coverage`): the report shows which cells
+of the saver's or storage's methods the run exercised, as for a storage.
+
 The pytest plugin takes the same SPECs (``--checkpointkit-storage``), and
 `checkpointkit.conformance.run` too. This package imports nothing
 optional: the group modules import LangGraph or agent-framework.

@@ -31,6 +31,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 import pytest
@@ -987,6 +988,142 @@ class CheckpointStorageScenarioTests(CheckpointStorageFixtures):
         await self._judge(scenario, instance, second, style)
 
 
+# -- sweeps: every cell of the coverage matrices --------------------------------------------------
+_BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
+"""State values of the ``sizes`` matrix: 0 bytes, 1 KiB and 1 MiB."""
+
+
+def _with_id(workflow_name: str, checkpoint_id: str, state: dict[str, Any]) -> WorkflowCheckpoint:
+    cp = checkpoint(workflow_name, state)
+    cp.checkpoint_id = checkpoint_id
+    return cp
+
+
+async def _every_call(storage: Any, workflow: str, a: str, b: str) -> None:
+    """Each method once: reads of ``a`` and of ``workflow``, then a save of ``a`` and a
+    delete of ``b`` (``a``, ``b`` and the workflow in the same state). Checks what the
+    storage answers where agent-framework says what it must be."""
+    loaded = await load_or_none(storage, a)
+    ids = await storage.list_checkpoint_ids(workflow_name=workflow)
+    listed = [c.checkpoint_id for c in await storage.list_checkpoints(workflow_name=workflow)]
+    latest = await storage.get_latest(workflow_name=workflow)
+    if (
+        sorted(ids) != sorted(listed)
+        or (latest is None) != (not ids)
+        or (loaded is not None and a not in ids)
+    ):
+        fail(
+            "list_checkpoint_ids, list_checkpoints, get_latest and load agree",
+            expected="the same ids listed both ways, a latest one when any is listed, and a "
+            "loaded checkpoint among them",
+            observed=f"ids {sorted(ids)}, checkpoints {sorted(listed)}, latest "
+            f"{None if latest is None else latest.checkpoint_id}, loaded {loaded is not None}",
+        )
+    await storage.save(_with_id(workflow, a, {"v": "sweep"}))
+    got = await load_or_none(storage, a)
+    if got is None or got.state != {"v": "sweep"}:
+        fail("a saved checkpoint is loaded back", expected=a, observed="it is missing or differs")
+    existed = await load_or_none(storage, b) is not None
+    if await storage.delete(b) != existed:
+        fail(
+            "delete says whether the checkpoint existed",
+            expected=f"{existed}",
+            observed=f"{not existed}",
+        )
+
+
+class CheckpointStorageSweepTests(CheckpointStorageFixtures):
+    """Every method of the storage in every state that its coverage matrices have
+    (`checkpointkit.conformance.ecosystems.coverage`)."""
+
+    conformance_group: ClassVar[str | None] = "semantics"
+
+    async def test_sweep_every_call_in_every_state(self, instance: Any, name: str) -> None:
+        storage = instance
+        a, b = str(uuid.uuid4()), str(uuid.uuid4())
+        await _every_call(storage, name, a, b)  # missing; then a exists
+        await storage.save(_with_id(name, b, {"v": "b"}))
+        await _every_call(storage, name, a, b)  # existing; then b is deleted
+        await storage.delete(a)  # the workflow has no checkpoint left
+        await _every_call(storage, name, a, b)  # after delete
+        await storage.delete(a)
+
+    async def test_sweep_value_sizes(self, instance: Any, name: str) -> None:
+        cp = checkpoint(name, dict(_BIG))
+        await instance.save(cp)
+        got = await load_or_none(instance, cp.checkpoint_id)
+        for key, value in _BIG.items():
+            if got is None or got.state.get(key) != value:
+                fail(
+                    "state values of 0 bytes, 1 KiB and 1 MiB are loaded back whole",
+                    expected=f"{len(value)} bytes in {key!r}",
+                    observed="nothing" if got is None else f"{len(got.state.get(key) or '')}",
+                )
+
+    async def test_sweep_other_instance_and_reopened(
+        self, eco_target: EcosystemTarget, location: str | None, name: str
+    ) -> None:
+        need(
+            location is not None,
+            "the factory takes no location: no second instance on the same data",
+        )
+        ids = [str(uuid.uuid4()) for _ in range(4)]
+        async with eco_target.open(location=location) as storage:
+            for cid in ids[:2]:
+                await storage.save(_with_id(name, cid, {"v": cid}))
+            async with eco_target.open(location=location) as other:
+                await _every_call(other, name, *ids[:2])  # written through another instance
+            for cid in ids[2:]:
+                await storage.save(_with_id(f"{name}-r", cid, {"v": cid}))
+        if eco_target.durable:
+            async with eco_target.open(location=location) as reopened:
+                await _every_call(reopened, f"{name}-r", *ids[2:])
+
+
+class CheckpointStorageHeldSweepTests(CheckpointStorageFixtures):
+    """Every writing method, cancelled while the backend is held."""
+
+    conformance_group: ClassVar[str | None] = "cancellation"
+
+    async def test_sweep_every_write_cancelled_while_held(
+        self, eco_target: EcosystemTarget, location: str | None, name: str, cancel_bound: float
+    ) -> None:
+        need(eco_target.holds, no_hold_reason(eco_target))
+        existing = str(uuid.uuid4())
+        if location is not None:  # something for the delete to delete
+            async with eco_target.open(location=location) as setup:
+                await setup.save(_with_id(name, existing, {"v": "old"}))
+        late = []
+
+        def call(storage: Any, method: str) -> Coroutine[Any, Any, Any]:
+            if method == "save":
+                return storage.save(checkpoint(name, {"v": "held"}))  # type: ignore[no-any-return]
+            return storage.delete(existing)  # type: ignore[no-any-return]
+
+        for method in ("save", "delete"):
+            async with held(eco_target, location) as h:
+                assert h is not None
+                outcome = await cancel_while_held(
+                    partial(call, h.instance, method), wait=max(5.0, 10 * cancel_bound)
+                )
+                await h.release()
+                await finish(outcome.task)
+            if (
+                outcome.result.startswith("raised")
+                or outcome.result == "still running"
+                or (outcome.result == "cancelled" and outcome.seconds > cancel_bound)
+            ):
+                late.append(f"{method} {outcome.result} after {outcome.seconds:.2f} s")
+        if late:
+            fail(
+                "a cancelled call must raise CancelledError promptly while the backend is held",
+                expected=f"CancelledError within {cancel_bound:g} s from save and delete",
+                observed="; ".join(late),
+                detail="do not catch CancelledError (re-raise it after cleanup), and do not "
+                "wait for the backend inside a shield or a thread join",
+            )
+
+
 class CheckpointStorageConformance(
     CheckpointStorageSemanticsTests,
     CheckpointStorageCancellationTests,
@@ -995,5 +1132,7 @@ class CheckpointStorageConformance(
     CheckpointStorageDurabilityTests,
     CheckpointStorageHygieneTests,
     CheckpointStorageScenarioTests,
+    CheckpointStorageSweepTests,
+    CheckpointStorageHeldSweepTests,
 ):
     """Every group for an agent-framework storage; subclass it and override the factory."""

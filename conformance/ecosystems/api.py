@@ -17,6 +17,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from ..api import Progress, _Collector, _run_pytest
+from ..coverage import CoverageRecorder, recording
 from ..report import Report
 from ..settings import check_seconds
 from ..target import new_location
@@ -119,10 +120,12 @@ async def run_ecosystem(
         "ecosystem": f"{resolved.ecosystem} ({resolved.kind})",
         "versions": ", ".join(f"{d} {v}" for d, v in versions(resolved.ecosystem).items()),
     }
+    into = CoverageRecorder()
     try:
         try:
-            async with resolved.open(location=new_location() if resolved.reopens else None):
-                pass
+            with recording(into):
+                async with resolved.open(location=new_location() if resolved.reopens else None):
+                    pass
         except ConfigurationError:
             raise
         except Exception as exc:
@@ -131,11 +134,13 @@ async def run_ecosystem(
             )
             return report
         collector = _EcosystemCollector(resolved, selected, progress)
-        await asyncio.to_thread(
-            _run_pytest, collector, pattern, ecosystem_suite_path(resolved.ecosystem)
-        )
+        with recording(into):  # the thread below runs in a copy of this context
+            await asyncio.to_thread(
+                _run_pytest, collector, pattern, ecosystem_suite_path(resolved.ecosystem)
+            )
         report.results = collector.results
         report.errors.extend(collector.errors)
+        report.coverage = into.result(resolved.name)
         report.about.update(native_summary(report, resolved.ecosystem))
         return report
     finally:

@@ -30,6 +30,7 @@ from ..hygiene import HygieneError, hygiene
 from ..proxy import StallProxy
 from ..settings import NOT_EXERCISED
 from ..target import new_location
+from .coverage import set_held
 from .target import EcosystemTarget
 
 __all__ = [
@@ -169,20 +170,32 @@ async def held(target: EcosystemTarget, location: str | None) -> AsyncIterator[H
             async with target.open(location=location, endpoint=proxy.address) as instance:
                 await _warm(instance)
                 proxy.stall("both")
+                set_held(instance, True)
 
                 async def resume() -> None:
+                    set_held(instance, False)
                     proxy.resume()
 
                 try:
                     yield Held(instance, "the stalling TCP proxy", resume)
                 finally:
+                    set_held(instance, False)
                     proxy.resume()
         return
     if target.hold is not None:
         async with target.open(location=location) as instance, AsyncExitStack() as stack:
             await _warm(instance)
             await stack.enter_async_context(target.hold(location))
-            yield Held(instance, "the target's hold", stack.aclose)
+            set_held(instance, True)
+
+            async def release() -> None:
+                set_held(instance, False)
+                await stack.aclose()
+
+            try:
+                yield Held(instance, "the target's hold", release)
+            finally:
+                set_held(instance, False)
         return
     yield None
 

@@ -44,6 +44,7 @@ import operator
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Annotated, Any, ClassVar, TypedDict
 
 import pytest
@@ -932,6 +933,295 @@ class SaverScenarioTests(SaverFixtures):
         await self._judge(scenario, instance, second)
 
 
+# -- sweeps: every cell of the coverage matrices --------------------------------------------------
+_BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
+"""Channel values of the ``sizes`` matrix: 0 bytes, 1 KiB and 1 MiB."""
+
+
+async def _put_run(saver: Any, thread: str, run: str, values: dict[str, Any]) -> str:
+    """``aput`` a checkpoint whose metadata names the run ``run``; its id."""
+    checkpoint, versions = checkpoint_of(saver, values)
+    metadata = {"source": "loop", "step": 0, "run_id": run}
+    await saver.aput(config_of(thread), checkpoint, metadata, versions)
+    return checkpoint["id"]
+
+
+async def _every_call(saver: Any, has: set[str], a: str, b: str) -> None:
+    """Each async method once on threads ``a`` and ``b``, which are in the same state.
+
+    The calls that keep the state come first (reads, writes of another
+    checkpoint's pending writes, a copy, a prune that keeps the newest), then
+    ``aput`` on ``a`` and ``adelete_thread`` on ``b``. Checks what the saver
+    answers where LangGraph says what it must be.
+    """
+    ids = await _ids(saver, a)
+    known = ids[0] if ids else str(uuid6(clock_seq=-1))
+    got = await get(saver, a, known)
+    if ids and _id_of(got) != known:
+        fail(
+            "aget_tuple by id returns the checkpoint that alist listed",
+            expected=known,
+            observed=f"{_id_of(got)}",
+        )
+    latest = await get(saver, a)
+    if _id_of(latest) != (max(ids) if ids else None):
+        fail(
+            "aget_tuple without an id returns the newest checkpoint (None for an empty thread)",
+            expected=f"{max(ids) if ids else None}",
+            observed=f"{_id_of(latest)}",
+        )
+    if "aput_writes" in has:
+        await saver.aput_writes(config_of(a, known), [("ch", "sweep")], task_id="sweep")
+    if "acopy_thread" in has:
+        await saver.acopy_thread(a, f"{a}-copy-{uuid6().hex[:6]}")
+    if "aprune" in has:
+        await saver.aprune([a])
+    if "adelete_for_runs" in has:
+        await saver.adelete_for_runs([f"no-such-run-{uuid6().hex}"])
+    new = await put(saver, a, {"v": "sweep"})
+    if _id_of(await get(saver, a, new)) != new:
+        fail("a checkpoint put is read back by its id", expected=new, observed="it is missing")
+    if "adelete_thread" not in has:
+        return
+    await saver.adelete_thread(b)
+    if await get(saver, b) is not None:
+        fail(
+            "adelete_thread removes every checkpoint of the thread",
+            expected="None from aget_tuple",
+            observed="a checkpoint",
+        )
+
+
+def _every_sync_call(saver: Any, has: set[str], a: str, b: str) -> None:
+    """`_every_call` with the sync twins the saver implements (run in a worker thread)."""
+    ids = [_id_of(t) for t in saver.list(config_of(a))] if "list" in has else []
+    known = str(ids[0]) if ids else str(uuid6(clock_seq=-1))
+    if "get_tuple" in has:
+        saver.get_tuple(config_of(a, known))
+        saver.get_tuple(config_of(a))
+    if "put_writes" in has:
+        saver.put_writes(config_of(a, known), [("ch", "sweep")], task_id="sweep")
+    if "copy_thread" in has:
+        saver.copy_thread(a, f"{a}-copy-{uuid6().hex[:6]}")
+    if "prune" in has:
+        saver.prune([a])
+    if "delete_for_runs" in has:
+        saver.delete_for_runs([f"no-such-run-{uuid6().hex}"])
+    if "put" in has:
+        checkpoint, versions = checkpoint_of(saver, {"v": "sync"})
+        saver.put(config_of(a), checkpoint, {"source": "loop", "step": 0}, versions)
+    if "delete_thread" in has:
+        saver.delete_thread(b)
+
+
+class SaverSweepTests(SaverFixtures):
+    """Every method the saver implements, in every state and with every option that its
+    coverage matrices have (`checkpointkit.conformance.ecosystems.coverage`)."""
+
+    conformance_group: ClassVar[str | None] = "semantics"
+
+    async def test_sweep_every_call_in_every_thread_state(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str
+    ) -> None:
+        async with eco_target.open(location=location) as saver:
+            has = set(implemented_methods(saver))
+            a, b = f"{thread}-a", f"{thread}-b"
+            await _every_call(saver, has, a, b)  # missing; then a exists, b is deleted
+            await put(saver, b, {"v": "b"})  # aput after delete
+            await _every_call(saver, has, a, b)  # existing
+            if "adelete_thread" in has:
+                await saver.adelete_thread(a)
+                await _every_call(saver, has, a, b)  # after delete
+            if "adelete_for_runs" in has:
+                run = f"run-{uuid6().hex}"
+                kept = await put(saver, f"{thread}-kept", {"v": "kept"})
+                await _put_run(saver, f"{thread}-run", run, {"v": "run"})
+                await saver.adelete_for_runs([run])
+                if await get(saver, f"{thread}-run") is not None:
+                    fail(
+                        "adelete_for_runs removes the checkpoints of the runs it names",
+                        expected="none left on the run's thread",
+                        observed="a checkpoint",
+                    )
+                if _id_of(await get(saver, f"{thread}-kept")) != kept:
+                    fail(
+                        "adelete_for_runs keeps the checkpoints of other runs",
+                        expected=kept,
+                        observed="it is gone",
+                    )
+            sync = {m for m in has if not m.startswith("a")}
+            if sync:
+                c, d = f"{thread}-c", f"{thread}-d"
+                await asyncio.to_thread(_every_sync_call, saver, sync, c, d)  # missing
+                await asyncio.to_thread(_every_sync_call, saver, sync & {"put"}, d, d)
+                await asyncio.to_thread(_every_sync_call, saver, sync, c, d)  # existing
+                await asyncio.to_thread(_every_sync_call, saver, sync & {"delete_thread"}, c, c)
+                await asyncio.to_thread(_every_sync_call, saver, sync, c, d)  # after delete
+                if "delete_for_runs" in sync:
+                    run = f"run-{uuid6().hex}"
+                    await _put_run(saver, f"{thread}-sync-run", run, {"v": "run"})
+                    await asyncio.to_thread(saver.delete_for_runs, [run])
+
+    async def test_sweep_namespaces_listing_options_and_value_sizes(
+        self, instance: Any, thread: str
+    ) -> None:
+        saver = instance
+        first = await put(saver, thread, {"v": 0})
+        child = config_of(thread, ns="child")
+        checkpoint, versions = checkpoint_of(saver, {"v": "child"})
+        stored = await saver.aput(child, checkpoint, {"source": "loop", "step": 0}, versions)
+        await saver.aput_writes(stored, [("ch", "child")], task_id="t")
+        by_id = await saver.aget_tuple(config_of(thread, checkpoint["id"], ns="child"))
+        latest = await saver.aget_tuple(child)
+        listed = [t async for t in saver.alist(child)]
+        if (
+            _id_of(by_id) != checkpoint["id"]
+            or _id_of(latest) != checkpoint["id"]
+            or [_id_of(t) for t in listed] != [checkpoint["id"]]
+        ):
+            fail(
+                "a checkpoint in a child namespace is read and listed in that namespace",
+                expected=f"{checkpoint['id']} by id, as the latest and as the one listed",
+                observed=f"{_id_of(by_id)}, {_id_of(latest)}, {[_id_of(t) for t in listed]}",
+            )
+        second = await put(saver, thread, dict(_BIG), parent=first, step=1)
+        await saver.aput_writes(config_of(thread, second), list(_BIG.items()), task_id="big")
+        got = await get(saver, thread, second)
+        values = {} if got is None else got.checkpoint["channel_values"]
+        writes = _writes(got)
+        for name, value in _BIG.items():
+            if values.get(name) != value or writes.get(("big", name)) != value:
+                fail(
+                    "channel values and writes of 0 bytes, 1 KiB and 1 MiB are read back whole",
+                    expected=f"{len(value)} bytes in {name!r}",
+                    observed=f"{len(values.get(name) or '')} and "
+                    f"{len(writes.get(('big', name)) or '')} bytes",
+                )
+        newest = [_id_of(t) async for t in saver.alist(config_of(thread), limit=1)]
+        before = [
+            _id_of(t)
+            async for t in saver.alist(config_of(thread), before=config_of(thread, second))
+        ]
+        loop = [_id_of(t) async for t in saver.alist(config_of(thread), filter={"step": 1})]
+        async for _ in saver.alist(None, limit=1):
+            break
+        if newest != [second] or before != [first] or loop != [second]:
+            fail(
+                "alist's limit, before and filter select the checkpoints LangGraph says",
+                expected=f"limit=1: [{second}], before: [{first}], filter step=1: [{second}]",
+                observed=f"{newest}, {before}, {loop}",
+            )
+        sync = set(implemented_methods(saver)) & {"list"}
+        if sync:
+
+            def listing() -> None:
+                list(saver.list(None, limit=1))
+                list(saver.list(config_of(thread), filter={"step": 1}))
+                list(saver.list(config_of(thread), before=config_of(thread, second)))
+                list(saver.list(config_of(thread), limit=1))
+
+            await asyncio.to_thread(listing)
+
+    async def test_sweep_other_instance_and_reopened(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str
+    ) -> None:
+        need(
+            location is not None,
+            "the factory takes no location: no second instance on the same data",
+        )
+        a, b = f"{thread}-a", f"{thread}-b"
+        async with eco_target.open(location=location) as saver:
+            has = set(implemented_methods(saver))
+            for t in (a, b):
+                await put(saver, t, {"v": t})
+            async with eco_target.open(location=location) as other:
+                await _every_call(other, has, a, b)  # written through another open instance
+            for t in (f"{a}-r", f"{b}-r"):
+                await put(saver, t, {"v": t})
+        if eco_target.durable:
+            async with eco_target.open(location=location) as reopened:
+                await _every_call(reopened, has, f"{a}-r", f"{b}-r")
+
+
+def implemented_methods(saver: Any) -> tuple[str, ...]:
+    """The methods of ``saver``'s class that override ``BaseCheckpointSaver``'s."""
+    from .coverage import implemented
+
+    return implemented(saver, "langgraph")[0]
+
+
+class SaverHeldSweepTests(SaverFixtures):
+    """Every writing method, cancelled while the backend is held."""
+
+    conformance_group: ClassVar[str | None] = "cancellation"
+
+    async def test_sweep_every_write_cancelled_while_held(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str, cancel_bound: float
+    ) -> None:
+        need(eco_target.holds, no_hold_reason(eco_target))
+        async with eco_target.open(location=location) as probe:  # which methods it has
+            has = set(implemented_methods(probe))
+        late: list[str] = []
+        writes = [
+            m
+            for m in (
+                "aput",
+                "aput_writes",
+                "adelete_thread",
+                "adelete_for_runs",
+                "acopy_thread",
+                "aprune",
+            )
+            if m in has
+        ]
+        for method in writes:
+            t, run = f"{thread}-{method}", f"run-{uuid6().hex}"
+            ids = []
+            if location is not None:  # something for the call to write, delete or copy
+                async with eco_target.open(location=location) as setup:
+                    for i in range(2):
+                        ids.append(await _put_run(setup, t, run, {"v": i}))
+            known = ids[-1] if ids else str(uuid6(clock_seq=-1))
+
+            def call(
+                saver: Any, method: str = method, t: str = t, run: str = run, known: str = known
+            ) -> Any:
+                if method == "aput":
+                    checkpoint, versions = checkpoint_of(saver, {"v": "held"})
+                    return saver.aput(config_of(t), checkpoint, {"step": 9}, versions)
+                if method == "aput_writes":
+                    return saver.aput_writes(config_of(t, known), [("ch", "held")], task_id="h")
+                if method == "adelete_thread":
+                    return saver.adelete_thread(t)
+                if method == "adelete_for_runs":
+                    return saver.adelete_for_runs([run])
+                if method == "acopy_thread":
+                    return saver.acopy_thread(t, f"{t}-copy")
+                return saver.aprune([t])
+
+            async with held(eco_target, location) as h:
+                assert h is not None
+                outcome = await cancel_while_held(
+                    partial(call, h.instance), wait=max(5.0, 10 * cancel_bound)
+                )
+                await h.release()
+                await finish(outcome.task)
+            if (
+                outcome.result.startswith("raised")
+                or outcome.result == "still running"
+                or (outcome.result == "cancelled" and outcome.seconds > cancel_bound)
+            ):
+                late.append(f"{method} {outcome.result} after {outcome.seconds:.2f} s")
+        if late:
+            fail(
+                "a cancelled call must raise CancelledError promptly while the backend is held",
+                expected=f"CancelledError within {cancel_bound:g} s from every writing method",
+                observed="; ".join(late),
+                detail="do not catch CancelledError (re-raise it after cleanup), and do not "
+                "wait for the backend's reply inside a shield, a thread join or a cursor's close",
+            )
+
+
 class SaverConformance(
     SaverSemanticsTests,
     SaverCancellationTests,
@@ -940,5 +1230,7 @@ class SaverConformance(
     SaverDurabilityTests,
     SaverHygieneTests,
     SaverScenarioTests,
+    SaverSweepTests,
+    SaverHeldSweepTests,
 ):
     """Every group for a LangGraph saver; subclass it and override ``saver_factory``."""

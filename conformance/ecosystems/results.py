@@ -9,8 +9,9 @@ with the page instead of writing it (exit status 1 when they differ), which is
 how the test suite keeps the page from drifting.
 
 What the page shows is what does not change between two runs of the same
-code: per row the level, each group's counts, and each failed or runner-failed
-test with the promise it broke. The full reasons (ids, seconds) are in the
+code: per row the level, its coverage (cells exercised of those reachable, each one
+not exercised, and what is unreachable), each group's counts, and each failed or
+runner-failed test with the promise it broke. The full reasons (ids, seconds) are in the
 JSON file.
 """
 
@@ -27,6 +28,7 @@ from typing import Any
 
 from ..report import Report
 from ..settings import NOT_EXERCISED
+from .coverage import EcosystemReach
 from .groups import ECOSYSTEM_GROUPS
 from .harness import RUNNER_FAILED
 from .known import ROWS, Row
@@ -67,7 +69,7 @@ def _promise(reason: str) -> str:
     head = re.split(r": expected |; expected | \(key ", text, maxsplit=1)[0]
     if head.startswith("hygiene:"):
         head = "hygiene: " + re.sub(
-            r"'Task-\d+'|0x[0-9a-f]+|fd \d+", "…", head[8:].split(" - to fix")[0]
+            r"'Task-\d+'|0x[0-9a-f]+|fd \d+|:\d+\b", "…", head[8:].split(" - to fix")[0]
         )
     return head.strip().rstrip(".")
 
@@ -78,6 +80,7 @@ def render_row(row: Row, report: Report) -> str:
     lines = [f"<!-- row: {row.id} -->", f'<a id="{row.id}"></a>', "", f"### {row.title}", ""]
     level = report.level if not report.errors else "none"
     lines.append(f"Level **{level}** ({report.level_reason}).")
+    lines += _coverage_lines(report)
     native = report.about.get("langgraph-checkpoint-conformance")
     if native:
         lines.append(f"langgraph-checkpoint-conformance: **{native.split(' ', 1)[0]}**.")
@@ -101,6 +104,39 @@ def render_row(row: Row, report: Report) -> str:
         lines += [f"- `{r.group}::{r.name}`: {_promise(r.reason)}." for r in runner]
     lines += ["<!-- /row -->", ""]
     return "\n".join(lines)
+
+
+def _coverage_lines(report: Report) -> list[str]:
+    """The row's coverage: the count, each cell not exercised, and what is unreachable."""
+    cov = report.coverage
+    if cov is None:
+        return []
+    done, total = cov.counts()
+    lines = [f"Coverage: **{done} of {total}** reachable cells exercised."]
+    if cov.missing:
+        cells = ", ".join(f"`{' / '.join(c)}`" for c in cov.missing)
+        lines.append(f"Not exercised: {cells}.")
+    reach = cov.reach
+    if isinstance(reach, EcosystemReach):
+        why = []
+        if reach.absent:
+            names = ", ".join(f"`{m}`" for m, _ in reach.absent)
+            why.append(f"{names} (not implemented by `{reach.kind}`)")
+            if not {"adelete_thread", "delete_thread", "delete"} & set(reach.implemented):
+                why.append("after delete (no delete)")
+        if not reach.reopens:
+            why.append("other instance, reopened (the factory takes no location)")
+        elif not reach.durable:
+            why.append("reopened (not durable)")
+        if not reach.holds:
+            why.append("cancelled while held (no hold)")
+        free = [c[1] for c in reach.cells() if c not in cov.reachable]
+        if free:
+            names = ", ".join(f"`{m}`" for m in free)
+            why.append(f"{names} cancelled while held (the hold does not hold it)")
+        if why:
+            lines.append("Unreachable: " + "; ".join(why) + ".")
+    return lines
 
 
 def _rows(text: str) -> dict[str, str]:
@@ -133,8 +169,8 @@ def _summary(data: dict[str, dict[str, Any]]) -> str:
     """The table of every row's level, from the reports' JSON (`Report.to_dict`)."""
     versions = ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS)
     body = [f"Versions: {versions}; Python {sys.version.split()[0]}.", ""]
-    body += ["| row | level | failed | not exercised | runner failed |"]
-    body += ["| --- | --- | ---: | ---: | ---: |"]
+    body += ["| row | level | failed | not exercised | runner failed | coverage |"]
+    body += ["| --- | --- | ---: | ---: | ---: | ---: |"]
     for row in ROWS:
         d = data.get(row.id)
         if d is None:
@@ -147,7 +183,11 @@ def _summary(data: dict[str, dict[str, Any]]) -> str:
         runner = sum(
             1 for t in tests if t["outcome"] == "skipped" and t["reason"].startswith(RUNNER_FAILED)
         )
-        body.append(f"| [{row.title}](#{row.id}) | {d['level']} | {failed} | {gaps} | {runner} |")
+        cov = d.get("coverage") or {}
+        cells = f"{cov['exercised']} of {cov['reachable']}" if cov else "-"
+        body.append(
+            f"| [{row.title}](#{row.id}) | {d['level']} | {failed} | {gaps} | {runner} | {cells} |"
+        )
     return "\n".join(body) + "\n"
 
 

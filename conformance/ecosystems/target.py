@@ -31,6 +31,7 @@ from typing import Any, Literal, cast
 
 from ...errors import ConfigurationError
 from ..settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, check_seconds
+from .coverage import closed, probe
 
 __all__ = [
     "ECOSYSTEMS",
@@ -165,6 +166,10 @@ class EcosystemTarget:
     ) -> AsyncIterator[Any]:
         """Open one instance; close it on exit (``aclose``, ``close`` or its context).
 
+        The instance comes wrapped in a coverage probe (`coverage.probe`), which
+        delegates every call and records which cells of the target's matrices
+        it exercised.
+
         Args:
             location: open at this location (requires `reopens`).
             endpoint: connect through this address (requires `proxyable`).
@@ -188,10 +193,14 @@ class EcosystemTarget:
             if inspect.isawaitable(made):
                 made = await made
         if _is_instance(made, self.ecosystem):
+            probed = self._probe(made, location)
             try:
-                yield made
+                yield probed
             finally:
-                await _close(made)
+                try:
+                    await _close(made)
+                finally:
+                    closed(probed)
             return
         if not hasattr(made, "__aenter__"):
             raise TypeError(
@@ -205,7 +214,28 @@ class EcosystemTarget:
                     f"the factory of {self.name!r} gave {instance!r}, which is not {self.kind} "
                     f"(no {', '.join(missing)})"
                 )
-            yield instance
+            probed = self._probe(instance, location)
+            try:
+                yield probed
+            finally:
+                closed(probed)
+
+    @property
+    def holds(self) -> bool:
+        """The cancellation group can hold the backend (a hold, or the stalling proxy)."""
+        return self.hold is not None or self.proxyable
+
+    def _probe(self, instance: Any, location: str | None) -> Any:
+        """``instance`` in a coverage probe recording under this target's name."""
+        return probe(
+            instance,
+            self.ecosystem,
+            self.name,
+            location=location,
+            reopens=self.reopens,
+            durable=bool(self.durable),
+            holds=self.holds,
+        )
 
 
 async def _close(instance: Any) -> None:

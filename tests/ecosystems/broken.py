@@ -27,7 +27,7 @@ from agent_framework import (
 )
 from checkpointkit.conformance.ecosystems import EcosystemTarget
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import Checkpoint, CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 
 
@@ -100,6 +100,14 @@ class HeldSaver(InMemorySaver):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         await asyncio.sleep(0)
         return self.get_tuple(config)
+
+
+class NoDeleteThreadSaver(HeldSaver):
+    """Bug: neither adelete_thread nor delete_thread (BaseCheckpointSaver's raise
+    NotImplementedError), as in a saver whose author left them out."""
+
+    adelete_thread = BaseCheckpointSaver.adelete_thread
+    delete_thread = BaseCheckpointSaver.delete_thread
 
 
 class SwallowsCancelSaver(HeldSaver):

@@ -16,9 +16,7 @@ RESULTS = [sys.executable, "-m", "checkpointkit.conformance.ecosystems.results"]
 
 
 def _results(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*RESULTS, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+    return subprocess.run([*RESULTS, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def test_results_page_has_every_row() -> None:
@@ -35,11 +33,20 @@ def test_results_page_matches_the_quick_rows_run_now() -> None:
 def test_results_check_catches_a_page_that_drifted(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     text = PAGE.read_text()
-    row = re.search(
-        r"<!-- row: agent-framework-inmemory -->.*?<!-- /row -->", text, flags=re.S
-    )
+    row = re.search(r"<!-- row: agent-framework-inmemory -->.*?<!-- /row -->", text, flags=re.S)
     assert row is not None
-    page.write_text(text.replace(row.group(0), row.group(0).replace("| 6 |", "| 5 |", 1)))
+    drifted = re.sub(r"Coverage: \*\*\d+ of", "Coverage: **0 of", row.group(0))
+    assert drifted != row.group(0)
+    page.write_text(text.replace(row.group(0), drifted))
     done = _results("--rows", "agent-framework-inmemory", "--check", "--page", str(page))
     assert done.returncode == 1
     assert "agent-framework-inmemory differ from" in done.stderr
+
+
+def test_results_page_shows_every_reachable_cell_exercised_on_every_row() -> None:
+    rows = re.findall(r"<!-- row: (\S+) -->(.*?)<!-- /row -->", PAGE.read_text(), flags=re.S)
+    assert len(rows) == len(ROWS)
+    for row_id, body in rows:
+        shown = re.search(r"Coverage: \*\*(\d+) of (\d+)\*\* reachable cells exercised", body)
+        assert shown is not None, f"{row_id} shows no coverage"
+        assert shown[1] == shown[2] and "Not exercised:" not in body, f"{row_id}: {shown[0]}"

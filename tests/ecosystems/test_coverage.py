@@ -1,0 +1,193 @@
+"""Coverage of the ecosystem targets: the probes record the cells of a saver's or storage's
+methods, reachability follows what the instance implements and what the target offers, the
+sweeps exercise every reachable cell, and a gap keeps a target from the ``full`` level."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_framework import InMemoryCheckpointStorage
+from checkpointkit.conformance import run
+from checkpointkit.conformance.ecosystems.coverage import (
+    SAVER_ASYNC,
+    SAVER_SYNC,
+    EcosystemReach,
+    _saver_probe_class,
+    implemented,
+    probe,
+)
+from checkpointkit.conformance.ecosystems.known import ROWS
+from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
+from langgraph.checkpoint.memory import InMemorySaver
+
+from . import broken
+
+SWEPT = (
+    "langgraph-inmemory",
+    "checkpointkit-saver-memory",
+    "agent-framework-inmemory",
+    "agent-framework-file",
+    "checkpointkit-storage-memory",
+    "langgraph-sqlite",
+)
+"""The in-process rows of the results page (no server)."""
+
+SLOW_HOLD = {"langgraph-sqlite"}
+"""Rows whose held calls end only at the backend's own timeout (SQLite's 5 s busy timeout):
+their held sweep runs in the results page's run, not here."""
+
+
+@pytest.mark.parametrize("row_id", SWEPT)
+async def test_sweeps_exercise_every_reachable_cell_of_a_built_in_target(
+    row_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHECKPOINTKIT_ECO_ROOT", str(tmp_path))
+    row = next(r for r in ROWS if r.id == row_id)
+    pattern = "sweep and not held" if row_id in SLOW_HOLD else "sweep"
+    with row.open() as target:
+        report = await run(target, pattern=pattern)
+    assert report.ok, report.summary()
+    assert report.coverage is not None
+    missing = report.coverage.missing
+    if row_id in SLOW_HOLD:
+        assert missing and {c[0] for c in missing} == {"lifecycle"}, missing
+    else:
+        assert missing == [], report.summary()
+    done, total = report.coverage.counts()
+    assert done == total - len(missing) and total > 20
+
+
+async def test_a_method_the_saver_does_not_implement_has_no_reachable_cell() -> None:
+    bad = await run(broken.target(broken.NoDeleteThreadSaver, "langgraph"), pattern="sweep")
+    good = await run(broken.target(broken.HeldSaver, "langgraph"), pattern="sweep")
+    assert bad.coverage is not None and good.coverage is not None
+    for method in ("adelete_thread", "delete_thread"):
+        assert not [c for c in bad.coverage.reachable if c[1] == method]
+        assert ("state", method, "existing") in good.coverage.reachable
+        assert ("state", method, "existing") in good.coverage.exercised
+        why = f"{method}: NoDeleteThreadSaver does not implement it"
+        assert any(n.startswith(why) for n in bad.coverage.reach.unreachable())
+        assert why in bad.summary()
+        assert why in json.dumps(bad.to_dict()["coverage"]["unreachable"])
+        assert why in bad.to_junit_xml() and why in bad.to_html()
+    assert not any("adelete_thread" in n for n in good.coverage.reach.unreachable())
+    # the rest of the bad saver's surface is still reachable, and exercised
+    assert ("state", "aput", "existing") in bad.coverage.exercised
+    assert bad.coverage.missing == [] and good.coverage.missing == []
+
+
+async def test_a_write_the_hold_does_not_hold_cannot_be_cancelled_while_held() -> None:
+    # HeldSaver's hold stops aput and aput_writes; adelete_thread returns while held
+    report = await run(broken.target(broken.HeldSaver, "langgraph"), pattern="held")
+    assert report.coverage is not None
+    held = "cancelled while held"
+    assert ("lifecycle", "aput_writes", held) in report.coverage.exercised
+    assert ("lifecycle", "adelete_thread", held) in report.coverage.reach.cells()
+    assert ("lifecycle", "adelete_thread", held) not in report.coverage.reachable
+    assert not [c for c in report.coverage.missing if c[0] == "lifecycle"]
+    why = "adelete_thread cancelled while held: it returned while the backend was held"
+    assert any(n.startswith(why) for n in report.coverage.unreachable), report.summary()
+
+
+async def test_a_run_without_a_sweep_shows_the_cells_not_exercised_and_is_not_full() -> None:
+    row = next(r for r in ROWS if r.id == "checkpointkit-storage-memory")
+    removed = "test_sweep_value_sizes"
+    with row.open() as target:
+        without = await run(target, pattern=f"not {removed}")
+        alone = await run(target, pattern=removed)
+    assert without.coverage is not None and alone.coverage is not None
+    assert not without.failures and not without.not_exercised, without.summary()
+    missing = without.coverage.missing
+    assert missing and {c[0] for c in missing} == {"sizes"}
+    assert without.level == "basic"
+    assert without.level_reason == f"{len(missing)} reachable coverage cell(s) not exercised"
+    assert "NOT EXERCISED cell sizes / 1 MiB / save" in without.summary()
+    assert "sizes / 1 MiB / save" in without.to_junit_xml()
+    # the removed sweep is what exercises those cells
+    assert set(missing) <= alone.coverage.exercised
+
+
+def test_a_savers_probe_is_detected_as_the_same_saver_by_langgraphs_suite() -> None:
+    saver = InMemorySaver()
+    probed = probe(
+        saver,
+        "langgraph",
+        "probe-detection",
+        location=None,
+        reopens=False,
+        durable=False,
+        holds=False,
+    )
+    assert DetectedCapabilities.from_instance(probed) == DetectedCapabilities.from_instance(saver)
+    assert probed.get_next_version(None, None).split(".")[0] == "0" * 31 + "1"
+    assert probed.storage is saver.storage  # the saver's own attributes
+    # its broken twin, a probe overriding every method, would make LangGraph's suite run
+    # the tests of capabilities the saver does not have (prune, copy_thread...)
+    everything = _saver_probe_class(InMemorySaver, (*SAVER_ASYNC, *SAVER_SYNC))
+    overriding = everything(saver, probed.__dict__["_ck"])
+    assert DetectedCapabilities.from_instance(overriding) != DetectedCapabilities.from_instance(
+        saver
+    )
+
+
+def test_reachability_follows_what_the_target_offers() -> None:
+    methods: Any = ("aput", "aget_tuple", "alist", "adelete_thread")
+    bare = EcosystemReach("langgraph", methods)
+    full = EcosystemReach("langgraph", methods, reopens=True, durable=True, holds=True)
+    columns = {c[2] for c in bare.cells()}
+    assert "other instance" not in columns and "reopened" not in columns
+    assert not [c for c in bare.cells() if c[0] == "lifecycle"]
+    assert ("state", "aput", "reopened") in full.cells()
+    assert ("lifecycle", "adelete_thread", "cancelled while held") in full.cells()
+    assert ("lifecycle", "aget_tuple", "cancelled while held") not in full.cells()  # a read
+    assert any("no hold" in n for n in bare.unreachable()) and not full.unreachable()
+
+
+async def test_a_probe_hands_bad_input_on_and_raises_what_the_instance_raises() -> None:
+    def probed(instance: Any, ecosystem: str) -> Any:
+        return probe(
+            instance,
+            ecosystem,
+            "probe-bad-input",
+            location=None,
+            reopens=False,
+            durable=False,
+            holds=False,
+        )
+
+    saver, storage = InMemorySaver(), InMemoryCheckpointStorage()
+    calls: list[tuple[Any, str, tuple[Any, ...], dict[str, Any]]] = [
+        (saver, "aput", ("not a config", {}, {}, {}), {}),
+        (saver, "aput_writes", ({"configurable": {}}, None, "task"), {}),
+        (saver, "aget_tuple", (), {"config": None, "extra": 1}),
+        (saver, "adelete_thread", (), {}),
+        (storage, "save", ("not a checkpoint",), {}),
+        (storage, "load", (None,), {}),
+    ]
+    for instance, method, args, kwargs in calls:
+        ecosystem = "langgraph" if instance is saver else "agent-framework"
+        errors = []
+        for target in (instance, probed(instance, ecosystem)):
+            with pytest.raises(Exception) as raised:  # noqa: PT011 - any error, the same one
+                await getattr(target, method)(*args, **kwargs)
+            errors.append((type(raised.value), str(raised.value)))
+        assert errors[0] == errors[1], method
+
+
+def test_a_method_the_installed_langgraph_lacks_is_not_part_of_the_matrices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    has, absent = implemented(InMemorySaver(), "langgraph")
+    assert "aprune" in dict(absent) and "aput" in has
+    for method in ("aprune", "prune"):  # as in a LangGraph from before pruning
+        monkeypatch.delattr(BaseCheckpointSaver, method)
+    has, absent = implemented(InMemorySaver(), "langgraph")
+    assert "aprune" not in dict(absent) and "aprune" not in has and "aput" in has
+    reach = EcosystemReach("langgraph", has, absent)
+    assert not [c for c in reach.cells() if "prune" in c[1]]
+    assert not [n for n in reach.unreachable() if "prune" in n]
