@@ -254,13 +254,14 @@ async def resolve(
             ``kind`` to choose (the message says how to choose).
     """
     found: list[Target] = []
+    invalid: CheckpointkitError | None = None
     if kind in (None, "run"):
         try:
             exists = await run_exists(name)
-        except CheckpointkitError:  # not a valid run id: it may be a thread id
+        except CheckpointkitError as exc:  # not a valid run id: it may be a thread id
             if kind == "run":
                 raise
-            exists = False
+            exists, invalid = False, exc
         if exists:
             found.append(Target("run", name))
     holdings = await recognise(storage, namespace) if kind != "run" else Holdings()
@@ -275,6 +276,8 @@ async def resolve(
     if len(found) == 1:
         return found[0]
     if not found:
+        if invalid is not None and not holdings.integrations:
+            raise invalid
         if kind is not None:
             raise CheckpointkitError(
                 f"{KINDS[kind]} {name!r} not found under {_where(namespace)}"
