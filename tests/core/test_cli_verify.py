@@ -122,7 +122,14 @@ def test_verify_of_a_sound_store_exits_0_and_prints_one_json_document(tmp_path: 
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert set(doc) == {
-        "storage", "namespace", "ok", "records", "runs", "damaged", "warnings", "findings"
+        "storage",
+        "namespace",
+        "ok",
+        "records",
+        "runs",
+        "damaged",
+        "warnings",
+        "findings",
     }
     assert doc["ok"] is True and doc["runs"] == 2 and doc["records"] >= 8
     assert doc["storage"] == url
