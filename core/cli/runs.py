@@ -205,7 +205,7 @@ def _run_filters(args: argparse.Namespace) -> dict[str, Any]:
 
 @command(
     "runs",
-    help="List the runs in the storage, with their latest checkpoint.",
+    help="List the runs, LangGraph threads and agent-framework workflows in the storage.",
     arguments=_runs_arguments,
 )
 def runs_command(args: argparse.Namespace, out: Output) -> int:
@@ -436,7 +436,7 @@ async def _ls_run(store: CheckpointStore, run: str, limit: int) -> dict[str, Any
 
 @command(
     "ls",
-    help="List a run's checkpoints (newest first) and completed steps.",
+    help="List the checkpoints (newest first) of a run, a thread or a workflow.",
     arguments=_ls_arguments,
 )
 def ls_command(args: argparse.Namespace, out: Output) -> int:
@@ -577,7 +577,11 @@ def _show_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@command("show", help="Show one checkpoint of a run, decoded.", arguments=_show_arguments)
+@command(
+    "show",
+    help="Show one checkpoint of a run, a thread or a workflow, decoded.",
+    arguments=_show_arguments,
+)
 def show_command(args: argparse.Namespace, out: Output) -> int:
     """Show one checkpoint of a run, decoded (the latest unless CHECKPOINT is given).
 
@@ -745,7 +749,7 @@ def _rm_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command(
     "rm",
-    help="Delete a run: its input, step records, checkpoints and lease.",
+    help="Delete a run (input, steps, checkpoints, lease), a thread or a workflow.",
     arguments=_rm_arguments,
 )
 def rm_command(args: argparse.Namespace, out: Output) -> int:
@@ -841,7 +845,7 @@ _PRUNE_CONCURRENCY = 16
 
 @command(
     "prune",
-    help="Delete old checkpoints: all but the newest N of a run, or those older than an age.",
+    help="Delete old checkpoints: all but the newest N of a run, thread or workflow; or by age.",
     arguments=_prune_arguments,
 )
 def prune_command(args: argparse.Namespace, out: Output) -> int:

@@ -215,7 +215,7 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command(
     "verify",
-    help="Check every record of a store: integrity, binding to its key, encryption.",
+    help="Check every record of a store (runs, threads, workflows): integrity, references.",
     arguments=_verify_arguments,
 )
 def verify_command(args: argparse.Namespace, out: Output) -> int:
