@@ -11,20 +11,27 @@ goes through `checkpointkit.cli.invoke`; every bad input must change nothing sto
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
+import operator
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from checkpointkit import open_storage
 from checkpointkit.cli import invoke
+from checkpointkit.envelope import seal
 from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
-from checkpointkit.integrations.langgraph import CheckpointkitSaver
+from checkpointkit.integrations.langgraph import CODEC_LANGGRAPH_HEAD, CheckpointkitSaver
 from checkpointkit.store import CheckpointStore
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.types import Command
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 
 from .test_agent_framework import CALLS, pipeline
 from .test_langgraph_saver import BIG, build_graph
@@ -452,3 +459,169 @@ def test_verify_names_a_damaged_workflow_checkpoint_and_warns_of_a_stale_marker(
     assert (marker, "orphan", "warning") in findings
     listed = cli("ls", "pipeline", "-s", url, "--json")
     assert listed.exit_code == 1 and "error" in listed.json()["checkpoints"][0]
+
+
+# -- namespaces, heads, encryption, a base install ----------------------------------------------
+class Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def _graph_with_a_subgraph() -> StateGraph[Log]:
+    """An outer graph whose node is a subgraph that asks a human: checkpoints in two namespaces."""
+
+    def first(state: Log) -> Log:
+        return {"log": ["a"]}
+
+    def ask(state: Log) -> Log:
+        return {"log": [f"b:{interrupt('ok?')}"]}
+
+    inner = StateGraph(Log)
+    inner.add_node("first", first)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "first")
+    inner.add_edge("first", "ask")
+    inner.add_edge("ask", END)
+    outer = StateGraph(Log)
+    outer.add_node("child", inner.compile())
+    outer.add_edge(START, "child")
+    outer.add_edge("child", END)
+    return outer
+
+
+def test_prune_keeps_the_newest_checkpoints_of_each_namespace_of_a_thread(tmp_path: Path) -> None:
+    url = (tmp_path / "store").as_uri()
+    config: Any = {"configurable": {"thread_id": "nested"}}
+
+    async def start() -> None:
+        async with CheckpointkitSaver.from_url(url) as saver:
+            await _graph_with_a_subgraph().compile(checkpointer=saver).ainvoke({"log": []}, config)
+
+    asyncio.run(start())
+    (thread,) = cli("runs", "-s", url, "--json").json()["threads"]
+    assert len(thread["namespaces"]) == 2 and thread["namespaces"][0] == ""
+    child = thread["namespaces"][1]
+    assert child.startswith("child:")
+    listed = cli("ls", "nested", "-s", url, "--json").json()["checkpoints"]
+    per_ns = {ns: [c for c in listed if c["checkpoint_ns"] == ns] for ns in thread["namespaces"]}
+    assert all(len(entries) >= 2 for entries in per_ns.values())
+
+    pruned = cli("prune", "nested", "--keep", "1", "--yes", "-s", url, "--json").json()
+    assert sorted(pruned["checkpoints"]) == sorted(
+        c["checkpoint_id"] for entries in per_ns.values() for c in entries[1:]
+    )
+    left = cli("ls", "nested", "-s", url, "--json").json()["checkpoints"]
+    assert sorted((c["checkpoint_ns"], c["checkpoint_id"]) for c in left) == sorted(
+        (ns, entries[0]["checkpoint_id"]) for ns, entries in per_ns.items()
+    )
+    assert cli("verify", url, "--json").json()["findings"] == []
+
+    async def resume() -> Log:
+        async with CheckpointkitSaver.from_url(url) as saver:
+            graph = _graph_with_a_subgraph().compile(checkpointer=saver)
+            return await graph.ainvoke(Command(resume="yes"), config)  # type: ignore[return-value]
+
+    assert asyncio.run(resume())["log"] == ["a", "b:yes"]
+
+
+@pytest.mark.parametrize(("scheme", "severity"), [("file", "damage"), ("sqlite", "warning")])
+def test_a_head_behind_the_newest_checkpoint_is_damage_where_readers_use_heads(
+    scheme: str, severity: str, tmp_path: Path
+) -> None:
+    url = (tmp_path / "t").as_uri() if scheme == "file" else f"sqlite:///{tmp_path / 't.db'}"
+    source = _migrate(tmp_path, url)
+    older = _ids(source["done"])[2]
+    key = "langgraph/h/_done/_"
+
+    async def roll_back() -> None:
+        async with open_storage(url) as storage:
+            await storage.put(key, seal(older.encode(), codec_tag=CODEC_LANGGRAPH_HEAD, key=key))
+
+    asyncio.run(roll_back())
+    result = cli("verify", url, "--json")
+    (finding,) = result.json()["findings"]
+    assert finding["key"] == key and finding["kind"] == "head"
+    assert finding["severity"] == severity and older in finding["message"]
+    assert result.exit_code == (1 if severity == "damage" else 0)
+
+
+def test_verify_reads_encrypted_langgraph_records_with_the_keys_file(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography")
+    from checkpointkit.crypto import Encryption
+
+    key = bytes(range(32))
+    url = f"sqlite:///{tmp_path / 'secret.db'}"
+
+    async def run() -> None:
+        async with CheckpointkitSaver.from_url(
+            url, encryption=Encryption({"k1": key}, active="k1")
+        ) as saver:
+            graph = build_graph([]).compile(checkpointer=saver)
+            await graph.ainvoke({"topic": "x", "log": []}, {"configurable": {"thread_id": "s"}})
+
+    asyncio.run(run())
+    blind = cli("verify", url, "--json")
+    assert blind.exit_code == 1
+    kinds = {f["kind"] for f in blind.json()["findings"]}
+    assert kinds == {"undecryptable"}  # every record but the heads (kept in clear)
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"active": "k1", "keys": {"k1": base64.b64encode(key).decode()}}))
+    seen = cli("verify", url, "--keys", str(keys), "--json")
+    assert seen.exit_code == 0 and seen.json()["findings"] == [] and seen.json()["threads"] == 1
+    listed = cli("ls", "s", "-s", url, "--json")  # no keys here: listed, each with its error
+    assert listed.exit_code == 1 and all("error" in c for c in listed.json()["checkpoints"])
+
+
+BLOCKED = """
+import sys
+
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("langgraph", "langchain_core", "agent_framework"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+from checkpointkit.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["runs"], ["ls", "done"], ["show", "paused"], ["verify"], ["prune", "done", "--keep", "1"]],
+)
+def test_the_commands_read_integration_data_without_langgraph_or_agent_framework(
+    tmp_path: Path, command: list[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    _migrate(tmp_path, url)
+    args = [*command, url] if command == ["verify"] else [*command, "-s", url]
+    if command[0] == "prune":
+        args += ["--dry-run"]
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCKED, *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "100"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc.get("threads") or doc.get("kind") == "thread", doc
+
+
+def test_runs_marks_a_thread_whose_newest_checkpoint_is_damaged_and_exits_1(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    source = _migrate(tmp_path, url)
+    flip_a_byte(url, _checkpoint_key(url, "paused", 0))
+    result = cli("runs", "-s", url, "--json")
+    assert result.exit_code == 1
+    threads = {t["thread_id"]: t for t in result.json()["threads"]}
+    assert "corrupted" in threads["paused"]["error"] and "error" not in threads["done"]
+    assert threads["paused"]["checkpoint_id"] == _ids(source["paused"])[0]
+    text = cli("runs", "-s", url)
+    assert text.exit_code == 1 and "damaged, see below" in text.stdout
+    assert "error: LangGraph thread paused is damaged: " in text.stderr
