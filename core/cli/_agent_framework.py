@@ -9,12 +9,10 @@ as ``{"$pickled": "module:qualname", "bytes": N}``; nothing is unpickled.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from .. import reconcile
 from ..crypto import Encryption
@@ -28,14 +26,12 @@ from ..integrations._agent_framework_layout import (
 )
 from ..storage import IfMatch, Storage
 from ..verify import Finding
-from ._langgraph import _damage_of, _finding, _unknown
+from ._findings import damage_of, finding, gather, unknown_key
 
 __all__ = ["AgentFrameworkData", "WorkflowPrunePlan", "readable"]
 
-_CONCURRENCY = 16
 _PICKLED = "__pickled__"
 _TYPE = "__type__"
-T = TypeVar("T")
 
 
 def readable(value: Any) -> Any:
@@ -43,7 +39,10 @@ def readable(value: Any) -> Any:
     if isinstance(value, dict):
         if _PICKLED in value and _TYPE in value:
             data = value[_PICKLED]
-            size = len(base64.b64decode(data)) if isinstance(data, str) else None
+            try:
+                size: int | None = len(base64.b64decode(data, validate=True))
+            except (TypeError, ValueError):  # not base64: agent-framework would refuse it too
+                size = None
             return {"$pickled": value[_TYPE], "bytes": size}
         return {k: readable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -53,22 +52,6 @@ def readable(value: Any) -> Any:
 
 def _iso(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat()
-
-
-async def _gather(items: Iterable[T], work: Callable[[T], Awaitable[Any]]) -> list[Any]:
-    gate = asyncio.Semaphore(_CONCURRENCY)
-
-    async def one(item: T) -> Any:
-        async with gate:
-            return await work(item)
-
-    tasks = [asyncio.ensure_future(one(item)) for item in items]
-    try:
-        return list(await asyncio.gather(*tasks))
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass(slots=True)
@@ -199,7 +182,7 @@ class AgentFrameworkData:
             "kind": "workflow",
             "prefix": self.prefix,
             "workflow": workflow,
-            "checkpoints": await _gather(markers, entry),
+            "checkpoints": await gather(markers, entry),
         }
 
     async def show(self, workflow: str, checkpoint_id: str | None) -> dict[str, Any]:
@@ -272,7 +255,7 @@ class AgentFrameworkData:
             try:
                 name = lay.workflow_of(key)
             except ValueError:
-                findings.append(_unknown(key, "an agent-framework marker key"))
+                findings.append(unknown_key(key, "an agent-framework marker key"))
                 continue
             markers.setdefault(name, []).append(key)
             marker_set.add(key)
@@ -284,7 +267,7 @@ class AgentFrameworkData:
             try:
                 cid = lay.checkpoint_id_of(key)
             except ValueError:
-                findings.append(_unknown(key, "an agent-framework checkpoint key"))
+                findings.append(unknown_key(key, "an agent-framework checkpoint key"))
                 return
             data = await self._get(key)
             if data is None:
@@ -293,11 +276,11 @@ class AgentFrameworkData:
             try:
                 encoded = self._decode(key, data)
             except (CheckpointkitError, ValueError) as exc:
-                findings.append(_damage_of(key, exc))
+                findings.append(damage_of(key, exc))
                 return
             if encoded.get("checkpoint_id") != cid:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "mismatch",
                         "damage",
@@ -309,7 +292,7 @@ class AgentFrameworkData:
             marker = self._marker_of(encoded, cid)
             if marker is None:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "undecodable",
                         "damage",
@@ -321,7 +304,7 @@ class AgentFrameworkData:
             loaded[cid] = encoded
             if marker not in marker_set:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "orphan",
                         "warning",
@@ -331,7 +314,7 @@ class AgentFrameworkData:
                     )
                 )
 
-        await _gather(cp_keys, check_checkpoint)
+        await gather(cp_keys, check_checkpoint)
         for cid, encoded in sorted(loaded.items()):
             previous = encoded.get("previous_checkpoint_id")
             if not isinstance(previous, str) or previous in loaded:
@@ -344,7 +327,7 @@ class AgentFrameworkData:
             ]
             if older:
                 findings.append(
-                    _finding(
+                    finding(
                         lay.checkpoint_key(cid),
                         "orphan",
                         "warning",
@@ -362,7 +345,7 @@ class AgentFrameworkData:
                     if found is None and await self._get(lay.checkpoint_key(cid)) is not None:
                         continue  # its checkpoint is damaged: reported above
                     findings.append(
-                        _finding(
+                        finding(
                             marker,
                             "orphan",
                             "warning",
@@ -373,9 +356,9 @@ class AgentFrameworkData:
                     )
         for key in await self._keys(lay.heads):
             records += 1
-            finding = await self._check_head(key, markers, heads_matter)
-            if finding is not None:
-                findings.append(finding)
+            found_head = await self._check_head(key, markers, heads_matter)
+            if found_head is not None:
+                findings.append(found_head)
         return records, len(markers), findings
 
     async def _check_head(
@@ -384,7 +367,7 @@ class AgentFrameworkData:
         lay = self.layout
         rest = key[len(lay.heads) :]
         if not rest.startswith("_") or "/" in rest:
-            return _unknown(key, "an agent-framework head key")
+            return unknown_key(key, "an agent-framework head key")
         from urllib.parse import unquote
 
         name = unquote(rest[1:])
@@ -400,10 +383,10 @@ class AgentFrameworkData:
                 )
             named = payload.decode()
         except (CheckpointkitError, ValueError) as exc:
-            return _damage_of(key, exc)
+            return damage_of(key, exc)
         names = [m[m.rfind("/") + 1 :] for m in markers.get(name, [])]
         if named not in names:
-            return _finding(
+            return finding(
                 key,
                 "head",
                 "warning",
@@ -411,7 +394,7 @@ class AgentFrameworkData:
                 "is not stored (a save that failed half-way; readers list instead)",
             )
         if names and named > names[0]:
-            return _finding(
+            return finding(
                 key,
                 "head",
                 "damage" if heads_matter else "warning",
@@ -442,7 +425,7 @@ class AgentFrameworkData:
         doomed = markers[keep:]
         if markers[:keep]:
             plan.newest = markers[0][markers[0].rfind("/") + 1 :]
-        owned = await _gather(doomed, self._owned)
+        owned = await gather(doomed, self._owned)
         plan.checkpoints = [self.layout.marker_id(m) for m in doomed]
         plan.keys = list(doomed) + [
             self.layout.checkpoint_key(self.layout.marker_id(m))
@@ -459,7 +442,7 @@ class AgentFrameworkData:
 
     async def delete_keys(self, keys: list[str]) -> int:
         """Delete ``keys`` (16 at a time); return how many existed."""
-        done = await _gather(keys, lambda key: reconcile.delete(self.storage, key))
+        done = await gather(keys, lambda key: reconcile.delete(self.storage, key))
         return sum(1 for existed in done if existed)
 
     async def apply_prune(self, workflow: str, plan: WorkflowPrunePlan) -> int:

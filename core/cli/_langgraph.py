@@ -11,18 +11,16 @@ unpickled); ``pickle`` and other serializers' values show their type and size.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
 from .. import reconcile
 from ..crypto import Encryption
 from ..envelope import open_envelope
-from ..errors import CheckpointkitError, DecryptionError, NotFound, PreconditionFailed
+from ..errors import CheckpointkitError, NotFound, PreconditionFailed
 from ..integrations._langgraph_layout import (
     CODEC_LANGGRAPH_BLOB,
     CODEC_LANGGRAPH_HEAD,
@@ -36,14 +34,12 @@ from ..integrations._langgraph_layout import (
 )
 from ..storage import IfMatch, Storage
 from ..verify import Finding
+from ._findings import damage_of, finding, gather, unknown_key
 
 __all__ = ["PREVIEW_BYTES", "LangGraphData", "PrunePlan", "decode_typed"]
 
 PREVIEW_BYTES = 64 * 1024
 """Values up to this many serialized bytes are decoded by ``show``; larger ones are sized only."""
-
-_CONCURRENCY = 16
-T = TypeVar("T")
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -109,23 +105,6 @@ def _mapping(serde_type: str, data: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if decoded and isinstance(value, dict) else {}
-
-
-async def _gather(items: Iterable[T], work: Callable[[T], Awaitable[Any]]) -> list[Any]:
-    """``work`` on every item, 16 at a time; results in order; the first error is raised."""
-    gate = asyncio.Semaphore(_CONCURRENCY)
-
-    async def one(item: T) -> Any:
-        async with gate:
-            return await work(item)
-
-    tasks = [asyncio.ensure_future(one(item)) for item in items]
-    try:
-        return list(await asyncio.gather(*tasks))
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +232,7 @@ class LangGraphData:
                 entry["created_at"] = loaded.checkpoint.get("ts")
             return entry
 
-        return await _gather(threads, summary)
+        return await gather(threads, summary)
 
     async def _thread_checkpoints(self, thread: str) -> list[CheckpointKey]:
         """Every checkpoint of the thread, newest first (by id, across namespaces)."""
@@ -304,7 +283,7 @@ class LangGraphData:
             "kind": "thread",
             "prefix": self.prefix,
             "thread_id": thread,
-            "checkpoints": await _gather(found, entry),
+            "checkpoints": await gather(found, entry),
         }
 
     # -- show -----------------------------------------------------------------------------------
@@ -368,7 +347,7 @@ class LangGraphData:
                 return _unreadable(entry, serde_type, f"{type(exc).__name__}: {exc}")
             return {**entry, **_preview(serde_type, payload)}
 
-        channels += await _gather(sorted(record.blobs.items()), apart)
+        channels += await gather(sorted(record.blobs.items()), apart)
         channels.sort(key=lambda c: c["channel"])
         return {
             "kind": "thread",
@@ -387,7 +366,7 @@ class LangGraphData:
     async def _pending_writes(self, thread: str, ns: str, cid: str) -> list[dict[str, Any]]:
         """The checkpoint's pending writes as the saver reads them (each (task, idx) once)."""
         keys = await self._keys(self.layout.writes_prefix(thread, ns, cid))
-        found = await _gather(keys, self._get)
+        found = await gather(keys, self._get)
         batches: list[tuple[int, Any]] = []
         for key, data in zip(keys, found, strict=True):
             if data is None:
@@ -434,7 +413,7 @@ class LangGraphData:
             try:
                 where = lay.parse_checkpoint_key(key)
             except ValueError:
-                findings.append(_unknown(key, "a LangGraph checkpoint key"))
+                findings.append(unknown_key(key, "a LangGraph checkpoint key"))
                 continue
             checkpoints.setdefault((where.thread_id, where.checkpoint_ns), []).append(
                 where.checkpoint_id
@@ -451,16 +430,16 @@ class LangGraphData:
             try:
                 loaded = self._decode(key, data)
             except (CheckpointkitError, ValueError) as exc:
-                findings.append(_damage_of(key, exc))
+                findings.append(damage_of(key, exc))
                 return
             where, record = loaded.where, loaded.record
             problems = _undecodable_values(record)
             if problems:
-                findings.append(_finding(key, "undecodable", "damage", "; ".join(problems)))
+                findings.append(finding(key, "undecodable", "damage", "; ".join(problems)))
             stored_id = loaded.checkpoint.get("id")
             if stored_id is not None and stored_id != where.checkpoint_id:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "mismatch",
                         "damage",
@@ -472,7 +451,7 @@ class LangGraphData:
                 blob = lay.blob_key(where.thread_id, where.checkpoint_ns, channel, version)
                 if blob not in b_keys:
                     findings.append(
-                        _finding(
+                        finding(
                             key,
                             "missing",
                             "damage",
@@ -487,7 +466,7 @@ class LangGraphData:
                 ids = checkpoints.get((where.thread_id, where.checkpoint_ns), [])
                 if parent >= where.checkpoint_id:
                     findings.append(
-                        _finding(
+                        finding(
                             key,
                             "mismatch",
                             "damage",
@@ -497,7 +476,7 @@ class LangGraphData:
                     )
                 elif parent not in ids and any(i < parent for i in ids):
                     findings.append(
-                        _finding(
+                        finding(
                             key,
                             "orphan",
                             "warning",
@@ -513,7 +492,7 @@ class LangGraphData:
             try:
                 thread, ns, cid, task, _ = lay.parse_writes_key(key)
             except ValueError:
-                findings.append(_unknown(key, "a LangGraph pending-write key"))
+                findings.append(unknown_key(key, "a LangGraph pending-write key"))
                 return
             data = await self._get(key)
             if data is None:
@@ -522,11 +501,11 @@ class LangGraphData:
             try:
                 writes = decode_writes(self._open(data, key, CODEC_LANGGRAPH_WRITE), key)
             except (CheckpointkitError, ValueError) as exc:
-                findings.append(_damage_of(key, exc))
+                findings.append(damage_of(key, exc))
                 return
             if writes.task_id != task:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "mismatch",
                         "damage",
@@ -541,11 +520,11 @@ class LangGraphData:
             ]
             if bad:
                 findings.append(
-                    _finding(key, "undecodable", "damage", f"at key {key!r}: " + "; ".join(bad))
+                    finding(key, "undecodable", "damage", f"at key {key!r}: " + "; ".join(bad))
                 )
             if (thread, ns, cid) not in stored:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "orphan",
                         "warning",
@@ -560,7 +539,7 @@ class LangGraphData:
             try:
                 lay.parse_blob_key(key)
             except ValueError:
-                findings.append(_unknown(key, "a LangGraph channel value key"))
+                findings.append(unknown_key(key, "a LangGraph channel value key"))
                 return
             data = await self._get(key)
             if data is None:
@@ -569,14 +548,14 @@ class LangGraphData:
             try:
                 self._open(data, key, CODEC_LANGGRAPH_BLOB)
             except (CheckpointkitError, ValueError) as exc:
-                findings.append(_damage_of(key, exc))
+                findings.append(damage_of(key, exc))
 
         async def check_head(key: str) -> None:
             nonlocal records
             try:
                 thread, ns = lay.parse_head_key(key)
             except ValueError:
-                findings.append(_unknown(key, "a LangGraph head key"))
+                findings.append(unknown_key(key, "a LangGraph head key"))
                 return
             data = await self._get(key)
             if data is None:
@@ -585,13 +564,13 @@ class LangGraphData:
             try:
                 named = self._open(data, key, CODEC_LANGGRAPH_HEAD, clear=True).decode()
             except (CheckpointkitError, ValueError) as exc:
-                findings.append(_damage_of(key, exc))
+                findings.append(damage_of(key, exc))
                 return
             ids = checkpoints.get((thread, ns), [])
             newest = max(ids, default=None)
             if named not in ids:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "head",
                         "warning",
@@ -601,7 +580,7 @@ class LangGraphData:
                 )
             elif newest is not None and named < newest:
                 findings.append(
-                    _finding(
+                    finding(
                         key,
                         "head",
                         "damage" if heads_matter else "warning",
@@ -615,10 +594,10 @@ class LangGraphData:
                     )
                 )
 
-        await _gather(c_keys, check_checkpoint)
-        await _gather(w_keys, check_writes)
-        await _gather(sorted(b_keys), check_blob)
-        await _gather(h_keys, check_head)
+        await gather(c_keys, check_checkpoint)
+        await gather(w_keys, check_writes)
+        await gather(sorted(b_keys), check_blob)
+        await gather(h_keys, check_head)
         return records, len(threads), findings
 
     # -- deleting -------------------------------------------------------------------------------
@@ -631,7 +610,7 @@ class LangGraphData:
 
     async def delete_keys(self, keys: list[str]) -> int:
         """Delete ``keys`` in order (16 at a time within each kind); return how many existed."""
-        done = await _gather(keys, lambda key: reconcile.delete(self.storage, key))
+        done = await gather(keys, lambda key: reconcile.delete(self.storage, key))
         return sum(1 for existed in done if existed)
 
     async def prune_plan(self, thread: str, keep: int) -> PrunePlan:
@@ -682,8 +661,8 @@ class LangGraphData:
                 for ch, (version, _) in loaded.record.blobs.items()
             }
 
-        kept_refs = await _gather([(ns, c) for ns, ids in kept.items() for c in ids], blobs_of)
-        doomed_refs = await _gather(plan.checkpoints, blobs_of)
+        kept_refs = await gather([(ns, c) for ns, ids in kept.items() for c in ids], blobs_of)
+        doomed_refs = await gather(plan.checkpoints, blobs_of)
         blind = {ns for ns, refs in kept_refs if refs is None}  # keep every value there
         used = {b for _, refs in kept_refs if refs for b in refs}
         plan.keys += sorted(
@@ -732,30 +711,7 @@ class LangGraphData:
             return
 
 
-# -- findings -----------------------------------------------------------------------------------
-def _finding(key: str, kind: Any, severity: Any, message: str) -> Finding:
-    return Finding(key=key, kind=kind, severity=severity, message=message)
-
-
-def _unknown(key: str, what: str) -> Finding:
-    return _finding(key, "unknown", "warning", f"the key {key!r} is not {what}")
-
-
-def _damage_of(key: str, exc: Exception) -> Finding:
-    """The finding of a record that does not open or decode."""
-    from ..errors import CheckpointCorrupted
-
-    if isinstance(exc, DecryptionError):
-        kind = "plaintext" if "not encrypted" in str(exc) else "undecryptable"
-    elif isinstance(exc, CheckpointCorrupted):
-        kind = "misplaced" if "does not belong" in str(exc) else "corrupted"
-    elif isinstance(exc, ValueError) and "codec tag" in str(exc):
-        kind = "mismatch"
-    else:
-        kind = "undecodable"
-    return _finding(key, kind, "damage", str(exc))
-
-
+# -- values, checked -------------------------------------------------------------------------
 def _decode_error(serde_type: str, data: bytes) -> str | None:
     try:
         decode_typed(serde_type, data)
