@@ -10,6 +10,7 @@ as ``{"$pickled": "module:qualname", "bytes": N}``; nothing is unpickled.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,8 +26,8 @@ from ..integrations._agent_framework_layout import (
     marker_time,
 )
 from ..storage import IfMatch, Storage
-from ..verify import Finding
-from ._findings import damage_of, finding, gather, unknown_key
+from ..verify import Finding, Progress
+from ._findings import Ticker, damage_of, finding, gather, unknown_key
 
 __all__ = ["AgentFrameworkData", "WorkflowPrunePlan", "readable"]
 
@@ -234,7 +235,9 @@ class AgentFrameworkData:
         }
 
     # -- verify ---------------------------------------------------------------------------------
-    async def verify(self, *, heads_matter: bool) -> tuple[int, int, list[Finding]]:
+    async def verify(
+        self, *, heads_matter: bool, progress: Callable[[Progress], None] | None = None
+    ) -> tuple[int, int, list[Finding]]:
         """Check every record: ``(records read, workflows, findings)``.
 
         Each checkpoint's envelope (checksum, binding, encryption) and
@@ -261,6 +264,8 @@ class AgentFrameworkData:
             marker_set.add(key)
         loaded: dict[str, dict[str, Any]] = {}  # checkpoint id -> encoded
         cp_keys = await self._keys(lay.checkpoints)
+        head_keys = await self._keys(lay.heads)
+        ticker = Ticker(len(cp_keys) + len(marker_set) + len(head_keys), findings, progress)
 
         async def check_checkpoint(key: str) -> None:
             nonlocal records
@@ -314,7 +319,7 @@ class AgentFrameworkData:
                     )
                 )
 
-        await gather(cp_keys, check_checkpoint)
+        await gather(cp_keys, ticker.each(check_checkpoint))
         for cid, encoded in sorted(loaded.items()):
             previous = encoded.get("previous_checkpoint_id")
             if not isinstance(previous, str) or previous in loaded:
@@ -339,6 +344,7 @@ class AgentFrameworkData:
         for name, keys in sorted(markers.items()):
             for marker in keys:
                 records += 1
+                ticker.tick()
                 cid = lay.marker_id(marker)
                 found = loaded.get(cid)
                 if found is None or self._marker_of(found, cid) != marker:
@@ -354,8 +360,9 @@ class AgentFrameworkData:
                             "again under another workflow or time (readers skip it)",
                         )
                     )
-        for key in await self._keys(lay.heads):
+        for key in head_keys:
             records += 1
+            ticker.tick()
             found_head = await self._check_head(key, markers, heads_matter)
             if found_head is not None:
                 findings.append(found_head)

@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from ..errors import CheckpointCorrupted, DecryptionError
-from ..verify import Finding, FindingKind
+from ..verify import Finding, FindingKind, Progress
 
-__all__ = ["CONCURRENCY", "damage_of", "finding", "gather", "unknown_key"]
+__all__ = ["CONCURRENCY", "Ticker", "damage_of", "finding", "gather", "unknown_key"]
 
 CONCURRENCY = 16
 """Records read at once."""
@@ -57,3 +57,38 @@ def damage_of(key: str, exc: Exception) -> Finding:
     else:
         kind = "undecodable"
     return finding(key, kind, "damage", str(exc))
+
+
+class Ticker:
+    """Tells ``verify``'s progress callback after each key checked.
+
+    Args:
+        total: Keys to check.
+        findings: The findings so far (their number is reported as problems).
+        progress: The callback, or None.
+    """
+
+    def __init__(
+        self, total: int, findings: list[Finding], progress: Callable[[Progress], None] | None
+    ) -> None:
+        self.total = total
+        self.done = 0
+        self.findings = findings
+        self.progress = progress
+
+    def tick(self) -> None:
+        """One key checked."""
+        self.done += 1
+        if self.progress is not None:
+            self.progress(Progress(self.done, self.total, problems=len(self.findings)))
+
+    def each(self, work: Callable[[T], Awaitable[None]]) -> Callable[[T], Awaitable[None]]:
+        """``work``, then a tick (also when it fails)."""
+
+        async def run(item: T) -> None:
+            try:
+                await work(item)
+            finally:
+                self.tick()
+
+        return run

@@ -12,6 +12,7 @@ unpickled); ``pickle`` and other serializers' values show their type and size.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +34,8 @@ from ..integrations._langgraph_layout import (
     decode_writes,
 )
 from ..storage import IfMatch, Storage
-from ..verify import Finding
-from ._findings import damage_of, finding, gather, unknown_key
+from ..verify import Finding, Progress
+from ._findings import Ticker, damage_of, finding, gather, unknown_key
 
 __all__ = ["PREVIEW_BYTES", "LangGraphData", "PrunePlan", "decode_typed"]
 
@@ -388,7 +389,9 @@ class LangGraphData:
         ]
 
     # -- verify ---------------------------------------------------------------------------------
-    async def verify(self, *, heads_matter: bool) -> tuple[int, int, list[Finding]]:
+    async def verify(
+        self, *, heads_matter: bool, progress: Callable[[Progress], None] | None = None
+    ) -> tuple[int, int, list[Finding]]:
         """Check every record of the saver: ``(records read, threads, findings)``.
 
         Each record's envelope (checksum, binding to its key, encryption) and
@@ -594,10 +597,11 @@ class LangGraphData:
                     )
                 )
 
-        await gather(c_keys, check_checkpoint)
-        await gather(w_keys, check_writes)
-        await gather(sorted(b_keys), check_blob)
-        await gather(h_keys, check_head)
+        ticker = Ticker(len(c_keys) + len(w_keys) + len(b_keys) + len(h_keys), findings, progress)
+        await gather(c_keys, ticker.each(check_checkpoint))
+        await gather(w_keys, ticker.each(check_writes))
+        await gather(sorted(b_keys), ticker.each(check_blob))
+        await gather(h_keys, ticker.each(check_head))
         return records, len(threads), findings
 
     # -- deleting -------------------------------------------------------------------------------

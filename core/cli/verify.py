@@ -179,6 +179,7 @@ class RecordProgress:
         self.live = out.err_is_terminal
         self.started = self.last = clock()
         self.first = True
+        self.part = ""
         self._drawn = False
 
     def __call__(self, progress: Any) -> None:
@@ -195,11 +196,16 @@ class RecordProgress:
             self._drawn = True
         elif self.first:
             self.last = now
-            self.out.info(f"{self.what} {progress.total} records")
+            self.out.info(f"{self.what} {progress.total} records{self.part}")
         elif now - self.last >= self.interval:
             self.last = now
             self.out.info(f"{line}, {now - self.started:.0f} s")
         self.first = False
+
+    def begin(self, part: str) -> None:
+        """A new part of the work, with its own count of records (`` of LangGraph threads``)."""
+        self.part = part
+        self.first = True
 
     def close(self) -> None:
         """Remove the redrawn line (on a terminal)."""
@@ -258,7 +264,15 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         findings = list(report.findings)
         heads_matter = keeps_heads(store.storage)
         for data in holdings.data(store.storage, store.codec.encryption):
-            records, groups, more = await data.verify(heads_matter=heads_matter)
+            lg = isinstance(data, LangGraphData)
+            what = "LangGraph threads" if lg else "agent-framework workflows"
+            progress.begin(f" of {what} (prefix {data.prefix!r})")
+            try:
+                records, groups, more = await data.verify(
+                    heads_matter=heads_matter, progress=progress
+                )
+            finally:
+                progress.close()
             found["records"] += records
             findings += more
             if isinstance(data, LangGraphData):

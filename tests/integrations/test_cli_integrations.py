@@ -625,3 +625,20 @@ def test_runs_marks_a_thread_whose_newest_checkpoint_is_damaged_and_exits_1(
     text = cli("runs", "-s", url)
     assert text.exit_code == 1 and "damaged, see below" in text.stdout
     assert "error: LangGraph thread paused is damaged: " in text.stderr
+
+
+def test_verify_shows_progress_for_each_savers_and_storages_records(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    _migrate(tmp_path, url)
+    asyncio.run(_run_pipeline(url))
+    result = cli("verify", url)
+    assert result.exit_code == 0
+    lg, af = result.stderr.splitlines()  # off a terminal: one line per part, when it starts
+    assert lg.startswith("verifying ") and lg.endswith(
+        " records of LangGraph threads (prefix 'langgraph')"
+    )
+    assert af.endswith(" records of agent-framework workflows (prefix 'agent-framework')")
+    counted = int(lg.split()[1]) + int(af.split()[1])
+    assert result.stdout.startswith(
+        f"ok: {counted} record(s) of 0 run(s), 2 LangGraph thread(s), 1"
+    )
