@@ -16,7 +16,9 @@ RESULTS = [sys.executable, "-m", "checkpointkit.conformance.ecosystems.results"]
 
 
 def _results(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*RESULTS, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [*RESULTS, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_results_page_has_every_row() -> None:
@@ -33,7 +35,9 @@ def test_results_page_matches_the_quick_rows_run_now() -> None:
 def test_results_check_catches_a_page_that_drifted(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     text = PAGE.read_text()
-    row = re.search(r"<!-- row: agent-framework-inmemory -->.*?<!-- /row -->", text, flags=re.S)
+    row = re.search(
+        r"<!-- row: agent-framework-inmemory -->.*?<!-- /row -->", text, flags=re.S
+    )
     assert row is not None
     page.write_text(text.replace(row.group(0), row.group(0).replace("| 6 |", "| 5 |", 1)))
     done = _results("--rows", "agent-framework-inmemory", "--check", "--page", str(page))
