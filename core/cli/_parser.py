@@ -97,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "-n",
                 metavar="NS",
                 default="",
-                help="key prefix of the application's runs",
+                help="key prefix of the application's runs; LangGraph threads and "
+                "agent-framework workflows are looked for under NS/langgraph/, "
+                "NS/agent-framework/ and NS/ itself",
             )
         if cmd.json_flag:
             p.add_argument(
