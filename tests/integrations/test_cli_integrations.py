@@ -642,3 +642,22 @@ def test_verify_shows_progress_for_each_savers_and_storages_records(tmp_path: Pa
     assert result.stdout.startswith(
         f"ok: {counted} record(s) of 0 run(s), 2 LangGraph thread(s), 1"
     )
+
+
+def test_after_migrate_agent_framework_file_runs_and_verify_see_the_workflow(
+    tmp_path: Path,
+) -> None:
+    from agent_framework import FileCheckpointStorage
+
+    from .test_migrate import run_pipeline
+
+    source = FileCheckpointStorage(str(tmp_path / "af"))
+    asyncio.run(run_pipeline(source))
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    moved = cli("migrate", "agent-framework-file", str(tmp_path / "af"), "--to", url, "--json")
+    assert moved.exit_code == 0, moved.stderr
+    copied = moved.json()["copied"]
+    (workflow,) = cli("runs", "-s", url, "--json").json()["workflows"]
+    assert workflow["workflow"] == "pipeline" and workflow["checkpoints"] == copied
+    verified = cli("verify", url, "--json").json()
+    assert verified["ok"] is True and verified["workflows"] == 1 and verified["findings"] == []
