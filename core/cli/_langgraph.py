@@ -467,14 +467,25 @@ class LangGraphData:
             parent = record.parent
             if parent is not None:
                 ids = checkpoints.get((where.thread_id, where.checkpoint_ns), [])
-                if parent >= where.checkpoint_id:
+                if parent == where.checkpoint_id:
                     findings.append(
                         finding(
                             key,
                             "mismatch",
                             "damage",
+                            f"checkpoint {where.checkpoint_id!r} at key {key!r} names itself "
+                            "as its parent",
+                        )
+                    )
+                elif parent > where.checkpoint_id:  # ids that are not time-ordered (not uuid6)
+                    findings.append(
+                        finding(
+                            key,
+                            "mismatch",
+                            "warning",
                             f"checkpoint {where.checkpoint_id!r} at key {key!r} names parent "
-                            f"{parent!r}, which is not older than itself",
+                            f"{parent!r}, whose id sorts after its own: the newest-first order "
+                            "of this thread is not its history's (ids that are not uuid6)",
                         )
                     )
                 elif parent not in ids and any(i < parent for i in ids):

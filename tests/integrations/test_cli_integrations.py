@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import msgspec
 import pytest
 from checkpointkit import open_storage
 from checkpointkit.cli import invoke
-from checkpointkit.envelope import seal
+from checkpointkit.envelope import open_envelope, seal
 from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
 from checkpointkit.integrations.langgraph import CODEC_LANGGRAPH_HEAD, CheckpointkitSaver
 from checkpointkit.store import CheckpointStore
@@ -661,3 +662,31 @@ def test_after_migrate_agent_framework_file_runs_and_verify_see_the_workflow(
     assert workflow["workflow"] == "pipeline" and workflow["checkpoints"] == copied
     verified = cli("verify", url, "--json").json()
     assert verified["ok"] is True and verified["workflows"] == 1 and verified["findings"] == []
+
+
+def test_verify_names_a_checkpoint_that_is_its_own_parent(tmp_path: Path) -> None:
+    from checkpointkit.integrations._langgraph_layout import (
+        CODEC_LANGGRAPH_RECORD,
+        LangGraphLayout,
+        decode_record,
+        encode,
+    )
+
+    url = f"sqlite:///{tmp_path / 'target.db'}"
+    source = _migrate(tmp_path, url)
+    cid = _ids(source["done"])[1]
+    key = LangGraphLayout.of("langgraph").checkpoint_key("done", "", cid)
+
+    async def loop() -> None:  # a well-formed, correctly sealed record whose parent is itself
+        async with open_storage(url) as storage:
+            tag, payload = open_envelope((await storage.get(key))[0], key=key)
+            record = msgspec.structs.replace(decode_record(payload, key), parent=cid)
+            await storage.put(key, seal(encode(record), codec_tag=tag, key=key))
+            assert tag == CODEC_LANGGRAPH_RECORD
+
+    asyncio.run(loop())
+    result = cli("verify", url, "--json")
+    assert result.exit_code == 1
+    damage = [f for f in result.json()["findings"] if f["severity"] == "damage"]
+    assert [(f["key"], f["kind"]) for f in damage] == [(key, "mismatch")]
+    assert "names itself as its parent" in damage[0]["message"]
