@@ -65,6 +65,7 @@ FindingKind = Literal[
     "mismatch",
     "head",
     "orphan",
+    "missing",
     "busy",
     "unknown",
     "unreadable",
@@ -92,7 +93,10 @@ class Finding:
             ``"mismatch"`` (intact, but its content names another run, step or
             checkpoint), ``"head"`` (the run head is behind its checkpoints,
             names a missing one, or ``latest`` refuses it), ``"orphan"`` (an
-            index entry without a run), ``"busy"`` (``rekey`` only: the record
+            index entry without a run; a LangGraph write or agent-framework
+            marker without its checkpoint), ``"missing"`` (a record that
+            another one needs is not stored: a LangGraph checkpoint's large
+            channel value), ``"busy"`` (``rekey`` only: the record
             changed under every attempt), ``"unknown"`` (a key outside the
             store's layout), ``"unreadable"`` (the storage failed to read the
             record: a damaged page, say), ``"storage"`` (the backend's own check

@@ -22,8 +22,9 @@ __all__ = [
 _EPILOG = """\
 exit status:
   0  done, nothing wrong found
-  1  a failure found: an unknown run or checkpoint, a storage error, a failed conformance test,
-     a damaged record (verify), a record not re-encrypted (rekey)
+  1  a failure found: an unknown run, thread, workflow or checkpoint, a storage error, a failed
+     conformance test, a damaged record or nothing recognised (verify), a record not
+     re-encrypted (rekey)
   2  a bad command line or environment: an unknown option or scheme, a missing directory or
      extra, pytest missing for 'conformance'
   5  'conformance' selected no test (check --group and -k), as pytest's 5
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of ``checkpointkit`` with every registered command."""
     parser = _Parser(
         prog="checkpointkit",
-        description="Durable checkpoints for async workflows: inspect stored runs, "
+        description="Durable checkpoints for async workflows: inspect stored runs (and the "
+        "LangGraph threads and agent-framework workflows stored through checkpointkit), "
         "prove a storage backend.",
         epilog=_EPILOG,
         formatter_class=_Formatter,
@@ -95,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "-n",
                 metavar="NS",
                 default="",
-                help="key prefix of the application's runs",
+                help="key prefix of the application's runs; LangGraph threads and "
+                "agent-framework workflows are looked for under NS/langgraph/, "
+                "NS/agent-framework/ and NS/ itself",
             )
         if cmd.json_flag:
             p.add_argument(

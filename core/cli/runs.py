@@ -1,4 +1,10 @@
-"""Commands that inspect and remove runs: ``runs``, ``ls``, ``show``, ``rm``, ``prune``."""
+"""Commands that inspect and remove runs: ``runs``, ``ls``, ``show``, ``rm``, ``prune``.
+
+Each one handles the three kinds of data that `checkpointkit.cli._layouts`
+recognises: checkpointkit runs, LangGraph threads (`CheckpointkitSaver`) and
+agent-framework workflows (`CheckpointkitCheckpointStorage`). A name is
+looked up among all three; ``--kind`` says which when it names several.
+"""
 
 from __future__ import annotations
 
@@ -30,11 +36,11 @@ from ._base import (
     destructive_arguments,
     duration,
     iso_time,
-    require_run,
-    run_argument,
     storage_url,
     with_store,
 )
+from ._langgraph import LangGraphData
+from ._layouts import KINDS, Kind, Target, recognise, resolve
 
 __all__ = [
     "ls_command",
@@ -199,7 +205,7 @@ def _run_filters(args: argparse.Namespace) -> dict[str, Any]:
 
 @command(
     "runs",
-    help="List the runs in the storage, with their latest checkpoint.",
+    help="List the runs, LangGraph threads and agent-framework workflows in the storage.",
     arguments=_runs_arguments,
 )
 def runs_command(args: argparse.Namespace, out: Output) -> int:
@@ -212,16 +218,36 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
     other run, and the command exits 1.
     --status, --older-than and --meta keep the runs that match all of them
     (status and age from each run's head: one read per run).
+    LangGraph threads and agent-framework workflows stored through
+    checkpointkit are listed after the runs (not with a filter), each with
+    its number of checkpoints and its newest one.
     """
     filters = _run_filters(args)
 
-    async def action(store: CheckpointStore) -> list[dict[str, Any]]:
+    async def action(store: CheckpointStore) -> dict[str, Any]:
         ids = await store.list_runs(limit=args.limit, **filters)
-        return [await _summary_or_damage(store, run) for run in ids]
+        found: dict[str, Any] = {"runs": [await _summary_or_damage(store, run) for run in ids]}
+        if filters:
+            return found
+        holdings = await recognise(store.storage, args.namespace)
+        threads: list[dict[str, Any]] = []
+        workflows: list[dict[str, Any]] = []
+        for data in holdings.data(store.storage):
+            if isinstance(data, LangGraphData):
+                threads += await data.threads(limit=args.limit)
+            else:
+                workflows += await data.workflows(limit=args.limit)
+        if holdings.langgraph:
+            found["threads"] = threads
+        if holdings.agent_framework:
+            found["workflows"] = workflows
+        return found
 
-    runs = with_store(args, action, read_only=True)
+    found = with_store(args, action, read_only=True)
+    runs: list[dict[str, Any]] = found["runs"]
     damaged = [r for r in runs if r.get("error")]
-    code = EXIT_FAILED if damaged else EXIT_OK
+    broken = [t for t in found.get("threads", []) if t.get("error")]
+    code = EXIT_FAILED if damaged or broken else EXIT_OK
     if out.json:
         doc: dict[str, Any] = {"storage": storage_url(args), "namespace": args.namespace}
         if filters:  # only when filtered: the unfiltered document keeps its three fields
@@ -231,32 +257,133 @@ def runs_command(args: argparse.Namespace, out: Output) -> int:
                 "metadata": filters.get("metadata"),
             }
         doc["runs"] = runs
+        for extra in ("threads", "workflows"):  # only when the store holds some
+            if extra in found:
+                doc[extra] = found[extra]
         out.document(doc)
         return code
-    if not runs:
+    if not runs and "threads" not in found and "workflows" not in found:
         out.print("no runs" if not filters else "no runs match")
         return EXIT_OK
-    out.table(
-        ("run", "status", "latest checkpoint", "steps", "created at"),
-        [
-            (
-                r["run_id"],
-                _status_text(r),
-                r["checkpoint_id"] or "-",
-                "-" if r["steps"] is None else str(r["steps"]),
-                _human_time_iso(r["created_at"]),
-            )
-            for r in runs
-        ],
-        right=(2, 3),
-    )
+    if runs:
+        out.table(
+            ("run", "status", "latest checkpoint", "steps", "created at"),
+            [
+                (
+                    r["run_id"],
+                    _status_text(r),
+                    r["checkpoint_id"] or "-",
+                    "-" if r["steps"] is None else str(r["steps"]),
+                    _human_time_iso(r["created_at"]),
+                )
+                for r in runs
+            ],
+            right=(2, 3),
+        )
+    _print_threads(out, found.get("threads"), first=not runs)
+    _print_workflows(out, found.get("workflows"), first=not runs and "threads" not in found)
     for r in damaged:
         out.error(f"run {r['run_id']} is damaged: {r['error']}")
+    for t in broken:
+        out.error(f"LangGraph thread {t['thread_id']} is damaged: {t['error']}")
     return code
 
 
+def _by_prefix(entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        grouped.setdefault(entry["prefix"], []).append(entry)
+    return grouped
+
+
+def _print_threads(out: Output, threads: list[dict[str, Any]] | None, *, first: bool) -> None:
+    if threads is None:
+        return
+    for n, (prefix, entries) in enumerate(_by_prefix(threads).items()):
+        if not (first and n == 0):
+            out.print()
+        out.print(f"LangGraph threads (prefix {prefix!r})")
+        out.table(
+            ("thread", "checkpoints", "namespaces", "latest checkpoint", "step", "created at"),
+            [
+                (
+                    t["thread_id"],
+                    str(t["checkpoints"]),
+                    ", ".join(repr(ns) for ns in t["namespaces"]),
+                    t["checkpoint_id"] + (" (damaged, see below)" if t.get("error") else ""),
+                    "-" if t["step"] is None else str(t["step"]),
+                    _human_time_iso(t["created_at"]),
+                )
+                for t in entries
+            ],
+            right=(1,),
+        )
+
+
+def _print_workflows(out: Output, workflows: list[dict[str, Any]] | None, *, first: bool) -> None:
+    if workflows is None:
+        return
+    for n, (prefix, entries) in enumerate(_by_prefix(workflows).items()):
+        if not (first and n == 0):
+            out.print()
+        out.print(f"agent-framework workflows (prefix {prefix!r})")
+        out.table(
+            ("workflow", "checkpoints", "latest checkpoint", "created at"),
+            [
+                (
+                    w["workflow"],
+                    str(w["checkpoints"]),
+                    w["checkpoint_id"],
+                    _human_time_iso(w["created_at"]),
+                )
+                for w in entries
+            ],
+            right=(1,),
+        )
+
+
 def _human_time_iso(iso: str | None) -> str:
-    return "-" if iso is None else _human_time(datetime.fromisoformat(iso).timestamp())
+    if iso is None:
+        return "-"
+    try:
+        return _human_time(datetime.fromisoformat(iso).timestamp())
+    except (TypeError, ValueError):  # a time an integration stored as it came
+        return str(iso)
+
+
+def _name_argument(parser: argparse.ArgumentParser) -> None:
+    """``RUN`` (a run id, a LangGraph thread id or an agent-framework workflow name) and
+    ``--kind``."""
+    parser.add_argument(
+        "run",
+        metavar="RUN",
+        help="the run id, LangGraph thread id or agent-framework workflow name",
+    )
+    _kind_argument(parser)
+
+
+def _kind_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kind",
+        choices=tuple(KINDS),
+        default=None,
+        help="what RUN names, when it names several: a checkpointkit run, a LangGraph thread "
+        "or an agent-framework workflow (default: whichever exists)",
+    )
+
+
+async def _target(store: CheckpointStore, args: argparse.Namespace) -> Target:
+    """The run, thread or workflow that ``RUN`` (and ``--kind``) name; see `resolve`."""
+    kind: Kind | None = args.kind
+    return await resolve(
+        store.storage, args.namespace, args.run, kind=kind, run_exists=store.run_exists
+    )
+
+
+def _name_fields(target: Target) -> dict[str, Any]:
+    """The leading fields of a thread's or workflow's JSON document."""
+    name = "thread_id" if target.kind == "thread" else "workflow"
+    return {"kind": target.kind, "prefix": target.prefix, name: target.name}
 
 
 def _checkpoint_entry(cp: Checkpoint) -> dict[str, Any]:
@@ -271,7 +398,7 @@ def _checkpoint_entry(cp: Checkpoint) -> dict[str, Any]:
 
 
 def _ls_arguments(parser: argparse.ArgumentParser) -> None:
-    run_argument(parser)
+    _name_argument(parser)
     parser.add_argument(
         "--limit",
         type=_positive_int,
@@ -281,40 +408,51 @@ def _ls_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+async def _ls_run(store: CheckpointStore, run: str, limit: int) -> dict[str, Any]:
+    ids = await store.list_checkpoints(run, limit=limit)
+    entries: list[dict[str, Any]] = []
+    status: str | None = None
+    for cp_id in ids:
+        try:
+            cp = await store.load_checkpoint(run, cp_id)
+        except (CheckpointkitError, ValueError) as exc:  # listed as damaged, not fatal
+            entries.append({"checkpoint_id": cp_id, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        entries.append(_checkpoint_entry(cp))
+        status = status or cp.status
+    steps = await store.load_steps(run)
+    head = None if ids else await _pruned(store, run)
+    return {
+        "run_id": run,
+        "checkpoints": entries,
+        "pruned": head is not None and not head.missing,
+        "status": status if ids else (head.status if head else None),
+        "steps": [
+            {"seq": r.seq, "step": r.step, "writes": sorted(r.writes)}
+            for r in sorted(steps.values(), key=lambda r: r.seq)
+        ],
+    }
+
+
 @command(
     "ls",
-    help="List a run's checkpoints (newest first) and completed steps.",
+    help="List the checkpoints (newest first) of a run, a thread or a workflow.",
     arguments=_ls_arguments,
 )
 def ls_command(args: argparse.Namespace, out: Output) -> int:
-    """List a run's checkpoints, newest first, and its completed steps in completion order."""
-    run: str = args.run
+    """List a run's checkpoints, newest first, and its completed steps in completion order.
+
+    For a LangGraph thread, its checkpoints (every namespace) with their step,
+    source, parent and pending-write records; for an agent-framework
+    workflow, its checkpoints with their previous one and pending requests.
+    """
 
     async def action(store: CheckpointStore) -> dict[str, Any]:
-        await require_run(store, run)
-        ids = await store.list_checkpoints(run, limit=args.limit)
-        entries: list[dict[str, Any]] = []
-        status: str | None = None
-        for cp_id in ids:
-            try:
-                cp = await store.load_checkpoint(run, cp_id)
-            except (CheckpointkitError, ValueError) as exc:  # listed as damaged, not fatal
-                entries.append({"checkpoint_id": cp_id, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            entries.append(_checkpoint_entry(cp))
-            status = status or cp.status
-        steps = await store.load_steps(run)
-        head = None if ids else await _pruned(store, run)
-        return {
-            "run_id": run,
-            "checkpoints": entries,
-            "pruned": head is not None and not head.missing,
-            "status": status if ids else (head.status if head else None),
-            "steps": [
-                {"seq": r.seq, "step": r.step, "writes": sorted(r.writes)}
-                for r in sorted(steps.values(), key=lambda r: r.seq)
-            ],
-        }
+        target = await _target(store, args)
+        if target.kind == "run":
+            return await _ls_run(store, target.name, args.limit)
+        data = target.data(store.storage)
+        return await data.checkpoints(target.name, limit=args.limit)
 
     found = with_store(args, action, read_only=True)
     damaged = [c for c in found["checkpoints"] if "error" in c]
@@ -322,6 +460,22 @@ def ls_command(args: argparse.Namespace, out: Output) -> int:
     if out.json:
         out.document(found)
         return code
+    if found.get("kind") == "thread":
+        _print_thread_checkpoints(out, found)
+    elif found.get("kind") == "workflow":
+        _print_workflow_checkpoints(out, found)
+    else:
+        _print_run_checkpoints(out, found)
+    what = {"thread": "LangGraph thread", "workflow": "agent-framework workflow"}.get(
+        found.get("kind", ""), "run"
+    )
+    for c in damaged:
+        out.error(f"checkpoint {c['checkpoint_id']} of {what} {args.run} is damaged: {c['error']}")
+    return code
+
+
+def _print_run_checkpoints(out: Output, found: dict[str, Any]) -> None:
+    run = found["run_id"]
     out.print(f"checkpoints of run {run}")
     if found["checkpoints"]:
         out.table(
@@ -354,37 +508,115 @@ def ls_command(args: argparse.Namespace, out: Output) -> int:
         )
     else:
         out.print("none")
-    for c in damaged:
-        out.error(f"checkpoint {c['checkpoint_id']} of run {run} is damaged: {c['error']}")
-    return code
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _print_thread_checkpoints(out: Output, found: dict[str, Any]) -> None:
+    out.print(f"checkpoints of LangGraph thread {found['thread_id']} (prefix {found['prefix']!r})")
+    if not found["checkpoints"]:
+        out.print("none")
+        return
+    out.table(
+        ("id", "namespace", "step", "source", "created at", "writes", "parent"),
+        [
+            (
+                c["checkpoint_id"],
+                repr(c["checkpoint_ns"]),
+                "damaged (see below)",
+                "-",
+                "-",
+                "-",
+                "-",
+            )
+            if "error" in c
+            else (
+                c["checkpoint_id"],
+                repr(c["checkpoint_ns"]),
+                _dash(c["step"]),
+                _dash(c["source"]),
+                _human_time_iso(c["created_at"]),
+                str(c["write_records"]),
+                _dash(c["parent_id"]),
+            )
+            for c in found["checkpoints"]
+        ],
+    )
+
+
+def _print_workflow_checkpoints(out: Output, found: dict[str, Any]) -> None:
+    out.print(
+        f"checkpoints of agent-framework workflow {found['workflow']} (prefix {found['prefix']!r})"
+    )
+    if not found["checkpoints"]:
+        out.print("none")
+        return
+    out.table(
+        ("id", "created at", "iteration", "pending requests", "previous"),
+        [
+            (c["checkpoint_id"], _human_time_iso(c["created_at"]), "damaged (see below)", "-", "-")
+            if "error" in c
+            else (
+                c["checkpoint_id"],
+                _human_time_iso(c["created_at"]),
+                _dash(c["iteration_count"]),
+                ", ".join(c["pending_requests"]) or "-",
+                _dash(c["previous_checkpoint_id"]),
+            )
+            for c in found["checkpoints"]
+        ],
+    )
 
 
 def _show_arguments(parser: argparse.ArgumentParser) -> None:
-    run_argument(parser)
+    _name_argument(parser)
     parser.add_argument(
         "checkpoint", metavar="CHECKPOINT", nargs="?", help="checkpoint id (default: the latest)"
     )
 
 
-@command("show", help="Show one checkpoint of a run, decoded.", arguments=_show_arguments)
+@command(
+    "show",
+    help="Show one checkpoint of a run, a thread or a workflow, decoded.",
+    arguments=_show_arguments,
+)
 def show_command(args: argparse.Namespace, out: Output) -> int:
     """Show one checkpoint of a run, decoded (the latest unless CHECKPOINT is given).
 
     If every checkpoint of the run was pruned, shows the status its head kept.
+    For a LangGraph thread, the checkpoint's channels (stored inline or apart,
+    serializer, size, version, value decoded where cheap), metadata and
+    pending writes (the latest of the root namespace unless CHECKPOINT is
+    given); for an agent-framework workflow, the checkpoint's state, messages
+    and pending requests (pickled values by type and size, never unpickled).
     """
     run: str = args.run
     checkpoint: str | None = args.checkpoint
 
-    async def action(store: CheckpointStore) -> tuple[Checkpoint | None, _Pruned | None]:
-        await require_run(store, run)
+    async def action(
+        store: CheckpointStore,
+    ) -> tuple[Checkpoint | None, _Pruned | None, dict[str, Any] | None]:
+        target = await _target(store, args)
+        if target.kind != "run":
+            return None, None, await target.data(store.storage).show(target.name, checkpoint)
         if checkpoint is not None:
-            return await store.load_checkpoint(run, checkpoint), None
+            return await store.load_checkpoint(run, checkpoint), None, None
         latest, head = await _latest_or_head(store, run)
         if latest is None and head is None:
             raise CheckpointkitError(f"run {run!r} has no checkpoint yet")
-        return latest, head
+        return latest, head, None
 
-    cp, head = with_store(args, action, read_only=True)
+    cp, head, integration = with_store(args, action, read_only=True)
+    if integration is not None:
+        if out.json:
+            out.document(integration)
+        elif integration["kind"] == "thread":
+            _print_thread_checkpoint(out, integration)
+        else:
+            _print_workflow_checkpoint(out, integration)
+        return EXIT_OK
     if cp is None:
         assert head is not None
         doc: dict[str, Any] = {
@@ -437,6 +669,72 @@ def show_command(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+def _value_text(entry: Mapping[str, Any]) -> str:
+    if entry.get("error"):
+        return f"<{entry['error']}>"
+    if not entry["decoded"]:
+        return f"<{entry['type']}, {entry['bytes']} bytes, not decoded>"
+    return repr(entry["value"])
+
+
+def _print_thread_checkpoint(out: Output, doc: dict[str, Any]) -> None:
+    out.print(
+        f"LangGraph thread {doc['thread_id']}  checkpoint {doc['checkpoint_id']}  "
+        f"namespace {doc['checkpoint_ns']!r}  created {_human_time_iso(doc['created_at'])}  "
+        f"parent {_dash(doc['parent_id'])}"
+    )
+    out.print(pprint.pformat({"metadata": doc["metadata"]}, sort_dicts=False, width=_width()))
+    out.print()
+    out.print("channels")
+    if doc["channels"]:
+        out.table(
+            ("channel", "stored", "type", "bytes", "version", "value"),
+            [
+                (
+                    c["channel"],
+                    c["stored"],
+                    c["type"],
+                    _dash(c["bytes"]),
+                    _dash(c["version"]),
+                    _value_text(c),
+                )
+                for c in doc["channels"]
+            ],
+            right=(3,),
+        )
+    else:
+        out.print("none")
+    out.print()
+    out.print("pending writes")
+    if doc["pending_writes"]:
+        out.table(
+            ("task", "channel", "type", "bytes", "value"),
+            [
+                (w["task_id"], w["channel"], w["type"], str(w["bytes"]), _value_text(w))
+                for w in doc["pending_writes"]
+            ],
+            right=(3,),
+        )
+    else:
+        out.print("none")
+
+
+def _print_workflow_checkpoint(out: Output, doc: dict[str, Any]) -> None:
+    out.print(
+        f"agent-framework workflow {doc['workflow']}  checkpoint {doc['checkpoint_id']}  "
+        f"created {_human_time_iso(doc['created_at'])}  "
+        f"previous {_dash(doc['previous_checkpoint_id'])}"
+    )
+    body = {
+        "iteration_count": doc["iteration_count"],
+        "state": doc["state"],
+        "messages": doc["messages"],
+        "pending_request_info_events": doc["pending_request_info_events"],
+        "metadata": doc["metadata"],
+    }
+    out.print(pprint.pformat(body, sort_dicts=False, width=_width()))
+
+
 def _width() -> int:
     try:
         return max(40, int(os.environ.get("COLUMNS", "")))
@@ -445,21 +743,28 @@ def _width() -> int:
 
 
 def _rm_arguments(parser: argparse.ArgumentParser) -> None:
-    run_argument(parser)
+    _name_argument(parser)
     destructive_arguments(parser)
 
 
 @command(
     "rm",
-    help="Delete a run: its input, step records, checkpoints and lease.",
+    help="Delete a run (input, steps, checkpoints, lease), a thread or a workflow.",
     arguments=_rm_arguments,
 )
 def rm_command(args: argparse.Namespace, out: Output) -> int:
-    """Delete every key of a run, then its index entry (asks first unless --yes)."""
+    """Delete every key of a run, then its index entry (asks first unless --yes).
+
+    For a LangGraph thread, every key of the thread (heads and checkpoints
+    first, then pending writes and channel values, every namespace); for an
+    agent-framework workflow, its head, its markers and their checkpoints.
+    """
     run: str = args.run
 
     async def action(store: CheckpointStore) -> dict[str, Any]:
-        await require_run(store, run)
+        target = await _target(store, args)
+        if target.kind != "run":
+            return await _rm_integration(store, target, args, out)
         keys = [key async for key in store.storage.list(store.run_prefix(run))]
         doc: dict[str, Any] = {"run_id": run, "dry_run": args.dry_run, "keys": keys, "deleted": 0}
         if not args.dry_run:
@@ -470,6 +775,14 @@ def rm_command(args: argparse.Namespace, out: Output) -> int:
     done = with_store(args, action)
     if out.json:
         out.document(done)
+    elif "kind" in done:
+        what = f"{KINDS[done['kind']]} {run}"
+        if args.dry_run:
+            out.print(f"would delete {what} ({len(done['keys'])} keys):")
+            for key in done["keys"]:
+                out.print(f"  {key}")
+        else:
+            out.print(f"deleted {what} ({done['deleted']} keys)")
     elif args.dry_run:
         out.print(f"would delete run {run} ({len(done['keys'])} keys and its index entry):")
         for key in done["keys"]:
@@ -479,17 +792,42 @@ def rm_command(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+async def _rm_integration(
+    store: CheckpointStore, target: Target, args: argparse.Namespace, out: Output
+) -> dict[str, Any]:
+    data = target.data(store.storage)
+    if isinstance(data, LangGraphData):
+        keys = await data.thread_keys(target.name)
+    else:
+        keys = await data.workflow_keys(target.name)
+    doc: dict[str, Any] = {
+        **_name_fields(target),
+        "dry_run": args.dry_run,
+        "keys": keys,
+        "deleted": 0,
+    }
+    if not args.dry_run:
+        confirm(out, args, f"delete {target.described} ({len(keys)} keys)?")
+        doc["deleted"] = await data.delete_keys(keys)
+    return doc
+
+
 def _prune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "run", metavar="RUN", nargs="?", help="the run id (with --older-than: default every run)"
+        "run",
+        metavar="RUN",
+        nargs="?",
+        help="the run id, LangGraph thread id or agent-framework workflow name (with "
+        "--older-than: a run, default every run)",
     )
+    _kind_argument(parser)
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--keep",
         type=_non_negative_int,
         metavar="N",
         help="checkpoints to keep, the newest (0: delete every checkpoint; the run's "
-        "status stays readable)",
+        "status stays readable); of a LangGraph thread, per namespace",
     )
     which.add_argument(
         "--older-than",
@@ -507,7 +845,7 @@ _PRUNE_CONCURRENCY = 16
 
 @command(
     "prune",
-    help="Delete old checkpoints: all but the newest N of a run, or those older than an age.",
+    help="Delete old checkpoints: all but the newest N of a run, thread or workflow; or by age.",
     arguments=_prune_arguments,
 )
 def prune_command(args: argparse.Namespace, out: Output) -> int:
@@ -519,6 +857,11 @@ def prune_command(args: argparse.Namespace, out: Output) -> int:
     resumed, and the run's head keeps the id and status of its newest
     checkpoint, so ``runs`` and ``show`` still tell how the run ended when
     every checkpoint is gone.
+    For a LangGraph thread, --keep N keeps the newest N checkpoints of each
+    namespace and deletes the others with their pending writes and the
+    channel values that only they referenced; for an agent-framework
+    workflow, it deletes all but its newest N checkpoints and their markers.
+    Either's head is pointed at the newest checkpoint left.
     """
     if args.older_than is not None:
         return _prune_by_age(args, out)
@@ -530,7 +873,9 @@ def prune_command(args: argparse.Namespace, out: Output) -> int:
         )
 
     async def action(store: CheckpointStore) -> dict[str, Any]:
-        await require_run(store, run)
+        target = await _target(store, args)
+        if target.kind != "run":
+            return await _prune_integration(store, target, keep, args, out)
         doomed = (await store.list_checkpoints(run))[keep:]
         doc: dict[str, Any] = {
             "run_id": run,
@@ -547,6 +892,27 @@ def prune_command(args: argparse.Namespace, out: Output) -> int:
     done = with_store(args, action)
     if out.json:
         out.document(done)
+    elif "kind" in done:
+        what = f"{KINDS[done['kind']]} {run}"
+        count = len(done["checkpoints"])
+        others = len(done["keys"]) - count - (count if done["kind"] == "workflow" else 0)
+        also = (
+            f" and {others} pending-write record(s) and value(s)"
+            if done["kind"] == "thread" and others > 0
+            else ""
+        )
+        per = " of each namespace" if done["kind"] == "thread" else ""
+        if args.dry_run:
+            ids = ", ".join(done["checkpoints"]) or "none"
+            out.print(
+                f"would prune {count} checkpoint(s){also} of {what} (ids: {ids}), keeping the "
+                f"newest {keep}{per}"
+            )
+        else:
+            out.print(
+                f"pruned {count} checkpoint(s) of {what} ({done['deleted']} keys deleted), "
+                f"kept the newest {keep}{per}"
+            )
     elif args.dry_run:
         ids = ", ".join(done["checkpoints"]) or "none"
         out.print(
@@ -556,6 +922,35 @@ def prune_command(args: argparse.Namespace, out: Output) -> int:
     else:
         out.print(f"pruned {done['deleted']} checkpoint(s) of run {run}, kept the newest {keep}")
     return EXIT_OK
+
+
+async def _prune_integration(
+    store: CheckpointStore, target: Target, keep: int, args: argparse.Namespace, out: Output
+) -> dict[str, Any]:
+    """``prune THREAD --keep N`` or ``prune WORKFLOW --keep N``."""
+    data = target.data(store.storage)
+    ids: list[str]
+    if isinstance(data, LangGraphData):
+        plan = await data.prune_plan(target.name, keep)
+        ids, keys = [cid for _, cid in plan.checkpoints], plan.keys
+    else:
+        af_plan = await data.prune_plan(target.name, keep)
+        ids, keys = af_plan.checkpoints, af_plan.keys
+    doc: dict[str, Any] = {
+        **_name_fields(target),
+        "keep": keep,
+        "dry_run": args.dry_run,
+        "checkpoints": ids,
+        "keys": keys,
+        "deleted": 0,
+    }
+    if ids and not args.dry_run:
+        confirm(out, args, f"delete {len(ids)} checkpoint(s) of {target.described}?")
+        if isinstance(data, LangGraphData):
+            doc["deleted"] = await data.apply_prune(target.name, plan)
+        else:
+            doc["deleted"] = await data.apply_prune(target.name, af_plan)
+    return doc
 
 
 def _age_text(seconds: float) -> str:
@@ -573,7 +968,13 @@ def _prune_by_age(args: argparse.Namespace, out: Output) -> int:
 
     async def action(store: CheckpointStore) -> dict[str, Any]:
         if run is not None:
-            await require_run(store, run)
+            target = await _target(store, args)
+            if target.kind != "run":
+                raise CliError(
+                    f"prune --older-than applies to checkpointkit runs; for "
+                    f"{target.described} use --keep N",
+                    EXIT_USAGE,
+                )
             ids = [run]
         else:
             ids = await store.list_runs()

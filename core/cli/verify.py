@@ -8,6 +8,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from ..codec import Codec
@@ -178,6 +179,7 @@ class RecordProgress:
         self.live = out.err_is_terminal
         self.started = self.last = clock()
         self.first = True
+        self.part = ""
         self._drawn = False
 
     def __call__(self, progress: Any) -> None:
@@ -194,11 +196,16 @@ class RecordProgress:
             self._drawn = True
         elif self.first:
             self.last = now
-            self.out.info(f"{self.what} {progress.total} records")
+            self.out.info(f"{self.what} {progress.total} records{self.part}")
         elif now - self.last >= self.interval:
             self.last = now
             self.out.info(f"{line}, {now - self.started:.0f} s")
         self.first = False
+
+    def begin(self, part: str) -> None:
+        """A new part of the work, with its own count of records (`` of LangGraph threads``)."""
+        self.part = part
+        self.first = True
 
     def close(self) -> None:
         """Remove the redrawn line (on a terminal)."""
@@ -214,7 +221,7 @@ def _verify_arguments(parser: argparse.ArgumentParser) -> None:
 
 @command(
     "verify",
-    help="Check every record of a store: integrity, binding to its key, encryption.",
+    help="Check every record of a store (runs, threads, workflows): integrity, references.",
     arguments=_verify_arguments,
 )
 def verify_command(args: argparse.Namespace, out: Output) -> int:
@@ -222,27 +229,68 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
 
     Reads every record under the namespace's runs/ and checks its checksum, its
     binding to its key, its encryption (with --keys or --codec) and its
-    content, then each run head against the run's checkpoints. Exit status 1
-    when a record is damaged; warnings (a format-1 record, a plaintext record
-    accepted with --allow-plaintext) do not count. A store where it recognises
-    no run (empty, or LangGraph or agent-framework data only) is not "ok": it
-    says what it found instead, with exit status 1.
+    content, then each run head against the run's checkpoints. The records of
+    LangGraph threads and agent-framework workflows stored through
+    checkpointkit are checked too: each envelope, each structure and value
+    (decoded without running code), each checkpoint against its key, the
+    values it references, its parent and its pending writes or marker, and
+    each head. Exit status 1 when a record is damaged; warnings (a format-1
+    record, a plaintext record accepted with --allow-plaintext, a write or
+    marker that an interrupted save left) do not count. A store where it
+    recognises nothing (no checkpointkit run, LangGraph thread or
+    agent-framework workflow) is not "ok": it says so, with exit status 1.
     """
+    from ..integrations import keeps_heads
     from ..verify import verify
+    from ._langgraph import LangGraphData
+    from ._layouts import nothing_found, recognise
 
     _resolve_url(args)
     codec = _codec(args)
     progress = RecordProgress(out, "verifying")
 
     async def action(store: CheckpointStore) -> dict[str, Any]:
+        holdings = await recognise(store.storage, args.namespace)
         try:
             report = await verify(store, progress=progress)
         finally:
             progress.close()
         found = report.to_dict()
-        if not found["records"] and not found["runs"]:
-            found["unrecognised"] = await _unrecognised(store, args.namespace)
+        if holdings.nothing and not found["records"]:
+            found["unrecognised"] = await nothing_found(store.storage, args.namespace)
             found["ok"] = False
+            return found
+        threads = workflows = 0
+        findings = list(report.findings)
+        heads_matter = keeps_heads(store.storage)
+        for data in holdings.data(store.storage, store.codec.encryption):
+            lg = isinstance(data, LangGraphData)
+            what = "LangGraph threads" if lg else "agent-framework workflows"
+            progress.begin(f" of {what} (prefix {data.prefix!r})")
+            try:
+                records, groups, more = await data.verify(
+                    heads_matter=heads_matter, progress=progress
+                )
+            finally:
+                progress.close()
+            found["records"] += records
+            findings += more
+            if isinstance(data, LangGraphData):
+                threads += groups
+            else:
+                workflows += groups
+        findings.sort(key=lambda f: f.key)
+        damaged = sum(1 for f in findings if f.severity == "damage")
+        found.update(
+            ok=damaged == 0,
+            damaged=damaged,
+            warnings=len(findings) - damaged,
+            findings=[asdict(f) for f in findings],
+        )
+        if holdings.langgraph:
+            found["threads"] = threads
+        if holdings.agent_framework:
+            found["workflows"] = workflows
         return found
 
     found = with_store(args, action, codec=codec, read_only=True)
@@ -253,8 +301,13 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
         out.error(found["unrecognised"]["message"])
     else:
         verdict = out.paint("ok", "green") if found["ok"] else out.paint("DAMAGED", "red")
+        groups = f"{found['runs']} run(s)"
+        if "threads" in found:
+            groups += f", {found['threads']} LangGraph thread(s)"
+        if "workflows" in found:
+            groups += f", {found['workflows']} agent-framework workflow(s)"
         out.print(
-            f"{verdict}: {found['records']} record(s) of {found['runs']} run(s), "
+            f"{verdict}: {found['records']} record(s) of {groups}, "
             f"{found['damaged']} damaged, {found['warnings']} warning(s)"
         )
         if found["findings"]:
@@ -263,45 +316,6 @@ def verify_command(args: argparse.Namespace, out: Output) -> int:
                 [(f["severity"], f["kind"], f["message"]) for f in found["findings"]],
             )
     return EXIT_OK if found["ok"] else EXIT_FAILED
-
-
-_LAYOUTS = (
-    # (what, the first segments of its keys): core/integrations/*.py define these layouts
-    ("LangGraph checkpoints (CheckpointkitSaver)", ("c", "w", "h", "b")),
-    ("agent-framework checkpoints (CheckpointkitCheckpointStorage)", ("wf",)),
-)
-_SAMPLE_KEYS = 1000
-"""Keys read to tell what a store holds when it holds no checkpointkit run."""
-
-
-async def _unrecognised(store: CheckpointStore, namespace: str) -> dict[str, Any]:
-    """What a store with no run of checkpointkit's holds, for ``verify`` to say so."""
-    keys: list[str] = []
-    async for key in store.storage.list(f"{namespace}/" if namespace else ""):
-        keys.append(key)
-        if len(keys) >= _SAMPLE_KEYS:
-            break
-    where = f"namespace {namespace!r}" if namespace else "the store"
-    if not keys:
-        message = f"nothing to verify: {where} holds no key at all (check --storage and -n)"
-        return {"keys": 0, "layouts": [], "message": message}
-    skip = len(namespace) + 1 if namespace else 0
-    heads = [key[skip:].split("/", 2) for key in keys]
-    firsts = {parts[0] for parts in heads}
-    # a layout's segment comes first, or second after the saver's or storage's own prefix
-    leading = firsts | {parts[1] for parts in heads if len(parts) > 2}
-    layouts = [what for what, segments in _LAYOUTS if leading & set(segments)]
-    counted = f"{len(keys)}{'+' if len(keys) >= _SAMPLE_KEYS else ''} key(s)"
-    seen = (
-        f"they look like {' and '.join(layouts)}, which verify does not check"
-        if layouts
-        else f"their first segments are {', '.join(sorted(firsts)[:5])}"
-    )
-    message = (
-        f"nothing verified: {where} holds {counted} but no run of checkpointkit's "
-        f"(no key under runs/); {seen}"
-    )
-    return {"keys": len(keys), "layouts": layouts, "message": message}
 
 
 def _rekey_arguments(parser: argparse.ArgumentParser) -> None:

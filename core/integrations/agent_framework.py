@@ -73,10 +73,8 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import quote, unquote
 
 import msgspec
 
@@ -98,6 +96,12 @@ from ..errors import CheckpointCorrupted, CheckpointkitError, NotFound, Precondi
 from ..keys import validate_prefix
 from ..registry import open_storage
 from ..storage import IfMatch, PutMode, Storage
+from ._agent_framework_layout import (
+    CODEC_AGENT_FRAMEWORK_HEAD,
+    CODEC_AGENT_FRAMEWORK_JSON,
+    CODEC_AGENT_FRAMEWORK_MSGPACK,
+    AgentFrameworkLayout,
+)
 
 __all__ = [
     "CODEC_AGENT_FRAMEWORK_HEAD",
@@ -106,15 +110,6 @@ __all__ = [
     "CheckpointkitCheckpointStorage",
     "WorkflowCheckpointCorrupted",
 ]
-
-CODEC_AGENT_FRAMEWORK_MSGPACK = 140
-"""Envelope codec tag: agent-framework's encoded checkpoint structure, as msgpack."""
-
-CODEC_AGENT_FRAMEWORK_JSON = 141
-"""Envelope codec tag: the same structure as JSON (when an integer exceeds msgpack's range)."""
-
-CODEC_AGENT_FRAMEWORK_HEAD = 142
-"""Envelope codec tag of a workflow's head: the UTF-8 name of its newest marker."""
 
 log = logging.getLogger("checkpointkit.integrations.agent_framework")
 
@@ -129,9 +124,6 @@ class WorkflowCheckpointCorrupted(WorkflowCheckpointException, CheckpointCorrupt
     """
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_TIME_OFFSET = 2**62  # microseconds, so that times before 1970 stay positive
-_TIME_MAX = 2**64 - 1
 _CONCURRENCY = 16
 _HEAD_CACHE_SIZE = 4096
 _msgpack_encoder = msgspec.msgpack.Encoder()
@@ -182,6 +174,7 @@ class CheckpointkitCheckpointStorage:
         self.storage = storage
         self.prefix = prefix
         self._p = f"{prefix}/" if prefix else ""
+        self._layout = AgentFrameworkLayout(self._p)
         self.encryption = encryption
         self._allowed: frozenset[str] = frozenset(allowed_checkpoint_types or ())
         self._seal_options: dict[str, Any] = {
@@ -260,26 +253,29 @@ class CheckpointkitCheckpointStorage:
             raise WorkflowCheckpointException(
                 f"Invalid checkpoint ID {checkpoint_id!r}: it must be a non-empty str"
             )
-        return f"{self._p}cp/_{quote(checkpoint_id, safe='')}"
+        return self._layout.checkpoint_key(checkpoint_id)
 
     def _workflow_prefix(self, workflow_name: str) -> str:
         if not isinstance(workflow_name, str):
             raise TypeError(f"workflow_name must be a str, not {type(workflow_name).__name__}")
-        return f"{self._p}wf/_{quote(workflow_name, safe='')}/"
+        return self._layout.workflow_prefix(workflow_name)
 
     def _marker_key(self, workflow_name: str, timestamp: str, checkpoint_id: str) -> str:
-        inverted = _TIME_MAX - (_micros(timestamp, checkpoint_id) + _TIME_OFFSET)
-        return (
-            f"{self._workflow_prefix(workflow_name)}{inverted:016x}-{quote(checkpoint_id, safe='')}"
-        )
+        self._workflow_prefix(workflow_name)  # the type check
+        try:
+            return self._layout.marker_key(workflow_name, timestamp, checkpoint_id)
+        except (TypeError, ValueError):
+            raise WorkflowCheckpointException(
+                f"Checkpoint {checkpoint_id} has timestamp {timestamp!r}, which is not ISO 8601"
+            ) from None
 
     @staticmethod
     def _marker_id(key: str) -> str:
-        return unquote(key[key.rfind("/") + 18 :])
+        return AgentFrameworkLayout.marker_id(key)
 
     def _head_key(self, workflow_prefix: str) -> str:
         """``{p}head/_{name}`` for the workflow prefix ``{p}wf/_{name}/``."""
-        return f"{self._p}head/{workflow_prefix[len(self._p) + 3 : -1]}"
+        return f"{self._layout.heads}{workflow_prefix[len(self._layout.workflows) : -1]}"
 
     # -- the head ----------------------------------------------------------------------
     async def _read_head(self, key: str) -> tuple[str | None, str] | None:
@@ -623,19 +619,6 @@ def _check_prefix(prefix: str) -> str:
     if prefix:
         validate_prefix(prefix + "/")
     return prefix
-
-
-def _micros(timestamp: str, checkpoint_id: str) -> int:
-    """Microseconds since 1970 of an ISO 8601 timestamp (naive means UTC)."""
-    try:
-        moment = datetime.fromisoformat(timestamp)
-    except (TypeError, ValueError):
-        raise WorkflowCheckpointException(
-            f"Checkpoint {checkpoint_id} has timestamp {timestamp!r}, which is not ISO 8601"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
 async def _gather(coros: Iterable[Any]) -> Sequence[Any]:

@@ -104,9 +104,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
-from urllib.parse import quote, unquote
-
-import msgspec
 
 from . import keeps_heads, missing_extra
 
@@ -139,6 +136,21 @@ from ..errors import (
 from ..keys import validate_prefix
 from ..registry import open_storage
 from ..storage import IfMatch, PutMode, Storage
+from ._langgraph_layout import (
+    CODEC_LANGGRAPH_BLOB,
+    CODEC_LANGGRAPH_HEAD,
+    CODEC_LANGGRAPH_RECORD,
+    CODEC_LANGGRAPH_WRITE,
+    LangGraphLayout,
+    decode_record,
+    decode_writes,
+    encode,
+)
+from ._langgraph_layout import FORMAT as _FORMAT
+from ._langgraph_layout import Record as _Record
+from ._langgraph_layout import Writes as _Writes
+from ._langgraph_layout import seg as _seg
+from ._langgraph_layout import unseg as _unseg
 
 __all__ = [
     "CODEC_LANGGRAPH_BLOB",
@@ -148,73 +160,14 @@ __all__ = [
     "CheckpointkitSaver",
 ]
 
-CODEC_LANGGRAPH_RECORD = 128
-"""Envelope codec tag of a checkpoint record (msgpack, LangGraph-serialized values inside)."""
-
-CODEC_LANGGRAPH_WRITE = 129
-"""Envelope codec tag of a pending-write record."""
-
-CODEC_LANGGRAPH_BLOB = 130
-"""Envelope codec tag of a large channel value: the bytes of ``serde.dumps_typed``."""
-
-CODEC_LANGGRAPH_HEAD = 131
-"""Envelope codec tag of a head: the UTF-8 id of the newest checkpoint of a thread and namespace."""
-
 T = TypeVar("T")
 U = TypeVar("U")
 
 log = logging.getLogger("checkpointkit.integrations.langgraph")
 
-_FORMAT = 1
 _CONCURRENCY = 16
 _LIST_BATCH = 16
 _CACHE_SIZE = 4096
-_COMPLEMENT = bytes(range(255, -1, -1))
-
-
-class _Record(msgspec.Struct, array_like=True, frozen=True):
-    format: int
-    checkpoint: tuple[str, bytes]
-    metadata: tuple[str, bytes]
-    parent: str | None
-    values: dict[str, tuple[str, bytes]]
-    blobs: dict[str, tuple[str, str]]  # channel -> (version, serde type)
-
-
-class _Writes(msgspec.Struct, array_like=True, frozen=True):
-    """The writes of one ``put_writes`` call (its regular ones), or one special write."""
-
-    format: int
-    task_id: str
-    task_path: str
-    items: list[tuple[int, str, str, bytes]]  # idx, channel, serde type, value
-
-
-_record_encoder = msgspec.msgpack.Encoder()
-_record_decoder = msgspec.msgpack.Decoder(_Record)
-_writes_decoder = msgspec.msgpack.Decoder(_Writes)
-
-
-def _seg(text: str) -> str:
-    """One key segment for any string: ``_`` and the percent-encoded text (never empty)."""
-    return "_" + quote(text, safe="")
-
-
-def _unseg(segment: str) -> str:
-    return unquote(segment[1:])
-
-
-def _inverted(checkpoint_id: str) -> str:
-    """A key segment that sorts in the opposite order of ``checkpoint_id``.
-
-    Each UTF-8 byte is complemented and written in hex; ``~`` (above every hex
-    digit) ends it, so an id sorts after any longer id that it prefixes.
-    """
-    return checkpoint_id.encode().translate(_COMPLEMENT).hex() + "~"
-
-
-def _uninverted(segment: str) -> str:
-    return bytes.fromhex(segment[:-1]).translate(_COMPLEMENT).decode()
 
 
 class _LoopThread:
@@ -318,6 +271,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             )
         prefix = _check_options(prefix, inline_limit)
         self._p = f"{prefix}/" if prefix else ""
+        self._layout = LangGraphLayout(self._p)
         self.storage = storage
         self.prefix = prefix
         self.inline_limit = inline_limit
@@ -381,31 +335,29 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
 
     # -- keys ----------------------------------------------------------------------------
     def _checkpoint_prefix(self, thread_id: str, ns: str | None = None) -> str:
-        if ns is None:
-            return f"{self._p}c/{_seg(thread_id)}/"
-        return f"{self._p}c/{_seg(thread_id)}/{_seg(ns)}/"
+        return self._layout.checkpoint_prefix(thread_id, ns)
 
     def _checkpoint_key(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
-        return f"{self._checkpoint_prefix(thread_id, ns)}{_inverted(checkpoint_id)}"
+        return self._layout.checkpoint_key(thread_id, ns, checkpoint_id)
 
     def _writes_prefix(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
-        return f"{self._p}w/{_seg(thread_id)}/{_seg(ns)}/{_seg(checkpoint_id)}/"
+        return self._layout.writes_prefix(thread_id, ns, checkpoint_id)
 
     def _writes_key(
         self, thread_id: str, ns: str, checkpoint_id: str, task_id: str, name: str
     ) -> str:
-        return f"{self._writes_prefix(thread_id, ns, checkpoint_id)}{_seg(task_id)}/{name}"
+        return self._layout.writes_key(thread_id, ns, checkpoint_id, task_id, name)
 
     def _blob_key(self, thread_id: str, ns: str, channel: str, version: str) -> str:
-        return f"{self._p}b/{_seg(thread_id)}/{_seg(ns)}/{_seg(channel)}/{_seg(version)}"
+        return self._layout.blob_key(thread_id, ns, channel, version)
 
     def _head_key(self, thread_id: str, ns: str) -> str:
-        return f"{self._p}h/{_seg(thread_id)}/{_seg(ns)}"
+        return self._layout.head_key(thread_id, ns)
 
     def _parse_checkpoint_key(self, key: str) -> tuple[str, str, str]:
         """``(thread_id, checkpoint_ns, checkpoint_id)`` of a checkpoint record key."""
-        thread_seg, ns_seg, inv = key[len(self._p) + 2 :].split("/")
-        return _unseg(thread_seg), _unseg(ns_seg), _uninverted(inv)
+        parsed = self._layout.parse_checkpoint_key(key)
+        return parsed.thread_id, parsed.checkpoint_ns, parsed.checkpoint_id
 
     # -- encoding ------------------------------------------------------------------------
     def _seal(self, payload: bytes, tag: int, key: str) -> bytes:
@@ -424,28 +376,16 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
     def _decode_record(self, data: bytes, key: str) -> _Record:
         payload = self._open(data, key, CODEC_LANGGRAPH_RECORD)
         try:
-            record = _record_decoder.decode(payload)
-        except msgspec.MsgspecError as exc:
-            raise DecodeError(f"the checkpoint record at key {key!r} is malformed: {exc}") from exc
-        if record.format != _FORMAT:
-            raise DecodeError(
-                f"the checkpoint record at key {key!r} has format {record.format}; "
-                f"this checkpointkit reads format {_FORMAT}"
-            )
-        return record
+            return decode_record(payload, key)
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from exc
 
     def _decode_writes(self, data: bytes, key: str) -> _Writes:
         payload = self._open(data, key, CODEC_LANGGRAPH_WRITE)
         try:
-            writes = _writes_decoder.decode(payload)
-        except msgspec.MsgspecError as exc:
-            raise DecodeError(f"the pending writes at key {key!r} are malformed: {exc}") from exc
-        if writes.format != _FORMAT:
-            raise DecodeError(
-                f"the pending writes at key {key!r} have format {writes.format}; "
-                f"this checkpointkit reads format {_FORMAT}"
-            )
-        return writes
+            return decode_writes(payload, key)
+        except ValueError as exc:
+            raise DecodeError(str(exc)) from exc
 
     def _remember_blob(self, ident: tuple[str, str, str, str], serde_type: str) -> None:
         cache = self._rt.blob_types
@@ -951,7 +891,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             blobs=blobs,
         )
         record_key = self._checkpoint_key(thread_id, ns, checkpoint_id)
-        data = self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_RECORD, record_key)
+        data = self._seal(encode(record), CODEC_LANGGRAPH_RECORD, record_key)
         # Values and the head before the record: a record never points at a missing
         # value, and a put that fails half-way leaves a head naming a missing
         # record (readers then use the listing), never a head behind the newest.
@@ -1017,15 +957,11 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 continue
             record = _Writes(_FORMAT, task_id, task_path, [(special, channel, serde_type, data)])
             key = self._writes_key(thread_id, ns, checkpoint_id, task_id, f"s{-special}")
-            uploads.append(
-                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE, key), True)
-            )
+            uploads.append((key, self._seal(encode(record), CODEC_LANGGRAPH_WRITE, key), True))
         if regular:
             record = _Writes(_FORMAT, task_id, task_path, regular)
             key = self._writes_key(thread_id, ns, checkpoint_id, task_id, f"r{len(writes)}")
-            uploads.append(
-                (key, self._seal(_record_encoder.encode(record), CODEC_LANGGRAPH_WRITE, key), False)
-            )
+            uploads.append((key, self._seal(encode(record), CODEC_LANGGRAPH_WRITE, key), False))
         await _gather_limited([self._upload(k, d, o) for k, d, o in uploads])
 
     # -- deleting and copying -------------------------------------------------------------

@@ -122,7 +122,14 @@ def test_verify_of_a_sound_store_exits_0_and_prints_one_json_document(tmp_path: 
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert set(doc) == {
-        "storage", "namespace", "ok", "records", "runs", "damaged", "warnings", "findings"
+        "storage",
+        "namespace",
+        "ok",
+        "records",
+        "runs",
+        "damaged",
+        "warnings",
+        "findings",
     }
     assert doc["ok"] is True and doc["runs"] == 2 and doc["records"] >= 8
     assert doc["storage"] == url
@@ -277,13 +284,31 @@ def test_verify_of_an_empty_store_says_so_and_exits_1(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     text = cli("verify", str(tmp_path / "empty"))
     assert text.exit_code == 1
-    assert "nothing to verify: the store holds no key at all" in text.stderr
+    assert (
+        "no checkpointkit runs, LangGraph threads or agent-framework workflows found under "
+        "the store's root: it holds no key at all"
+    ) in text.stderr
     assert not text.stdout.startswith("ok")
     doc = json.loads(cli("verify", str(tmp_path / "empty"), "--json").stdout)
     assert doc["ok"] is False and doc["unrecognised"]["keys"] == 0
 
 
-def test_verify_of_langgraph_data_only_says_what_it_saw_and_exits_1(tmp_path: Path) -> None:
+def test_verify_of_keys_it_does_not_recognise_names_them_and_exits_1(tmp_path: Path) -> None:
+    async def put() -> None:
+        async with FileStorage(tmp_path / "other") as storage:
+            await storage.put("reports/2026/q1", b"not a checkpoint", mode="create")
+            await storage.put("c/loose", b"looks like a LangGraph prefix, is not", mode="create")
+
+    asyncio.run(put())
+    text = cli("verify", str(tmp_path / "other"))
+    assert text.exit_code == 1 and not text.stdout
+    assert "found under the store's root: it holds 2 key(s)" in text.stderr
+    assert "'c', 'reports'" in text.stderr
+    doc = json.loads(cli("verify", str(tmp_path / "other"), "--json").stdout)
+    assert doc["ok"] is False and doc["unrecognised"]["keys"] == 2
+
+
+def test_verify_of_langgraph_data_only_checks_its_records_and_exits_0(tmp_path: Path) -> None:
     pytest.importorskip("langgraph")
     from checkpointkit.integrations.langgraph import CheckpointkitSaver
     from langgraph.checkpoint.base import empty_checkpoint
@@ -297,9 +322,8 @@ def test_verify_of_langgraph_data_only_says_what_it_saw_and_exits_1(tmp_path: Pa
 
     asyncio.run(save())
     text = cli("verify", url)
-    assert text.exit_code == 1, text.stdout + text.stderr
-    assert "no run of checkpointkit's" in text.stderr
-    assert "LangGraph checkpoints (CheckpointkitSaver)" in text.stderr
+    assert text.exit_code == 0, text.stdout + text.stderr
+    assert text.stdout.startswith("ok: 1 record(s) of 0 run(s), 1 LangGraph thread(s), 0 damaged")
     doc = json.loads(cli("verify", url, "--json").stdout)
-    assert doc["ok"] is False and doc["runs"] == 0
-    assert doc["unrecognised"]["layouts"] == ["LangGraph checkpoints (CheckpointkitSaver)"]
+    assert doc["ok"] is True and doc["runs"] == 0 and doc["threads"] == 1
+    assert doc["records"] == 1 and "unrecognised" not in doc and "workflows" not in doc
