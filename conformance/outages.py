@@ -290,7 +290,7 @@ def _prefix_and_raw(storage: Any) -> tuple[str, Any]:
 
 def _probed(target: Target | None, storage: Any, client: Any) -> Any:
     """``client`` recorded under the coverage of the probe that wraps ``storage``, if any."""
-    from .coverage import CoverageProbe
+    from .coverage import CoverageProbe, Reach
 
     probe = storage
     while not isinstance(probe, CoverageProbe) and hasattr(probe, "inner"):
@@ -298,7 +298,7 @@ def _probed(target: Target | None, storage: Any, client: Any) -> Any:
     if target is None or not isinstance(probe, CoverageProbe):
         return client
     snapshot = probe._rec.snapshot(probe._name)
-    if snapshot is None:
+    if snapshot is None or not isinstance(snapshot[0], Reach):
         return client
     return CoverageProbe(client, probe._name, snapshot[0], holds_key=probe._holds, into=probe._rec)
 
