@@ -8,7 +8,7 @@ from typing import ClassVar
 import pytest
 
 from ..errors import NotFound, PreconditionFailed, StorageClosed
-from ..storage import IfMatch, PutMode, Storage
+from ..storage import IfMatch, PutMode, Storage, delete_many
 from .checks import (
     collect,
     describe,
@@ -579,6 +579,13 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
         )
         await expect_raises(
             StorageClosed, storage.delete("k"), promise=promise, call="delete('k')", key="k"
+        )
+        await expect_raises(
+            StorageClosed,
+            delete_many(storage, ["k", "k2"]),
+            promise=promise,
+            call="delete_many(['k', 'k2'])",
+            key="k",
         )
         try:
             await collect(storage.list(""))

@@ -549,6 +549,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "close.storage-closed",
     ),
     _m(
+        "delete-many-after-close",
+        kv_plain.DeleteManyAfterClose,
+        P,
+        SEM,
+        "test_operations_after_close_raise_storage_closed",
+        "close.storage-closed",
+    ),
+    _m(
         "open-listing-outlives-close",
         kv_plain.OpenListingOutlivesClose,
         P,

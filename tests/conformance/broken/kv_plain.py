@@ -181,6 +181,15 @@ class WorksAfterClose(PlainKV):
         pass
 
 
+class DeleteManyAfterClose(PlainKV):
+    """Bug: the batch delete, added later for speed, forgot the closed check the others make."""
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        batch = [self._key(k) for k in keys]
+        await asyncio.sleep(0)
+        return sum(self._remove(k, None) for k in dict.fromkeys(batch))
+
+
 class OpenListingOutlivesClose(PlainKV):
     """Bug: the state is checked when a listing starts, not before each of its pages."""
 
