@@ -34,7 +34,11 @@ def config(thread: str, checkpoint_id: str | None = None) -> dict:
 
 
 async def main() -> int:
-    path = str(Path(tempfile.mkdtemp()) / "graph.sqlite")
+    with tempfile.TemporaryDirectory() as folder:
+        return await show(str(Path(folder) / "graph.sqlite"))
+
+
+async def show(path: str) -> int:
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         await saver.setup()
         loop = asyncio.get_running_loop()

@@ -94,9 +94,9 @@ async def cancel_while_locked(method: str, folder: Path) -> tuple[str, bool]:
 
 
 async def main() -> int:
-    folder = Path(tempfile.mkdtemp())
     methods = ("aput", "aput_writes", "adelete_thread")
-    results = await asyncio.gather(*(cancel_while_locked(m, folder) for m in methods))
+    with tempfile.TemporaryDirectory() as folder:
+        results = await asyncio.gather(*(cancel_while_locked(m, Path(folder)) for m in methods))
     for line, _ in results:
         print(line)
     late = [m for m, (_, is_late) in zip(methods, results, strict=True) if is_late]
