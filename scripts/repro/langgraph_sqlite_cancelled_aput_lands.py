@@ -6,7 +6,8 @@ Standalone reproduction (langgraph-checkpoint-sqlite; no checkpointkit needed):
     python langgraph_sqlite_cancelled_aput_lands.py
 
 While another connection holds the database's write lock (a second process
-writing), an ``aput`` is cancelled: it raises ``CancelledError`` promptly. Then
+writing), an ``aput`` is cancelled once its ``INSERT`` has begun (seen through the
+connection's trace callback): it raises ``CancelledError`` promptly. Then
 the lock is released and the same saver puts another checkpoint. A second saver
 on the same file now sees both checkpoints: the cancelled one was committed by
 the next call (its INSERT ran in aiosqlite's thread after the cancel, and the
@@ -33,14 +34,26 @@ def config(thread: str, checkpoint_id: str | None = None) -> dict:
 
 
 async def main() -> int:
-    path = str(Path(tempfile.mkdtemp()) / "graph.sqlite")
+    with tempfile.TemporaryDirectory() as folder:
+        return await show(str(Path(folder) / "graph.sqlite"))
+
+
+async def show(path: str) -> int:
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         await saver.setup()
+        loop = asyncio.get_running_loop()
+        started = asyncio.Event()
+
+        def trace(sql: str) -> None:  # runs in aiosqlite's thread as a statement begins
+            if sql.lstrip().upper().startswith("INSERT"):
+                loop.call_soon_threadsafe(started.set)
+
+        await saver.conn.set_trace_callback(trace)
         blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
         cancelled = empty_checkpoint()
         task = asyncio.ensure_future(saver.aput(config("t"), cancelled, {}, {}))
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(started.wait(), 30)  # its INSERT is waiting for the lock
         task.cancel()
         try:
             await task
@@ -48,7 +61,7 @@ async def main() -> int:
             print("aput raised CancelledError")
         blocker.execute("ROLLBACK")
         blocker.close()
-        await asyncio.sleep(0.1)
+        await saver.conn.set_trace_callback(None)
         after = empty_checkpoint()
         await saver.aput(config("t"), after, {}, {})  # the saver's next call
     async with AsyncSqliteSaver.from_conn_string(path) as other:
