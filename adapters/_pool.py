@@ -95,6 +95,10 @@ class Pool(Generic[C]):
         async with asyncio.timeout(timeout):
             return await self._acquire_waiting()
 
+    def take(self) -> C | None:
+        """An idle connection for the caller alone, or None (none idle, or the pool closed)."""
+        return None if self._closed else self._take_idle()
+
     def _take_idle(self) -> C | None:
         if self._closed:
             raise PoolClosed("the pool is closed")

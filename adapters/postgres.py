@@ -510,17 +510,22 @@ class PostgresStorage(StorageBase):
     # -- one statement, with what cancellation and failures leave ----------------------
     async def _call(self, op: str, what: str, run: Callable[[Any], Awaitable[T]]) -> T:
         """Run a read (or a statement without a deadline) on a pooled connection."""
-        pool = await self._ready()
-        conn = await self._acquire(pool, op, what)
-        with _translate_errors(op, what, self._where):
-            try:
-                async with asyncio.timeout(self.timeout):
-                    result = await run(conn)
-            except BaseException:
-                self._discard(conn)  # no stale reply for the next user of the connection
-                raise
-            self._release(conn)
-            return result
+        pool = self._pool
+        if pool is None:
+            pool = await self._ready()
+        conn = pool.take()  # an idle connection, without awaiting
+        if conn is None:
+            conn = await self._acquire(pool, op, what)
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await run(conn)
+        except BaseException as exc:
+            self._discard(conn)  # no stale reply for the next user of the connection
+            if isinstance(exc, _DRIVER_ERRORS):
+                _fail(op, what, self._where, exc, written=False)
+            raise
+        pool.release(conn)
+        return result
 
     async def _write(self, op: str, what: str, sql: str, *args: Any, size: int = 0) -> list[Any]:
         """Run a write statement whose last parameter is its deadline; see the module docstring.
@@ -533,7 +538,9 @@ class PostgresStorage(StorageBase):
         loop = asyncio.get_running_loop()
         staged = size > INLINE_MAX
         for _ in range(ATTEMPTS):
-            conn = await self._acquire(pool, op, what)
+            conn = pool.take()
+            if conn is None:
+                conn = await self._acquire(pool, op, what)
             if loop.time() - self._clock.at > self._refresh:
                 try:
                     await self._measure_clock(conn)
@@ -787,6 +794,16 @@ def _plain_loopback(dsn: str | None, endpoint: tuple[str, int] | None) -> bool:
     return host in ("127.0.0.1", "::1", "localhost")
 
 
+_DRIVER_ERRORS: Final = (
+    pgexc.PostgresError,
+    pgexc.InterfaceError,
+    pgexc.InternalClientError,
+    TimeoutError,
+    OSError,
+)
+"""What `_translate_errors` turns into checkpointkit's errors."""
+
+
 @contextlib.contextmanager
 def _translate_errors(op: str, what: str, where: str, *, written: bool = False) -> Iterator[None]:
     """Turn asyncpg's and the network's errors into checkpointkit's, the driver's chained.
@@ -806,13 +823,7 @@ def _translate_errors(op: str, what: str, where: str, *, written: bool = False) 
     """
     try:
         yield
-    except (
-        pgexc.PostgresError,
-        pgexc.InterfaceError,
-        pgexc.InternalClientError,
-        TimeoutError,
-        OSError,
-    ) as exc:
+    except _DRIVER_ERRORS as exc:
         lost = not isinstance(exc, pgexc.PostgresError) or isinstance(
             exc, pgexc.PostgresConnectionError
         )

@@ -218,3 +218,15 @@ async def test_terminate_ends_every_connection_in_use_or_idle() -> None:
     assert (a.state, b.state) == ("terminated", "terminated")
     pool.release(b)  # a late return after terminate changes nothing
     assert len(pool) == 0
+
+
+async def test_take_returns_an_idle_connection_or_none() -> None:
+    pool, _ = pool_of(1)
+    assert pool.take() is None  # nothing idle: the caller awaits acquire()
+    conn = await pool.acquire(1)
+    assert pool.take() is None  # the only one is in use
+    pool.release(conn)
+    assert pool.take() is conn
+    pool.release(conn)
+    await pool.close(1)
+    assert pool.take() is None  # closed: acquire() raises PoolClosed
