@@ -241,13 +241,15 @@ async def saver_rows(
                 thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
                 per_put, _ = await put_chain(saver, thread, size, counts[label])
                 puts[name].append(per_put)
+        configs: dict[str, Any] = {}
         for name, saver in savers.items():
             thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
             await put_chain(saver, thread, size, 50)
-            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-            for _ in range(runs):
+            configs[name] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        for _ in range(runs):  # interleaved run by run, as the puts
+            for name, saver in savers.items():
                 latest[name].append(
-                    await timed(counts[label], lambda _i, s=saver, c=config: s.aget_tuple(c))
+                    await timed(counts[label], lambda _i, s=saver, c=configs[name]: s.aget_tuple(c))
                 )
         rows.append((f"put, {label}", {k: statistics.median(v) for k, v in puts.items()}))
         rows.append((f"latest, {label}", {k: statistics.median(v) for k, v in latest.items()}))
