@@ -54,6 +54,7 @@ from ..errors import (
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ..versions import decimal_version
 from ._deadline import DRIFT, MARGIN, ServerClock, settle
+from ._pool import Pool, PoolClosed
 
 try:
     import asyncpg
@@ -87,6 +88,9 @@ _NEVER: Final = 1e300
 
 ATTEMPTS: Final = 8
 """Times a write is sent again, with a new deadline, when it ran past its deadline."""
+
+IDLE_LIFETIME: Final = 60.0
+"""Seconds after which a pooled connection that nobody used is closed."""
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 _PARAMS: Final = {
@@ -227,7 +231,7 @@ def _redact(url: str) -> str:
 
 
 class PostgresStorage(StorageBase):
-    """A storage in one PostgreSQL table, through asyncpg's connection pool.
+    """A storage in one PostgreSQL table, through a pool of asyncpg connections.
 
     Open it with `from_url`
     (``postgresql://user:password@host:5432/db?prefix=wf``) or construct it
@@ -329,7 +333,7 @@ class PostgresStorage(StorageBase):
         self._dsn = dsn
         self._where = _redact(dsn) if dsn else "postgresql:// (from the environment)"
         self._sql = _Sql(self.schema, self.table)
-        self._pool: asyncpg.Pool | None = None
+        self._pool: Pool[asyncpg.Connection] | None = None
         self._opening: asyncio.Lock | None = None
         self._clock = ServerClock()
         # the clock estimate is measured again when its drift allowance reaches grace/8
@@ -388,7 +392,7 @@ class PostgresStorage(StorageBase):
         )
 
     # -- connections, schema and clock ------------------------------------------------
-    async def _ready(self) -> asyncpg.Pool:
+    async def _ready(self) -> Pool[asyncpg.Connection]:
         pool = self._pool
         if pool is not None:
             return pool
@@ -400,27 +404,8 @@ class PostgresStorage(StorageBase):
                 self._pool = await self._open()
             return self._pool
 
-    async def _open(self) -> asyncpg.Pool:
-        kwargs: dict[str, Any] = {}
-        if self._endpoint is not None:
-            kwargs["host"], kwargs["port"] = self._endpoint
-        if _plain_loopback(self._dsn, self._endpoint):
-            # No sslmode chosen, and the server is on this machine: no TLS (libpq's
-            # default "prefer" asks the server first, a round trip per connection).
-            kwargs["ssl"] = False
-        with _translate_errors("connect", "the database", self._where):
-            pool: asyncpg.Pool = await asyncpg.create_pool(
-                self._dsn,
-                min_size=0,
-                max_size=self.pool_size,
-                timeout=self.connect_timeout,
-                command_timeout=None,
-                max_inactive_connection_lifetime=60.0,
-                reset=_keep_session,
-                init=self._measure_clock,
-                server_settings={"application_name": "checkpointkit"},
-                **kwargs,
-            )
+    async def _open(self) -> Pool[asyncpg.Connection]:
+        pool = Pool(self._connect, size=self.pool_size, idle_lifetime=IDLE_LIFETIME)
         try:
             await self._ensure_schema(pool)
         except BaseException:
@@ -428,11 +413,35 @@ class PostgresStorage(StorageBase):
             raise
         return pool
 
-    async def _ensure_schema(self, pool: asyncpg.Pool) -> None:
+    async def _connect(self) -> asyncpg.Connection:
+        """A new connection, its clock reading taken (the pool's ``connect``)."""
+        kwargs: dict[str, Any] = {}
+        if self._endpoint is not None:
+            kwargs["host"], kwargs["port"] = self._endpoint
+        if _plain_loopback(self._dsn, self._endpoint):
+            # No sslmode chosen, and the server is on this machine: no TLS (libpq's
+            # default "prefer" asks the server first, a round trip per connection).
+            kwargs["ssl"] = False
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self._dsn,
+            timeout=self.connect_timeout,
+            command_timeout=None,
+            server_settings={"application_name": "checkpointkit"},
+            **kwargs,
+        )
+        try:
+            await self._measure_clock(conn)
+        except BaseException:
+            conn.terminate()
+            raise
+        return conn
+
+    async def _ensure_schema(self, pool: Pool[asyncpg.Connection]) -> None:
         sql = self._sql
         with _translate_errors("create", f"the table {sql.table}", self._where):
             async with asyncio.timeout(self.timeout):
-                async with pool.acquire() as conn:
+                conn = await pool.acquire(self.connect_timeout)
+                try:
                     try:
                         found = await conn.fetchval(sql.schema_version)
                     except pgexc.UndefinedTableError:
@@ -453,6 +462,10 @@ class PostgresStorage(StorageBase):
                         )
                     if self.ttl is not None:
                         await conn.execute(sql.purge)
+                except BaseException:
+                    pool.discard(conn)
+                    raise
+                pool.release(conn)
 
     async def _measure_clock(self, conn: asyncpg.Connection) -> None:
         """Narrow the server clock's estimate with three readings (each new connection)."""
@@ -497,17 +510,22 @@ class PostgresStorage(StorageBase):
     # -- one statement, with what cancellation and failures leave ----------------------
     async def _call(self, op: str, what: str, run: Callable[[Any], Awaitable[T]]) -> T:
         """Run a read (or a statement without a deadline) on a pooled connection."""
-        pool = await self._ready()
-        conn = await self._acquire(pool, op, what)
-        with _translate_errors(op, what, self._where):
-            try:
-                async with asyncio.timeout(self.timeout):
-                    result = await run(conn)
-            except BaseException:
-                conn.terminate()  # no stale reply for the next user of the connection
-                raise
-            await self._release(conn)
-            return result
+        pool = self._pool
+        if pool is None:
+            pool = await self._ready()
+        conn = pool.take()  # an idle connection, without awaiting
+        if conn is None:
+            conn = await self._acquire(pool, op, what)
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await run(conn)
+        except BaseException as exc:
+            self._discard(conn)  # no stale reply for the next user of the connection
+            if isinstance(exc, _DRIVER_ERRORS):
+                _fail(op, what, self._where, exc, written=False)
+            raise
+        pool.release(conn)
+        return result
 
     async def _write(self, op: str, what: str, sql: str, *args: Any, size: int = 0) -> list[Any]:
         """Run a write statement whose last parameter is its deadline; see the module docstring.
@@ -520,12 +538,14 @@ class PostgresStorage(StorageBase):
         loop = asyncio.get_running_loop()
         staged = size > INLINE_MAX
         for _ in range(ATTEMPTS):
-            conn = await self._acquire(pool, op, what)
+            conn = pool.take()
+            if conn is None:
+                conn = await self._acquire(pool, op, what)
             if loop.time() - self._clock.at > self._refresh:
                 try:
                     await self._measure_clock(conn)
                 except BaseException as exc:
-                    conn.terminate()
+                    self._discard(conn)
                     with _translate_errors(op, what, self._where):
                         raise exc
             if staged:
@@ -555,14 +575,14 @@ class PostgresStorage(StorageBase):
         except pgexc.PostgresError as exc:
             if isinstance(exc, pgexc.PostgresConnectionError):  # lost: the outcome is open
                 await self._settle_failed(conn, until, exc, op, what)
-            await self._release(conn)  # the server answered an error: the statement did nothing
+            self._release(conn)  # the server answered an error: the statement did nothing
             if exc.sqlstate == LATE:
                 return None
             with _translate_errors(op, what, self._where):
                 raise
         except BaseException as exc:  # cancelled, timed out, connection lost
             await self._settle_failed(conn, until, exc, op, what)
-        await self._release(conn)
+        self._release(conn)
         if rows and rows[-1][-1] is not None:
             self._clock.add(float(rows[-1][-1]), sent, loop.time())
         return rows
@@ -585,13 +605,13 @@ class PostgresStorage(StorageBase):
                 if not rows:  # a condition failed: nothing to commit
                     await conn.execute("ROLLBACK")
         except BaseException as exc:
-            conn.terminate()  # no COMMIT was sent: the transaction is rolled back
+            self._discard(conn)  # no COMMIT was sent: the transaction is rolled back
             if isinstance(exc, pgexc.PostgresError | asyncio.CancelledError):
                 raise
             with _translate_errors(op, what, self._where):  # StorageUnavailable: not written
                 raise
         if not rows:
-            await self._release(conn)
+            self._release(conn)
             return rows
         loop = asyncio.get_running_loop()
         deadline, until = self._clock.deadline(loop.time(), self._window, self._window_min)
@@ -601,34 +621,39 @@ class PostgresStorage(StorageBase):
         except pgexc.PostgresError as exc:
             if isinstance(exc, pgexc.PostgresConnectionError):
                 await self._settle_failed(conn, until, exc, op, what)
-            conn.terminate()  # the transaction failed: rolled back with the connection
+            self._discard(conn)  # the transaction failed: rolled back with the connection
             if exc.sqlstate == LATE:
                 return None
             with _translate_errors(op, what, self._where):
                 raise
         except BaseException as exc:
             await self._settle_failed(conn, until, exc, op, what)
-        await self._release(conn)
+        self._release(conn)
         return rows
 
-    async def _acquire(self, pool: Any, op: str, what: str) -> Any:
+    async def _acquire(self, pool: Pool[asyncpg.Connection], op: str, what: str) -> Any:
         """A pooled connection; ``StorageClosed`` if the storage was closed meanwhile."""
         with _translate_errors(op, what, self._where):
             try:
-                if self._closed or id(self._pool) != id(pool):
-                    raise StorageClosed("PostgresStorage is closed")
-                return await pool.acquire(timeout=self.connect_timeout)
-            except pgexc.InterfaceError:
-                if self._closed:  # "pool is closing": aclose() ran meanwhile
-                    raise StorageClosed("PostgresStorage is closed") from None
-                raise
+                return await pool.acquire(self.connect_timeout)
+            except PoolClosed:
+                raise StorageClosed("PostgresStorage is closed") from None
 
-    async def _release(self, conn: Any) -> None:
+    def _release(self, conn: Any) -> None:
+        """Give back a connection ready for its next statement (terminated if closed since)."""
         pool = self._pool
-        if pool is None:  # closed meanwhile (terminated): nothing to give back
+        if pool is None:  # pragma: no cover - a connection comes from an open pool
             conn.terminate()
         else:
-            await pool.release(conn)
+            pool.release(conn)
+
+    def _discard(self, conn: Any) -> None:
+        """Terminate a connection whose state is unknown, and free its place in the pool."""
+        pool = self._pool
+        if pool is None:  # pragma: no cover - a connection comes from an open pool
+            conn.terminate()
+        else:
+            pool.discard(conn)
 
     async def _settle_failed(
         self, conn: Any, until: float, exc: BaseException, op: str, what: str
@@ -642,7 +667,7 @@ class PostgresStorage(StorageBase):
         raised again after the wait (a second one during it is kept, not
         dropped); a timeout or a lost connection becomes ``OutcomeUnknown``.
         """
-        conn.terminate()
+        self._discard(conn)
         cancelled_meanwhile = await settle(until + MARGIN)
         if isinstance(exc, asyncio.CancelledError):
             raise exc
@@ -748,11 +773,11 @@ class PostgresStorage(StorageBase):
         if self._opening is not None:
             async with self._opening:  # a pool being opened now is closed too
                 pass
-        pool, self._pool = self._pool, None
+        pool = self._pool  # kept: connections still in use are given back to it
         if pool is None:
             return
         try:
-            await asyncio.wait_for(pool.close(), timeout=self.timeout)
+            await asyncio.wait_for(pool.close(self.timeout), timeout=self.timeout)
         except BaseException:
             pool.terminate()
             raise
@@ -769,8 +794,14 @@ def _plain_loopback(dsn: str | None, endpoint: tuple[str, int] | None) -> bool:
     return host in ("127.0.0.1", "::1", "localhost")
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """A released connection keeps its session: the storage sets nothing that needs a reset."""
+_DRIVER_ERRORS: Final = (
+    pgexc.PostgresError,
+    pgexc.InterfaceError,
+    pgexc.InternalClientError,
+    TimeoutError,
+    OSError,
+)
+"""What `_translate_errors` turns into checkpointkit's errors."""
 
 
 @contextlib.contextmanager
@@ -792,13 +823,7 @@ def _translate_errors(op: str, what: str, where: str, *, written: bool = False) 
     """
     try:
         yield
-    except (
-        pgexc.PostgresError,
-        pgexc.InterfaceError,
-        pgexc.InternalClientError,
-        TimeoutError,
-        OSError,
-    ) as exc:
+    except _DRIVER_ERRORS as exc:
         lost = not isinstance(exc, pgexc.PostgresError) or isinstance(
             exc, pgexc.PostgresConnectionError
         )

@@ -13,9 +13,12 @@ Starts one PostgreSQL server on a loopback port with its durable defaults
 
 for ``CheckpointkitSaver.from_url("postgres://...")`` and LangGraph's
 ``AsyncPostgresSaver`` (``langgraph-checkpoint-postgres``, psycopg 3, one connection,
-autocommit), each in its own database. The floor printed beside them is the server's
-cheapest round trip (``SELECT 1``) and one autocommitted ``INSERT`` of a 1 KiB row (its
-commit waits for the log flush), both through asyncpg on one connection.
+autocommit), each in its own database. Then the floor, on the saver's own storage and its
+connection pool, interleaved run by run: the server's cheapest round trip (``SELECT 1``),
+the adapter's own get statement sent raw, and the adapter's ``get`` of a 1 KiB value; one
+autocommitted single-row ``INSERT ... ON CONFLICT DO UPDATE`` of 1 KiB (its commit waits for
+the log flush, as a put's does), the adapter's own overwrite statement sent raw (with its
+deadline fence), and the adapter's ``put`` (overwrite) of 1 KiB.
 
 Figures are medians of ``--runs`` runs; the ratio is ``AsyncPostgresSaver``'s time over
 checkpointkit's (above 1: checkpointkit faster). The peers are installed by the ``test``
@@ -27,11 +30,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import statistics
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from bench_integrations import WARM_UP, fmt, logging_quiet, put_chain, ratio, saver_rows, timed
+from checkpointkit.adapters.postgres import PostgresStorage
 from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 
@@ -73,24 +78,41 @@ async def savers(url: str) -> AsyncIterator[dict[str, Any]]:
         yield found
 
 
-async def floor(url: str, n: int) -> tuple[float, float]:
-    """Seconds of one ``SELECT 1`` and of one autocommitted 1 KiB ``INSERT``."""
-    import asyncpg
+async def floor(storage: PostgresStorage, runs: int, n: int) -> dict[str, float]:
+    """Seconds per operation: the cheapest statements through the storage's own pool beside
+    the storage's get and put of 1 KiB (medians of ``runs`` interleaved runs)."""
+    pool = await storage._ready()  # the adapter's pool: the same connections as its operations
+    table = f'"{storage.table}_floor"'
+    row = bytes(1024)
 
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute("CREATE TABLE IF NOT EXISTS floor (k text PRIMARY KEY, v bytea)")
-        row = bytes(1024)
-        select = await timed(n, lambda _i: conn.fetchval("SELECT 1"))
-        insert = await timed(
-            n,
-            lambda i: conn.execute(
-                "INSERT INTO floor VALUES ($1, $2)", f"{uuid.uuid4().hex}-{i}", row
-            ),
-        )
-    finally:
-        await conn.close()
-    return select, insert
+    async def on_pool(sql: str, *args: Any) -> None:
+        conn = pool.take() or await pool.acquire(10)
+        try:
+            await conn.execute(sql, *args)
+        except BaseException:
+            pool.discard(conn)
+            raise
+        pool.release(conn)
+
+    await on_pool(f"CREATE TABLE IF NOT EXISTS {table} (k text PRIMARY KEY, v bytea)")
+    await storage.put("floor/get", row)
+    upsert = f"INSERT INTO {table} VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+    sql, ns, far = storage._sql, storage.prefix, 1e300  # the adapter's statements, raw
+    ops: dict[str, Callable[[int], Awaitable[object]]] = {
+        "SELECT 1": lambda _i: on_pool("SELECT 1"),
+        "get statement, raw": lambda _i: on_pool(sql.get, ns, "floor/get"),
+        "get": lambda _i: storage.get("floor/get"),
+        "INSERT ... ON CONFLICT": lambda i: on_pool(upsert, f"k{i % 64}", row),
+        "put statement, raw": lambda i: on_pool(
+            sql.overwrite, ns, f"raw/k{i % 64}", row, None, far
+        ),
+        "put (overwrite)": lambda i: storage.put(f"floor/k{i % 64}", row),
+    }
+    times: dict[str, list[float]] = {name: [] for name in ops}
+    for _ in range(runs):
+        for name, op in ops.items():
+            times[name].append(await timed(n, op))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 async def bench(url: str, runs: int, quick: bool) -> None:
@@ -99,16 +121,22 @@ async def bench(url: str, runs: int, quick: bool) -> None:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
     async with savers(url) as found:
         rows = await saver_rows(found, runs, counts)
-    select, insert = await floor(url, 200)
+        storage = found[OURS].storage
+        assert isinstance(storage, PostgresStorage)
+        floors = await floor(storage, runs, counts["1 KiB"])
     print(f"\nLangGraph on one PostgreSQL server: CheckpointkitSaver vs {PEER}")
     print(f"{'operation':<24}{OURS:>14}{PEER:>20}{'ratio':>10}")
     for op, figures in rows:
         ours, peer = figures.get(OURS), figures.get(PEER)
         print(f"{op:<24}{fmt(ours):>14}{fmt(peer):>20}{ratio(peer, ours):>10}")
-    print(
-        f"floor on this server (asyncpg, one connection): SELECT 1 {fmt(select)}, "
-        f"one autocommitted 1 KiB INSERT {fmt(insert)}"
-    )
+    print("\nThe floor, 1 KiB, on the adapter's own pool (interleaved with its get and put)")
+    print(f"{'cheapest statement':<34}{'adapter statement, raw':>24}{'adapter':>26}")
+    names = list(floors)
+    for cheapest, raw, ours in (names[:3], names[3:]):
+        print(
+            f"{cheapest:<22}{fmt(floors[cheapest]):>12}{fmt(floors[raw]):>24}"
+            f"{ours:>16}{fmt(floors[ours]):>10}  ({floors[ours] / floors[cheapest]:.2f}x)"
+        )
 
 
 def main() -> None:
