@@ -225,6 +225,7 @@ class SQLiteStorage(StorageBase):
         ttl=False,
         settles_cancelled_writes=True,
         indexed_list=True,
+        local=True,
     )
 
     cancel_grace: ClassVar[float] = 30.0
@@ -746,7 +747,6 @@ def _rollback(conn: sqlite3.Connection) -> None:
 def _as_version(text: str | None) -> int | None:
     """The stored form of a version string; None if it cannot be one of ours."""
     return None if text is None else decimal_version(text)
-
 
 
 def _url_path(url: str, rest: str) -> str:

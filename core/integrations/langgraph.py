@@ -108,7 +108,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from . import keeps_heads, missing_extra
+from . import compress_threshold_for, keeps_heads, missing_extra
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -289,6 +289,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         encryption: Encrypt every record with AES-GCM (see
             `checkpointkit.crypto.Encryption`); None stores them in clear.
         compress_threshold: zstd-compress records longer than this many bytes.
+            ``None`` (the default) chooses by the storage: never on a local one
+            (memory, file, SQLite: reading and writing the bytes costs less
+            than compressing and decompressing them), 16 KiB elsewhere, where
+            it saves transfer (see `checkpointkit.integrations.compress_threshold_for`).
         compression_level: zstd level for those records (1, the fastest positive
             level, by default: compression must not cost more than the bytes it
             saves). ``compress_threshold=sys.maxsize`` turns compression off.
@@ -307,7 +311,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         prefix: str = "langgraph",
         inline_limit: int = 128 * 1024,
         encryption: Encryption | None = None,
-        compress_threshold: int = 16 * 1024,
+        compress_threshold: int | None = None,
         compression_level: int = 1,
     ) -> None:
         super().__init__(serde=serde)
@@ -323,7 +327,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         self.inline_limit = inline_limit
         self.encryption = encryption
         self._seal_options: dict[str, Any] = {
-            "compress_threshold": compress_threshold,
+            "compress_threshold": compress_threshold_for(storage, compress_threshold),
             "compression_level": compression_level,
             "encryption": encryption,
         }
@@ -342,7 +346,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         prefix: str = "langgraph",
         inline_limit: int = 128 * 1024,
         encryption: Encryption | None = None,
-        compress_threshold: int = 16 * 1024,
+        compress_threshold: int | None = None,
         compression_level: int = 1,
     ) -> CheckpointkitSaver:
         """Open the storage that ``url`` names and make a saver that owns (and closes) it.
