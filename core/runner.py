@@ -138,9 +138,7 @@ def _retrieve(tasks: Iterable[asyncio.Task[Any]]) -> None:
             task.exception()
 
 
-async def _within(
-    tasks: set[asyncio.Task[Any]], deadline: float, *, cancel: bool = True
-) -> bool:
+async def _within(tasks: set[asyncio.Task[Any]], deadline: float, *, cancel: bool = True) -> bool:
     """Wait for ``tasks`` until ``deadline`` (loop time), also through new cancellations.
 
     Returns True if the caller was cancelled meanwhile (the caller re-raises).
@@ -1130,9 +1128,7 @@ class Workflow(Generic[In, Out]):
         return await run.drive(self.fn, input, resumed=True)
 
     @staticmethod
-    def _completed(
-        latest: Checkpoint, sink: Callable[[Event], None] | None
-    ) -> RunResult[Any]:
+    def _completed(latest: Checkpoint, sink: Callable[[Event], None] | None) -> RunResult[Any]:
         if sink is not None:
             sink(RunCompleted(latest.run_id, latest.output))
         return RunResult(latest.run_id, "completed", output=latest.output)

@@ -526,9 +526,7 @@ class CheckpointStore:
             pruned_to=head.get("floor", 0),
         )
 
-    async def abandoned_runs(
-        self, *, limit: int | None = None, concurrency: int = 16
-    ) -> list[str]:
+    async def abandoned_runs(self, *, limit: int | None = None, concurrency: int = 16) -> list[str]:
         """Runs whose owner is gone: started, not concluded, and with no live lease.
 
         A worker killed mid-run leaves its run ``"running"`` with a lease that
@@ -702,9 +700,7 @@ class CheckpointStore:
         head: dict[str, Any] = self.codec.decode(data, key=key)
         return head, version
 
-    async def _write_head(
-        self, run_id: str, head: Mapping[str, Any], version: str | None
-    ) -> str:
+    async def _write_head(self, run_id: str, head: Mapping[str, Any], version: str | None) -> str:
         key = self._head_key(run_id)
         data = self.codec.encode(dict(head), path="head", key=key)
         mode: PutMode = "create" if version is None else IfMatch(version)
@@ -788,7 +784,11 @@ class CheckpointStore:
         start = time.monotonic()
         if current is None:
             head: dict[str, Any] = {
-                "owner": owner, "epoch": 1, "expires": now + ttl, "seq": 0, "status": "running"
+                "owner": owner,
+                "epoch": 1,
+                "expires": now + ttl,
+                "seq": 0,
+                "status": "running",
             }
             version = None
         else:
@@ -837,8 +837,10 @@ class CheckpointStore:
                 again = await self._read_head(run_id)
                 if again is not None and again[0] == head:
                     return again[1]  # it was this very write
-                unchanged = again is None if version is None else (
-                    again is not None and again[1] == version
+                unchanged = (
+                    again is None
+                    if version is None
+                    else (again is not None and again[1] == version)
                 )
                 if isinstance(exc, PreconditionFailed) or not unchanged:
                     raise RunBusy(
@@ -1167,9 +1169,7 @@ class CheckpointStore:
             async for key in self.storage.list(prefix, limit=limit)
         ]
 
-    async def checkpoints_older_than(
-        self, run_id: str, older_than: float | timedelta
-    ) -> list[str]:
+    async def checkpoints_older_than(self, run_id: str, older_than: float | timedelta) -> list[str]:
         """Ids of the run's checkpoints saved more than ``older_than`` ago, newest first.
 
         What ``prune(run_id, older_than=...)`` deletes. Checkpoints are numbered
