@@ -9,6 +9,7 @@ give the same checkpoint as the walk.
 
 from __future__ import annotations
 
+import enum
 import sys
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -22,9 +23,11 @@ from agent_framework._workflows._checkpoint_encoding import (
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.envelope import COMPRESSION_NONE, COMPRESSION_ZSTD, read_header
 from checkpointkit.integrations import NETWORK_COMPRESS_THRESHOLD, compress_threshold_for
-from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
+from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage, _json_native
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 from checkpointkit.storage import Capabilities
+from hypothesis import given
+from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
 LARGE = {"messages": [{"role": "user", "content": "word " * 40} for _ in range(2000)]}
@@ -98,6 +101,14 @@ async def test_langgraph_reads_records_written_compressed_before_issue_22() -> N
 _OPAQUE = f"{__name__}:_Opaque"
 
 
+class _Key(str):
+    """A str subclass: agent-framework stringifies it as a key."""
+
+
+class _Level(enum.IntEnum):
+    HIGH = 2
+
+
 class _Opaque:
     """Not JSON-native: agent-framework pickles it."""
 
@@ -139,6 +150,10 @@ async def test_agent_framework_reads_checkpoints_written_compressed_before_issue
         {"opaque": _Opaque(7), "list": [_Opaque(8), {"deep": _Opaque(9)}], "plain": "x"},
         {"tuple": (1, 2), "set": {3}, "int keys": {1: "a"}},
         {"__pickled__": "a user key that is the marker", "__type__": "x"},
+        {"deep": {"__type__": "only the type key"}, "ok": [1]},
+        {"big int": 2**70, "list": [1, 2]},
+        {"str subclass key": {_Key("k"): 1}, "int subclass": _Level.HIGH},
+        {"nested": [[[[{"a": [1.5, None, True]}]]]], "empty": {}, "none": []},
     ],
 )
 @pytest.mark.parametrize("storage_class", [MemoryStorage, RemoteLike])
@@ -146,12 +161,50 @@ async def test_agent_framework_load_gives_what_its_own_decoding_gives(
     state: dict[str, Any], storage_class: type[MemoryStorage]
 ) -> None:
     async with storage_class() as storage:
-        ours = CheckpointkitCheckpointStorage(storage, allowed_checkpoint_types=[_OPAQUE])
+        ours = CheckpointkitCheckpointStorage(
+            storage, allowed_checkpoint_types=[_OPAQUE, f"{__name__}:_Level"]
+        )
         cp = _af(state, 1)
         loaded = await ours.load(await ours.save(cp))
         # What agent-framework's own encoding and decoding give (int keys become str).
         theirs = decode_checkpoint_value(
-            encode_checkpoint_value(cp.to_dict()), allowed_types=frozenset([_OPAQUE])
+            encode_checkpoint_value(cp.to_dict()),
+            allowed_types=frozenset([_OPAQUE, f"{__name__}:_Level"]),
         )
         assert loaded.to_dict() == WorkflowCheckpoint.from_dict(theirs).to_dict()
         assert type(loaded.state) is dict
+
+
+JSON_LIKE = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.text(max_size=8),
+        st.binary(max_size=4),
+        st.tuples(st.integers()),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=8), st.integers()), inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), JSON_LIKE, max_size=4))
+def test_json_native_means_agent_frameworks_encoding_changes_nothing(root: dict[str, Any]) -> None:
+    if _json_native(root):
+        assert encode_checkpoint_value(root) == root
+
+
+def test_json_native_tells_plain_structures_from_the_rest() -> None:
+    assert _json_native({"a": [1, 2.5, "x", None, True, {"b": []}], "c": {}})
+    assert not _json_native({"a": {1: "int key"}})
+    assert not _json_native({"a": [(1, 2)]})
+    assert not _json_native({"a": b"bytes"})
+    assert not _json_native({"a": _Level.HIGH})
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert not _json_native({"a": cycle})
