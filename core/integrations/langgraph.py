@@ -123,12 +123,13 @@ try:
         get_checkpoint_metadata,
     )
     from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 except ImportError as _exc:  # pragma: no cover - exercised without the extra
     raise missing_extra(__name__, "langgraph", _exc) from _exc
 
 from .. import reconcile
 from ..crypto import Encryption
-from ..envelope import open_envelope, reseal, seal
+from ..envelope import open_envelope, open_view, reseal, seal
 from ..errors import (
     CheckpointCorrupted,
     CheckpointkitError,
@@ -425,6 +426,21 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             )
         return payload
 
+    def _open_blob(self, data: bytes, key: str, serde_type: str) -> bytes:
+        """A large value's serialized bytes; a view into ``data`` (no copy of up to
+        megabytes) where LangGraph's own serializer reads it with msgpack, which takes one."""
+        got, payload = open_view(data, key=key, encryption=self.encryption)
+        if got != CODEC_LANGGRAPH_BLOB:
+            raise DecodeError(
+                f"the envelope at key {key!r} has codec tag {got}, expected "
+                f"{CODEC_LANGGRAPH_BLOB} (not written by the LangGraph integration)"
+            )
+        if isinstance(payload, bytes) or (
+            serde_type == "msgpack" and type(self.serde) is JsonPlusSerializer
+        ):
+            return cast(bytes, payload)  # ormsgpack.unpackb reads a memoryview as bytes
+        return bytes(payload)
+
     def _decode_record(self, data: bytes, key: str) -> _Record:
         payload = self._open(data, key, CODEC_LANGGRAPH_RECORD)
         try:
@@ -720,7 +736,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                     f"is missing: key {key!r} not found"
                 )
             values[ch] = self.serde.loads_typed(
-                (serde_type, self._open(data, key, CODEC_LANGGRAPH_BLOB))
+                (serde_type, self._open_blob(data, key, serde_type))
             )
             self._remember_blob((thread_id, ns, ch, version), serde_type)
         return values
