@@ -234,24 +234,25 @@ def ten_step_graph() -> Any:
 
 
 async def saver_rows(
-    savers: dict[str, Any], runs: int, counts: dict[str, int], floors: Floors
+    savers: dict[str, Any], runs: int, counts: dict[str, int], floor: FloorFn | None = None
 ) -> list[tuple[str, dict[str, float]]]:
     """Put and latest at each state size, puts of 16 threads at once and a 10-node graph
     step, for each saver (medians of ``runs`` interleaved runs): the rows of the table.
 
-    A put row also holds the floors of its size (``floor sqlite``, ``floor file``), timed
-    between the savers' runs."""
+    A put row also holds the floors of its size that ``floor`` measures (``floor
+    sqlite``, ``floor file``...), timed between the savers' runs."""
     rows: list[tuple[str, dict[str, float]]] = []
     for label, size in SIZES.items():
-        puts: dict[str, list[float]] = {name: [] for name in (*savers, *FLOORS)}
+        puts: dict[str, list[float]] = {name: [] for name in savers}
         latest: dict[str, list[float]] = {name: [] for name in savers}
         for run in range(runs):
             for name, saver in savers.items():
                 thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
                 per_put, _ = await put_chain(saver, thread, size, counts[label])
                 puts[name].append(per_put)
-            puts["floor sqlite"].append(await floors.sqlite(payload_size(size), counts[label]))
-            puts["floor file"].append(await floors.file(payload_size(size), counts[label]))
+            if floor is not None:
+                for name, seconds in (await floor(payload_size(size), counts[label])).items():
+                    puts.setdefault(name, []).append(seconds)
         for name, saver in savers.items():
             thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
             await put_chain(saver, thread, size, 50)
@@ -301,7 +302,7 @@ async def bench_langgraph(
     if quick:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
     async with langgraph_savers(base, redis_url) as savers:
-        rows = await saver_rows(savers, runs, counts, floors)
+        rows = await saver_rows(savers, runs, counts, local_floors(floors))
         rows.extend(await latest_as_thread_grows(base, runs, savers))
 
     names = [
@@ -330,16 +331,36 @@ async def bench_langgraph(
     )
 
 
+FloorFn = Callable[[int, int], Awaitable[dict[str, float]]]
+"""Measures floors: (bytes, commits) -> {"floor NAME": seconds per commit}."""
+
+
+def local_floors(floors: Floors) -> FloorFn:
+    """The SQLite and file floors, for `saver_rows`."""
+
+    async def measure(size: int, n: int) -> dict[str, float]:
+        return {
+            "floor sqlite": await floors.sqlite(size, n),
+            "floor file": await floors.file(size, n),
+        }
+
+    return measure
+
+
 def payload_size(size: int) -> int:
     """Bytes a state of about ``size`` bytes takes serialized (``state_of`` is a little over)."""
     return size + size // 32
 
 
-def print_floors(rows: list[tuple[str, dict[str, float]]], pairs: list[tuple[str, str]]) -> None:
+def print_floors(
+    rows: list[tuple[str, dict[str, float]]],
+    pairs: list[tuple[str, str]],
+    how: str = "from an event loop via a worker thread",
+) -> None:
     """Each durable write beside its floor, the same size's cheapest commit, and the ratio."""
     print(
         "\ndurable writes against the floor: one commit of the same size on the same backend "
-        "from an event loop via a worker thread, timed between the runs (ratio: time / floor)"
+        f"{how}, timed between the runs (ratio: time / floor)"
     )
     print(f"{'operation':<24}" + "".join(f"{f'{a} / {b}':>36}" for a, b in pairs))
     for op, figures in rows:

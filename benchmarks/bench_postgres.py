@@ -15,7 +15,9 @@ for ``CheckpointkitSaver.from_url("postgres://...")`` and LangGraph's
 ``AsyncPostgresSaver`` (``langgraph-checkpoint-postgres``, psycopg 3, one connection,
 autocommit), each in its own database. The floor printed beside them is the server's
 cheapest round trip (``SELECT 1``) and one autocommitted ``INSERT`` of a 1 KiB row (its
-commit waits for the log flush), both through asyncpg on one connection.
+commit waits for the log flush), both through asyncpg on one connection; each put is also
+printed beside the floor of its size (an ``INSERT`` of a row of that size, timed between
+the runs) and the ratio.
 
 Figures are medians of ``--runs`` runs; the ratio is ``AsyncPostgresSaver``'s time over
 checkpointkit's (above 1: checkpointkit faster). The peers are installed by the ``test``
@@ -27,11 +29,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bench_integrations import WARM_UP, fmt, logging_quiet, put_chain, ratio, saver_rows, timed
+from bench_integrations import (
+    WARM_UP,
+    fmt,
+    logging_quiet,
+    print_floors,
+    put_chain,
+    ratio,
+    saver_rows,
+    timed,
+)
 from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 
@@ -97,8 +109,26 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 12}
     if quick:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
-    async with savers(url) as found:
-        rows = await saver_rows(found, runs, counts)
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TABLE IF NOT EXISTS floor (k text PRIMARY KEY, v bytea)")
+
+        async def insert_of(size: int, n: int) -> dict[str, float]:
+            row = os.urandom(size)
+            seconds = await timed(
+                n,
+                lambda i: conn.execute(
+                    "INSERT INTO floor VALUES ($1, $2)", f"{uuid.uuid4().hex}-{i}", row
+                ),
+            )
+            return {"floor postgres": seconds}
+
+        async with savers(url) as found:
+            rows = await saver_rows(found, runs, counts, insert_of)
+    finally:
+        await conn.close()
     select, insert = await floor(url, 200)
     print(f"\nLangGraph on one PostgreSQL server: CheckpointkitSaver vs {PEER}")
     print(f"{'operation':<24}{OURS:>14}{PEER:>20}{'ratio':>10}")
@@ -108,6 +138,11 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     print(
         f"floor on this server (asyncpg, one connection): SELECT 1 {fmt(select)}, "
         f"one autocommitted 1 KiB INSERT {fmt(insert)}"
+    )
+    print_floors(
+        rows,
+        [(OURS, "floor postgres"), (PEER, "floor postgres")],
+        how="(an autocommitted INSERT of a row of that size, asyncpg, one connection)",
     )
 
 
