@@ -196,8 +196,11 @@ _record_decoder = msgspec.msgpack.Decoder(_Record)
 _writes_decoder = msgspec.msgpack.Decoder(_Writes)
 
 
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def _seg(text: str) -> str:
-    """One key segment for any string: ``_`` and the percent-encoded text (never empty)."""
+    """One key segment for any string: ``_`` and the percent-encoded text (never empty).
+
+    Cached: a put names its thread and namespace several times (record, head, writes)."""
     return "_" + quote(text, safe="")
 
 
