@@ -944,6 +944,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         inline: dict[str, tuple[str, bytes]] = {}
         blobs: dict[str, tuple[str, str]] = {}
         uploads: list[tuple[str, bytes, bool]] = []  # key, data, overwrite
+        learned: list[tuple[tuple[str, str, str, str], str]] = []  # remembered once stored
         for channel, raw_version in checkpoint["channel_versions"].items():
             version = str(raw_version)
             ident = (thread_id, ns, channel, version)
@@ -964,7 +965,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             # A new version is written; an unchanged one was written when it was new,
             # unless it was never seen here: then write it once more, create-only.
             uploads.append((key, self._seal(data, CODEC_LANGGRAPH_BLOB, key), is_new))
-            self._remember_blob(ident, serde_type)
+            learned.append((ident, serde_type))
         record = _Record(
             format=_FORMAT,
             checkpoint=self.serde.dumps_typed(body),
@@ -986,6 +987,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             writes.append(self._drop_old_head(thread_id, ns))
         if writes:
             await _gather_limited(writes)
+        # Only a value that is stored may be referenced by a later put without being
+        # written again (a failed upload is retried by the next put that needs it).
+        for ident, serde_type in learned:
+            self._remember_blob(ident, serde_type)
         await reconcile.put(self.storage, record_key, data)
         return self._config(thread_id, ns, checkpoint_id)
 

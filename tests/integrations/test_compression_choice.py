@@ -208,3 +208,34 @@ def test_json_native_tells_plain_structures_from_the_rest() -> None:
     cycle: list[Any] = []
     cycle.append(cycle)
     assert not _json_native({"a": cycle})
+
+
+class FailsFirstValue(MemoryStorage):
+    """Fails the first put of a large value (a ``/b/`` key), as a network error would."""
+
+    failed = False
+
+    async def _put(self, key: str, data: bytes, mode: Any) -> str:
+        if "/b/" in key and not self.failed:
+            self.failed = True
+            raise OSError("the first value's upload fails")
+        return await super()._put(key, data, mode)
+
+
+async def test_langgraph_a_failed_value_upload_is_not_referenced_unwritten_later() -> None:
+    """A put whose large value failed to upload raises; the next put that keeps that value
+    (not a new version) writes it, so its record never names a missing value."""
+    async with FailsFirstValue() as storage, CheckpointkitSaver(storage) as saver:
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        first = empty_checkpoint()
+        first["channel_values"] = {"state": LARGE}
+        first["channel_versions"] = {"state": "1"}
+        with pytest.raises(OSError, match="upload fails"):
+            await saver.aput(config, first, {"step": 1}, {"state": "1"})
+        second = empty_checkpoint()
+        second["channel_values"] = {"state": LARGE, "n": 2}
+        second["channel_versions"] = {"state": "1", "n": "2"}
+        await saver.aput(config, second, {"step": 2}, {"n": "2"})
+        found = await saver.aget_tuple(config)
+        assert found is not None
+        assert found.checkpoint["channel_values"]["state"] == LARGE
