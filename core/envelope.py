@@ -268,7 +268,7 @@ def seal(
         raise ConfigurationError(f"codec_tag must be an int from 1 to 255, got {codec_tag!r}")
     binding = None if key is None else _key_bytes(key)
     data: BytesLike = payload
-    size = memoryview(payload).nbytes
+    size = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
     compression = COMPRESSION_NONE
     if size > compress_threshold:
         check_compression(compress_threshold, compression_level)
@@ -292,7 +292,7 @@ def _frame(
     bind = b"" if binding is None else _CRC.pack(zlib.crc32(binding))
     if encryption is None:
         head = _HEAD.pack(MAGIC, version, codec_tag, compression, 0, size)
-        crc = _crc32(data, _crc32(bind, _crc32(head)))
+        crc = _crc32(data, _crc32(head + bind))
         return b"".join((head, _CRC.pack(crc), bind, data))
     key_id = encryption.active_key_id_bytes
     nonce = encryption.new_nonce()
