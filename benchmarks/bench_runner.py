@@ -6,9 +6,10 @@
 
 Measures (medians of repeated runs):
 - per-step cost of N sequential no-op steps on the memory storage (N = 100, 1,000,
-  10,000), wall and CPU time (``time.process_time``), against a bare ``await`` loop (the floor) and, when installed, LangGraph's
-  functional API with InMemorySaver and agent-framework's functional workflow
-  with InMemoryCheckpointStorage (both at 100 and 1,000);
+  10,000), wall and CPU time (``time.process_time``), against a bare ``await`` loop
+  (the floor) and, when installed, LangGraph's functional API with InMemorySaver and
+  agent-framework's functional workflow with InMemoryCheckpointStorage (both at 100 and
+  1,000);
 - per-step cost on the SQLite and file storages with fsync (N = 100, 1,000, 10,000),
   only the run timed (the scratch directory is made and the storage opened before the
   clock starts), against one raw create-only put of the same step record, one at a time,
