@@ -40,6 +40,38 @@ from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointSt
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 
 
+def print_codec_costs(value: bytes) -> None:
+    """What zstd (level 1, the envelope's default) and the CRC-32 cost on ``value``."""
+    import zlib
+
+    import zstandard
+
+    def median_of(fn: Any, n: int = 20) -> float:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    packed = zstandard.ZstdCompressor(level=1).compress(value)
+    unpack = zstandard.ZstdDecompressor()
+    compress = median_of(lambda: zstandard.ZstdCompressor(level=1).compress(value))
+    decompress = median_of(lambda: unpack.decompress(packed))
+    print(
+        f"\nthe value serialized: {len(value):,} B; zstd level 1: {len(packed):,} B in "
+        f"{compress * 1e3:.2f} ms, back in {decompress * 1e3:.2f} ms; CRC-32: zlib "
+        f"{median_of(lambda: zlib.crc32(value)) * 1e3:.3f} ms",
+        end="",
+    )
+    try:
+        from isal.isal_zlib import crc32
+    except ImportError:
+        print()
+    else:
+        print(f", ISA-L {median_of(lambda: crc32(value)) * 1e3:.3f} ms")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size", type=int, default=1 << 20)
@@ -156,6 +188,7 @@ async def main() -> None:
             print(f"\nwhere a LangGraph latest of {size:,} B goes (medians of 30, interleaved)")
             for name, v in stages.items():
                 print(f"{name:<32}{statistics.median(v) * 1e6:>9.0f} µs")
+            print_codec_costs(bytes(payload))
         with open("/proc/loadavg") as f:
             print(f"load average after: {' '.join(f.read().split()[:3])}")
     finally:
