@@ -11,7 +11,8 @@ Run: ``.venv/bin/python benchmarks/large_values.py [--size 1048576] [--runs 5] [
   first 10 checkpoints were written before the runs, so the reads are in a steady state);
 - then, 30 times in turn, the stages of checkpointkit's latest: the value's get, the
   envelope's check (CRC), LangGraph's ``loads_typed``, the record's get and the writes'
-  listing.
+  listing; what zstd and the CRC-32 cost on the value; and the storage writes of 12
+  checkpointkit puts (the value's, the record's), timed where the saver awaits them.
 
 Every system first writes ``WARM_UP`` checkpoints of 1 KiB (as in ``bench_integrations.py``);
 ``os.sync()`` runs outside the timing before each timed series (see ``settle`` there). The
@@ -38,6 +39,40 @@ from bench_integrations import WARM_UP, af_checkpoint, put_chain
 from checkpointkit.envelope import open_envelope
 from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
+
+
+async def print_put_stages(saver: Any, size: int) -> None:
+    """Where checkpointkit's LangGraph put of a large state goes: each storage write it
+    makes (the value, then the record), timed where the saver awaits it, and the rest."""
+    storage = saver.storage
+    put = storage.put
+    writes: dict[str, list[float]] = {"value (/b/)": [], "record (/c/)": [], "other": []}
+
+    async def timed_put(key: str, data: bytes, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return await put(key, data, **kwargs)
+        finally:
+            kind = "value (/b/)" if "/b/" in key else "record (/c/)" if "/c/" in key else "other"
+            writes[kind].append(time.perf_counter() - start)
+
+    storage.put = timed_put
+    try:
+        per_put, _ = await put_chain(saver, "stages", size, 12)
+    finally:
+        del storage.put  # the class's method again
+    print(
+        f"\nwhere a LangGraph put of {size:,} B goes (12 puts, sequential): "
+        f"{per_put * 1e6:.0f} µs per put"
+    )
+    for kind, times in writes.items():
+        if times:
+            print(
+                f"  {kind:<14} {len(times):>3} writes, median "
+                f"{statistics.median(times) * 1e6:>7.0f} µs, max {max(times) * 1e6:>7.0f} µs, "
+                "total per put "
+                f"{sum(times) / 12 * 1e6:>7.0f} µs"
+            )
 
 
 def print_codec_costs(value: bytes) -> None:
@@ -189,6 +224,7 @@ async def main() -> None:
             for name, v in stages.items():
                 print(f"{name:<32}{statistics.median(v) * 1e6:>9.0f} µs")
             print_codec_costs(bytes(payload))
+            await print_put_stages(lg_ours, size)
         with open("/proc/loadavg") as f:
             print(f"load average after: {' '.join(f.read().split()[:3])}")
     finally:
