@@ -184,6 +184,7 @@ class FileStorage(StorageBase):
         shared=True,
         ttl=False,
         settles_cancelled_writes=True,
+        local=True,
     )
 
     def __init__(

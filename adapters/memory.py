@@ -35,7 +35,11 @@ class MemoryStorage(StorageBase):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        durable=False, shared=False, settles_cancelled_writes=True, indexed_list=True
+        durable=False,
+        shared=False,
+        settles_cancelled_writes=True,
+        indexed_list=True,
+        local=True,
     )
     _shared: ClassVar[dict[str, _Data]] = {}
 

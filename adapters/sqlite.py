@@ -225,6 +225,7 @@ class SQLiteStorage(StorageBase):
         ttl=False,
         settles_cancelled_writes=True,
         indexed_list=True,
+        local=True,
     )
 
     cancel_grace: ClassVar[float] = 30.0

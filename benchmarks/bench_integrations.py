@@ -40,9 +40,16 @@ log has been copied into its database and started over at least once, as in a pr
 that has been running for a while (until then each commit makes the log file longer,
 and such a sync costs about twice as much).
 
-The last lines give the floor on this disk: one SQLite commit of a 1 KiB row with its log
-sync (WAL, ``synchronous=FULL``, the log started over), made in the event loop's thread and
-from a worker thread as both savers do (the thread hop is the difference).
+Every durable write is printed beside its floor (``benchmarks/floors.py``): the backend's
+cheapest commit of the same size (a SQLite row with its log sync, WAL, ``synchronous=FULL``;
+a file written, synced, renamed, its directory synced), made from the event loop through a
+worker thread as the savers make theirs, timed between the savers' runs in the same process;
+the ratio is the write's time over the floor's. The last lines give the 1 KiB SQLite floor
+in the event loop's thread and through a worker thread (the thread hop is the difference).
+
+Before each timed series of durable writes, ``os.sync()`` writes back what the unsynced
+writers (``FileCheckpointStorage``, the ``nosync`` columns) left behind, outside the
+timing: ext4 would otherwise charge it to the next ``fsync`` of whichever system runs next.
 
 Figures are medians of ``--runs`` runs; the ratio column is the peer's time
 divided by checkpointkit's (above 1 means checkpointkit is faster).
@@ -54,6 +61,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import os
 import random
 import shutil
 import statistics
@@ -68,10 +76,13 @@ from typing import Any
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
+from floors import Floors, sqlite_floor
 
 SIZES = {"1 KiB": 1 << 10, "64 KiB": 64 << 10, "1 MiB": 1 << 20}
 WARM_UP = 600
 """Checkpoints of 1 KiB each saver writes before anything is timed."""
+FLOORS = ("floor sqlite", "floor file")
+"""The floors a durable write's row holds beside the savers' figures."""
 CONCURRENT = 16
 """Threads (LangGraph) or workflows (agent-framework) written at once in the concurrent rows."""
 GRAPH_RUNS = 5
@@ -244,10 +255,13 @@ def ten_step_graph() -> Any:
 
 
 async def saver_rows(
-    savers: dict[str, Any], runs: int, counts: dict[str, int]
+    savers: dict[str, Any], runs: int, counts: dict[str, int], floor: FloorFn | None = None
 ) -> list[tuple[str, dict[str, float]]]:
     """Put and latest at each state size, puts of 16 threads at once and a 10-node graph
-    step, for each saver (medians of ``runs`` interleaved runs): the rows of the table."""
+    step, for each saver (medians of ``runs`` interleaved runs): the rows of the table.
+
+    A put row also holds the floors of its size that ``floor`` measures (``floor
+    sqlite``, ``floor file``...), timed between the savers' runs."""
     rows: list[tuple[str, dict[str, float]]] = []
     for label, size in SIZES.items():
         puts: dict[str, list[float]] = {name: [] for name in savers}
@@ -255,8 +269,12 @@ async def saver_rows(
         for run in range(runs):
             for name, saver in savers.items():
                 thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
+                settle()
                 per_put, _ = await put_chain(saver, thread, size, counts[label])
                 puts[name].append(per_put)
+            if floor is not None:
+                for name, seconds in (await floor(payload_size(size), counts[label])).items():
+                    puts.setdefault(name, []).append(seconds)
         configs: dict[str, Any] = {}
         for name, saver in savers.items():
             thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
@@ -302,12 +320,14 @@ async def saver_rows(
     return rows
 
 
-async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | None) -> None:
+async def bench_langgraph(
+    base: str, runs: int, quick: bool, redis_url: str | None, floors: Floors
+) -> None:
     counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 12}
     if quick:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
     async with langgraph_savers(base, redis_url) as savers:
-        rows = await saver_rows(savers, runs, counts)
+        rows = await saver_rows(savers, runs, counts, local_floors(floors))
         rows.extend(await latest_as_thread_grows(base, runs, savers))
 
     names = [
@@ -330,6 +350,68 @@ async def bench_langgraph(base: str, runs: int, quick: bool, redis_url: str | No
         "off;\nsqlite: LangGraph's AsyncSqliteSaver, WAL journal, synchronous=FULL (one log "
         "sync per commit)"
     )
+    print_floors(
+        rows,
+        [("ckk sqlite", "floor sqlite"), ("sqlite", "floor sqlite"), ("ckk file", "floor file")],
+    )
+
+
+def settle() -> None:
+    """Write back what earlier, unsynced writes left (before a timed durable write).
+
+    agent-framework's ``FileCheckpointStorage`` (and the ``nosync`` columns) do not sync:
+    the data and journal work their files leave behind lands on the next ``fsync`` of any
+    process (ext4 commits its journal then), which would charge it to whichever system
+    runs next. ``os.sync()`` here, outside the timing, charges it to nobody.
+    """
+    os.sync()
+
+
+FloorFn = Callable[[int, int], Awaitable[dict[str, float]]]
+"""Measures floors: (bytes, commits) -> {"floor NAME": seconds per commit}."""
+
+
+def local_floors(floors: Floors) -> FloorFn:
+    """The SQLite and file floors, for `saver_rows`."""
+
+    async def measure(size: int, n: int) -> dict[str, float]:
+        return {
+            "floor sqlite": await floors.sqlite(size, n),
+            "floor file": await floors.file(size, n),
+        }
+
+    return measure
+
+
+def payload_size(size: int) -> int:
+    """Bytes a state of about ``size`` bytes takes serialized (``state_of`` is a little over)."""
+    return size + size // 32
+
+
+def print_floors(
+    rows: list[tuple[str, dict[str, float]]],
+    pairs: list[tuple[str, str]],
+    how: str = "from an event loop via a worker thread",
+) -> None:
+    """Each durable write beside its floor, the same size's cheapest commit, and the ratio."""
+    print(
+        "\ndurable writes against the floor: one commit of the same size on the same backend "
+        f"{how}, timed between the runs (ratio: time / floor)"
+    )
+    print(f"{'operation':<24}" + "".join(f"{f'{a} / {b}':>36}" for a, b in pairs))
+    for op, figures in rows:
+        if not any(b in figures for _, b in pairs):
+            continue
+        cells = []
+        for a, b in pairs:
+            ours, floor = figures.get(a), figures.get(b)
+            cell = (
+                ""
+                if not ours or not floor
+                else (f"{fmt(ours).strip()} / {fmt(floor).strip()} = {ours / floor:.2f}x")
+            )
+            cells.append(f"{cell:>36}")
+        print(f"{op:<24}" + "".join(cells))
 
 
 # -- agent-framework ------------------------------------------------------------------------
@@ -345,7 +427,7 @@ def af_checkpoint(name: str, size: int, seed: int, at: datetime) -> Any:
     return cp
 
 
-async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
+async def bench_agent_framework(base: str, runs: int, quick: bool, floors: Floors) -> None:
     from agent_framework import FileCheckpointStorage
 
     logging_quiet()
@@ -373,15 +455,18 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
                 await store.save(af_checkpoint("warm-up", 1 << 10, i, next(clock)))
         for label, size in SIZES.items():
             n = counts[label]
-            saves: dict[str, list[float]] = {k: [] for k in stores}
+            saves: dict[str, list[float]] = {k: [] for k in (*stores, *FLOORS)}
             loads: dict[str, list[float]] = {k: [] for k in stores}
             for _ in range(runs):
                 for key, store in stores.items():
                     batch = [af_checkpoint(f"save-{label}", size, i, next(clock)) for i in range(n)]
+                    settle()
                     saves[key].append(await timed(n, lambda i, b=batch, s=store: s.save(b[i])))
                     loads[key].append(
                         await timed(n, lambda i, b=batch, s=store: s.load(b[i].checkpoint_id))
                     )
+                saves["floor sqlite"].append(await floors.sqlite(payload_size(size), n))
+                saves["floor file"].append(await floors.file(payload_size(size), n))
             rows.append((f"save, {label}", {k: statistics.median(v) for k, v in saves.items()}))
             rows.append((f"load, {label}", {k: statistics.median(v) for k, v in loads.items()}))
         # Many workflows saving at once: per save, wall time.
@@ -465,51 +550,9 @@ async def bench_agent_framework(base: str, runs: int, quick: bool) -> None:
         "agent-framework's FileCheckpointStorage (JSON file, os.replace, "
         "no fsync)"
     )
-
-
-def commit_floor(base: str, runs: int) -> tuple[float, float]:
-    """Seconds of one commit of a 1 KiB row with its log sync: in this thread, and via a thread.
-
-    The same pragmas as both savers (WAL, ``synchronous=FULL``); the log has started over,
-    as after the warm-up. Medians of ``runs`` runs of 200 commits each.
-    """
-    import concurrent.futures
-    import sqlite3
-
-    conn = sqlite3.connect(f"{base}/floor.db", isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE kv (key TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID")
-    row = random.Random(0).randbytes(1 << 10)
-    counter = itertools.count()
-
-    def commit() -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO kv VALUES (?, ?)", (f"k/{next(counter):012d}", row))
-        conn.execute("COMMIT")
-
-    for _ in range(WARM_UP):
-        commit()
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    inline: list[float] = []
-    hopped: list[float] = []
-
-    async def via_thread(pool: concurrent.futures.ThreadPoolExecutor) -> float:
-        loop = asyncio.get_running_loop()
-        start = time.perf_counter()
-        for _ in range(200):
-            await loop.run_in_executor(pool, commit)
-        return (time.perf_counter() - start) / 200
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        for _ in range(runs):
-            start = time.perf_counter()
-            for _ in range(200):
-                commit()
-            inline.append((time.perf_counter() - start) / 200)
-            hopped.append(asyncio.run(via_thread(pool)))
-    conn.close()
-    return statistics.median(inline), statistics.median(hopped)
+    print_floors(
+        rows, [("ckk sqlite", "floor sqlite"), ("ckk file", "floor file"), ("theirs", "floor file")]
+    )
 
 
 def _load() -> str:
@@ -556,21 +599,24 @@ async def main() -> None:
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix=".bench-integrations-", dir=args.dir)
     print(f"medians of {args.runs} runs; scratch directory {base}; {_load()}")
+    floors = Floors(base)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # agent-framework's experimental-feature notes
             if args.only in (None, "langgraph"):
                 with redis_server(not args.no_redis) as redis_url:
-                    await bench_langgraph(base, args.runs, args.quick, redis_url)
+                    await bench_langgraph(base, args.runs, args.quick, redis_url, floors)
             if args.only in (None, "agent-framework"):
-                await bench_agent_framework(base, args.runs, args.quick)
-        inline, hopped = await asyncio.to_thread(commit_floor, base, args.runs)
+                await bench_agent_framework(base, args.runs, args.quick, floors)
+        one = await asyncio.to_thread(sqlite_floor, base, 1 << 10, runs=args.runs)
         print(
-            f"\nfloor: one SQLite commit of 1 KiB with its log sync {fmt(inline).strip()} in "
-            f"the calling thread, {fmt(hopped).strip()} from an event loop via a worker thread"
+            f"\nfloor: one SQLite commit of 1 KiB with its log sync {fmt(one.inline).strip()} "
+            f"in the calling thread, {fmt(one.via_thread).strip()} from an event loop via a "
+            "worker thread"
         )
         print(_load())
     finally:
+        floors.close()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -13,11 +13,13 @@ Starts one PostgreSQL server on a loopback port with its durable defaults
 
 for ``CheckpointkitSaver.from_url("postgres://...")`` and LangGraph's
 ``AsyncPostgresSaver`` (``langgraph-checkpoint-postgres``, psycopg 3, one connection,
-autocommit), each in its own database. Then the floor, on the saver's own storage and its
-connection pool, interleaved run by run: the server's cheapest round trip (``SELECT 1``),
-the adapter's own get statement sent raw, and the adapter's ``get`` of a 1 KiB value; one
-autocommitted single-row ``INSERT ... ON CONFLICT DO UPDATE`` of 1 KiB (its commit waits for
-the log flush, as a put's does), the adapter's own overwrite statement sent raw (with its
+autocommit), each in its own database. Each put is printed beside the floor of its size (an
+autocommitted ``INSERT`` of a row of that size through asyncpg on one connection, timed
+between the runs; its commit waits for the log flush, as a put's does) and the ratio. Then
+the floor on the saver's own storage and its connection pool, interleaved run by run: the
+server's cheapest round trip (``SELECT 1``), the adapter's own get statement sent raw, and
+the adapter's ``get`` of a 1 KiB value; one autocommitted single-row ``INSERT ... ON
+CONFLICT DO UPDATE`` of 1 KiB, the adapter's own overwrite statement sent raw (with its
 deadline fence), and the adapter's ``put`` (overwrite) of 1 KiB.
 
 Figures are medians of ``--runs`` runs; the ratio is ``AsyncPostgresSaver``'s time over
@@ -30,12 +32,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import statistics
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from bench_integrations import WARM_UP, fmt, logging_quiet, put_chain, ratio, saver_rows, timed
+from bench_integrations import (
+    WARM_UP,
+    fmt,
+    logging_quiet,
+    print_floors,
+    put_chain,
+    ratio,
+    saver_rows,
+    timed,
+)
 from checkpointkit.adapters.postgres import PostgresStorage
 from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
@@ -119,11 +131,29 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 12}
     if quick:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
-    async with savers(url) as found:
-        rows = await saver_rows(found, runs, counts)
-        storage = found[OURS].storage
-        assert isinstance(storage, PostgresStorage)
-        floors = await floor(storage, runs, counts["1 KiB"])
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE TABLE IF NOT EXISTS floor (k text PRIMARY KEY, v bytea)")
+
+        async def insert_of(size: int, n: int) -> dict[str, float]:
+            row = os.urandom(size)
+            seconds = await timed(
+                n,
+                lambda i: conn.execute(
+                    "INSERT INTO floor VALUES ($1, $2)", f"{uuid.uuid4().hex}-{i}", row
+                ),
+            )
+            return {"floor postgres": seconds}
+
+        async with savers(url) as found:
+            rows = await saver_rows(found, runs, counts, insert_of)
+            storage = found[OURS].storage
+            assert isinstance(storage, PostgresStorage)
+            floors = await floor(storage, runs, counts["1 KiB"])
+    finally:
+        await conn.close()
     print(f"\nLangGraph on one PostgreSQL server: CheckpointkitSaver vs {PEER}")
     print(f"{'operation':<24}{OURS:>14}{PEER:>20}{'ratio':>10}")
     for op, figures in rows:
@@ -137,6 +167,11 @@ async def bench(url: str, runs: int, quick: bool) -> None:
             f"{cheapest:<22}{fmt(floors[cheapest]):>12}{fmt(floors[raw]):>24}"
             f"{ours:>16}{fmt(floors[ours]):>10}  ({floors[ours] / floors[cheapest]:.2f}x)"
         )
+    print_floors(
+        rows,
+        [(OURS, "floor postgres"), (PEER, "floor postgres")],
+        how="(an autocommitted INSERT of a row of that size, asyncpg, one connection)",
+    )
 
 
 def main() -> None:

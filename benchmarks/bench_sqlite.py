@@ -48,6 +48,7 @@ from checkpointkit import CheckpointStore, Workflow, step
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.storage import StorageBase
+from floors import Floors
 
 
 @step(name="noop")
@@ -120,28 +121,56 @@ async def langgraph_workflow(where: str, shape: str, n: int) -> tuple[float, int
     return took, write_bytes() - before
 
 
+STEP_RECORD = 120
+"""Bytes of a no-op step's record, about: the size of the floor's commit."""
+
+
 async def bench_steps(base: str, runs: int, n: int, shape: str, results: dict[str, Any]) -> None:
     systems = ["ckk sqlite", "ckk file", "langgraph sqlite"]
     times: dict[str, list[float]] = {s: [] for s in systems}
     sizes: dict[str, list[int]] = {s: [] for s in systems}
-    for run in range(runs):
-        for system in systems:
-            where = f"{base}/{shape}-{system.replace(' ', '-')}-{run}"
-            if system == "langgraph sqlite":
-                took, written = await langgraph_workflow(where, shape, n)
-            else:
-                took, written = await ckk_workflow(system.split()[1], where, shape, n)
-            times[system].append(took / n)
-            sizes[system].append(written // n)
+    # The floor: one commit of a step record's size (about 120 B) on each backend, via a
+    # worker thread, timed between the runs. A step below it shares commits (group commit,
+    # or fsyncs running at once in the file adapter's threads).
+    floors = Floors(base)
+    floor: dict[str, list[float]] = {"sqlite": [], "file": []}
+    try:
+        for run in range(runs):
+            for system in systems:
+                where = f"{base}/{shape}-{system.replace(' ', '-')}-{run}"
+                if system == "langgraph sqlite":
+                    took, written = await langgraph_workflow(where, shape, n)
+                else:
+                    took, written = await ckk_workflow(system.split()[1], where, shape, n)
+                times[system].append(took / n)
+                sizes[system].append(written // n)
+            floor["sqlite"].append(await floors.sqlite(STEP_RECORD, 100))
+            floor["file"].append(await floors.file(STEP_RECORD, 100))
+    finally:
+        floors.close()
     med = {s: statistics.median(v) for s, v in times.items()}
     byt = {s: statistics.median(v) for s, v in sizes.items()}
+    flo = {k: statistics.median(v) for k, v in floor.items()}
     print(f"\n{shape}: {n:,} no-op steps, per step (medians of {runs} interleaved runs; {load()})")
-    print(f"{'system':<20}{'per step':>12}{'bytes/step':>12}{'vs ckk sqlite':>16}")
+    print(
+        f"{'system':<20}{'per step':>12}{'bytes/step':>12}{'vs ckk sqlite':>16}"
+        f"{'floor':>12}{'vs floor':>10}"
+    )
     for s in systems:
         ratio = med[s] / med["ckk sqlite"]
-        print(f"{s:<20}{med[s] * 1e6:>9.0f} µs{byt[s]:>10.0f} B{ratio:>15.2f}x")
+        f = flo["file" if s == "ckk file" else "sqlite"]
+        print(
+            f"{s:<20}{med[s] * 1e6:>9.0f} µs{byt[s]:>10.0f} B{ratio:>15.2f}x"
+            f"{f * 1e6:>9.0f} µs{med[s] / f:>9.2f}x"
+        )
+    print(
+        f"floor: one commit of {STEP_RECORD} B on the same backend (SQLite row with its log "
+        "sync; file written, synced, renamed, directory synced) from the event loop via a "
+        "worker thread"
+    )
     results[shape] = {"steps": n, "per_step_us": {s: v * 1e6 for s, v in med.items()}}
     results[shape]["bytes_per_step"] = byt
+    results[shape]["floor_us"] = {k: v * 1e6 for k, v in flo.items()}
 
 
 async def fill_runs(storage: StorageBase, count: int) -> None:

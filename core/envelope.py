@@ -45,6 +45,11 @@ from dataclasses import dataclass
 
 import zstandard
 
+try:  # ISA-L's CRC-32: the same checksum as zlib's, about ten times faster on large payloads
+    from isal.isal_zlib import crc32 as _crc32
+except ImportError:  # pragma: no cover - the ``fast`` extra is not installed
+    _crc32 = zlib.crc32
+
 from .crypto import NONCE_SIZE, TAG_SIZE, Encryption
 from .errors import CheckpointCorrupted, ConfigurationError, DecodeError, DecryptionError
 
@@ -263,7 +268,7 @@ def seal(
         raise ConfigurationError(f"codec_tag must be an int from 1 to 255, got {codec_tag!r}")
     binding = None if key is None else _key_bytes(key)
     data: BytesLike = payload
-    size = memoryview(payload).nbytes
+    size = len(payload) if type(payload) is bytes else memoryview(payload).nbytes
     compression = COMPRESSION_NONE
     if size > compress_threshold:
         check_compression(compress_threshold, compression_level)
@@ -287,7 +292,7 @@ def _frame(
     bind = b"" if binding is None else _CRC.pack(zlib.crc32(binding))
     if encryption is None:
         head = _HEAD.pack(MAGIC, version, codec_tag, compression, 0, size)
-        crc = zlib.crc32(data, zlib.crc32(bind, zlib.crc32(head)))
+        crc = _crc32(data, _crc32(head + bind))
         return b"".join((head, _CRC.pack(crc), bind, data))
     key_id = encryption.active_key_id_bytes
     nonce = encryption.new_nonce()
@@ -295,7 +300,7 @@ def _frame(
     extra = b"".join((bind, bytes((len(key_id),)), key_id, nonce))
     aad = head + extra
     sealed = encryption.seal(nonce, data, aad if binding is None else aad + binding)
-    crc = zlib.crc32(sealed, zlib.crc32(aad))
+    crc = _crc32(sealed, _crc32(aad))
     return b"".join((head, _CRC.pack(crc), extra, sealed))
 
 
@@ -338,7 +343,7 @@ def _parse(mv: memoryview, key: str | None) -> tuple[EnvelopeHeader, memoryview]
             f"{_where(key)} is truncated: {n} bytes, the header alone is {HEADER_SIZE}"
         )
     version, codec_tag, compression, flags, length, crc = _FIELDS.unpack_from(mv, 4)
-    if zlib.crc32(mv[HEADER_SIZE:], zlib.crc32(mv[:_CRC_AT])) != crc:
+    if _crc32(mv[HEADER_SIZE:], _crc32(mv[:_CRC_AT])) != crc:
         raise CheckpointCorrupted(_crc_message(mv, key, version, flags, length))
     if version not in SUPPORTED_VERSIONS:
         newer = " (written by a newer checkpointkit?)" if version > FORMAT_VERSION else ""

@@ -8,6 +8,8 @@ another key once mapped to a backend name.
 
 from __future__ import annotations
 
+import re
+
 from .errors import InvalidKey
 
 __all__ = ["MAX_KEY_BYTES", "validate_key", "validate_prefix"]
@@ -18,7 +20,14 @@ MAX_KEY_BYTES = 1024
 _FORBIDDEN = frozenset("\x00\\") | frozenset(chr(c) for c in range(1, 32)) | {"\x7f"}
 
 
+_PLAIN_KEY = re.compile(r"(?:[\w~@%+=,:-][\w.~@%+=,:-]*/)*[\w~@%+=,:-][\w.~@%+=,:-]*", re.ASCII)
+"""A key of ASCII segments that none of the rules can refuse (no segment starts with a dot):
+most keys, checked by one C-level match; any other key takes the full walk of the rules."""
+
+
 def _reason(key: str, *, is_prefix: bool) -> str | None:
+    if type(key) is str and len(key) <= MAX_KEY_BYTES and _PLAIN_KEY.fullmatch(key):
+        return None  # ASCII, so as many bytes as characters
     if not isinstance(key, str):
         return f"must be a str, not {type(key).__name__}"
     if not key:

@@ -510,14 +510,16 @@ class _Run:
                     "deterministically (same order, same arguments)"
                 )
             self.replayed.append(key)
-            self.emit(StepReplayed(self.run_id, key))
+            if self.sink is not None:  # no event object made for nobody
+                self.sink(StepReplayed(self.run_id, key))
             return record.result
         task = asyncio.current_task()
         assert task is not None
         self.running[key] = task
         ctx = StepContext(self, key)
         token = _current_step.set(ctx)
-        self.emit(StepStarted(self.run_id, key))
+        if self.sink is not None:  # no event object made for nobody
+            self.sink(StepStarted(self.run_id, key))
         obs = self.obs
         traced = obs.start_step(self.span, self.run_id, key) if obs is not None else None
         try:
@@ -562,7 +564,8 @@ class _Run:
             state._commit()
         self.executed.append(key)
         self._schedule_save(key, data)
-        self.emit(StepCompleted(self.run_id, key))
+        if self.sink is not None:  # no event object made for nobody
+            self.sink(StepCompleted(self.run_id, key))
         if len(self.saves) >= self.wf.max_inflight_saves:  # back-pressure on a slow storage
             await asyncio.wait({next(iter(self.saves))})  # the oldest; never cancels it
         return result
@@ -588,7 +591,8 @@ class _Run:
                 f"step {key!r} of run {self.run_id!r} was recorded by another worker "
                 "with other arguments"
             ) from exc
-        self.emit(CheckpointSaved(self.run_id, key))
+        if self.sink is not None:  # no event object made for nobody
+            self.sink(CheckpointSaved(self.run_id, key))
 
     def _save_done(self, task: asyncio.Task[None]) -> None:
         self.saves.pop(task, None)
@@ -920,7 +924,7 @@ class Workflow(Generic[In, Out]):
         if not args and not kwargs:
             return ""
         try:
-            payload = self.store.codec.encode_payload((args, kwargs), path="args")
+            payload = self.store.codec.encode_arguments(args, kwargs)
         except EncodeError:
             # Arguments that cannot be encoded (clients, say) are fingerprinted by type.
             names = [type(a).__qualname__ for a in args]

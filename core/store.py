@@ -84,6 +84,8 @@ _RETRIES = reconcile.ATTEMPTS
 _TERMINAL = frozenset({"completed", "failed"})
 _MAX_RUN_ID = 200
 _BAD_RUN_CHARS = re.compile(r"[\x00-\x1f\x7f/\\]")
+_SAFE_STEP = re.compile(r"[\w.~@-]*", re.ASCII)  # what quote(step, safe="@") leaves as it is
+_PREFIX_CACHE = 1024
 
 
 def validate_run_id(run_id: str) -> str:
@@ -267,6 +269,7 @@ class CheckpointStore:
         self.codec = codec if codec is not None else default_codec()
         ns = namespace.strip("/")
         self._ns = f"{ns}/" if ns else ""
+        self._prefixes: dict[str, str] = {}  # run id -> run_prefix(run id), validated
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.storage!r}, namespace={self._ns.rstrip('/')!r})"
@@ -274,11 +277,19 @@ class CheckpointStore:
     # -- keys --------------------------------------------------------------------------
     def run_prefix(self, run_id: str) -> str:
         """The key prefix under which every key of ``run_id`` lives."""
-        return f"{self._ns}runs/{validate_run_id(run_id)}/"
+        prefix = self._prefixes.get(run_id)
+        if prefix is None:
+            prefix = f"{self._ns}runs/{validate_run_id(run_id)}/"
+            if len(self._prefixes) >= _PREFIX_CACHE:
+                self._prefixes.clear()
+            self._prefixes[run_id] = prefix
+        return prefix
 
     def step_key(self, run_id: str, step: str) -> str:
         """The key of a step record."""
-        return f"{self.run_prefix(run_id)}s/{quote(step, safe='@')}"
+        if _SAFE_STEP.fullmatch(step) is None:
+            step = quote(step, safe="@")
+        return f"{self.run_prefix(run_id)}s/{step}"
 
     def _checkpoint_key(self, run_id: str, seq: int) -> str:
         return f"{self.run_prefix(run_id)}c/{_MAX_SEQ - seq:016x}"

@@ -16,6 +16,7 @@ Key layout, under the saver's prefix ``{p}`` (``langgraph/`` by default)::
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -134,8 +135,11 @@ def decode_writes(payload: bytes, key: str) -> Writes:
     return writes
 
 
+@functools.lru_cache(maxsize=4096)
 def seg(text: str) -> str:
-    """One key segment for any string: ``_`` and the percent-encoded text (never empty)."""
+    """One key segment for any string: ``_`` and the percent-encoded text (never empty).
+
+    Cached: a put names its thread and namespace several times (record, head, writes)."""
     return "_" + quote(text, safe="")
 
 

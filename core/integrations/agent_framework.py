@@ -69,6 +69,7 @@ Cost per operation, in storage requests:
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from collections import OrderedDict
@@ -78,7 +79,7 @@ from typing import Any, Self
 
 import msgspec
 
-from . import keeps_heads, missing_extra
+from . import compress_threshold_for, keeps_heads, missing_extra
 
 try:
     from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
@@ -91,7 +92,7 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra
 
 from .. import reconcile
 from ..crypto import Encryption
-from ..envelope import open_envelope, seal
+from ..envelope import open_envelope, open_view, seal
 from ..errors import CheckpointCorrupted, CheckpointkitError, NotFound, PreconditionFailed
 from ..keys import validate_prefix
 from ..registry import open_storage
@@ -129,6 +130,73 @@ _HEAD_CACHE_SIZE = 4096
 _msgpack_encoder = msgspec.msgpack.Encoder()
 _msgpack_decoder = msgspec.msgpack.Decoder()
 
+_PICKLED = b"__pickled__"
+"""agent-framework's key for a pickled value; a payload without these bytes holds none."""
+
+
+_RESERVED = (b"__pickled__", b"__type__")
+"""agent-framework's reserved keys: a dict holding one is pickled by its encoding."""
+
+_JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})
+_MAX_DEPTH = 256
+
+
+def _referents_are_sound() -> bool:
+    """Check the CPython behaviour `_json_native` relies on: a dict whose keys are all exact
+    str refers to its values only; any other dict to its keys too; a list to its items."""
+    return (
+        len(gc.get_referents({"a": 1, "b": [2]})) == 2
+        and len(gc.get_referents({1: "a"})) == 2
+        and len(gc.get_referents({"a": 1, 2: "b"})) == 4
+        and sorted(map(repr, gc.get_referents([1, "x", None]))) == ["'x'", "1", "None"]
+    )
+
+
+_SOUND = _referents_are_sound()
+
+
+def _json_native(root: dict[str, Any]) -> bool:
+    """Whether agent-framework's encoding would return ``root`` as it is (equal, rebuilt).
+
+    That is: only dicts with exact-str keys, lists, str, int, float, bool and None, of the
+    exact types (a subclass is pickled), proven one level at a time with C-level scans
+    (``gc.get_referents``): no Python code runs per value. A dict holding a reserved key
+    is not caught here: the caller looks for those keys in the encoded bytes. Gives up
+    (False) on a graph deeper than 256 levels, which includes reference cycles.
+    """
+    if not _SOUND:
+        return False
+    level: list[Any] = [root]
+    for _ in range(_MAX_DEPTH):
+        dicts = [x for x in level if type(x) is dict]
+        lists = [x for x in level if type(x) is list]
+        if not dicts and not lists:
+            return True
+        values = gc.get_referents(*dicts)
+        if len(values) != sum(map(len, dicts)):
+            return False  # some key is not an exact str: agent-framework stringifies it
+        level = values + gc.get_referents(*lists)
+        if not set(map(type, level)) <= _JSON_TYPES:
+            return False
+    return False
+
+
+def _serialize(encoded: dict[str, Any]) -> tuple[bytes, int]:
+    """msgpack, or JSON for an integer beyond 64 bits; the payload and its codec tag."""
+    try:
+        return _msgpack_encoder.encode(encoded), CODEC_AGENT_FRAMEWORK_MSGPACK
+    except (OverflowError, msgspec.EncodeError):
+        return json.dumps(encoded, ensure_ascii=False).encode(), CODEC_AGENT_FRAMEWORK_JSON
+
+
+class _Plain(dict[str, Any]):
+    """A decoded checkpoint structure whose payload holds no pickled value.
+
+    agent-framework's ``decode_checkpoint_value`` returns such a structure
+    unchanged (as a copy of every dict and list, the whole of its cost: 5 ms
+    for a 1 MiB state), so it is skipped.
+    """
+
 
 class CheckpointkitCheckpointStorage:
     """agent-framework's ``CheckpointStorage`` on a checkpointkit storage.
@@ -146,6 +214,10 @@ class CheckpointkitCheckpointStorage:
         encryption: Encrypt every checkpoint with AES-GCM (see
             `checkpointkit.crypto.Encryption`); None stores them in clear.
         compress_threshold: zstd-compress checkpoints longer than this many bytes.
+            ``None`` (the default) chooses by the storage: never on a local one
+            (memory, file, SQLite: reading and writing the bytes costs less
+            than compressing and decompressing them), 16 KiB elsewhere, where
+            it saves transfer (see `checkpointkit.integrations.compress_threshold_for`).
         compression_level: zstd level for those (1, the fastest positive level, by
             default: compression must not cost more than the bytes it saves).
             ``compress_threshold=sys.maxsize`` turns compression off.
@@ -162,7 +234,7 @@ class CheckpointkitCheckpointStorage:
         prefix: str = "agent-framework",
         allowed_checkpoint_types: Iterable[str] | None = None,
         encryption: Encryption | None = None,
-        compress_threshold: int = 16 * 1024,
+        compress_threshold: int | None = None,
         compression_level: int = 1,
     ) -> None:
         if not isinstance(storage, Storage):
@@ -178,7 +250,7 @@ class CheckpointkitCheckpointStorage:
         self.encryption = encryption
         self._allowed: frozenset[str] = frozenset(allowed_checkpoint_types or ())
         self._seal_options: dict[str, Any] = {
-            "compress_threshold": compress_threshold,
+            "compress_threshold": compress_threshold_for(storage, compress_threshold),
             "compression_level": compression_level,
             "encryption": encryption,
         }
@@ -198,7 +270,7 @@ class CheckpointkitCheckpointStorage:
         prefix: str = "agent-framework",
         allowed_checkpoint_types: Iterable[str] | None = None,
         encryption: Encryption | None = None,
-        compress_threshold: int = 16 * 1024,
+        compress_threshold: int | None = None,
         compression_level: int = 1,
     ) -> CheckpointkitCheckpointStorage:
         """Open the storage that ``url`` names; the result owns (and closes) it.
@@ -380,29 +452,38 @@ class CheckpointkitCheckpointStorage:
     # -- encoding --------------------------------------------------------------------
     def _encode(self, checkpoint: WorkflowCheckpoint, key: str) -> bytes:
         # Refuse, now, a checkpoint that could not be restored (as FileCheckpointStorage does).
+        # A structure without a pickled value decodes to itself (only pickled values
+        # can fail to restore): the trial decode runs only when the marker is there.
         try:
-            encoded = encode_checkpoint_value(checkpoint.to_dict())
-            decode_checkpoint_value(encoded, allowed_types=self._allowed)
+            raw = checkpoint.to_dict()
+            # JSON-native throughout: agent-framework's walk (5.8 ms for a 1 MiB state)
+            # would return an equal structure, unless a dict holds a reserved key (the
+            # encoded bytes then hold it; encoded again the long way below).
+            native = _json_native(raw)
+            encoded = raw if native else encode_checkpoint_value(raw)
+            payload, tag = _serialize(encoded)
+            if native and any(marker in payload for marker in _RESERVED):
+                encoded = encode_checkpoint_value(raw)  # the long way: it pickles such dicts
+                payload, tag = _serialize(encoded)
+            if _PICKLED in payload:
+                decode_checkpoint_value(encoded, allowed_types=self._allowed)
         except Exception as exc:
             raise WorkflowCheckpointException(
                 f"Checkpoint {checkpoint.checkpoint_id} cannot be encoded or restored under "
                 f"this storage's allowed types; refusing to save. {exc}"
             ) from exc
-        try:
-            payload, tag = _msgpack_encoder.encode(encoded), CODEC_AGENT_FRAMEWORK_MSGPACK
-        except (OverflowError, msgspec.EncodeError):
-            payload = json.dumps(encoded, ensure_ascii=False).encode()
-            tag = CODEC_AGENT_FRAMEWORK_JSON
         return seal(payload, codec_tag=tag, key=key, **self._seal_options)
 
     def _open(self, data: bytes, key: str) -> dict[str, Any]:
         """The encoded structure (not yet unpickled) stored at ``key``."""
         try:
-            tag, payload = open_envelope(data, key=key, encryption=self.encryption)
+            tag, payload = open_view(data, key=key, encryption=self.encryption)
+            # A view into ``data`` when stored in clear and uncompressed: no copy.
+            plain = _PICKLED not in (payload if isinstance(payload, bytes) else data)
             if tag == CODEC_AGENT_FRAMEWORK_MSGPACK:
                 encoded = _msgpack_decoder.decode(payload)
             elif tag == CODEC_AGENT_FRAMEWORK_JSON:
-                encoded = json.loads(payload)
+                encoded = json.loads(bytes(payload))
             else:
                 raise WorkflowCheckpointException(
                     f"The envelope at key {key!r} has codec tag {tag}, which is not an "
@@ -418,9 +499,15 @@ class CheckpointkitCheckpointStorage:
             ) from exc
         if not isinstance(encoded, dict):
             raise WorkflowCheckpointException(f"The checkpoint at key {key!r} is not a mapping")
+        if plain:
+            return _Plain(encoded)  # a shallow copy of the top level: a few keys
         return encoded
 
     def _decode(self, encoded: dict[str, Any], key: str) -> WorkflowCheckpoint:
+        if isinstance(encoded, _Plain):
+            # No pickled value anywhere in the payload: agent-framework's decoding would
+            # rebuild every dict and list of the structure, equal to what msgpack made.
+            return WorkflowCheckpoint.from_dict(dict(encoded))
         try:
             decoded = decode_checkpoint_value(encoded, allowed_types=self._allowed)
         except WorkflowCheckpointException as exc:

@@ -105,7 +105,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequen
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
 
-from . import keeps_heads, missing_extra
+from . import compress_threshold_for, keeps_heads, missing_extra
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -120,12 +120,13 @@ try:
         get_checkpoint_metadata,
     )
     from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 except ImportError as _exc:  # pragma: no cover - exercised without the extra
     raise missing_extra(__name__, "langgraph", _exc) from _exc
 
 from .. import reconcile
 from ..crypto import Encryption
-from ..envelope import open_envelope, reseal, seal
+from ..envelope import open_envelope, open_view, reseal, seal
 from ..errors import (
     CheckpointCorrupted,
     CheckpointkitError,
@@ -242,6 +243,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         encryption: Encrypt every record with AES-GCM (see
             `checkpointkit.crypto.Encryption`); None stores them in clear.
         compress_threshold: zstd-compress records longer than this many bytes.
+            ``None`` (the default) chooses by the storage: never on a local one
+            (memory, file, SQLite: reading and writing the bytes costs less
+            than compressing and decompressing them), 16 KiB elsewhere, where
+            it saves transfer (see `checkpointkit.integrations.compress_threshold_for`).
         compression_level: zstd level for those records (1, the fastest positive
             level, by default: compression must not cost more than the bytes it
             saves). ``compress_threshold=sys.maxsize`` turns compression off.
@@ -260,7 +265,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         prefix: str = "langgraph",
         inline_limit: int = 128 * 1024,
         encryption: Encryption | None = None,
-        compress_threshold: int = 16 * 1024,
+        compress_threshold: int | None = None,
         compression_level: int = 1,
     ) -> None:
         super().__init__(serde=serde)
@@ -277,7 +282,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         self.inline_limit = inline_limit
         self.encryption = encryption
         self._seal_options: dict[str, Any] = {
-            "compress_threshold": compress_threshold,
+            "compress_threshold": compress_threshold_for(storage, compress_threshold),
             "compression_level": compression_level,
             "encryption": encryption,
         }
@@ -296,7 +301,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         prefix: str = "langgraph",
         inline_limit: int = 128 * 1024,
         encryption: Encryption | None = None,
-        compress_threshold: int = 16 * 1024,
+        compress_threshold: int | None = None,
         compression_level: int = 1,
     ) -> CheckpointkitSaver:
         """Open the storage that ``url`` names and make a saver that owns (and closes) it.
@@ -372,6 +377,21 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 "(not written by the LangGraph integration)"
             )
         return payload
+
+    def _open_blob(self, data: bytes, key: str, serde_type: str) -> bytes:
+        """A large value's serialized bytes; a view into ``data`` (no copy of up to
+        megabytes) where LangGraph's own serializer reads it with msgpack, which takes one."""
+        got, payload = open_view(data, key=key, encryption=self.encryption)
+        if got != CODEC_LANGGRAPH_BLOB:
+            raise DecodeError(
+                f"the envelope at key {key!r} has codec tag {got}, expected "
+                f"{CODEC_LANGGRAPH_BLOB} (not written by the LangGraph integration)"
+            )
+        if isinstance(payload, bytes) or (
+            serde_type == "msgpack" and type(self.serde) is JsonPlusSerializer
+        ):
+            return cast(bytes, payload)  # ormsgpack.unpackb reads a memoryview as bytes
+        return bytes(payload)
 
     def _decode_record(self, data: bytes, key: str) -> _Record:
         payload = self._open(data, key, CODEC_LANGGRAPH_RECORD)
@@ -656,7 +676,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                     f"is missing: key {key!r} not found"
                 )
             values[ch] = self.serde.loads_typed(
-                (serde_type, self._open(data, key, CODEC_LANGGRAPH_BLOB))
+                (serde_type, self._open_blob(data, key, serde_type))
             )
             self._remember_blob((thread_id, ns, ch, version), serde_type)
         return values
@@ -861,6 +881,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         inline: dict[str, tuple[str, bytes]] = {}
         blobs: dict[str, tuple[str, str]] = {}
         uploads: list[tuple[str, bytes, bool]] = []  # key, data, overwrite
+        learned: list[tuple[tuple[str, str, str, str], str]] = []  # remembered once stored
         for channel, raw_version in checkpoint["channel_versions"].items():
             version = str(raw_version)
             ident = (thread_id, ns, channel, version)
@@ -881,7 +902,7 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             # A new version is written; an unchanged one was written when it was new,
             # unless it was never seen here: then write it once more, create-only.
             uploads.append((key, self._seal(data, CODEC_LANGGRAPH_BLOB, key), is_new))
-            self._remember_blob(ident, serde_type)
+            learned.append((ident, serde_type))
         record = _Record(
             format=_FORMAT,
             checkpoint=self.serde.dumps_typed(body),
@@ -903,6 +924,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             writes.append(self._drop_old_head(thread_id, ns))
         if writes:
             await _gather_limited(writes)
+        # Only a value that is stored may be referenced by a later put without being
+        # written again (a failed upload is retried by the next put that needs it).
+        for ident, serde_type in learned:
+            self._remember_blob(ident, serde_type)
         await reconcile.put(self.storage, record_key, data)
         return self._config(thread_id, ns, checkpoint_id)
 
