@@ -893,10 +893,11 @@ def _unusable(path: str, exc: sqlite3.Error) -> ConfigurationError:
     why = ""
     if code == "SQLITE_NOTADB":
         why = " (it is some other kind of file)"
-    elif code in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_READONLY_DBMOVED") and (
-        _read_only_fs(path) or not os.access(path, os.W_OK)
-    ):
-        why = " (the file or its file system is read-only: open it with read_only=True)"
+    elif code in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_READONLY_DBMOVED"):
+        if _read_only_fs(path):
+            why = " (it is on a read-only file system: open it with read_only=True)"
+        elif not os.access(path, os.W_OK):
+            why = " (the file is not writable: open it with read_only=True)"
     return ConfigurationError(f"cannot use {path!r} as a SQLite database: {exc}{why}")
 
 
