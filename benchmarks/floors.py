@@ -32,7 +32,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Floor", "Floors", "file_floor", "measure", "sqlite_floor"]
+__all__ = [
+    "Floor",
+    "Floors",
+    "file_commit",
+    "file_floor",
+    "measure",
+    "sqlite_commit",
+    "sqlite_floor",
+]
 
 
 @dataclass(frozen=True)
@@ -65,9 +73,9 @@ def measure(commit: Callable[[], None], n: int, runs: int) -> Floor:
     return Floor(statistics.median(inline), statistics.median(hopped))
 
 
-def sqlite_floor(directory: str, size: int, *, n: int = 200, runs: int = 3) -> Floor:
-    """One SQLite commit of a ``size``-byte row with its log sync (see the module docstring)."""
-    path = os.path.join(directory, f"floor-{size}.db")
+def sqlite_commit(path: str, size: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One SQLite commit of a ``size``-byte row with its log sync, and the closer of its
+    database at ``path``; the log has started over before it is returned."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -84,14 +92,15 @@ def sqlite_floor(directory: str, size: int, *, n: int = 200, runs: int = 3) -> F
         for _ in range(max(20, min(600, (4 << 20) // max(size, 1)))):  # the log starts over
             commit()
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        return measure(commit, max(4, min(n, (64 << 20) // max(size, 1))), runs)
-    finally:
+    except BaseException:
         conn.close()
+        raise
+    return commit, conn.close
 
 
-def file_floor(directory: str, size: int, *, n: int = 200, runs: int = 3) -> Floor:
-    """One atomic, durable file write of ``size`` bytes (see the module docstring)."""
-    where = os.path.join(directory, f"floor-{size}")
+def file_commit(where: str, size: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """One atomic, durable write of a ``size``-byte file in the folder ``where``, and the
+    closer of the folder's descriptor; 20 writes have been made before it is returned."""
     os.makedirs(where, exist_ok=True)
     data = random.Random(size).randbytes(size)
     counter = itertools.count()
@@ -112,9 +121,28 @@ def file_floor(directory: str, size: int, *, n: int = 200, runs: int = 3) -> Flo
     try:
         for _ in range(20):
             commit()
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    return commit, lambda: os.close(dir_fd)
+
+
+def sqlite_floor(directory: str, size: int, *, n: int = 200, runs: int = 3) -> Floor:
+    """One SQLite commit of a ``size``-byte row with its log sync (see the module docstring)."""
+    commit, close = sqlite_commit(os.path.join(directory, f"floor-{size}.db"), size)
+    try:
         return measure(commit, max(4, min(n, (64 << 20) // max(size, 1))), runs)
     finally:
-        os.close(dir_fd)
+        close()
+
+
+def file_floor(directory: str, size: int, *, n: int = 200, runs: int = 3) -> Floor:
+    """One atomic, durable file write of ``size`` bytes (see the module docstring)."""
+    commit, close = file_commit(os.path.join(directory, f"floor-{size}"), size)
+    try:
+        return measure(commit, max(4, min(n, (64 << 20) // max(size, 1))), runs)
+    finally:
+        close()
 
 
 class Floors:
@@ -134,50 +162,13 @@ class Floors:
         self._closers: list[Callable[[], None]] = []
 
     def _sqlite_commit(self, size: int) -> Callable[[], None]:
-        conn = sqlite3.connect(
-            os.path.join(self.directory, f"sqlite-{size}.db"),
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        self._closers.append(conn.close)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, data BLOB)")
-        row = random.Random(size).randbytes(size)
-        counter = itertools.count()
-
-        def commit() -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO kv VALUES (?, ?)", (f"k/{next(counter):012d}", row))
-            conn.execute("COMMIT")
-
-        for _ in range(max(20, min(600, (4 << 20) // max(size, 1)))):  # the log starts over
-            commit()
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        commit, close = sqlite_commit(os.path.join(self.directory, f"sqlite-{size}.db"), size)
+        self._closers.append(close)
         return commit
 
     def _file_commit(self, size: int) -> Callable[[], None]:
-        where = os.path.join(self.directory, f"file-{size}")
-        os.makedirs(where, exist_ok=True)
-        data = random.Random(size).randbytes(size)
-        counter = itertools.count()
-        dir_fd = os.open(where, os.O_RDONLY)
-        self._closers.append(lambda: os.close(dir_fd))
-
-        def commit() -> None:
-            i = next(counter)
-            tmp = os.path.join(where, f".tmp-{i}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                os.write(fd, data)
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-            os.rename(tmp, os.path.join(where, f"k{i % 64}"))
-            os.fsync(dir_fd)
-
-        for _ in range(20):
-            commit()
+        commit, close = file_commit(os.path.join(self.directory, f"file-{size}"), size)
+        self._closers.append(close)
         return commit
 
     async def _timed(self, kind: str, size: int, n: int) -> float:
