@@ -39,6 +39,7 @@ from bench_integrations import WARM_UP, af_checkpoint, put_chain
 from checkpointkit.envelope import open_envelope
 from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
+from floors import Floors
 
 
 async def print_put_stages(saver: Any, size: int) -> None:
@@ -170,7 +171,11 @@ async def main() -> None:
                 )
             }
             latest: Any = {"configurable": {"thread_id": "latest", "checkpoint_ns": ""}}
+            floors = Floors(base)
+            commit_floor: list[float] = []
             for run in range(args.runs):
+                os.sync()
+                commit_floor.append(await floors.sqlite(size, 6))
                 for who in ("ours", "theirs") if run % 2 == 0 else ("theirs", "ours"):
                     batch = [af_checkpoint("big", size, i, next(clock)) for i in range(10)]
                     os.sync()
@@ -198,6 +203,14 @@ async def main() -> None:
             print(
                 "peers: agent-framework's FileCheckpointStorage (no sync), LangGraph's "
                 "AsyncSqliteSaver"
+            )
+            floors.close()
+            one_commit = statistics.median(commit_floor)
+            peer_put = statistics.median(rows["LangGraph put"]["theirs"])
+            print(
+                f"floor: one SQLite commit of a {size:,} B row via a worker thread "
+                f"{one_commit * 1e6:.0f} µs (timed between the runs); 1.5x the peer's put "
+                f"would take {peer_put / 1.5 * 1e6:.0f} µs"
             )
 
             # Stages of checkpointkit's latest, interleaved with the whole of both.
