@@ -641,19 +641,18 @@ class PostgresStorage(StorageBase):
 
     def _release(self, conn: Any) -> None:
         """Give back a connection ready for its next statement (terminated if closed since)."""
-        pool = self._pool
-        if pool is None:  # pragma: no cover - a connection comes from an open pool
-            conn.terminate()
-        else:
-            pool.release(conn)
+        self._pool_in_use().release(conn)
 
     def _discard(self, conn: Any) -> None:
         """Terminate a connection whose state is unknown, and free its place in the pool."""
+        self._pool_in_use().discard(conn)
+
+    def _pool_in_use(self) -> Pool[asyncpg.Connection]:
+        """The pool every connection in use came from: opened once, never reset (``aclose``
+        keeps it, so that a connection given back after it is terminated there)."""
         pool = self._pool
-        if pool is None:  # pragma: no cover - a connection comes from an open pool
-            conn.terminate()
-        else:
-            pool.discard(conn)
+        assert pool is not None, "a connection comes from an open pool"
+        return pool
 
     async def _settle_failed(
         self, conn: Any, until: float, exc: BaseException, op: str, what: str

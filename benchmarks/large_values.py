@@ -120,8 +120,8 @@ def _floor_reader(path: str, size: int) -> Any:
     conn.execute("INSERT INTO t VALUES ('k', ?)", (os.urandom(size),))
 
     def read() -> bytes:
-        row = conn.execute("SELECT v FROM t WHERE k = 'k'").fetchone()
-        return bytes(row[0])
+        value: bytes = conn.execute("SELECT v FROM t WHERE k = 'k'").fetchone()[0]
+        return value
 
     return read
 

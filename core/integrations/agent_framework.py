@@ -134,7 +134,7 @@ _PICKLED = b"__pickled__"
 """agent-framework's key for a pickled value; a payload without these bytes holds none."""
 
 
-_RESERVED = (b"__pickled__", b"__type__")
+_RESERVED = (_PICKLED, b"__type__")
 """agent-framework's reserved keys: a dict holding one is pickled by its encoding."""
 
 _JSON_TYPES = frozenset({dict, list, str, int, float, bool, type(None)})

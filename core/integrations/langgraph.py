@@ -171,6 +171,15 @@ _LIST_BATCH = 16
 _CACHE_SIZE = 4096
 
 
+def _expect_tag(got: int, tag: int, key: str) -> None:
+    """Refuse an envelope whose codec tag is not the one this kind of record has."""
+    if got != tag:
+        raise DecodeError(
+            f"the envelope at key {key!r} has codec tag {got}, expected {tag} "
+            "(not written by the LangGraph integration)"
+        )
+
+
 class _LoopThread:
     """An event loop running in a daemon thread, for sync calls without a loop."""
 
@@ -371,22 +380,14 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
     def _open(self, data: bytes, key: str, tag: int, *, clear: bool = False) -> bytes:
         """The payload stored at ``key``; ``clear``: a record always written in clear (a head)."""
         got, payload = open_envelope(data, key=key, encryption=None if clear else self.encryption)
-        if got != tag:
-            raise DecodeError(
-                f"the envelope at key {key!r} has codec tag {got}, expected {tag} "
-                "(not written by the LangGraph integration)"
-            )
+        _expect_tag(got, tag, key)
         return payload
 
     def _open_blob(self, data: bytes, key: str, serde_type: str) -> bytes:
         """A large value's serialized bytes; a view into ``data`` (no copy of up to
         megabytes) where LangGraph's own serializer reads it with msgpack, which takes one."""
         got, payload = open_view(data, key=key, encryption=self.encryption)
-        if got != CODEC_LANGGRAPH_BLOB:
-            raise DecodeError(
-                f"the envelope at key {key!r} has codec tag {got}, expected "
-                f"{CODEC_LANGGRAPH_BLOB} (not written by the LangGraph integration)"
-            )
+        _expect_tag(got, CODEC_LANGGRAPH_BLOB, key)
         if isinstance(payload, bytes) or (
             serde_type == "msgpack" and type(self.serde) is JsonPlusSerializer
         ):
