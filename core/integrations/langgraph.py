@@ -497,10 +497,14 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         latest checkpoint; without it, that saver lists.
         """
         key = self._head_key(thread_id, ns)
-        checked = self._rt.no_head
-        if key in checked:
+        if key in self._rt.no_head:
             return
         await reconcile.delete_as_read(self.storage, key)
+        self._no_head_to_drop(key)
+
+    def _no_head_to_drop(self, key: str) -> None:
+        """Heads off: remember that the head ``key`` needs no dropping by a later put."""
+        checked = self._rt.no_head
         checked[key] = None
         if len(checked) > _CACHE_SIZE:
             checked.popitem(last=False)
@@ -761,6 +765,12 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 # the head's checkpoint is gone (or not written yet): use the listing
         async for key in self.storage.list(self._checkpoint_prefix(thread_id, ns), limit=1):
             return await self._tuple_at(thread_id, ns, self._parse_checkpoint_key(key)[2])
+        if not self._use_heads:
+            # No checkpoint: a head left by a saver that kept heads names a missing
+            # record, which its readers pass over for the listing, so the thread's first
+            # put need not look for it (LangGraph reads the latest before a run's first
+            # put: a new thread's run saves that get).
+            self._no_head_to_drop(self._head_key(thread_id, ns))
         return None
 
     async def alist(

@@ -512,6 +512,48 @@ async def test_langgraph_a_head_left_by_a_saver_that_kept_heads_is_ignored_then_
             assert await _lg_latest_id(keeper, "t") == d["id"]  # no stale head to mislead it
 
 
+async def test_langgraph_first_put_after_reading_no_latest_looks_for_no_head(
+    indexed_location: Location,
+) -> None:
+    first, second = _lg_checkpoints(2)
+    async with indexed_location.open() as storage:
+        counting = Counting(storage, mirror=True)
+        async with CheckpointkitSaver(counting) as saver:
+            assert await _lg_latest_id(saver, "t") is None  # as LangGraph does before a run
+            assert counting.counts == {"put": 0, "get": 0, "delete": 0, "list": 1}
+            counting.reset()
+            await _lg_put(saver, "t", first)
+            assert counting.counts == {"put": 1, "get": 0, "delete": 0, "list": 0}
+            counting.reset()
+            await _lg_put(saver, "u", second)  # not read first: the put looks for a head
+            assert counting.counts == {"put": 1, "get": 1, "delete": 0, "list": 0}
+            assert await _lg_latest_id(saver, "t") == first["id"]
+
+
+async def test_langgraph_a_head_naming_a_missing_record_misleads_no_reader(
+    indexed_location: Location,
+) -> None:
+    """A head left on a thread without checkpoints (a head-keeping saver's put that failed
+    after moving its head) is not dropped by the first put after an empty latest: each
+    reader, heads kept or not, still finds the newest checkpoint."""
+    lost, a, b = _lg_checkpoints(3)
+    async with indexed_location.open() as storage:
+        async with CheckpointkitSaver(FailingPuts(Inline(storage), "/c/")) as failing:
+            with pytest.raises(StorageUnavailable):
+                await _lg_put(failing, "t", lost)
+        assert await _keys(storage, "langgraph/h/") == ["langgraph/h/_t/_"]
+        async with CheckpointkitSaver(storage) as saver:
+            assert await _lg_latest_id(saver, "t") is None
+            await _lg_put(saver, "t", a)
+            assert await _keys(storage, "langgraph/h/") == ["langgraph/h/_t/_"]  # not looked for
+            assert await _lg_latest_id(saver, "t") == a["id"]
+        async with CheckpointkitSaver(Inline(storage)) as keeper:
+            assert await _lg_latest_id(keeper, "t") == a["id"]  # passes over the missing record
+            await _lg_put(keeper, "t", b)
+        async with CheckpointkitSaver(storage) as saver:
+            assert await _lg_latest_id(saver, "t") == b["id"]
+
+
 async def test_agent_framework_save_on_an_indexed_storage_writes_no_head(
     indexed_location: Location,
 ) -> None:
