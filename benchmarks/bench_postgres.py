@@ -20,7 +20,8 @@ the floor on the saver's own storage and its connection pool, interleaved run by
 server's cheapest round trip (``SELECT 1``), the adapter's own get statement sent raw, and
 the adapter's ``get`` of a 1 KiB value; one autocommitted single-row ``INSERT ... ON
 CONFLICT DO UPDATE`` of 1 KiB, the adapter's own overwrite statement sent raw (with its
-deadline fence), and the adapter's ``put`` (overwrite) of 1 KiB.
+deadline fence), the adapter's ``put`` (overwrite) of 1 KiB, and each saver's ``aput`` of
+a 1 KiB checkpoint: a put layer by layer, in the same interleaved runs.
 
 Figures are medians of ``--runs`` runs; the ratio is ``AsyncPostgresSaver``'s time over
 checkpointkit's (above 1: checkpointkit faster). The peers are installed by the ``test``
@@ -40,6 +41,7 @@ from typing import Any
 
 from bench_integrations import (
     WARM_UP,
+    chain_of,
     fmt,
     logging_quiet,
     print_floors,
@@ -90,9 +92,12 @@ async def savers(url: str) -> AsyncIterator[dict[str, Any]]:
         yield found
 
 
-async def floor(storage: PostgresStorage, runs: int, n: int) -> dict[str, float]:
+async def floor(
+    storage: PostgresStorage, runs: int, n: int, savers: dict[str, Any]
+) -> dict[str, float]:
     """Seconds per operation: the cheapest statements through the storage's own pool beside
-    the storage's get and put of 1 KiB (medians of ``runs`` interleaved runs)."""
+    the storage's get and put of 1 KiB, and each saver's ``aput`` of a 1 KiB checkpoint
+    (medians of ``runs`` interleaved runs): a put layer by layer."""
     pool = await storage._ready()  # the adapter's pool: the same connections as its operations
     table = f'"{storage.table}_floor"'
     row = bytes(1024)
@@ -120,11 +125,29 @@ async def floor(storage: PostgresStorage, runs: int, n: int) -> dict[str, float]
         ),
         "put (overwrite)": lambda i: storage.put(f"floor/k{i % 64}", row),
     }
+    for name, saver in savers.items():
+        ops[f"{name} aput"] = _aput_of(saver, n)
     times: dict[str, list[float]] = {name: [] for name in ops}
     for _ in range(runs):
         for name, op in ops.items():
             times[name].append(await timed(n, op))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _aput_of(saver: Any, n: int) -> Callable[[int], Awaitable[object]]:
+    """An operation for `timed`: call ``i`` puts checkpoint ``i`` of a 1 KiB chain of ``n``
+    (made before any clock starts; a new thread each time ``i`` is 0)."""
+    chain: list[Any] = []
+    config: list[Any] = [None]
+
+    async def put(i: int) -> None:
+        if i == 0:
+            chain[:] = chain_of(saver, 1 << 10, n)
+            config[0] = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+        checkpoint, metadata, new_versions = chain[i]
+        config[0] = await saver.aput(config[0], checkpoint, metadata, new_versions)
+
+    return put
 
 
 async def bench(url: str, runs: int, quick: bool) -> None:
@@ -151,7 +174,7 @@ async def bench(url: str, runs: int, quick: bool) -> None:
             rows = await saver_rows(found, runs, counts, insert_of)
             storage = found[OURS].storage
             assert isinstance(storage, PostgresStorage)
-            floors = await floor(storage, runs, counts["1 KiB"])
+            floors = await floor(storage, runs, counts["1 KiB"], found)
     finally:
         await conn.close()
     print(f"\nLangGraph on one PostgreSQL server: CheckpointkitSaver vs {PEER}")
@@ -162,11 +185,24 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     print("\nThe floor, 1 KiB, on the adapter's own pool (interleaved with its get and put)")
     print(f"{'cheapest statement':<34}{'adapter statement, raw':>24}{'adapter':>26}")
     names = list(floors)
-    for cheapest, raw, ours in (names[:3], names[3:]):
+    for cheapest, raw, ours in (names[:3], names[3:6]):
         print(
             f"{cheapest:<22}{fmt(floors[cheapest]):>12}{fmt(floors[raw]):>24}"
             f"{ours:>16}{fmt(floors[ours]):>10}  ({floors[ours] / floors[cheapest]:.2f}x)"
         )
+    layers = [
+        ("INSERT ... ON CONFLICT", floors["INSERT ... ON CONFLICT"]),
+        ("the adapter's statement, raw", floors["put statement, raw"]),
+        ("the adapter's put", floors["put (overwrite)"]),
+        ("CheckpointkitSaver.aput", floors[f"{OURS} aput"]),
+    ]
+    peer = floors[f"{PEER} aput"]
+    print(
+        "A 1 KiB put layer by layer (the same runs): "
+        + " -> ".join(f"{name} {fmt(t).strip()}" for name, t in layers)
+        + f"; {PEER}.aput {fmt(peer).strip()} (ratio {peer / layers[-1][1]:.2f}x; "
+        f"1.5x would be {fmt(peer / 1.5).strip()})"
+    )
     print_floors(
         rows,
         [(OURS, "floor postgres"), (PEER, "floor postgres")],
