@@ -19,9 +19,10 @@ between the runs; its commit waits for the log flush, as a put's does) and the r
 the floor on the saver's own storage and its connection pool, interleaved run by run: the
 server's cheapest round trip (``SELECT 1``), the adapter's own get statement sent raw, and
 the adapter's ``get`` of a 1 KiB value; one autocommitted single-row ``INSERT ... ON
-CONFLICT DO UPDATE`` of 1 KiB, the adapter's own overwrite statement sent raw (with its
-deadline fence), the adapter's ``put`` (overwrite) of 1 KiB, and each saver's ``aput`` of
-a 1 KiB checkpoint: a put layer by layer, in the same interleaved runs.
+CONFLICT DO UPDATE`` of 1 KiB, the adapter's own put statement sent raw (with its
+deadline fence), the adapter's ``put`` of 1 KiB (each of the three a new row, as a
+checkpoint is), and each saver's ``aput`` of a 1 KiB checkpoint: a put layer by layer, in
+the same interleaved runs.
 
 Figures are medians of ``--runs`` runs; the ratio is ``AsyncPostgresSaver``'s time over
 checkpointkit's (above 1: checkpointkit faster). The peers are installed by the ``test``
@@ -115,15 +116,16 @@ async def floor(
     await storage.put("floor/get", row)
     upsert = f"INSERT INTO {table} VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
     sql, ns, far = storage._sql, storage.prefix, 1e300  # the adapter's statements, raw
+    # Writes of a new row each, as a checkpoint's put is: an overwrite of a row with the
+    # same bytes would log only the changed part of the row (a few hundred bytes).
+    upsert_key, raw_key, put_key = _new_keys("u", n), _new_keys("r", n), _new_keys("p", n)
     ops: dict[str, Callable[[int], Awaitable[object]]] = {
         "SELECT 1": lambda _i: on_pool("SELECT 1"),
         "get statement, raw": lambda _i: on_pool(sql.get, ns, "floor/get"),
         "get": lambda _i: storage.get("floor/get"),
-        "INSERT ... ON CONFLICT": lambda i: on_pool(upsert, f"k{i % 64}", row),
-        "put statement, raw": lambda i: on_pool(
-            sql.overwrite, ns, f"raw/k{i % 64}", row, None, far
-        ),
-        "put (overwrite)": lambda i: storage.put(f"floor/k{i % 64}", row),
+        "INSERT ... ON CONFLICT": lambda i: on_pool(upsert, upsert_key(i), row),
+        "put statement, raw": lambda i: on_pool(sql.overwrite, ns, raw_key(i), row, None, far),
+        "put (new key)": lambda i: storage.put(put_key(i), row),
     }
     for name, saver in savers.items():
         ops[f"{name} aput"] = _aput_of(saver, n)
@@ -132,6 +134,19 @@ async def floor(
         for name, op in ops.items():
             times[name].append(await timed(n, op))
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _new_keys(tag: str, n: int) -> Callable[[int], str]:
+    """Call ``i`` gives a key never used before, in descending order within a run of ``n``
+    (as a thread's checkpoint keys); a new run starts when ``i`` is 0."""
+    run = [""]
+
+    def key(i: int) -> str:
+        if i == 0:
+            run[0] = uuid.uuid4().hex
+        return f"floor/{tag}/{run[0]}/{n - i:09d}"
+
+    return key
 
 
 def _aput_of(saver: Any, n: int) -> Callable[[int], Awaitable[object]]:
@@ -193,7 +208,7 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     layers = [
         ("INSERT ... ON CONFLICT", floors["INSERT ... ON CONFLICT"]),
         ("the adapter's statement, raw", floors["put statement, raw"]),
-        ("the adapter's put", floors["put (overwrite)"]),
+        ("the adapter's put", floors["put (new key)"]),
         ("CheckpointkitSaver.aput", floors[f"{OURS} aput"]),
     ]
     peer = floors[f"{PEER} aput"]
