@@ -50,6 +50,12 @@ SLACK = 0.15
 """Seconds allowed beyond the grace for the event loop of a loaded machine."""
 RELAY_GRACE = 1.0
 """The writer's cancel_grace behind the late relay."""
+RELAY_TIMEOUT = 60.0
+"""The relayed writer's operation timeout. Its set-up puts, 200 at once through the relay,
+each on a new connection whose every command is held ``RELAY_DELAY`` s, took 5.3 to 9.6 s
+in four rounds in one quiet process, against the default timeout of 10 s, and went past it
+with four pytest workers on two cores; the timeout is not what these tests check (the
+cancels are bound by ``RELAY_GRACE``)."""
 RELAY_DELAY = 0.5
 """Seconds the late relay holds each request: less than the grace (the writes that are
 not cancelled must still arrive before their deadline), more than the observer needs to
@@ -273,7 +279,9 @@ async def _relayed(
         parts = urlsplit(url)
         upstream = (parts.hostname or "127.0.0.1", parts.port or 6379)
     async with LateRelay(upstream, delay) as relay:
-        mine = dict(options, endpoint=relay.address, cancel_grace=RELAY_GRACE)
+        mine = dict(
+            options, endpoint=relay.address, cancel_grace=RELAY_GRACE, timeout=RELAY_TIMEOUT
+        )
         if cluster:
             mine["address_remap"] = lambda addr: relay.address if addr == upstream else addr
         async with (
