@@ -126,7 +126,7 @@ def fmt(seconds: float | None) -> str:
 def ratio(peer: float | None, ours: float | None) -> str:
     if not peer or not ours:
         return ""
-    return f"{peer / ours:6.1f}x"
+    return f"{peer / ours:6.2f}x"  # two decimals: 1.46x against a 1.5x target is not "1.5x"
 
 
 # -- LangGraph ----------------------------------------------------------------------------
