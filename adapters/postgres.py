@@ -8,7 +8,6 @@ namespace: keys of two prefixes never meet)::
                    expires timestamptz, data bytea, PRIMARY KEY (ns, key))
     checkpointkit_version   sequence: every write's version
     checkpointkit_meta      (name, value): the layout's version ("schema" -> 1)
-    checkpointkit_fence(float8)  the deadline check of every write (below)
 
 The primary key's B-tree keeps each namespace's keys in byte order (``COLLATE
 "C"`` compares UTF-8 bytes, which is code point order), so a listing page is
@@ -23,10 +22,11 @@ beside a read of the row in the same statement, ``delete_many`` one ``DELETE
 ... WHERE key = ANY($keys)``. Versions come from a sequence: they never repeat,
 also across a delete and a re-create.
 
-Settling cancelled writes: every write statement ends with ``RETURNING ...,
-checkpointkit_fence($deadline)``, evaluated after the row is written and just
-before the statement commits. Past the deadline (in the server's clock) the
-fence raises, and the statement, hence its transaction, is rolled back. A
+Settling cancelled writes: every write statement ends with a deadline fence,
+``RETURNING ..., <the server's clock, or an error past $deadline>`` (`fence`),
+evaluated after the row is written and just before the statement commits.
+Past the deadline (in the server's clock) the fence raises, and the
+statement, hence its transaction, is rolled back. A
 cancelled write drops its connection and waits, holding nothing, until the
 server has surely passed the deadline (within ``cancel_grace``); only then
 does it raise ``CancelledError``. A write that merely arrived late (a loaded
@@ -76,8 +76,34 @@ CANCEL_GRACE: Final = 0.25
 """Default ``cancel_grace``: seconds within which a cancelled write raises CancelledError,
 having made sure that it can no longer land."""
 
-LATE: Final = "CKD01"
-"""The SQLSTATE that the fence raises when a write runs past its deadline (nothing written)."""
+LATE: Final = "checkpointkit: a write ran after its deadline"
+"""What the fence's error says when a write ran past its deadline (nothing written); it is
+PostgreSQL's ``invalid_text_representation`` (SQLSTATE `LATE_SQLSTATE`) of this text."""
+
+LATE_SQLSTATE: Final = "22P02"
+
+
+def fence(deadline: str) -> str:
+    """The deadline fence: an SQL expression whose value is the server's clock (seconds since
+    the epoch, ``float8``) before ``deadline`` (an SQL ``float8`` expression), and which raises
+    `LATE` (an ``invalid_text_representation`` error) from then on.
+
+    Plain SQL, not a PL/pgSQL function (as it first was): measured with the statements
+    interleaved op by op, the function call cost 13 to 18 µs of every write (see
+    docs/adapters/postgres.md). The error is a cast of text naming the fence to ``float8``,
+    which PostgreSQL evaluates only in that branch: the text holds ``clock_timestamp()``, so
+    the planner cannot fold it into a constant.
+    """
+    now = "date_part('epoch', clock_timestamp())"
+    return (
+        f"CASE WHEN {now} < {deadline} THEN {now} "
+        f"ELSE ('{LATE} at ' || clock_timestamp())::float8 END"
+    )
+
+
+def _is_late(exc: BaseException) -> bool:
+    """Whether ``exc`` is the fence's error: the write ran past its deadline, nothing written."""
+    return getattr(exc, "sqlstate", None) == LATE_SQLSTATE and LATE in str(exc)
 
 INLINE_MAX: Final = 256 * 1024
 """Values up to this size are written in one fenced statement; bigger ones in a transaction
@@ -126,8 +152,8 @@ class _Sql:
             qualified = f'"{table}{suffix}"'
             return f'"{schema}".{qualified}' if schema else qualified
 
-        t, seq, meta, fence = name(), name("_version"), name("_meta"), name("_fence")
-        self.table, self.meta, self.fence = t, meta, fence
+        t, seq, meta = name(), name("_version"), name("_meta")
+        self.table, self.meta = t, meta
         live = "(r.expires IS NULL OR r.expires > clock_timestamp())"
         expires = "clock_timestamp() + $4::float8 * interval '1 second'"
         self.schema = (
@@ -139,11 +165,6 @@ class _Sql:
             "WHERE expires IS NOT NULL",
             f"CREATE SEQUENCE IF NOT EXISTS {seq}",
             f"CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value integer NOT NULL)",
-            f"CREATE OR REPLACE FUNCTION {fence}(deadline float8) RETURNS float8 "
-            "LANGUAGE plpgsql VOLATILE AS $f$ DECLARE now float8 := "
-            "extract(epoch FROM clock_timestamp()); BEGIN IF now >= deadline THEN "
-            "RAISE EXCEPTION 'checkpointkit: a write ran after its deadline' "
-            f"USING ERRCODE = '{LATE}'; END IF; RETURN now; END $f$",
             f"INSERT INTO {meta} VALUES ('schema', {SCHEMA_VERSION}) ON CONFLICT DO NOTHING",
         )
         self.schema_version = f"SELECT value FROM {meta} WHERE name = 'schema'"
@@ -154,32 +175,32 @@ class _Sql:
         )
         # The deadline is always the last parameter; the fence's result (the server's
         # clock) the last column. $1 ns, $2 key, $3 data, $4 ttl seconds (or NULL).
-        self.overwrite = f"{upsert} RETURNING r.version, {fence}($5)"
+        self.overwrite = f"{upsert} RETURNING r.version, {fence('$5')}"
         self.create = (
             f"{upsert} WHERE r.expires IS NOT NULL AND r.expires <= clock_timestamp() "
-            f"RETURNING r.version, {fence}($5)"
+            f"RETURNING r.version, {fence('$5')}"
         )
         # ... $5 the if-match version
         self.if_match = (
             f"UPDATE {t} AS r SET version = nextval('{seq}'), expires = {expires}, data = $3 "
             f"WHERE r.ns = $1 AND r.key = $2 AND r.version = $5 AND {live} "
-            f"RETURNING r.version, {fence}($6)"
+            f"RETURNING r.version, {fence('$6')}"
         )
         # $1 ns, $2 key (, $3 the if-match version)
         self.delete = (
-            f"DELETE FROM {t} AS r WHERE r.ns = $1 AND r.key = $2 RETURNING {live}, {fence}($3)"
+            f"DELETE FROM {t} AS r WHERE r.ns = $1 AND r.key = $2 RETURNING {live}, {fence('$3')}"
         )
         self.delete_if = (
             f"WITH cur AS (SELECT r.version FROM {t} AS r WHERE r.ns = $1 AND r.key = $2 "
             f"AND {live}), del AS (DELETE FROM {t} AS r WHERE r.ns = $1 AND r.key = $2 "
-            f"AND r.version = $3 AND {live} RETURNING {fence}($4) AS now) "
+            f"AND r.version = $3 AND {live} RETURNING {fence('$4')} AS now) "
             "SELECT (SELECT count(*) FROM del), (SELECT version FROM cur), "
             "(SELECT max(now) FROM del)"
         )
         # $1 ns, $2 keys, $3 deadline
         self.delete_many = (
             f"DELETE FROM {t} AS r WHERE r.ns = $1 AND r.key = ANY($2::text[]) "
-            f"RETURNING {live}, {fence}($3)"
+            f"RETURNING {live}, {fence('$3')}"
         )
         self.get = (
             f"SELECT r.version, r.data FROM {t} AS r WHERE r.ns = $1 AND r.key = $2 AND {live}"
@@ -241,7 +262,7 @@ class PostgresStorage(StorageBase):
     ``PGSSLROOTCERT``...) and ``~/.pgpass``. The password is never shown: not in
     ``repr``, not in errors.
 
-    The table, its sequence, meta table and fence function are created on
+    The table, its sequence and meta table are created on
     first use if missing (``CREATE ... IF NOT EXISTS`` under an advisory lock,
     so concurrent first uses agree); a table whose layout is newer than this
     version of checkpointkit is refused.
@@ -250,8 +271,7 @@ class PostgresStorage(StorageBase):
         dsn: a ``postgresql://`` URL with libpq's parameters (``sslmode``,
             ``sslrootcert``...), or None to use the environment only.
         prefix: the namespace of this storage's keys in the table.
-        table: the table's name (its sequence, meta table and fence function
-            are named after it).
+        table: the table's name (its sequence and meta table are named after it).
         schema: the PostgreSQL schema of the table (default: the search path's).
         ttl: seconds after which a written key expires (None: never). Each
             write of a key starts its time again; an expired key is absent
@@ -576,7 +596,7 @@ class PostgresStorage(StorageBase):
             if isinstance(exc, pgexc.PostgresConnectionError):  # lost: the outcome is open
                 await self._settle_failed(conn, until, exc, op, what)
             self._release(conn)  # the server answered an error: the statement did nothing
-            if exc.sqlstate == LATE:
+            if _is_late(exc):
                 return None
             with _translate_errors(op, what, self._where):
                 raise
@@ -617,12 +637,12 @@ class PostgresStorage(StorageBase):
         deadline, until = self._clock.deadline(loop.time(), self._window, self._window_min)
         try:
             async with asyncio.timeout(self.timeout):
-                await conn.execute(f"SELECT {self._sql.fence}({deadline!r}); COMMIT")
+                await conn.execute(f"SELECT {fence(f'{deadline!r}::float8')}; COMMIT")
         except pgexc.PostgresError as exc:
             if isinstance(exc, pgexc.PostgresConnectionError):
                 await self._settle_failed(conn, until, exc, op, what)
             self._discard(conn)  # the transaction failed: rolled back with the connection
-            if exc.sqlstate == LATE:
+            if _is_late(exc):
                 return None
             with _translate_errors(op, what, self._where):
                 raise

@@ -75,7 +75,8 @@ def _unfenced(storage: PostgresStorage) -> PostgresStorage:
 def _late_in_log(server: PostgresServer) -> int:
     assert server.directory is not None
     with open(os.path.join(server.directory, "server.log"), errors="replace") as log:
-        return log.read().count(LATE_LOG)
+        # The error's line, not the STATEMENT line after it (which quotes the fence's text).
+        return sum(1 for line in log if "ERROR:" in line and LATE_LOG in line)
 
 
 async def _until(condition: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
