@@ -55,6 +55,7 @@ from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, Stora
 from ..versions import decimal_version
 from ._deadline import DRIFT, MARGIN, ServerClock, settle
 from ._pool import Pool, PoolClosed
+from ._timeouts import SharedTimeout
 
 try:
     import asyncpg
@@ -104,6 +105,7 @@ def fence(deadline: str) -> str:
 def _is_late(exc: BaseException) -> bool:
     """Whether ``exc`` is the fence's error: the write ran past its deadline, nothing written."""
     return getattr(exc, "sqlstate", None) == LATE_SQLSTATE and LATE in str(exc)
+
 
 INLINE_MAX: Final = 256 * 1024
 """Values up to this size are written in one fenced statement; bigger ones in a transaction
@@ -335,6 +337,7 @@ class PostgresStorage(StorageBase):
         self.schema = None if schema is None else _identifier("schema", schema)
         self.ttl = None if ttl is None else _seconds("ttl", ttl, low=0.001, high=10 * 365 * 86400)
         self.timeout = _seconds("timeout", timeout, low=0.01, high=3600)
+        self._timeouts = SharedTimeout(self.timeout)  # each operation's, one timer for all
         self.connect_timeout = (
             min(self.timeout, 10.0)
             if connect_timeout is None
@@ -458,34 +461,33 @@ class PostgresStorage(StorageBase):
 
     async def _ensure_schema(self, pool: Pool[asyncpg.Connection]) -> None:
         sql = self._sql
-        with _translate_errors("create", f"the table {sql.table}", self._where):
-            async with asyncio.timeout(self.timeout):
-                conn = await pool.acquire(self.connect_timeout)
+        with _translate_errors("create", f"the table {sql.table}", self._where), self._timeouts():
+            conn = await pool.acquire(self.connect_timeout)
+            try:
                 try:
-                    try:
-                        found = await conn.fetchval(sql.schema_version)
-                    except pgexc.UndefinedTableError:
-                        found = None
-                    if found is None:
-                        async with conn.transaction():
-                            await conn.execute(
-                                "SELECT pg_advisory_xact_lock(hashtext($1))",
-                                f"checkpointkit:{sql.table}",
-                            )
-                            for statement in sql.schema:
-                                await conn.execute(statement)
-                        found = await conn.fetchval(sql.schema_version)
-                    if found is not None and found > SCHEMA_VERSION:
-                        raise ConfigurationError(
-                            f"the table {sql.table} has layout version {found}, newer than "
-                            f"this checkpointkit's ({SCHEMA_VERSION}): upgrade checkpointkit"
+                    found = await conn.fetchval(sql.schema_version)
+                except pgexc.UndefinedTableError:
+                    found = None
+                if found is None:
+                    async with conn.transaction():
+                        await conn.execute(
+                            "SELECT pg_advisory_xact_lock(hashtext($1))",
+                            f"checkpointkit:{sql.table}",
                         )
-                    if self.ttl is not None:
-                        await conn.execute(sql.purge)
-                except BaseException:
-                    pool.discard(conn)
-                    raise
-                pool.release(conn)
+                        for statement in sql.schema:
+                            await conn.execute(statement)
+                    found = await conn.fetchval(sql.schema_version)
+                if found is not None and found > SCHEMA_VERSION:
+                    raise ConfigurationError(
+                        f"the table {sql.table} has layout version {found}, newer than "
+                        f"this checkpointkit's ({SCHEMA_VERSION}): upgrade checkpointkit"
+                    )
+                if self.ttl is not None:
+                    await conn.execute(sql.purge)
+            except BaseException:
+                pool.discard(conn)
+                raise
+            pool.release(conn)
 
     async def _measure_clock(self, conn: asyncpg.Connection) -> None:
         """Narrow the server clock's estimate with three readings (each new connection)."""
@@ -537,7 +539,7 @@ class PostgresStorage(StorageBase):
         if conn is None:
             conn = await self._acquire(pool, op, what)
         try:
-            async with asyncio.timeout(self.timeout):
+            with self._timeouts():
                 result = await run(conn)
         except BaseException as exc:
             self._discard(conn)  # no stale reply for the next user of the connection
@@ -590,7 +592,7 @@ class PostgresStorage(StorageBase):
         sent = loop.time()
         deadline, until = self._clock.deadline(sent, self._window, self._window_min)
         try:
-            async with asyncio.timeout(self.timeout):
+            with self._timeouts():
                 rows: list[Any] = await conn.fetch(sql, *args, deadline)
         except pgexc.PostgresError as exc:
             if isinstance(exc, pgexc.PostgresConnectionError):  # lost: the outcome is open
@@ -619,7 +621,7 @@ class PostgresStorage(StorageBase):
         ``COMMIT`` message is. Returns None if the commit ran past its deadline.
         """
         try:
-            async with asyncio.timeout(self.timeout):
+            with self._timeouts():
                 await conn.execute("BEGIN")
                 rows: list[Any] = await conn.fetch(sql, *args, _NEVER)
                 if not rows:  # a condition failed: nothing to commit
@@ -636,7 +638,7 @@ class PostgresStorage(StorageBase):
         loop = asyncio.get_running_loop()
         deadline, until = self._clock.deadline(loop.time(), self._window, self._window_min)
         try:
-            async with asyncio.timeout(self.timeout):
+            with self._timeouts():
                 await conn.execute(f"SELECT {fence(f'{deadline!r}::float8')}; COMMIT")
         except pgexc.PostgresError as exc:
             if isinstance(exc, pgexc.PostgresConnectionError):
@@ -800,6 +802,8 @@ class PostgresStorage(StorageBase):
         except BaseException:
             pool.terminate()
             raise
+        finally:
+            self._timeouts.close()  # every operation has given its connection back
 
 
 def _plain_loopback(dsn: str | None, endpoint: tuple[str, int] | None) -> bool:

@@ -65,6 +65,7 @@ from ..versions import hex_token
 from ._deadline import DRIFT, SLOWER, ServerClock
 from ._deadline import MARGIN as _MARGIN
 from ._deadline import settle as _settle
+from ._timeouts import SharedTimeout
 
 try:
     import redis as _redis_package
@@ -611,7 +612,7 @@ class RedisStorage(StorageBase):
         self._ttl_ms = _ttl_ms(ttl)
         self.ttl = ttl
         self._timeout = _positive("timeout", timeout)
-        self._deadline = _Deadlines(self._timeout)
+        self._timeouts = SharedTimeout(self._timeout)
         self._connect_timeout = (
             min(self._timeout, 5.0)
             if connect_timeout is None
@@ -933,7 +934,7 @@ class RedisStorage(StorageBase):
         write = _Write(self._tracked)
         reset = _WRITE.set(write)
         try:
-            with _translate_errors(op, what, self._where, self._secret, write), self._deadline():
+            with _translate_errors(op, what, self._where, self._secret, write), self._timeouts():
                 try:
                     async with self._slots:
                         if self.cluster:
@@ -1045,7 +1046,7 @@ class RedisStorage(StorageBase):
         names = self._names(self._scope(key))
         kb = key.encode()
         fields = [b"v:" + kb, b"d:" + kb, b"x:" + kb]
-        with _translate_errors("get", key, self._where, self._secret), self._deadline():
+        with _translate_errors("get", key, self._where, self._secret), self._timeouts():
             async with self._slots:
                 if self.cluster:
                     await self._cluster_ready()
@@ -1216,7 +1217,7 @@ class RedisStorage(StorageBase):
         lo = b"(" + after.encode() if after is not None else b"[" + pb
         hi = b"(" + pb + b"\xff"  # UTF-8 never holds 0xff: above every key of the prefix
         complete = prefix.count("/")
-        with _translate_errors("list", prefix, self._where, self._secret), self._deadline():
+        with _translate_errors("list", prefix, self._where, self._secret), self._timeouts():
             async with self._slots:
                 if self.cluster:
                     await self._cluster_ready()
@@ -1298,115 +1299,12 @@ class RedisStorage(StorageBase):
         # Operations still in flight end first (each within its deadline): a connection
         # they hand back to the pool after the client closed would be left open.
         try:
-            await self._deadline.drained()
+            await self._timeouts.drained()
         finally:
-            self._deadline.close()
+            self._timeouts.close()
             if self._owns_client:
                 with _translate_errors("close", self._ns, self._where, self._secret):
                     await self._client.aclose()
-
-
-class _Deadlines:
-    """Cancels operations that pass their deadline, with one timer for all of them.
-
-    What ``asyncio.timeout`` does for each operation, at a fraction of its cost
-    (this wraps every operation): an operation only joins a set on entry and
-    leaves it on exit; one timer handle, armed for the earliest deadline in
-    flight, cancels the operations whose deadline has passed, and the
-    operation then raises ``TimeoutError``. All operations of a storage share
-    one timeout, so a later operation never has an earlier deadline. A
-    cancellation that the caller requested meanwhile still propagates as
-    ``CancelledError``.
-    """
-
-    __slots__ = ("_handle", "_idle", "_loop", "_ops", "timeout")
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._ops: set[_Deadline] = set()
-        self._handle: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle: asyncio.Event | None = None
-
-    async def drained(self) -> None:
-        """Return once no operation of another task is in flight (``aclose``)."""
-        current = asyncio.current_task()
-        while any(op.task is not current for op in self._ops):
-            self._idle = asyncio.Event()
-            await self._idle.wait()
-
-    def _left(self) -> None:
-        if self._idle is not None:
-            self._idle.set()
-
-    def __call__(self) -> _Deadline:
-        return _Deadline(self)
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        if self._handle is not None and self._loop is not loop:  # a new event loop
-            self._handle.cancel()
-            self._handle = None
-        if self._handle is None:
-            self._loop = loop
-            self._handle = loop.call_at(when, self._check)
-
-    def _check(self) -> None:
-        self._handle = None
-        loop = self._loop
-        assert loop is not None
-        now = loop.time()
-        earliest = None
-        for op in self._ops:
-            if op.fired:
-                continue
-            if op.deadline <= now:
-                op.fired = True
-                op.task.cancel()
-            elif earliest is None or op.deadline < earliest:
-                earliest = op.deadline
-        if earliest is not None:
-            self._arm(loop, earliest)
-
-    def close(self) -> None:
-        """Drop the timer (``aclose``)."""
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-
-class _Deadline:
-    """One operation's entry in `_Deadlines`; a context manager around it."""
-
-    __slots__ = ("cancelling", "deadline", "fired", "owner", "task")
-
-    def __init__(self, owner: _Deadlines) -> None:
-        self.owner = owner
-
-    def __enter__(self) -> None:
-        task = asyncio.current_task()
-        assert task is not None, "a storage operation runs in a task"
-        loop = asyncio.get_running_loop()
-        self.task = task
-        self.cancelling = task.cancelling()
-        self.fired = False
-        self.deadline = loop.time() + self.owner.timeout
-        self.owner._ops.add(self)
-        self.owner._arm(loop, self.deadline)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.owner._ops.discard(self)
-        self.owner._left()
-        if (
-            self.fired
-            and self.task.uncancel() <= self.cancelling
-            and exc_type is asyncio.CancelledError
-        ):
-            raise TimeoutError(f"no answer within {self.owner.timeout:g} s") from exc
 
 
 class _RedisStorageWithTTL(RedisStorage):

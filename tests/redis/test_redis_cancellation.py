@@ -344,7 +344,7 @@ async def test_each_stalled_operation_gets_its_own_full_deadline(redis_standalon
             assert 0.7 < elapsed < 0.8 + PROMPT
         proxies.resume()
         assert (await s.get("runs/d/k")).data == b"v"
-        assert s._deadline._ops == set()
+        assert s._timeouts._ops == set()
 
 
 async def test_a_caller_cancellation_is_not_mistaken_for_the_deadline(
