@@ -89,11 +89,11 @@ def fence(deadline: str) -> str:
     the epoch, ``float8``) before ``deadline`` (an SQL ``float8`` expression), and which raises
     `LATE` (an ``invalid_text_representation`` error) from then on.
 
-    Plain SQL, not a PL/pgSQL function (as it first was): measured with the statements
-    interleaved op by op, the function call cost 13 to 18 µs of every write (see
-    docs/adapters/postgres.md). The error is a cast of text naming the fence to ``float8``,
-    which PostgreSQL evaluates only in that branch: the text holds ``clock_timestamp()``, so
-    the planner cannot fold it into a constant.
+    Plain SQL, not a PL/pgSQL function (as it first was): timed op by op
+    (``benchmarks/postgres_statements.py``), the function cost 10 to 18 µs more per
+    write. The error is a cast of text naming the fence to ``float8``, which PostgreSQL
+    evaluates only in that branch: the text holds ``clock_timestamp()``, so the planner
+    cannot fold it into a constant.
     """
     now = "date_part('epoch', clock_timestamp())"
     return (
