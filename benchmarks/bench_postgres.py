@@ -22,7 +22,8 @@ the adapter's ``get`` of a 1 KiB value; one autocommitted single-row ``INSERT ..
 CONFLICT DO UPDATE`` of 1 KiB, the adapter's own put statement sent raw (with its
 deadline fence), the adapter's ``put`` of 1 KiB (each of the three a new row, as a
 checkpoint is), and each saver's ``aput`` of a 1 KiB checkpoint: a put layer by layer, in
-the same interleaved runs.
+the same interleaved runs. Last, ``CheckpointkitSaver``'s own part of its ``aput``: a third
+run of its ``aput`` that also times the adapter's ``put`` inside it, the difference.
 
 Figures are medians of ``--runs`` runs; the ratio is ``AsyncPostgresSaver``'s time over
 checkpointkit's (above 1: checkpointkit faster). The peers are installed by the ``test``
@@ -36,6 +37,7 @@ import asyncio
 import contextlib
 import os
 import statistics
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -58,6 +60,7 @@ from checkpointkit.integrations.langgraph import CheckpointkitSaver
 
 PEER = "AsyncPostgresSaver"
 OURS = "ckk postgres"
+OWN = "CheckpointkitSaver's own part"
 
 
 async def _database(admin_url: str, name: str) -> str:
@@ -130,13 +133,19 @@ async def floor(
     }
     for name, saver in savers.items():
         ops[f"{name} aput"] = _Aputs(saver, n)
+    inside = _Aputs(savers[OURS], n, timing=storage)
+    ops[f"{OURS} aput, put timed inside"] = inside
     times: dict[str, list[float]] = {name: [] for name in ops}
+    own: list[float] = []
     for _ in range(runs):
         for name, op in ops.items():
             if isinstance(op, _Aputs):
                 op.prepare()
             times[name].append(await timed(n, op))
-    return {name: statistics.median(t) for name, t in times.items()}
+        own.append(times[f"{OURS} aput, put timed inside"][-1] - statistics.fmean(inside.puts))
+    found = {name: statistics.median(t) for name, t in times.items()}
+    found[OWN] = statistics.median(own)
+    return found
 
 
 def _new_keys(tag: str, n: int) -> Callable[[int], str]:
@@ -155,20 +164,43 @@ def _new_keys(tag: str, n: int) -> Callable[[int], str]:
 class _Aputs:
     """An operation for `timed`: call ``i`` puts checkpoint ``i`` of a 1 KiB chain of ``n``.
     `prepare` makes the next run's chain and thread before its clock starts (making the
-    chain costs about 10 µs a checkpoint, which timed with the puts added to both savers)."""
+    chain costs about 10 µs a checkpoint, which timed with the puts added to both savers).
 
-    def __init__(self, saver: Any, n: int) -> None:
-        self.saver, self.n = saver, n
+    With ``timing`` (the saver's storage), each call also times the storage's ``put``
+    inside the ``aput`` (in `puts`, seconds): the ``aput`` less its ``put`` is the saver's
+    own part, run between statements as it is in use."""
+
+    def __init__(self, saver: Any, n: int, timing: PostgresStorage | None = None) -> None:
+        self.saver, self.n, self.timing = saver, n, timing
         self.chain: Chain = []
         self.config: Any = None
+        self.puts: list[float] = []
 
     def prepare(self) -> None:
         self.chain = chain_of(self.saver, 1 << 10, self.n)
         self.config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+        self.puts = []
 
     async def __call__(self, i: int) -> None:
         checkpoint, metadata, new_versions = self.chain[i]
-        self.config = await self.saver.aput(self.config, checkpoint, metadata, new_versions)
+        storage = self.timing
+        if storage is None:
+            self.config = await self.saver.aput(self.config, checkpoint, metadata, new_versions)
+            return
+        put = storage.put
+
+        async def timed_put(key: str, data: bytes, **options: Any) -> str:
+            start = time.perf_counter()
+            try:
+                return await put(key, data, **options)
+            finally:
+                self.puts.append(time.perf_counter() - start)
+
+        storage.put = timed_put  # type: ignore[method-assign]
+        try:
+            self.config = await self.saver.aput(self.config, checkpoint, metadata, new_versions)
+        finally:
+            del storage.put  # the class's method again
 
 
 async def bench(url: str, runs: int, quick: bool) -> None:
@@ -226,6 +258,8 @@ async def bench(url: str, runs: int, quick: bool) -> None:
         + f"; {PEER}.aput {fmt(peer).strip()} (ratio {peer / layers[-1][1]:.2f}x; "
         f"1.5x would be {fmt(peer / 1.5).strip()})"
     )
+    own = fmt(floors[OWN]).strip()
+    print(f"{OWN} of its aput (the aput less the adapter's put timed inside it): {own}")
     print_floors(
         rows,
         [(OURS, "floor postgres"), (PEER, "floor postgres")],
