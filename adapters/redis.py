@@ -1238,16 +1238,29 @@ class RedisStorage(StorageBase):
             parts = after.split("/")
             for depth in range(complete + 1, min(self._depth, len(parts) - 1) + 1):
                 scopes.setdefault("/".join(parts[:depth]), [])
+        # The page merges at most ``width`` scopes: the first ones in ``ns:top`` from ``lo``,
+        # with every registration token of each (a scope may have several: writers cancelled
+        # before their first key leave theirs), up to the first scope beyond them, the
+        # boundary. ``ns:top`` is scanned ``width + 1`` entries at a time until it is found.
         width = min(limit, self.scan_width)
-        members = await self._client.zrangebylex(self._top, lo, hi, 0, width + 1)
         entries: list[tuple[str, str]] = []
-        for member in cast("list[bytes]", members):
-            head, _, token = member.decode().partition("\x00")
-            entries.append((head[:-1], token))
+        distinct: set[str] = set()
         boundary: str | None = None
-        if len(entries) > width:
-            boundary = entries[width][0] + "/"
-            entries = [e for e in entries[:width] if e[0] + "/" != boundary]
+        start = lo
+        while boundary is None:
+            members = cast(
+                "list[bytes]", await self._client.zrangebylex(self._top, start, hi, 0, width + 1)
+            )
+            for member in members:
+                head, _, token = member.decode().partition("\x00")
+                if head[:-1] not in distinct and len(distinct) == width:
+                    boundary = head
+                    break
+                distinct.add(head[:-1])
+                entries.append((head[:-1], token))
+            if len(members) <= width:
+                break  # the end of ns:top's range
+            start = b"(" + members[-1]
         for scope, token in entries:
             scopes.setdefault(scope, []).append(token)
         top = b"(" + boundary.encode() if boundary is not None else hi
