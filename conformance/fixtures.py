@@ -116,9 +116,16 @@ def _time_limited(
         except TimeoutError as exc:
             if not scope.expired():
                 raise
+            seed = kwargs.get("model_seed")
+            replay = (
+                ""
+                if seed is None
+                else (f"; its programs replay with --checkpointkit-model-seed {seed}")
+            )
             raise ConformanceFailure(
                 f"{fn.__name__} did not finish within the suite's time limit of {limit:g} s: "
-                "a storage operation never returned (a stalled backend or a lost reply?)"
+                "a storage operation never returned, or a listing never ended (a stalled "
+                f"backend, a lost reply, a page cursor that does not move?){replay}"
             ) from exc
 
     test.__conformance_group__ = group  # type: ignore[attr-defined]

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, Self, runtime_checkable
 
-from .errors import NotFound, PreconditionFailed, StorageClosed
+from .errors import NotFound, PreconditionFailed, StorageClosed, StorageError
 from .keys import MAX_KEY_BYTES, validate_key, validate_prefix
 
 __all__ = [
@@ -492,9 +492,16 @@ class _Listing:
             storage = self._storage
             storage._check_open()
             want = storage.page_size if self._left is None else min(self._left, storage.page_size)
-            page = await storage._list_page(
-                self._prefix, self._start, None if self._first else self._cursor, want
-            )
+            given = None if self._first else self._cursor
+            page = await storage._list_page(self._prefix, self._start, given, want)
+            if not page.keys and page.cursor is not None:
+                after = self._start if given is None else given
+                if page.cursor == after:  # the next call would be this one again, forever
+                    raise StorageError(
+                        f"{type(storage).__name__}._list_page returned no keys and, as its "
+                        f"cursor, the position it was asked to list after ({after!r}): the "
+                        f"listing of prefix {self._prefix!r} would never end (an adapter bug)"
+                    )
             self._first = False
             self._cursor = page.cursor
             self._buffer = page.keys[::-1]

@@ -14,6 +14,7 @@ from .broken.adapters import (
     LandsLater,
     LeaksSession,
     LeavesTaskPending,
+    ListCursorStuck,
     ListLeaksOutsidePrefix,
     NeverAwaits,
     NonAtomicPut,
@@ -75,6 +76,11 @@ CASES: dict[str, tuple[type, list[str], dict[str, str]]] = {
         ListLeaksOutsidePrefix,
         ["semantics", "concurrency"],
         {"test_list_prefix_isolates_keys": "unexpected keys"},
+    ),
+    "list-cursor-stuck": (
+        ListCursorStuck,
+        ["semantics"],
+        {"test_list_pages_across_many_keys": "would never end"},
     ),
     "stale-reply-after-cancellation": (
         StaleReply,

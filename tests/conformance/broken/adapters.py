@@ -99,6 +99,20 @@ class IOMemoryStorage(StorageBase):
         return ListPage(page, page[-1] if more else None)
 
 
+class ListCursorStuck(IOMemoryStorage):
+    """Bug: past the first page, a page holds no keys and hands back the cursor it was given
+    (as the Redis adapter once did on a scope registered more times than a page scans): the
+    listing would ask for the same page forever."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        if cursor is not None:
+            await self._io()
+            return ListPage([], cursor)
+        return await super()._list_page(prefix, start_after, cursor, limit)
+
+
 class NonAtomicPut(IOMemoryStorage):
     """Bug: the put writes the first half, waits for I/O, then the rest; a reader can see half."""
 
