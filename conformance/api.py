@@ -328,7 +328,7 @@ def _reason(excinfo: Any) -> str:
     if isinstance(exc, ConformanceFailure):
         return str(exc)
     if isinstance(exc, HygieneError):
-        findings = str(exc).split("\n- ")[1:]
+        findings = str(exc).split("\n- ")[1:] + list(getattr(exc, "__notes__", []))
         return "hygiene: the test left something behind: " + "; ".join(findings)
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     if getattr(excinfo, "typename", "") in ("Skipped", "XFailed"):

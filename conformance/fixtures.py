@@ -365,19 +365,27 @@ class StorageFixtures:
         return 1.0 if storage_target is None else storage_target.scale
 
     @pytest_asyncio.fixture(autouse=True)
-    async def _conformance_hygiene(self, storage_target: Target | None) -> AsyncIterator[None]:
+    async def _conformance_hygiene(
+        self, storage_target: Target | None, request: pytest.FixtureRequest
+    ) -> AsyncIterator[None]:
         """Checks hygiene around every test (after the storage is closed).
 
         Also counts open file descriptors before and after the test (after a
         warm-up use of the target): any descriptor the test left open fails
-        it, named.
+        it, named. A model-group test's failure gives the seed that replays it.
         """
         counting = descriptors.available()
         if counting and storage_target is not None:
             await _warm_up(storage_target)
         before = descriptors.snapshot() if counting else {}
-        async with hygiene():
-            yield
+        try:
+            async with hygiene():
+                yield
+        except HygieneError as exc:
+            seed = request.node.funcargs.get("model_seed")
+            if seed is not None:
+                exc.add_note(f"its programs replay with --checkpointkit-model-seed {seed}")
+            raise
         if counting:
             # A descriptor may be closing right now (a server thread in the process, a
             # thread's last call): a grace, unless descriptors this target leaked in an

@@ -138,3 +138,16 @@ async def test_suite_passes_the_shipped_adapters_through_run(spec: str) -> None:
     assert report.ok, _explain(report)
     assert {"put", "get", "delete", "list"} <= set(report.latency)
     assert report.latency["put"]["p50_ms"] <= report.latency["put"]["p99_ms"]
+
+
+async def test_a_model_test_failing_its_hygiene_check_names_the_seed_that_replays_it() -> None:
+    report = await run(
+        Target(LeavesTaskPending, name="leaves-task-pending"),
+        groups=["model"],
+        pattern="test_random_programs_fit_the_protocol_model",
+        model_budget=0.5,
+    )
+    result = report.result("test_random_programs_fit_the_protocol_model")
+    assert result.outcome == "failed", _explain(report)
+    assert "pending" in result.reason  # the task the adapter left behind
+    assert "--checkpointkit-model-seed" in result.reason, result.reason
