@@ -1253,11 +1253,12 @@ class RedisStorage(StorageBase):
             )
             for member in members:
                 head, _, token = member.decode().partition("\x00")
-                if head[:-1] not in distinct and len(distinct) == width:
+                scope = head[:-1]  # the head is the scope and a "/"
+                if scope not in distinct and len(distinct) == width:
                     boundary = head
                     break
-                distinct.add(head[:-1])
-                entries.append((head[:-1], token))
+                distinct.add(scope)
+                entries.append((scope, token))
             if len(members) <= width:
                 break  # the end of ns:top's range
             start = b"(" + members[-1]
