@@ -102,6 +102,11 @@ def raw_key(storage: Any, key: str) -> str:
     return key
 
 
+def _replay(model_seed: int) -> str:
+    """How to replay a model-group test's programs, for its failure messages."""
+    return f"its programs replay with --checkpointkit-model-seed {model_seed}"
+
+
 def _time_limited(
     fn: Callable[..., Coroutine[Any, Any, None]], group: str | None
 ) -> Callable[..., Coroutine[Any, Any, None]]:
@@ -117,11 +122,7 @@ def _time_limited(
             if not scope.expired():
                 raise
             seed = kwargs.get("model_seed")
-            replay = (
-                ""
-                if seed is None
-                else (f"; its programs replay with --checkpointkit-model-seed {seed}")
-            )
+            replay = "" if seed is None else f"; {_replay(seed)}"
             raise ConformanceFailure(
                 f"{fn.__name__} did not finish within the suite's time limit of {limit:g} s: "
                 "a storage operation never returned, or a listing never ended (a stalled "
@@ -384,7 +385,7 @@ class StorageFixtures:
         except HygieneError as exc:
             seed = request.node.funcargs.get("model_seed")
             if seed is not None:
-                exc.add_note(f"its programs replay with --checkpointkit-model-seed {seed}")
+                exc.add_note(_replay(seed))
             raise
         if counting:
             # A descriptor may be closing right now (a server thread in the process, a

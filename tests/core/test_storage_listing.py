@@ -7,25 +7,17 @@ from typing import Any
 
 import pytest
 from checkpointkit.errors import StorageError
-from checkpointkit.storage import GetResult, ListPage, PutMode, StorageBase
+from checkpointkit.storage import ListPage, StorageBase
 
 
 class _Pages(StorageBase):
-    """Answers each `_list_page` call from a script: ``(keys, cursor)`` per call."""
+    """Answers each `_list_page` call from a script: ``(keys, cursor)`` per call (the other
+    backend calls stay `StorageBase`'s, which raise NotImplementedError)."""
 
     def __init__(self, script: list[tuple[list[str], Any]]) -> None:
         super().__init__()
         self.script = script
         self.calls: list[tuple[str | None, Any]] = []
-
-    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
-        raise NotImplementedError
-
-    async def _get(self, key: str) -> GetResult:
-        raise NotImplementedError
-
-    async def _delete(self, key: str, if_match: str | None) -> bool:
-        raise NotImplementedError
 
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
