@@ -180,3 +180,23 @@ def test_the_generic_target_does_not_import_the_test_servers() -> None:
     assert proc.returncode == 0, proc.stderr
     name, servers = proc.stdout.splitlines()
     assert name.startswith("redis standalone") and servers == "[]"
+
+
+class _Hangs:
+    time_limit = 0.05
+
+    async def test_random_programs(self, model_seed: int) -> None:
+        await asyncio.Event().wait()  # a listing that never ends, say
+
+
+async def test_a_model_test_past_the_time_limit_names_the_seed_that_replays_it() -> None:
+    from checkpointkit.conformance.checks import ConformanceFailure
+    from checkpointkit.conformance.fixtures import _time_limited
+
+    test = _time_limited(_Hangs.test_random_programs, "model")
+    with pytest.raises(ConformanceFailure) as failure:
+        await test(_Hangs(), model_seed=4242)  # type: ignore[arg-type]
+    message = str(failure.value)
+    assert "did not finish within the suite's time limit of 0.05 s" in message
+    assert "a listing never ended" in message
+    assert message.endswith("its programs replay with --checkpointkit-model-seed 4242")
