@@ -42,13 +42,14 @@ import socket
 import struct
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = [
     "SETTLE_BOUND",
     "Attempt",
     "Background",
+    "CallsUnderWay",
     "no_hidden_resend",
     "settle",
     "track_connections",
@@ -251,3 +252,44 @@ class Background:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class CallsUnderWay:
+    """A storage's calls under way, which ``aclose()`` lets end before it closes the client.
+
+    An operation of two requests (a read of the version, then the conditional
+    delete) ends one call and starts the next in the same turn of the event
+    loop: `ended` looks at the count when it runs, not when it was woken, so
+    that such a gap never lets the client close under the second request.
+    """
+
+    __slots__ = ("_count", "_none")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._none = asyncio.Event()
+        self._none.set()
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Count the enclosed call as under way."""
+        self._count += 1
+        self._none.clear()
+        try:
+            yield
+        finally:
+            self._count -= 1
+            if not self._count:
+                self._none.set()
+
+    async def ended(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no call is under way; whether none is."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._count:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._none.wait(), left)
+        return True

@@ -53,7 +53,7 @@ from ..errors import (
 from ..keys import MAX_KEY_BYTES
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ..versions import entity_tag
-from ._inflight import Background, no_hidden_resend, track_connections
+from ._inflight import Background, CallsUnderWay, no_hidden_resend, track_connections
 from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
 
@@ -362,9 +362,7 @@ class S3Storage(StorageBase):
         self._client: Any = None
         self._client_cm: Any = None
         self._ready = False  # the client is set up and the bucket checked (create=True)
-        self._calls_in_flight = 0
-        self._no_calls = asyncio.Event()
-        self._no_calls.set()
+        self._under_way = CallsUnderWay()
         self._open_lock = asyncio.Lock()
         self._background = Background()
 
@@ -443,6 +441,9 @@ class S3Storage(StorageBase):
                 if self._create:
                     await self._ensure_bucket()
                 self._ready = True
+        # A call that waited here while aclose() began must not go on: aclose() waits for
+        # calls under way only, and then closes the client.
+        self._check_open()
         return self._client
 
     async def _ensure_bucket(self) -> None:
@@ -472,8 +473,7 @@ class S3Storage(StorageBase):
             # Calls in flight end first (each within its deadline; none retries once
             # closed): the client must outlive them, or a retry would open an aiohttp
             # session that nothing closes (found by the conformance suite's sweeps).
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._no_calls.wait(), self._policy.timeout)
+            await self._under_way.ended(self._policy.timeout)
             # unfinished multipart aborts: one request's time, then stop them
             await self._background.wait(self._policy.connect_timeout)
         finally:
@@ -630,9 +630,7 @@ class S3Storage(StorageBase):
         cancelled while its request is on the wire settles first: see
         `settle` and ``cancel_grace``.
         """
-        self._calls_in_flight += 1
-        self._no_calls.clear()
-        try:
+        with self._under_way.call():
             return await call(
                 request,
                 self._policy,
@@ -645,10 +643,6 @@ class S3Storage(StorageBase):
                 adopt=self._background.spawn,
                 closed=lambda: self._closed,
             )
-        finally:
-            self._calls_in_flight -= 1
-            if not self._calls_in_flight:
-                self._no_calls.set()
 
     # -- the protocol ------------------------------------------------------------------
     def _encode(self, key: str) -> str:
@@ -1096,11 +1090,21 @@ class _TrackingSession(AIOHTTPSession):  # type: ignore[misc]
 
     So that a write cancelled while on the wire can be settled or reset
     (`checkpointkit.adapters._inflight`), and that aiohttp never resends a
-    write unseen (`no_hidden_resend`).
+    write unseen (`no_hidden_resend`). Once closed, it refuses requests:
+    aiobotocore would open a new aiohttp session for a request sent after the
+    client was closed, which nothing closes, and send the request on it.
     """
 
+    _closed = False
+
     async def _get_session(self, *args: Any, **kwargs: Any) -> Any:
+        if self._closed:
+            raise aiohttp.ClientConnectionError("the S3 client was closed")
         return no_hidden_resend(await super()._get_session(*args, **kwargs))
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._closed = True
+        await super().__aexit__(*exc_info)
 
     def _create_connector(self, *args: Any, **kwargs: Any) -> Any:
         made = super()._create_connector(*args, **kwargs)
