@@ -50,7 +50,7 @@ from ..errors import (
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ..versions import entity_tag
-from ._inflight import Background, no_hidden_resend, track_connections
+from ._inflight import Background, CallsUnderWay, no_hidden_resend, track_connections
 from ._options import SECRETS, Options, UrlForm
 from ._retry import RetryPolicy, call
 
@@ -277,6 +277,7 @@ class AzureBlobStorage(StorageBase):
             )
         self._cancel_grace = _OPTS.check_float("cancel_grace", cancel_grace, zero=True)
         self._background = Background()
+        self._under_way = CallsUnderWay()
         self._client = self._make_client(connection_string, account_url, credential, endpoint)
         self.account_url = _strip_query(self._client.primary_endpoint).rsplit("/", 1)[0]
         self._entered = False  # the client's session is open
@@ -405,6 +406,9 @@ class AzureBlobStorage(StorageBase):
                     await self._ensure_container()
                 # Only now: a call that finds _opened set must find the container too.
                 self._opened = True
+        # A call that waited here while aclose() began must not go on: aclose() waits for
+        # calls under way only, and then closes the client.
+        self._check_open()
         return self._client
 
     async def _ensure_container(self) -> None:
@@ -422,6 +426,10 @@ class AzureBlobStorage(StorageBase):
 
     async def _aclose(self) -> None:
         try:
+            # Calls in flight end first (each within its deadline; none retries once
+            # closed): closed under a request, the client would cut it off on the wire,
+            # where the service may still apply it after aclose() returned.
+            await self._under_way.ended(self._policy.timeout)
             # writes that ignored their cancellation: one request's time, then stop them
             await self._background.wait(self._policy.connect_timeout)
         finally:
@@ -574,18 +582,20 @@ class AzureBlobStorage(StorageBase):
         ``history`` receives each failed attempt's error (see
         `call`).
         """
-        return await call(
-            request,
-            self._policy,
-            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
-            _is_transient,
-            size=size,
-            write=write,
-            repeatable=repeatable,
-            grace=self._cancel_grace,
-            adopt=self._background.spawn,
-            history=history,
-        )
+        with self._under_way.call():
+            return await call(
+                request,
+                self._policy,
+                lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
+                _is_transient,
+                size=size,
+                write=write,
+                repeatable=repeatable,
+                grace=self._cancel_grace,
+                adopt=self._background.spawn,
+                history=history,
+                closed=lambda: self._closed,
+            )
 
     # -- the protocol ------------------------------------------------------------------
     def _name(self, key: str) -> str:
