@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import pytest
 
 from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed
-from ..storage import IfMatch, Storage
+from ..storage import GetResult, IfMatch, Storage
 from ..storage import delete_many as delete_many_of
-from .checks import describe, expect, expect_keys, fail
+from .checks import describe, expect, expect_keys, fail, get_or_none
 from .clauses import checks
 from .coverage import DEFAULT_MAX_VALUE, STATE_ROWS, measuring_waits, size_classes, size_label
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
 from .holds import Hold
-from .target import Target, holds_key_of
+from .hygiene import hygiene
+from .target import Target, holds_key_of, new_location
 
 __all__ = [
     "CancellationSweepTests",
@@ -524,6 +525,32 @@ class LifecycleSweepTests(StorageFixtures):
                     observed=f"one raised {describe(answer)}",
                 )
 
+    @checks("close.in-flight", "close.releases")
+    async def test_aclose_while_a_fresh_storage_opens(self, storage_target: Target | None) -> None:
+        """A fresh storage's first calls (a put alone, a delete alone, then a put, a
+        create-only put, a get, a delete, a ``delete_many`` and a listing at once) open its
+        client, connections or files; ``aclose()`` comes 0 to 21 event-loop iterations
+        after they start. Each call ends with its own
+        answer or ``StorageClosed`` and nothing is left open; where the target can open a
+        second storage at the same location, a second round reads through it that a write
+        answered was stored when ``aclose()`` returned and that nothing landed later."""
+        if storage_target is None:
+            not_exercised(
+                "the target supplies no factory, so no fresh storage could be closed while "
+                "its first calls ran"
+            )
+        # the rounds without a second storage share one location (where the target takes
+        # one), emptied at the end, so that the target has no cleanup of its own to run
+        location = new_location() if storage_target.reopens else None
+        for names in OPENING_ROUNDS:
+            for after in OPENING_AFTER:
+                await _closed_while_opening(storage_target, names, after, location)
+                if storage_target.reopens:
+                    await _landed_while_opening(storage_target, names, after)
+        if location is not None:
+            async with storage_target.open(location=location) as rest:
+                await delete_many_of(rest, await _listed(rest, "opening/"))
+
     @checks("list.concurrent-writes")
     async def test_writes_while_a_listing_is_open(self, storage: Storage) -> None:
         """A put, a delete and a ``delete_many`` of keys of the prefix between two steps of a
@@ -549,6 +576,150 @@ class LifecycleSweepTests(StorageFixtures):
 
 async def _listed(storage: Storage, prefix: str) -> list[str]:
     return [k async for k in storage.list(prefix)]
+
+
+OPENING_AFTER = (0, 1, 2, 3, 5, 8, 13, 21)
+"""Event-loop iterations from a fresh storage's first calls to its ``aclose()``."""
+
+OPENING_ROUNDS = (("put",), ("delete",), ("put", "create", "get", "delete", "delete_many", "list"))
+"""The first calls of each round: a write alone (the one that opens the client is then the
+only call; others would queue behind it and shift when it runs), then one of each."""
+
+_WRITES = {"put": "a", "create": "b", "delete": "d", "delete_many": "e"}
+"""The key (under the round's prefix) of each write of a round; get reads ``a``."""
+
+Stored = dict[str, GetResult | None]
+
+
+def _call(storage: Storage, name: str, prefix: str) -> Awaitable[Any]:
+    if name == "put":
+        return storage.put(prefix + "a", b"new")
+    if name == "create":
+        return storage.put(prefix + "b", b"new", mode="create")
+    if name == "get":
+        return storage.get(prefix + "a")
+    if name == "delete":
+        return storage.delete(prefix + "d")
+    if name == "delete_many":
+        return delete_many_of(storage, [prefix + "e"])
+    return _listed(storage, prefix)
+
+
+async def _first_calls(
+    target: Target,
+    names: tuple[str, ...],
+    prefix: str,
+    after: int,
+    location: str | None = None,
+    look: Storage | None = None,
+) -> tuple[dict[str, object], Stored, Stored]:
+    """Open a storage (at ``location``), start its first calls (``names``) on keys under
+    ``prefix``, and ``aclose()`` it ``after`` event-loop iterations later. Returns each
+    call's answer or error by name, once every call ended, and what ``look`` (a storage
+    open at ``location``) read of the written keys the moment ``aclose()`` returned and
+    once the calls ended (empty without it)."""
+    keys = [prefix + _WRITES[name] for name in names if name in _WRITES]
+    at_close: Stored = {}
+    at_end: Stored = {}
+    async with target.open(location=location) as fresh:
+        running = [asyncio.ensure_future(_call(fresh, name, prefix)) for name in names]
+        for _ in range(after):
+            await asyncio.sleep(0)
+        await fresh.aclose()
+        if look is not None:
+            at_close = await _stored(look, keys)
+        ended = await asyncio.gather(*running, return_exceptions=True)
+        if look is not None:  # before the context ends: the target may then clean up
+            at_end = await _stored(look, keys)
+    answers = dict(zip(names, ended, strict=True))
+    for name, answer in answers.items():
+        if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed | NotFound):
+            fail(
+                "a call in flight when aclose() is called must end with its own answer or "
+                "StorageClosed",
+                key=prefix,
+                expected="an answer or StorageClosed",
+                observed=f"the {_NAMES[name]} raised {describe(answer)}",
+                detail=_when(names, after),
+            )
+    return answers, at_close, at_end
+
+
+_NAMES = {"create": "create-only put", "delete_many": "delete_many()", "list": "listing"}
+
+
+def _when(names: tuple[str, ...], after: int) -> str:
+    calls = ", ".join(_NAMES.get(name, name) for name in names)
+    return (
+        f"aclose() came {after} event-loop iterations after a fresh storage's first "
+        f"call{'s' if len(names) > 1 else ''} ({calls})"
+    )
+
+
+async def _closed_while_opening(
+    target: Target, names: tuple[str, ...], after: int, location: str | None
+) -> None:
+    """`_first_calls` in a hygiene check: nothing of the storage may be left open."""
+    prefix = f"opening/{len(names)}{names[0]}/{after:02d}/"
+    async with hygiene(check=False) as report:
+        await _first_calls(target, names, prefix, after, location)
+    if report.findings:
+        fail(
+            "a storage closed while its first calls open it must leave nothing behind",
+            expected="no unclosed session, socket or file, no pending task, no thread",
+            observed="the hygiene check found: " + "; ".join(report.findings),
+            detail=f"{_when(names, after)}; a call that goes on after aclose() may open a "
+            "connection or session again, which nothing closes",
+        )
+
+
+async def _landed_while_opening(target: Target, names: tuple[str, ...], after: int) -> None:
+    """`_first_calls` at a location read through a second storage: a write answered was in
+    place the moment ``aclose()`` returned, and nothing changed after that."""
+    prefix = f"landing/{len(names)}{names[0]}/{after:02d}/"
+    location = new_location()
+    async with target.open(location=location) as look:
+        for name in ("put", "delete", "delete_many"):
+            if name in names:
+                await look.put(prefix + _WRITES[name], b"old")
+        answers, at_close, at_end = await _first_calls(target, names, prefix, after, location, look)
+    for name, answer in answers.items():
+        if name not in _WRITES or isinstance(answer, BaseException):
+            continue
+        key = prefix + _WRITES[name]
+        stored = at_close[key]
+        if isinstance(answer, str):  # a put's version
+            landed = stored is not None and stored.version == answer
+        else:  # a delete's True (or False), a delete_many's count
+            landed = stored is None or not answer
+        expect(
+            landed,
+            "a write answered while aclose() ran must be in place when aclose() returns",
+            key=key,
+            expected="the answered write in place once aclose() returned",
+            observed=f"the {_NAMES.get(name, name)} answered {answer!r}, and the key then "
+            f"held {_held(stored)} ({_when(names, after)})",
+        )
+    for key, before in at_close.items():
+        if at_end[key] != before:
+            fail(
+                "nothing of a call in flight may land after aclose() returned",
+                key=key,
+                expected=f"{_held(before)} (as when aclose() returned) once the calls ended",
+                observed=f"it then held {_held(at_end[key])}",
+                detail=f"{_when(names, after)}; a call that waited for the storage to open "
+                "went on writing after it was closed",
+            )
+
+
+async def _stored(storage: Storage, keys: Sequence[str]) -> Stored:
+    """What ``keys`` hold, read at once (None: missing)."""
+    found = await asyncio.gather(*(get_or_none(storage, key) for key in keys))
+    return dict(zip(keys, found, strict=True))
+
+
+def _held(stored: GetResult | None) -> str:
+    return "nothing" if stored is None else f"{describe(stored.data)} at version {stored.version}"
 
 
 class CancellationSweepTests(StorageFixtures):

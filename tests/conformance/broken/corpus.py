@@ -794,6 +794,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "close.in-flight",
     ),
     _m(
+        "call-goes-on-after-close",
+        kv_dict.GoesOnAfterClose,
+        kv_dict.LazyClientKV,
+        "lifecycle",
+        "test_aclose_while_a_fresh_storage_opens",
+        "close.in-flight",
+        "close.releases",
+    ),
+    _m(
         "large-values-in-parts-lose-a-byte",
         kv_dict.LargeValuesInPartsLoseAByte,
         D,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import socket
 import unicodedata
 from typing import Any, ClassVar
 
@@ -570,6 +571,77 @@ class DropsDataUnderCallsInFlight(DictKV):
 
     async def _aclose(self) -> None:
         del self.values  # as a client library's close() frees its connection pool
+
+
+class _Connection:
+    """A client's connection (a socket pair): left open, it warns when it is collected."""
+
+    def __init__(self) -> None:
+        self.ends = socket.socketpair()
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        for end in self.ends:
+            end.close()
+
+
+class LazyClientKV(SharedDictKV):
+    """Correct twin of :class:`GoesOnAfterClose`, a client as an HTTP SDK's: the first call
+    opens a connection (two round trips, under a lock), and a request on a closed
+    connection opens a new one. A request counts as under way while it runs; ``aclose()``
+    lets the requests under way end, then closes the connection under the lock (after an
+    opening under way). A call that waited for the connection while ``aclose()`` began
+    raises ``StorageClosed``."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self._connection: _Connection | None = None
+        self._opening = asyncio.Lock()
+        self._under_way = 0
+        self._none_under_way = asyncio.Event()
+        self._none_under_way.set()
+
+    async def _open(self) -> _Connection:
+        async with self._opening:
+            if self._connection is None or self._connection.closed:
+                await asyncio.sleep(0)  # connect
+                await asyncio.sleep(0)  # the first exchange
+                self._connection = _Connection()
+            return self._connection
+
+    async def _connect(self) -> None:
+        await self._open()
+        self._check_open()  # the call waited here while aclose() began: it must not go on
+
+    async def _round_trip(self) -> None:
+        await self._connect()
+        self._under_way += 1
+        self._none_under_way.clear()
+        try:
+            await self._open()  # the SDK's request: on a closed connection, it opens anew
+            await asyncio.sleep(0)
+        finally:
+            self._under_way -= 1
+            if not self._under_way:
+                self._none_under_way.set()
+
+    async def _aclose(self) -> None:
+        while self._under_way:
+            await self._none_under_way.wait()
+        async with self._opening:
+            if self._connection is not None:
+                self._connection.close()
+
+
+class GoesOnAfterClose(LazyClientKV):
+    """Bug: a call that waited for the connection to open while ``aclose()`` ran goes on
+    with its request: the SDK opens a new connection for it after ``aclose()`` returned,
+    which nothing closes, and the write lands through it (as the S3 adapter's did:
+    aiobotocore opens a new aiohttp session for a request on a closed client)."""
+
+    async def _connect(self) -> None:
+        await self._open()
 
 
 class ExpiringDictKV(DictKV):
