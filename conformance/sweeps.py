@@ -530,10 +530,10 @@ class LifecycleSweepTests(StorageFixtures):
         """A fresh storage's first calls (a put alone, a delete alone, then a put, a
         create-only put, a get, a delete, a ``delete_many`` and a listing at once) open its
         client, connections or files; ``aclose()`` comes 0 to 21 event-loop iterations
-        after they start. Each call ends with its own
-        answer or ``StorageClosed`` and nothing is left open; where the target can open a
-        second storage at the same location, a second round reads through it that a write
-        answered was stored when ``aclose()`` returned and that nothing landed later."""
+        after they start. Each call ends with its own answer or ``StorageClosed`` and
+        nothing is left open; where the target can open a second storage at the same
+        location, a second round reads through it that a write answered was in place when
+        ``aclose()`` returned and that nothing landed later."""
         if storage_target is None:
             not_exercised(
                 "the target supplies no factory, so no fresh storage could be closed while "
@@ -639,7 +639,7 @@ async def _first_calls(
                 "StorageClosed",
                 key=prefix,
                 expected="an answer or StorageClosed",
-                observed=f"the {_NAMES[name]} raised {describe(answer)}",
+                observed=f"the {_NAMES.get(name, name)} raised {describe(answer)}",
                 detail=_when(names, after),
             )
     return answers, at_close, at_end
@@ -683,6 +683,7 @@ async def _landed_while_opening(target: Target, names: tuple[str, ...], after: i
             if name in names:
                 await look.put(prefix + _WRITES[name], b"old")
         answers, at_close, at_end = await _first_calls(target, names, prefix, after, location, look)
+        await delete_many_of(look, [prefix + key for key in _WRITES.values()])
     for name, answer in answers.items():
         if name not in _WRITES or isinstance(answer, BaseException):
             continue
