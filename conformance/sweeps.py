@@ -631,6 +631,7 @@ async def _first_calls(
         ended = await asyncio.gather(*running, return_exceptions=True)
         if look is not None:  # before the context ends: the target may then clean up
             at_end = await _stored(look, keys)
+            await delete_many_of(look, [prefix + key for key in _WRITES.values()])
     answers = dict(zip(names, ended, strict=True))
     for name, answer in answers.items():
         if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed | NotFound):
@@ -683,7 +684,6 @@ async def _landed_while_opening(target: Target, names: tuple[str, ...], after: i
             if name in names:
                 await look.put(prefix + _WRITES[name], b"old")
         answers, at_close, at_end = await _first_calls(target, names, prefix, after, location, look)
-        await delete_many_of(look, [prefix + key for key in _WRITES.values()])
     for name, answer in answers.items():
         if name not in _WRITES or isinstance(answer, BaseException):
             continue
