@@ -10,14 +10,26 @@ then checks and writes in one step.
 
 from __future__ import annotations
 
+import asyncio
+
 from checkpointkit.errors import PreconditionFailed
 from checkpointkit.storage import PutMode
 
 from .adapters import IOMemoryStorage
 
+IO_TURNS = 3
+"""Turns of the event loop that a call's simulated I/O takes."""
+
 
 class CheckThenWrite(IOMemoryStorage):
     """Bug: a conditional write checks, awaits I/O, then writes on what it checked before."""
+
+    async def _io(self) -> None:
+        # Turns of the event loop rather than a timer: whether two writers' windows overlap
+        # then follows from the order they run in, not from the machine's load (a 0.5 ms
+        # timer let one CI run under load pass seed 3: its writers' windows never met).
+        for _ in range(IO_TURNS):
+            await asyncio.sleep(0)
 
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         self._check(key, mode)
