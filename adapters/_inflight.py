@@ -257,37 +257,42 @@ class Background:
 class CallsUnderWay:
     """A storage's calls under way, which ``aclose()`` lets end before it closes the client.
 
-    An operation of two requests (a read of the version, then the conditional
-    delete) ends one call and starts the next in the same turn of the event
-    loop: `ended` looks at the count when it runs, not when it was woken, so
-    that such a gap never lets the client close under the second request.
+    Each call is counted with its deadline (a request's: ``timeout`` plus one second per
+    MiB of its body), so that ``aclose()`` lets a large upload end though it outlasts
+    ``timeout``. An operation of two requests (a read of the version, then the
+    conditional delete) ends one call and starts the next in the same turn of the event
+    loop: `ended` looks at the calls when it runs, not when it was woken, so that such a
+    gap never lets the client close under the second request.
     """
 
-    __slots__ = ("_count", "_none")
+    __slots__ = ("_deadlines", "_none")
 
     def __init__(self) -> None:
-        self._count = 0
+        self._deadlines: dict[object, float] = {}
         self._none = asyncio.Event()
         self._none.set()
 
     @contextlib.contextmanager
-    def call(self) -> Iterator[None]:
-        """Count the enclosed call as under way."""
-        self._count += 1
+    def call(self, deadline: float) -> Iterator[None]:
+        """Count the enclosed call as under way until it ends, or until ``deadline``
+        (event-loop time) has passed."""
+        token = object()
+        self._deadlines[token] = deadline
         self._none.clear()
         try:
             yield
         finally:
-            self._count -= 1
-            if not self._count:
+            del self._deadlines[token]
+            if not self._deadlines:
                 self._none.set()
 
-    async def ended(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds until no call is under way; whether none is."""
+    async def ended(self, slack: float = SETTLE_BOUND) -> bool:
+        """Wait until no call is under way, or until every call under way is ``slack``
+        seconds past its deadline (a call ends soon after its deadline, when its
+        attempt is cancelled); whether none is under way."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self._count:
-            left = deadline - loop.time()
+        while self._deadlines:
+            left = max(self._deadlines.values()) + slack - loop.time()
             if left <= 0:
                 return False
             with contextlib.suppress(TimeoutError):

@@ -38,12 +38,12 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..errors import OutcomeUnknown, StorageClosed, StorageUnavailable
-from ._inflight import Attempt, settle
+from ._inflight import Attempt, CallsUnderWay, settle
 from ._options import Options
 
 __all__ = ["RetryPolicy", "call"]
@@ -127,6 +127,7 @@ async def call(
     history: list[Exception] | None = None,
     repeatable: bool = True,
     closed: Callable[[], bool] | None = None,
+    under_way: CallsUnderWay | None = None,
 ) -> T:
     """Run ``request`` with retries and backoff for transient failures, errors translated.
 
@@ -153,6 +154,8 @@ async def call(
         closed: whether the storage was closed meanwhile: then no further attempt
             is made (its client may be gone), and the call ends with
             ``StorageClosed`` (or ``OutcomeUnknown`` for a write that may have landed).
+        under_way: counts the call as under way until it ends or its deadline has
+            passed (what the storage's ``aclose()`` waits for).
 
     Raises:
         OutcomeUnknown: a write's attempt failed after its request may have
@@ -166,46 +169,49 @@ async def call(
     assert adopt is not None or not write
     loop = asyncio.get_running_loop()
     deadline = loop.time() + policy.timeout + size / MiB
-    attempt = 0
-    unknown: OutcomeUnknown | None = None  # an earlier attempt that may have landed
-    while True:
-        record = Attempt()
-        try:
-            with translate(record.sent if write else None):
-                if write and adopt is not None:
-                    return await settle(lambda: _attempt(request, deadline), grace, adopt, record)
-                return await _attempt(request, deadline)
-        except StorageUnavailable as exc:
-            if history is not None:
-                history.append(exc)
-            cause = exc.__cause__
-            delay = min(policy.backoff_max, policy.backoff * 2**attempt) * random.random()
-            if (
-                attempt >= policy.retries
-                or not is_transient(cause)
-                or loop.time() + delay >= deadline
-                or (isinstance(exc, OutcomeUnknown) and not repeatable)
-            ):
-                if unknown is not None and not isinstance(exc, OutcomeUnknown):
+    with nullcontext() if under_way is None else under_way.call(deadline):
+        attempt = 0
+        unknown: OutcomeUnknown | None = None  # an earlier attempt that may have landed
+        while True:
+            record = Attempt()
+            try:
+                with translate(record.sent if write else None):
+                    if write and adopt is not None:
+                        return await settle(
+                            lambda: _attempt(request, deadline), grace, adopt, record
+                        )
+                    return await _attempt(request, deadline)
+            except StorageUnavailable as exc:
+                if history is not None:
+                    history.append(exc)
+                cause = exc.__cause__
+                delay = min(policy.backoff_max, policy.backoff * 2**attempt) * random.random()
+                if (
+                    attempt >= policy.retries
+                    or not is_transient(cause)
+                    or loop.time() + delay >= deadline
+                    or (isinstance(exc, OutcomeUnknown) and not repeatable)
+                ):
+                    if unknown is not None and not isinstance(exc, OutcomeUnknown):
+                        raise _still_unknown(unknown, exc, attempt) from exc
+                    if attempt:
+                        raise type(exc)(f"{exc} (after {attempt + 1} attempts)") from cause
+                    raise
+                if isinstance(exc, OutcomeUnknown):
+                    unknown = exc
+                last: StorageUnavailable = exc
+            except Exception as exc:
+                if unknown is not None:
                     raise _still_unknown(unknown, exc, attempt) from exc
-                if attempt:
-                    raise type(exc)(f"{exc} (after {attempt + 1} attempts)") from cause
                 raise
-            if isinstance(exc, OutcomeUnknown):
-                unknown = exc
-            last: StorageUnavailable = exc
-        except Exception as exc:
-            if unknown is not None:
-                raise _still_unknown(unknown, exc, attempt) from exc
-            raise
-        attempt += 1
-        await asyncio.sleep(delay)
-        if closed is not None and closed():
-            if unknown is not None:
-                raise _still_unknown(unknown, last, attempt) from last
-            raise StorageClosed(
-                f"the storage was closed while the call was retried ({last})"
-            ) from last
+            attempt += 1
+            await asyncio.sleep(delay)
+            if closed is not None and closed():
+                if unknown is not None:
+                    raise _still_unknown(unknown, last, attempt) from last
+                raise StorageClosed(
+                    f"the storage was closed while the call was retried ({last})"
+                ) from last
 
 
 def _still_unknown(unknown: OutcomeUnknown, later: Exception, attempt: int) -> OutcomeUnknown:

@@ -426,10 +426,11 @@ class AzureBlobStorage(StorageBase):
 
     async def _aclose(self) -> None:
         try:
-            # Calls in flight end first (each within its deadline; none retries once
-            # closed): closed under a request, the client would cut it off on the wire,
-            # where the service may still apply it after aclose() returned.
-            await self._under_way.ended(self._policy.timeout)
+            # Calls in flight end first, each by its own deadline (`timeout` plus a
+            # second per MiB of its body), and none retries once closed: closed under a
+            # request, the client would cut it off on the wire, where the service may
+            # still apply it after aclose() returned.
+            await self._under_way.ended()
             # writes that ignored their cancellation: one request's time, then stop them
             await self._background.wait(self._policy.connect_timeout)
         finally:
@@ -489,7 +490,13 @@ class AzureBlobStorage(StorageBase):
         what = f"Azure {op} of key {key!r}" if key is not None else f"Azure {op}"
         where = f"container {self.container!r} at {self.account_url}"
         unknown = "its request was sent, so it may have happened, or may still happen"
-        if self._closed:
+        if self._closed and (  # not the service's answer
+            not isinstance(exc, aexc.HttpResponseError) or isinstance(exc, aexc.IncompleteReadError)
+        ):
+            if sent:  # cut off on the wire by the closing client
+                raise OutcomeUnknown(
+                    f"{what} was cut off: the storage was closed; {unknown}"
+                ) from exc
             raise StorageClosed(f"{what} failed: the storage was closed") from exc
         if isinstance(exc, aexc.IncompleteReadError):  # an HttpResponseError, but transient
             if sent:
@@ -582,20 +589,20 @@ class AzureBlobStorage(StorageBase):
         ``history`` receives each failed attempt's error (see
         `call`).
         """
-        with self._under_way.call():
-            return await call(
-                request,
-                self._policy,
-                lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
-                _is_transient,
-                size=size,
-                write=write,
-                repeatable=repeatable,
-                grace=self._cancel_grace,
-                adopt=self._background.spawn,
-                history=history,
-                closed=lambda: self._closed,
-            )
+        return await call(
+            request,
+            self._policy,
+            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
+            _is_transient,
+            size=size,
+            write=write,
+            repeatable=repeatable,
+            grace=self._cancel_grace,
+            adopt=self._background.spawn,
+            history=history,
+            closed=lambda: self._closed,
+            under_way=self._under_way,
+        )
 
     # -- the protocol ------------------------------------------------------------------
     def _name(self, key: str) -> str:

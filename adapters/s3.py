@@ -470,10 +470,12 @@ class S3Storage(StorageBase):
 
     async def _aclose(self) -> None:
         try:
-            # Calls in flight end first (each within its deadline; none retries once
-            # closed): the client must outlive them, or a retry would open an aiohttp
-            # session that nothing closes (found by the conformance suite's sweeps).
-            await self._under_way.ended(self._policy.timeout)
+            # Calls in flight end first, each by its own deadline (`timeout` plus a
+            # second per MiB of its body), and none retries once closed: the client must
+            # outlive them, or a retry would open an aiohttp session that nothing closes
+            # (found by the conformance suite's sweeps), and a write cut off on the wire
+            # could be applied after aclose() returned.
+            await self._under_way.ended()
             # unfinished multipart aborts: one request's time, then stop them
             await self._background.wait(self._policy.connect_timeout)
         finally:
@@ -538,7 +540,11 @@ class S3Storage(StorageBase):
             f" at {self.endpoint_url}" if self.endpoint_url else ""
         )
         unknown = "its request was sent, so it may have happened, or may still happen"
-        if self._closed:
+        if self._closed and not isinstance(exc, bexc.ClientError):  # not the server's answer
+            if sent:  # cut off on the wire by the closing client
+                raise OutcomeUnknown(
+                    f"{what} was cut off: the storage was closed; {unknown}"
+                ) from exc
             raise StorageClosed(f"{what} failed: the storage was closed") from exc
         if isinstance(exc, bexc.ClientError):
             code = _code(exc)
@@ -630,19 +636,19 @@ class S3Storage(StorageBase):
         cancelled while its request is on the wire settles first: see
         `settle` and ``cancel_grace``.
         """
-        with self._under_way.call():
-            return await call(
-                request,
-                self._policy,
-                lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
-                _is_transient,
-                size=size,
-                write=write,
-                repeatable=repeatable,
-                grace=self._cancel_grace,
-                adopt=self._background.spawn,
-                closed=lambda: self._closed,
-            )
+        return await call(
+            request,
+            self._policy,
+            lambda sent: self._translate_errors(op, key, condition=condition, sent=sent),
+            _is_transient,
+            size=size,
+            write=write,
+            repeatable=repeatable,
+            grace=self._cancel_grace,
+            adopt=self._background.spawn,
+            closed=lambda: self._closed,
+            under_way=self._under_way,
+        )
 
     # -- the protocol ------------------------------------------------------------------
     def _encode(self, key: str) -> str:

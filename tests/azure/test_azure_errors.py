@@ -286,3 +286,32 @@ async def test_errors_after_close_become_storage_closed(storage: AzureBlobStorag
     await storage.aclose()
     with pytest.raises(StorageClosed), storage._translate_errors("get", "k"):
         raise aexc.ServiceResponseError("closed")
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [aexc.ServiceResponseError("closed"), aexc.IncompleteReadError(message="cut")],
+    ids=["no-reply", "reply-cut"],
+)
+async def test_a_write_cut_off_on_the_wire_by_aclose_is_outcome_unknown(
+    storage: AzureBlobStorage, lost: Exception
+) -> None:
+    # Its request had left: the service may apply it; StorageClosed would say it did not.
+    await storage.aclose()
+    with (
+        pytest.raises(OutcomeUnknown, match=r"^Azure put of key 'k' was cut off: the storage "
+                      r"was closed; its request was sent, so it may have happened") as info,
+        storage._translate_errors("put", "k", sent=lambda: True),
+    ):  # fmt: skip
+        raise lost
+    assert info.value.__cause__ is lost
+
+
+async def test_the_services_answer_during_aclose_is_kept(storage: AzureBlobStorage) -> None:
+    # A definite answer that arrives while aclose() waits for the call is its own answer.
+    await storage.aclose()
+    with (
+        pytest.raises(PreconditionFailed),
+        storage._translate_errors("put", "k", condition="create-only", sent=lambda: True),
+    ):
+        raise http_error(aexc.ResourceExistsError, 409, "BlobAlreadyExists")

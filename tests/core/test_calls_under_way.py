@@ -8,6 +8,10 @@ import time
 from checkpointkit.adapters._inflight import CallsUnderWay
 
 
+def _in(seconds: float) -> float:
+    return asyncio.get_running_loop().time() + seconds
+
+
 async def test_ended_returns_at_once_when_no_call_is_under_way() -> None:
     assert await CallsUnderWay().ended(0.0) is True
 
@@ -19,14 +23,14 @@ async def test_ended_waits_for_a_call_that_starts_as_another_ends() -> None:
     first, second = asyncio.Event(), asyncio.Event()
 
     async def operation() -> None:
-        with under_way.call():
+        with under_way.call(_in(60.0)):
             await first.wait()
-        with under_way.call():
+        with under_way.call(_in(60.0)):
             await second.wait()
 
     task = asyncio.ensure_future(operation())
     await asyncio.sleep(0)
-    ended = asyncio.ensure_future(under_way.ended(10.0))
+    ended = asyncio.ensure_future(under_way.ended())
     await asyncio.sleep(0)
     first.set()
     for _ in range(10):
@@ -37,12 +41,35 @@ async def test_ended_waits_for_a_call_that_starts_as_another_ends() -> None:
     await task
 
 
-async def test_ended_gives_up_after_its_timeout() -> None:
+async def test_ended_waits_for_a_call_past_another_calls_deadline_until_its_own() -> None:
+    """A large upload's deadline is later than a small request's: ended() waits by the
+    latest deadline among the calls under way, not by the first one's."""
+    under_way = CallsUnderWay()
+    small_done, large_done = asyncio.Event(), asyncio.Event()
+
+    async def request(deadline: float, done: asyncio.Event) -> None:
+        with under_way.call(deadline):
+            await done.wait()
+
+    small = asyncio.ensure_future(request(_in(0.0), small_done))  # already past its deadline
+    large = asyncio.ensure_future(request(_in(60.0), large_done))
+    await asyncio.sleep(0)
+    ended = asyncio.ensure_future(under_way.ended(0.0))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not ended.done()  # the large call is within its deadline
+    small_done.set()
+    large_done.set()
+    assert await ended is True
+    await asyncio.gather(small, large)
+
+
+async def test_ended_gives_up_once_every_call_is_past_its_deadline_and_the_slack() -> None:
     under_way = CallsUnderWay()
     never = asyncio.Event()
 
     async def stuck() -> None:
-        with under_way.call():
+        with under_way.call(_in(0.05)):
             await never.wait()
 
     task = asyncio.ensure_future(stuck())

@@ -249,6 +249,29 @@ async def test_errors_after_close_become_storage_closed(storage: S3Storage) -> N
         raise bexc.ConnectionClosedError(endpoint_url=URL)
 
 
+async def test_a_write_cut_off_on_the_wire_by_aclose_is_outcome_unknown(storage: S3Storage) -> None:
+    # Its request had left: the server may apply it; StorageClosed would say it did not.
+    await storage.aclose()
+    lost = bexc.ConnectionClosedError(endpoint_url=URL)
+    with (
+        pytest.raises(OutcomeUnknown, match=r"^S3 put of key 'k' was cut off: the storage "
+                      r"was closed; its request was sent, so it may have happened") as info,
+        storage._translate_errors("put", "k", sent=lambda: True),
+    ):  # fmt: skip
+        raise lost
+    assert info.value.__cause__ is lost
+
+
+async def test_the_servers_answer_during_aclose_is_kept(storage: S3Storage) -> None:
+    # A definite answer that arrives while aclose() waits for the call is its own answer.
+    await storage.aclose()
+    with (
+        pytest.raises(PreconditionFailed),
+        storage._translate_errors("put", "k", condition="create-only", sent=lambda: True),
+    ):
+        raise client_error("PreconditionFailed", 412)
+
+
 def test_condition_is_named_in_precondition_failed(storage: S3Storage) -> None:
     with (
         pytest.raises(PreconditionFailed, match="create-only"),
