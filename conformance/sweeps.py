@@ -12,6 +12,7 @@ whose promises they check (``semantics``, ``concurrency``, ``lifecycle``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
@@ -484,17 +485,26 @@ class LifecycleSweepTests(StorageFixtures):
     ) -> None:
         """A put, get, delete, ``delete_many`` and a listing are held in the backend when
         ``aclose()`` is called: each ends with its own answer or ``StorageClosed``, and
-        ``aclose()`` returns once the backend answers again."""
+        ``aclose()`` returns once the backend answers again. Where the target can open a
+        second storage at the same location, it reads that a write answered was in place
+        the moment ``aclose()`` returned, and that nothing changed after that."""
         hold = backend_hold
         if storage_target is None or not hold.operations:
             not_exercised(
                 "the target supplies no hold (or no factory), so no operation was in flight "
                 "when aclose() was called"
             )
-        async with (
-            storage_target.open(location=storage_location) as opened,
-            hold.client(storage_target, opened, storage_location) as client,
-        ):
+        keys = ["closing/a", "closing/c", "closing/d"]  # what the put and the deletes write
+        async with contextlib.AsyncExitStack() as stack:
+            opened = await stack.enter_async_context(storage_target.open(location=storage_location))
+            client = await stack.enter_async_context(
+                hold.client(storage_target, opened, storage_location)
+            )
+            look = None
+            if storage_location is not None:
+                look = await stack.enter_async_context(
+                    storage_target.open(location=storage_location)
+                )
             for k in ("closing/a", "closing/c"):
                 await client.put(k, b"v")
             # a large value: an adapter that reads small ones at once may wait for this one
@@ -506,14 +516,20 @@ class LifecycleSweepTests(StorageFixtures):
                 lambda: delete_many_of(client, ["closing/d"]),
                 lambda: _listed(client, "closing/"),
             ]
+
+            async def close() -> Stored:
+                await client.aclose()
+                return {} if look is None else await _stored(look, keys)
+
             async with hold.held(raw_storage(client), raw_key(client, "closing/a")):
                 # aclose() starts in the same turn of the loop as the calls, right after each
                 # has run to its first wait: whatever they wait for, they are in flight
                 running = [asyncio.ensure_future(call()) for call in calls]
-                closing = asyncio.ensure_future(client.aclose())
+                closing = asyncio.ensure_future(close())
                 await asyncio.wait(running, timeout=hold.hold_for)
             answers = await asyncio.gather(*running, return_exceptions=True)
-            await closing
+            at_close = await closing
+            at_end = {} if look is None else await _stored(look, keys)
             await client.aclose()  # idempotent
         for answer in answers:
             if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed):
@@ -523,6 +539,35 @@ class LifecycleSweepTests(StorageFixtures):
                     key="closing/a",
                     expected="an answer or StorageClosed",
                     observed=f"one raised {describe(answer)}",
+                )
+        if look is None:
+            return
+        held = f"the calls were held by {hold.name} when aclose() was called"
+        put, deleted = answers[0], answers[2]
+        stored = at_close["closing/a"]
+        expect(
+            not isinstance(put, str) or (stored is not None and stored.version == put),
+            "a write answered while aclose() ran must be in place when aclose() returns",
+            key="closing/a",
+            expected="the answered put in place once aclose() returned",
+            observed=f"the put answered {put!r}, and the key then held {_held(stored)} ({held})",
+        )
+        expect(
+            deleted is not True or at_close["closing/c"] is None,
+            "a write answered while aclose() ran must be in place when aclose() returns",
+            key="closing/c",
+            expected="the key deleted once aclose() returned",
+            observed=f"the delete answered True, and the key then held "
+            f"{_held(at_close['closing/c'])} ({held})",
+        )
+        for key, before in at_close.items():
+            if at_end[key] != before:
+                fail(
+                    "nothing of a call in flight may land after aclose() returned",
+                    key=key,
+                    expected=f"{_held(before)} (as when aclose() returned) once the calls ended",
+                    observed=f"it then held {_held(at_end[key])}",
+                    detail=f"{held}; aclose() returned while a write was still under way",
                 )
 
     @checks("close.in-flight", "close.releases")

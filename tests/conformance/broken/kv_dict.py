@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import itertools
 import socket
 import unicodedata
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
+from checkpointkit.conformance.holds import WRITES, Hold, Operation
 from checkpointkit.errors import NotFound, PreconditionFailed
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
@@ -642,6 +645,83 @@ class GoesOnAfterClose(LazyClientKV):
 
     async def _connect(self) -> None:
         await self._open()
+
+
+class ServerKV(SharedDictKV):
+    """Correct twin of :class:`ClosesUnderHeldWrites`: the client of a server whose write lock
+    can be taken from outside (:class:`WriteLock`); a write waits for it, a read does not.
+    A request counts as under way while it runs, and ``aclose()`` lets the requests under
+    way end before it returns."""
+
+    _gates: ClassVar[dict[str, asyncio.Event]] = {}
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        gate = asyncio.Event()
+        gate.set()
+        self.writable = gate if location is None else self._gates.setdefault(location, gate)
+        self._under_way = 0
+        self._none_under_way = asyncio.Event()
+        self._none_under_way.set()
+
+    @contextlib.asynccontextmanager
+    async def _request(self, *, write: bool) -> AsyncIterator[None]:
+        self._under_way += 1
+        self._none_under_way.clear()
+        try:
+            if write:
+                await self.writable.wait()
+            yield
+        finally:
+            self._under_way -= 1
+            if not self._under_way:
+                self._none_under_way.set()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        async with self._request(write=True):
+            return await super()._put(key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        async with self._request(write=True):
+            return await super()._delete(key, if_match)
+
+    async def _get(self, key: str) -> GetResult:
+        async with self._request(write=False):
+            return await super()._get(key)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        async with self._request(write=False):
+            return await super()._list_page(prefix, start_after, cursor, limit)
+
+    async def _aclose(self) -> None:
+        while self._under_way:
+            await self._none_under_way.wait()
+
+
+class ClosesUnderHeldWrites(ServerKV):
+    """Bug: ``aclose()`` returns at once, while writes wait for the server's write lock; the
+    server applies them once it is free, after ``aclose()`` returned (as a client that
+    closes its connection under a request that the server already holds)."""
+
+    async def _aclose(self) -> None:
+        pass
+
+
+class WriteLock(Hold):
+    """The write lock of a :class:`ServerKV`'s server, taken by the suite: writes wait for it."""
+
+    name = "the server's write lock, held by the suite"
+    operations: frozenset[Operation] = WRITES
+
+    @contextlib.asynccontextmanager
+    async def held(self, storage: Any, key: str) -> AsyncIterator[None]:
+        storage.writable.clear()
+        try:
+            yield
+        finally:
+            storage.writable.set()
 
 
 class ExpiringDictKV(DictKV):
