@@ -65,6 +65,7 @@ class ThreadedStore(StorageBase):
     )
     aborts: ClassVar[bool] = True  # the worker checks the abort flag
     confirms_abort: ClassVar[bool] = False  # a cancelled upload waits for the server
+    latency: ClassVar[float] = LATENCY  # a write's time on the wire and in the server
 
     def __init__(self, location: str | None = None) -> None:
         self._location = location
@@ -119,7 +120,7 @@ class ThreadedStore(StorageBase):
 
     def _upload(self, data: bytes, abort: _Abort) -> bool:
         """Send ``data`` at :data:`RATE`; False if aborted on the way."""
-        time.sleep(LATENCY)
+        time.sleep(self.latency)
         abort.multipart = len(data) > CHUNK
         for start in range(0, max(len(data), 1), CHUNK):
             if self._aborted(abort):
@@ -156,7 +157,7 @@ class ThreadedStore(StorageBase):
         return GetResult(*found)
 
     def _delete_sync(self, key: str, if_match: str | None, abort: _Abort) -> bool:
-        time.sleep(LATENCY)
+        time.sleep(self.latency)
         s = self._server
         with s.lock:
             if self._aborted(abort):
@@ -189,10 +190,15 @@ class ThreadedStore(StorageBase):
 class LateThread(ThreadedStore):
     """Bug: a cancelled write's thread keeps running and commits later (plain ``to_thread``).
 
-    It declares ``settles_cancelled_writes``, which it does not keep.
+    It declares ``settles_cancelled_writes``, which it does not keep. Its server takes
+    50 ms per write, so that a cancelled write commits well after the suite's first look
+    at the key, however loaded the machine: with 5 ms, a loaded machine's look came after
+    the commit in some runs (the write then seemed to land before ``CancelledError``),
+    and the first sweep of ``test_cancelled_put_does_not_land_later`` saw no late landing.
     """
 
     aborts: ClassVar[bool] = False
+    latency: ClassVar[float] = 10 * LATENCY
 
 
 class LateThreadUndeclared(LateThread):
