@@ -21,6 +21,12 @@ matrices and records them in the process-wide `coverage`:
     ``put`` and ``get`` of values of 0 and 1 bytes and of every power of two
     from 2 to the target's ``max_value`` (64 MiB by default), each also minus
     and plus one.
+``large values``
+    the writes whose path can change with a value's size, at one byte over
+    every power of four from 1 KiB to the target's ``max_value`` (so that a
+    value crosses any power-of-two threshold at which an adapter stores or
+    sends values another way: in parts, staged, streamed): an overwrite of a
+    key that holds a value, a create-only put and an if-match put.
 ``keys``
     ``put``, ``get``, ``delete`` and ``list`` of every shape of key the
     protocol allows (one character, several segments, 100 or more segments, a
@@ -61,6 +67,7 @@ from ..storage import Capabilities, GetResult, IfMatch, PutMode, Storage, Storag
 
 __all__ = [
     "DEFAULT_MAX_VALUE",
+    "LARGE_COLUMNS",
     "MATRICES",
     "Cell",
     "Coverage",
@@ -71,6 +78,7 @@ __all__ = [
     "active_recorder",
     "backend_down",
     "coverage",
+    "large_sizes",
     "measuring_waits",
     "recording",
     "size_classes",
@@ -133,7 +141,7 @@ LIST_OPTIONS = (
     "limit more",
     "several pages",
 )
-MATRICES = ("state", "lifecycle", "sizes", "keys", "listing")
+MATRICES = ("state", "lifecycle", "sizes", "large values", "keys", "listing")
 """The matrices, in report order."""
 
 _PUNCTUATION = frozenset(" %+?#:*~=;&@$,'\"[]")
@@ -148,6 +156,15 @@ def size_classes(cap: int) -> list[int]:
         sizes.update(s for s in (power - 1, power, power + 1) if s <= cap)
         power *= 2
     return sorted(sizes)
+
+
+def large_sizes(cap: int) -> list[int]:
+    """One byte over each power of four from 1 KiB to ``cap``: the rows of ``large values``."""
+    return [(1 << k) + 1 for k in range(10, 63, 2) if (1 << k) + 1 <= cap]
+
+
+LARGE_COLUMNS = ("overwrite", "create", "if-match")
+"""The columns of ``large values``: a put over a value, a create-only put, an if-match put."""
 
 
 def size_label(size: int) -> str:
@@ -253,6 +270,9 @@ class Reach:
         out.append(("lifecycle", "aclose", "after aclose"))
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
+        columns = LARGE_COLUMNS if caps.conditional_put else LARGE_COLUMNS[:1]
+        for size in large_sizes(self.max_value):
+            out += [("large values", size_label(size), column) for column in columns]
         for shape in SHAPES:
             if shape == "100+ segments" and not self.deep_keys:
                 continue
@@ -439,6 +459,7 @@ class CoverageProbe:
         self._rec = into if into is not None else active_recorder()
         self._rec.target(target, reach)
         self._sizes = set(size_classes(reach.max_value))
+        self._large = set(large_sizes(reach.max_value))
         self._scope = self._rec.scope(location)
         self._id = next(_order)
         self._holds = holds_key
@@ -583,6 +604,16 @@ class CoverageProbe:
         elif mode in ("overwrite", "create"):
             row = f"put {mode}"
         size = len(data) if isinstance(data, bytes | bytearray | memoryview) else -1
+        if size in self._large:
+            column = (
+                "if-match" if isinstance(mode, IfMatch)
+                else mode if mode == "create"
+                else "overwrite"
+                if mode == "overwrite" and self._state(key) in ("present", "reopened")
+                else None
+            )  # fmt: skip
+            if column is not None:
+                self._mark("large values", size_label(size), column)
         try:
             version = await self._call(
                 "put", row, [key], lambda: self.inner.put(key, data, mode=mode)

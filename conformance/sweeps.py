@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
@@ -22,9 +23,24 @@ import pytest
 from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed
 from ..storage import GetResult, IfMatch, Storage
 from ..storage import delete_many as delete_many_of
-from .checks import describe, expect, expect_keys, fail, get_or_none
+from .checks import (
+    describe,
+    expect,
+    expect_keys,
+    expect_raises,
+    expect_value,
+    fail,
+    get_or_none,
+)
 from .clauses import checks
-from .coverage import DEFAULT_MAX_VALUE, STATE_ROWS, measuring_waits, size_classes, size_label
+from .coverage import (
+    DEFAULT_MAX_VALUE,
+    STATE_ROWS,
+    large_sizes,
+    measuring_waits,
+    size_classes,
+    size_label,
+)
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
 from .holds import Hold
 from .hygiene import hygiene
@@ -268,6 +284,75 @@ class SemanticSweepTests(StorageFixtures):
                     f"and version {got.version!r}",
                 )
             await storage.delete(key)
+
+    @checks(
+        "put.overwrite",
+        "put.create.missing",
+        "put.create.existing",
+        "put.if-match.current",
+        "put.if-match.stale",
+        "put.refused-changes-nothing",
+        "delete.if-match.current",
+        "version.exact-match",
+    )
+    async def test_every_write_mode_on_large_values(
+        self,
+        storage: Storage,
+        storage_target: Target | None,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """At one byte over every power of four from 1 KiB to the target's ``max_value``
+        (across any power-of-two threshold at which an adapter writes values another way):
+        an overwrite of the value, a create-only put and an if-match put with a stale
+        version (both refused, the value unchanged), an if-match put with the current one,
+        an if-match delete, and a create-only put of the missing key; each read back whole,
+        with the version its write answered."""
+        cap = storage_target.max_value if storage_target is not None else DEFAULT_MAX_VALUE
+        sizes = large_sizes(cap)
+        pattern = random.Random(len(sizes)).randbytes(3 * sizes[-1]) if sizes else b""
+        for size in sizes:
+            first, second, third = (pattern[i * size : (i + 1) * size] for i in range(3))
+            key = f"large/{size_label(size).replace(' ', '')}"
+            where = f"a value of {size_label(size)} ({size} bytes)"
+            holds = functools.partial(_holds_large, storage, key, where)
+            old = await storage.put(key, first)
+            current = await storage.put(key, second)
+            await holds(second, current, "after an overwrite of the value")
+            if supports_conditional_put:
+                await expect_raises(
+                    PreconditionFailed,
+                    storage.put(key, third, mode="create"),
+                    promise=f"a create-only put of {where} must be refused on a present key",
+                    call=f"put({key!r}, {size} bytes, mode='create')",
+                    key=key,
+                )
+                await holds(second, current, "after a refused create-only put")
+                await expect_raises(
+                    PreconditionFailed,
+                    storage.put(key, third, mode=IfMatch(old)),
+                    promise=f"an if-match put of {where} must be refused with a stale version",
+                    call=f"put({key!r}, {size} bytes, mode=IfMatch(<the stale version>))",
+                    key=key,
+                )
+                await holds(second, current, "after a refused if-match put")
+                current = await storage.put(key, third, mode=IfMatch(current))
+                await holds(third, current, "after an if-match put with the current version")
+            deleted = await storage.delete(
+                key, if_match=current if supports_conditional_delete else None
+            )
+            expect(
+                deleted is True,
+                f"a delete of {where} must answer True",
+                key=key,
+                expected="True",
+                observed=repr(deleted),
+            )
+            await expect_value(storage, key, None, promise=f"a deleted {where} must be missing")
+            if supports_conditional_put:
+                current = await storage.put(key, first, mode="create")
+                await holds(first, current, "after a create-only put of the missing key")
+                await storage.delete(key)
 
     @checks("key.max-length", "key.multi-byte", "key.one-to-one", "list.order")
     async def test_every_key_shape_round_trips_lists_and_deletes(
@@ -617,6 +702,15 @@ class LifecycleSweepTests(StorageFixtures):
             expected=f"ascending keys, each once, including {kept}",
             observed=repr(seen),
         )
+
+
+async def _holds_large(
+    storage: Storage, key: str, where: str, data: bytes, version: str, after: str
+) -> None:
+    await expect_value(
+        storage, key, data, version=version,
+        promise=f"{where} must read back whole, at the version of its last write, {after}",
+    )  # fmt: skip
 
 
 async def _listed(storage: Storage, prefix: str) -> list[str]:

@@ -135,6 +135,35 @@ def test_reach_follows_the_capabilities_and_the_target() -> None:
     assert ("state", "put if-match current", "missing") not in full  # no current version
     assert ("state", "put if-match current", "reopened") in full
     assert ("sizes", "64 MiB", "get") in full and ("sizes", "64 MiB+1", "get") not in full
+    large = list(
+        dict.fromkeys(c[1] for c in Reach(CAPS, reopens=True).cells() if c[0] == "large values")
+    )
+    assert [label.removesuffix("+1") for label in large] == [
+        "1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB", "16 MiB"
+    ]  # fmt: skip
+    assert {c[2] for c in full if c[0] == "large values"} == {"overwrite", "create", "if-match"}
+    assert {c[2] for c in cells if c[0] == "large values"} == {"overwrite"}  # no conditions
+
+
+async def test_the_probe_records_the_write_modes_of_a_large_value() -> None:
+    rec = CoverageRecorder()
+    reach = Reach(CAPS, reopens=True, max_value=4096)
+    big, other = b"x" * 1025, b"y" * 1025
+    async with CoverageProbe(MemoryStorage(), "t", reach, into=rec) as s:
+        first = await s.put("k", big)  # a fresh key: not an overwrite of a value
+        assert ("large values", "1 KiB+1", "overwrite") not in _cells(rec)
+        await s.put("k", other)
+        try:
+            await s.put("k", big, mode="create")
+        except PreconditionFailed:
+            pass
+        try:
+            await s.put("k", big, mode=IfMatch(first))
+        except PreconditionFailed:
+            pass
+        await s.put("x", b"z" * 1024, mode="create")  # a power of two: the small path
+    cells = {c for c in _cells(rec) if c[0] == "large values"}
+    assert cells == {("large values", "1 KiB+1", c) for c in ("overwrite", "create", "if-match")}
 
 
 def test_an_operation_that_never_waits_has_no_in_flight_cells() -> None:
@@ -169,16 +198,18 @@ def test_a_reachable_cell_not_exercised_keeps_the_level_from_full_and_is_reporte
 
 
 async def test_a_gap_in_coverage_is_where_a_broken_adapter_passes() -> None:
-    """The size-boundary mutant passes the semantics group without the size sweep, and the
-    report says which cells no test exercised; with the sweep it fails; its twin passes."""
+    """The size-boundary mutant passes the semantics group without the size sweeps (the
+    large-values one writes 256 KiB+1 too), and the report says which cells no test
+    exercised; with the sweep it fails; its twin passes."""
     without = await run(
         Target(LargeValuesInPartsLoseAByte, name="parts"),
         groups=["semantics"],
-        pattern="not every_size_class",
+        pattern="not every_size_class and not large_values",
     )
     assert without.ok, without.summary()
     assert without.coverage is not None
     assert ("sizes", "256 KiB+1", "put") in without.coverage.missing
+    assert ("large values", "256 KiB+1", "create") in without.coverage.missing
     assert without.level != "full"
     killed = await run(
         Target(LargeValuesInPartsLoseAByte, name="parts"),

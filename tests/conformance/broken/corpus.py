@@ -786,6 +786,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.prefix",
     ),
     _m(
+        "large-values-in-parts-skip-the-condition",
+        kv_dict.LargeValuesInPartsSkipTheCondition,
+        D,
+        SEM,
+        "test_every_write_mode_on_large_values",
+        "put.create.existing",
+        "put.if-match.stale",
+    ),
+    _m(
+        "large-values-read-with-the-first-version",
+        kv_dict.LargeValuesReadWithTheFirstVersion,
+        D,
+        SEM,
+        "test_every_write_mode_on_large_values",
+        "version.exact-match",
+    ),
+    _m(
         "close-drops-data-under-calls-in-flight",
         kv_dict.DropsDataUnderCallsInFlight,
         D,

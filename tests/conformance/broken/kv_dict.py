@@ -567,6 +567,45 @@ class LargeValuesInPartsLoseAByte(DictKV):
         return await super()._put(key, b"".join(parts), mode)
 
 
+class LargeValuesInPartsSkipTheCondition(DictKV):
+    """Bug: a value over 256 KiB goes up in parts, and the parts path completes the upload
+    without the put's condition (as an S3 ``CompleteMultipartUpload`` sent without the
+    ``If-None-Match`` or ``If-Match`` of the put): a large create-only put overwrites a
+    present key, a large if-match put ignores the version."""
+
+    PART = 256 * 1024
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if len(data) <= self.PART:
+            return await super()._put(key, data, mode)
+        return await super()._put(key, data, "overwrite")
+
+
+class LargeValuesReadWithTheFirstVersion(DictKV):
+    """Bug: a value over 256 KiB is read back through its parts' manifest, which keeps the
+    version of the key's first large write: an overwrite updates the parts, not the
+    manifest's version, so a get answers a version that no longer matches."""
+
+    PART = 256 * 1024
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.manifests: dict[str, str] = {}
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if len(data) > self.PART:
+            self.manifests.setdefault(name, version)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.manifests.pop(name, None)
+
+    async def _get(self, key: str) -> GetResult:
+        found = await super()._get(key)
+        return GetResult(found.data, self.manifests.get(key, found.version))
+
+
 class DropsDataUnderCallsInFlight(DictKV):
     """Bug: aclose() drops the data at once, under the operations still in flight: they end
     with an AttributeError from the dropped store instead of their own answer or
