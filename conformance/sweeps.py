@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import pytest
 
 from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed
-from ..storage import GetResult, IfMatch, Storage
+from ..storage import GetResult, IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
 from .checks import (
     describe,
@@ -491,6 +491,49 @@ class ConcurrentSweepTests(StorageFixtures):
 
     conformance_group: ClassVar[str | None] = "concurrency"
 
+    @checks("put.conditional.one-winner", "put.create.existing", "put.if-match.stale")
+    async def test_conditional_races_on_large_values_have_one_winner(
+        self,
+        storage: Storage,
+        storage_target: Target | None,
+        supports_conditional_put: bool,
+    ) -> None:
+        """At one byte over every power of four from 1 KiB to the target's ``max_value``
+        (the rows of ``large values``), 4 create-only puts of one new key at once, then 4
+        if-match puts with the winner's version: each race has exactly one winner, whose
+        value is stored whole at the version it answered (a large value's path of its own,
+        parts or staging, must keep the condition atomic too)."""
+        if not supports_conditional_put:
+            pytest.skip("the adapter does not declare conditional_put")
+        cap = storage_target.max_value if storage_target is not None else DEFAULT_MAX_VALUE
+        sizes = large_sizes(cap)
+        pattern = random.Random(len(sizes)).randbytes(sizes[-1] + RACERS) if sizes else b""
+        for size in sizes:
+            key = f"large-race/{size_label(size).replace(' ', '')}"
+            values = [pattern[i : i + size] for i in range(RACERS)]
+            version: str | None = None
+            for how in ("create-only", "if-match"):
+                mode: PutMode = "create" if version is None else IfMatch(version)
+                answers = await asyncio.gather(
+                    *(_put_or_refused(storage, key, value, mode) for value in values)
+                )
+                winners = [i for i, answer in enumerate(answers) if answer is not None]
+                expect(
+                    len(winners) == 1,
+                    f"{RACERS} concurrent {how} puts of one key must have exactly one winner",
+                    key=key,
+                    expected="1 writer to succeed and the others to get PreconditionFailed",
+                    observed=f"{len(winners)} succeeded (writers {winners}), with values of "
+                    f"{size_label(size)} ({size} bytes)",
+                )
+                version = answers[winners[0]]
+                await expect_value(
+                    storage, key, values[winners[0]], version=version,
+                    promise=f"the winner's value of {size_label(size)} must be stored whole, "
+                    f"at the version it answered ({how} race)",
+                )  # fmt: skip
+            await storage.delete(key)
+
     @checks("put.atomic", "list.order", "delete-many.count", "error.own-call")
     async def test_every_operation_while_a_write_of_its_key_is_held(
         self,
@@ -702,6 +745,17 @@ class LifecycleSweepTests(StorageFixtures):
             expected=f"ascending keys, each once, including {kept}",
             observed=repr(seen),
         )
+
+
+RACERS = 4
+"""Writers of each race of `test_conditional_races_on_large_values_have_one_winner`."""
+
+
+async def _put_or_refused(storage: Storage, key: str, data: bytes, mode: PutMode) -> str | None:
+    try:
+        return await storage.put(key, data, mode=mode)
+    except PreconditionFailed:
+        return None
 
 
 async def _holds_large(

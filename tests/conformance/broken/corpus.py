@@ -803,6 +803,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "version.exact-match",
     ),
     _m(
+        "large-values-checked-then-written",
+        kv_dict.LargeValuesCheckedThenWritten,
+        D,
+        CON,
+        "test_conditional_races_on_large_values_have_one_winner",
+        "put.conditional.one-winner",
+    ),
+    _m(
         "close-drops-data-under-calls-in-flight",
         kv_dict.DropsDataUnderCallsInFlight,
         D,

@@ -606,6 +606,25 @@ class LargeValuesReadWithTheFirstVersion(DictKV):
         return GetResult(found.data, self.manifests.get(key, found.version))
 
 
+class LargeValuesCheckedThenWritten(DictKV):
+    """Bug: a value over 256 KiB goes up in parts after the put's condition was checked, and
+    is committed without checking it again (as a create-only multipart upload guarded by a
+    ``HEAD`` first): large create-only or if-match puts of one key at once all win."""
+
+    PART = 256 * 1024
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if len(data) <= self.PART:
+            return await super()._put(key, data, mode)
+        await self._round_trip()
+        self._refuse(key, self.values.get(key), mode)
+        for _ in range(0, len(data), self.PART):
+            await self._round_trip()  # one part's upload
+        version = self._mint(key, data)
+        self._store(key, data, version)
+        return version
+
+
 class DropsDataUnderCallsInFlight(DictKV):
     """Bug: aclose() drops the data at once, under the operations still in flight: they end
     with an AttributeError from the dropped store instead of their own answer or
