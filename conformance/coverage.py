@@ -22,11 +22,12 @@ matrices and records them in the process-wide `coverage`:
     from 2 to the target's ``max_value`` (64 MiB by default), each also minus
     and plus one.
 ``large values``
-    the writes whose path can change with a value's size, at one byte over
-    every power of four from 1 KiB to the target's ``max_value`` (so that a
-    value crosses any power-of-two threshold at which an adapter stores or
-    sends values another way: in parts, staged, streamed): an overwrite of a
-    key that holds a value, a create-only put and an if-match put.
+    what can change with a value's size, at one byte over every power of four
+    from 1 KiB to the target's ``max_value`` (so that a value crosses any
+    power-of-two threshold at which an adapter stores or sends values another
+    way: in parts, staged, streamed): an overwrite of a key that holds a
+    value, a create-only put, an if-match put, an if-match delete of a key
+    that holds such a value, and a listing that returns one.
 ``keys``
     ``put``, ``get``, ``delete`` and ``list`` of every shape of key the
     protocol allows (one character, several segments, 100 or more segments, a
@@ -163,8 +164,9 @@ def large_sizes(cap: int) -> list[int]:
     return [(1 << k) + 1 for k in range(10, 63, 2) if (1 << k) + 1 <= cap]
 
 
-LARGE_COLUMNS = ("overwrite", "create", "if-match")
-"""The columns of ``large values``: a put over a value, a create-only put, an if-match put."""
+LARGE_COLUMNS = ("overwrite", "create", "if-match", "delete if-match", "listed")
+"""The columns of ``large values``: a put over a value, a create-only put, an if-match put;
+an if-match delete of a key that holds such a value, a listing that returns one."""
 
 
 def size_label(size: int) -> str:
@@ -270,7 +272,12 @@ class Reach:
         out.append(("lifecycle", "aclose", "after aclose"))
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
-        columns = LARGE_COLUMNS if caps.conditional_put else LARGE_COLUMNS[:1]
+        columns = [
+            c
+            for c in LARGE_COLUMNS
+            if (caps.conditional_put or c not in ("create", "if-match"))
+            and (caps.conditional_delete or c != "delete if-match")
+        ]
         for size in large_sizes(self.max_value):
             out += [("large values", size_label(size), column) for column in columns]
         for shape in SHAPES:
@@ -307,6 +314,7 @@ class _Scope:
     # listings in flight: one left unfinished (a break) leaves when it is collected
     listing: weakref.WeakSet[_ProbedListing] = field(default_factory=weakref.WeakSet)
     deleted: set[str] = field(default_factory=set)  # keys whose last known write deleted them
+    large: dict[str, str] = field(default_factory=dict)  # keys holding a large value: its row
 
 
 @dataclass
@@ -587,6 +595,7 @@ class CoverageProbe:
         scope.state[key] = state
         if state == "deleted":
             scope.deleted.add(key)
+            scope.large.pop(key, None)
         else:
             scope.deleted.discard(key)
         if version is not None:
@@ -628,6 +637,10 @@ class CoverageProbe:
         self._learn(key, "present", version)
         if size in self._sizes:
             self._mark("sizes", size_label(size), "put")
+        if size in self._large:
+            self._scope.large[key] = size_label(size)
+        else:
+            self._scope.large.pop(key, None)
         return str(version)
 
     async def get(self, key: str) -> GetResult:
@@ -655,6 +668,9 @@ class CoverageProbe:
         row = (
             "delete" if if_match is None else f"delete if-match {self._version_kind(key, if_match)}"
         )
+        large = self._scope.large.get(key)
+        if large is not None and if_match is not None:
+            self._mark("large values", large, "delete if-match")
         try:
             existed = await self._call(
                 "delete", row, [key], lambda: self.inner.delete(key, if_match=if_match)
@@ -829,6 +845,10 @@ class _ProbedListing:
         if self._down:
             return
         seen = self._seen
+        for key in seen:
+            large = probe._scope.large.get(key)
+            if large is not None:
+                probe._mark("large values", large, "listed")
         if isinstance(prefix, str) and not self._concurrent and not probe._closing:
             states = {probe._state(k) for k in seen}  # what the listing found
             if not seen:

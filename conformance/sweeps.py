@@ -293,6 +293,8 @@ class SemanticSweepTests(StorageFixtures):
         "put.if-match.stale",
         "put.refused-changes-nothing",
         "delete.if-match.current",
+        "delete.if-match.stale",
+        "list.prefix-only",
         "version.exact-match",
     )
     async def test_every_write_mode_on_large_values(
@@ -306,8 +308,9 @@ class SemanticSweepTests(StorageFixtures):
         (across any power-of-two threshold at which an adapter writes values another way):
         an overwrite of the value, a create-only put and an if-match put with a stale
         version (both refused, the value unchanged), an if-match put with the current one,
-        an if-match delete, and a create-only put of the missing key; each read back whole,
-        with the version its write answered."""
+        a listing (the key once, nothing else), an if-match delete with a stale version
+        (refused) and with the current one, and a create-only put of the missing key; each
+        read back whole, with the version its write answered."""
         cap = storage_target.max_value if storage_target is not None else DEFAULT_MAX_VALUE
         sizes = large_sizes(cap)
         pattern = random.Random(len(sizes)).randbytes(3 * sizes[-1]) if sizes else b""
@@ -338,6 +341,28 @@ class SemanticSweepTests(StorageFixtures):
                 await holds(second, current, "after a refused if-match put")
                 current = await storage.put(key, third, mode=IfMatch(current))
                 await holds(third, current, "after an if-match put with the current version")
+            listed = [k async for k in storage.list("large/")]
+            expect(
+                listed == [key],
+                f"a listing must return the key of {where} once, and nothing else of it",
+                key=key,
+                expected=repr([key]),
+                observed=repr(listed),
+            )
+            if supports_conditional_delete:
+                refused = await _refused(storage.delete(key, if_match=old))
+                expect(
+                    refused,
+                    f"an if-match delete of {where} must be refused with a stale version",
+                    key=key,
+                    expected="PreconditionFailed",
+                    observed="it deleted the key",
+                )
+                await holds(
+                    third if supports_conditional_put else second,
+                    current,
+                    "after a refused if-match delete",
+                )
             deleted = await storage.delete(
                 key, if_match=current if supports_conditional_delete else None
             )
@@ -756,6 +781,15 @@ async def _put_or_refused(storage: Storage, key: str, data: bytes, mode: PutMode
         return await storage.put(key, data, mode=mode)
     except PreconditionFailed:
         return None
+
+
+async def _refused(delete: Awaitable[bool]) -> bool:
+    """Whether a conditional delete raised ``PreconditionFailed``."""
+    try:
+        await delete
+    except PreconditionFailed:
+        return True
+    return False
 
 
 async def _holds_large(

@@ -141,8 +141,10 @@ def test_reach_follows_the_capabilities_and_the_target() -> None:
     assert [label.removesuffix("+1") for label in large] == [
         "1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB", "16 MiB"
     ]  # fmt: skip
-    assert {c[2] for c in full if c[0] == "large values"} == {"overwrite", "create", "if-match"}
-    assert {c[2] for c in cells if c[0] == "large values"} == {"overwrite"}  # no conditions
+    assert {c[2] for c in full if c[0] == "large values"} == {
+        "overwrite", "create", "if-match", "delete if-match", "listed"
+    }  # fmt: skip
+    assert {c[2] for c in cells if c[0] == "large values"} == {"overwrite", "listed"}
 
 
 async def test_the_probe_records_the_write_modes_of_a_large_value() -> None:
@@ -162,8 +164,16 @@ async def test_the_probe_records_the_write_modes_of_a_large_value() -> None:
         except PreconditionFailed:
             pass
         await s.put("x", b"z" * 1024, mode="create")  # a power of two: the small path
+        assert [k async for k in s.list("x")] == ["x"]  # a small value listed
+        assert ("large values", "1 KiB+1", "listed") not in _cells(rec)
+        assert [k async for k in s.list("k")] == ["k"]
+        try:
+            await s.delete("k", if_match=first)
+        except PreconditionFailed:
+            pass
     cells = {c for c in _cells(rec) if c[0] == "large values"}
-    assert cells == {("large values", "1 KiB+1", c) for c in ("overwrite", "create", "if-match")}
+    columns = ("overwrite", "create", "if-match", "delete if-match", "listed")
+    assert cells == {("large values", "1 KiB+1", c) for c in columns}
 
 
 def test_an_operation_that_never_waits_has_no_in_flight_cells() -> None:

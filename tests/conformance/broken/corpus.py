@@ -803,6 +803,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "version.exact-match",
     ),
     _m(
+        "large-values-deleted-without-the-condition",
+        kv_dict.LargeValuesDeletedWithoutTheCondition,
+        D,
+        SEM,
+        "test_every_write_mode_on_large_values",
+        "delete.if-match.stale",
+    ),
+    _m(
+        "large-values-list-their-manifest",
+        kv_dict.LargeValuesListTheirManifest,
+        D,
+        SEM,
+        "test_every_write_mode_on_large_values",
+        "list.prefix-only",
+    ),
+    _m(
         "large-values-checked-then-written",
         kv_dict.LargeValuesCheckedThenWritten,
         D,

@@ -625,6 +625,38 @@ class LargeValuesCheckedThenWritten(DictKV):
         return version
 
 
+class LargeValuesDeletedWithoutTheCondition(DictKV):
+    """Bug: a value over 256 KiB is stored in parts, and its delete removes the parts in one
+    batch that forgets the delete's if-match: a stale if-match delete of a large value
+    deletes it."""
+
+    PART = 256 * 1024
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        current = self.values.get(self._name(key))
+        if current is not None and len(current[0]) > self.PART:
+            if_match = None
+        return await super()._delete(key, if_match)
+
+
+class LargeValuesListTheirManifest(DictKV):
+    """Bug: a value over 256 KiB is stored in parts under a manifest kept beside it, at the
+    key plus ``~parts``, in the same key space: listings return the manifest too."""
+
+    PART = 256 * 1024
+    SUFFIX = "~parts"
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if len(data) > self.PART and not name.endswith(self.SUFFIX):
+            super()._store(name + self.SUFFIX, b"manifest", version)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        if name + self.SUFFIX in self.values:
+            super()._drop(name + self.SUFFIX)
+
+
 class DropsDataUnderCallsInFlight(DictKV):
     """Bug: aclose() drops the data at once, under the operations still in flight: they end
     with an AttributeError from the dropped store instead of their own answer or
