@@ -15,7 +15,10 @@ write to each prefix, after a warm-up, against a generous bound
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
@@ -34,7 +37,7 @@ from .checks import (
     get_or_none,
 )
 from .clauses import checks
-from .fixtures import StorageFixtures, raw_storage, scaled, unmeasured
+from .fixtures import StorageFixtures, not_exercised, raw_storage, scaled, unmeasured
 from .target import Target, new_location
 
 __all__ = ["CapabilityTests"]
@@ -47,6 +50,32 @@ INDEXED_LIST_FACTOR = 4.0
 
 INDEXED_LIST_SLACK = 50e-6
 """Seconds added to the bound, so that scheduling noise on calls of a few µs never fails it."""
+
+
+CHILD_TIMEOUT = 120.0
+"""Seconds the child process of the durability test may take to start, write and exit."""
+
+_CHILD = """
+import asyncio, json, os, sys
+from checkpointkit.conformance.target import resolve_target
+from checkpointkit.storage import IfMatch
+
+async def main(spec, location):
+    opened = resolve_target(spec).open(location=location)  # kept: never left
+    storage = await opened.__aenter__()
+    answers = {"put": await storage.put("crash/put", b"put before the process died")}
+    if storage.capabilities.conditional_put:
+        first = await storage.put("crash/cas", b"first", mode="create")
+        answers["cas"] = await storage.put("crash/cas", b"second", mode=IfMatch(first))
+    await storage.put("crash/deleted", b"deleted before the process died")
+    await storage.delete("crash/deleted")
+    sys.stdout.write(json.dumps(answers))
+    sys.stdout.flush()
+    os._exit(0)  # no aclose(), no clean-up, no buffer flushed: as a SIGKILL here
+
+asyncio.run(main(os.environ["CHECKPOINTKIT_CONFORMANCE_SPEC"], sys.argv[1]))
+"""
+"""The child process of `test_declared_durable_data_survives_the_death_of_its_process`."""
 
 
 def _undeclared(flag: bool, capability: str) -> None:
@@ -154,6 +183,59 @@ class CapabilityTests(StorageFixtures):
                     prefix="cap/",
                     promise="durable: a reopened storage must list the stored keys",
                 )
+
+    @checks("cap.durable")
+    async def test_declared_durable_data_survives_the_death_of_its_process(
+        self, target: Target, supports_durable: bool
+    ) -> None:
+        """A child process rebuilds the target from its SPEC string, writes (a put, an
+        if-match put, a delete) and exits at once, without ``aclose()``; each write that
+        returned is then read back here, at the version it answered."""
+        _undeclared(supports_durable, "durable")
+        _reopenable(target, "durable")
+        if target.spec is None:
+            not_exercised(
+                "the target was not given as a SPEC string (a storage URL or "
+                "module:factory; Target(spec=...)), so no process could rebuild it, write "
+                "and die"
+            )
+        location = new_location()
+        path = os.pathsep.join(p for p in sys.path if p)  # what this process imports
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _CHILD, location,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            # the SPEC in the environment, not the command line: a URL may hold a password
+            env={**os.environ, "PYTHONPATH": path, "CHECKPOINTKIT_CONFORMANCE_SPEC": target.spec},
+        )  # fmt: skip
+        try:
+            out, err = await asyncio.wait_for(child.communicate(), CHILD_TIMEOUT)
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+            raise
+        if child.returncode != 0 or not out:
+            fail(
+                "durable: the child process that writes and dies must run",
+                key="crash/",
+                expected=f"exit status 0 and the versions it wrote, through {target.name}",
+                observed=f"exit status {child.returncode}: "
+                + (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1],
+            )
+        answers = json.loads(out)
+        async with target.open(location=location) as after:
+            promise = (
+                "durable: a write that returned must survive the death of the process "
+                "that made it (killed before aclose())"
+            )
+            await expect_value(
+                after, "crash/put", b"put before the process died",
+                version=answers["put"], promise=promise,
+            )  # fmt: skip
+            if "cas" in answers:
+                await expect_value(
+                    after, "crash/cas", b"second", version=answers["cas"], promise=promise
+                )
+            await expect_missing(after, "crash/deleted", promise=promise)
 
     @checks("cap.shared", "put.conditional.one-winner")
     async def test_declared_shared_data_is_visible_to_a_second_client(

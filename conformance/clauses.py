@@ -216,7 +216,11 @@ CLAUSES: tuple[Clause, ...] = (
     ),
     # -- capabilities ---------------------------------------------------------------------
     Clause("cap.declared", "an adapter declares its capabilities as a Capabilities instance"),
-    Clause("cap.durable", "with durable, data survives closing and reopening the storage"),
+    Clause(
+        "cap.durable",
+        "with durable, data survives closing and reopening the storage, and the death of "
+        "the process that wrote it",
+    ),
     Clause("cap.shared", "with shared, a second client sees and races on the same data"),
     Clause("ttl.expires", "with ttl, a key expires after the configured time"),
     Clause(

@@ -653,11 +653,7 @@ class LifecycleSweepTests(StorageFixtures):
             client = await stack.enter_async_context(
                 hold.client(storage_target, opened, storage_location)
             )
-            look = None
-            if storage_location is not None:
-                look = await stack.enter_async_context(
-                    storage_target.open(location=storage_location)
-                )
+            reader = await _Reader.of(storage_target, storage_location, opened, stack)
             for k in ("closing/a", "closing/c"):
                 await client.put(k, b"v")
             # a large value: an adapter that reads small ones at once may wait for this one
@@ -672,7 +668,7 @@ class LifecycleSweepTests(StorageFixtures):
 
             async def close() -> Stored:
                 await client.aclose()
-                return {} if look is None else await _stored(look, keys)
+                return {} if reader is None else await reader.read(keys)
 
             async with hold.held(raw_storage(client), raw_key(client, "closing/a")):
                 # aclose() starts in the same turn of the loop as the calls, right after each
@@ -682,7 +678,7 @@ class LifecycleSweepTests(StorageFixtures):
                 await asyncio.wait(running, timeout=hold.hold_for)
             answers = await asyncio.gather(*running, return_exceptions=True)
             at_close = await closing
-            at_end = {} if look is None else await _stored(look, keys)
+            at_end = {} if reader is None else await reader.read(keys)
             await client.aclose()  # idempotent
         for answer in answers:
             if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed):
@@ -693,7 +689,7 @@ class LifecycleSweepTests(StorageFixtures):
                     expected="an answer or StorageClosed",
                     observed=f"one raised {describe(answer)}",
                 )
-        if look is None:
+        if reader is None:
             return
         held = f"the calls were held by {hold.name} when aclose() was called"
         put, deleted = answers[0], answers[2]
@@ -801,6 +797,53 @@ async def _holds_large(
     )  # fmt: skip
 
 
+class _Reader:
+    """Reads keys at a location as another client: through a storage opened beforehand when
+    the adapter declares ``shared``; else, when it declares ``durable``, through a new
+    storage opened for each read (its data survives closing and reopening; a client that
+    is not shared may read a snapshot taken when it opened). Every storage it opens stays
+    open until ``stack`` closes (a target may clean the location up when one leaves)."""
+
+    def __init__(
+        self, target: Target, location: str, stack: contextlib.AsyncExitStack, look: Storage | None
+    ) -> None:
+        self.target = target
+        self.location = location
+        self.stack = stack
+        self.look = look
+
+    @classmethod
+    async def of(
+        cls,
+        target: Target,
+        location: str | None,
+        storage: Storage,
+        stack: contextlib.AsyncExitStack,
+        look: Storage | None = None,
+    ) -> _Reader | None:
+        """A reader of ``location``, or None where no other client can be trusted to see
+        its data (no location, or neither ``shared`` nor ``durable``). ``look``: a
+        storage already open there, read through if the adapter declares ``shared``."""
+        caps = target.capabilities or storage.capabilities
+        if location is None or not (caps.shared or caps.durable):
+            return None
+        if not caps.shared:
+            look = None
+        elif look is None:
+            look = await stack.enter_async_context(target.open(location=location))
+        return cls(target, location, stack, look)
+
+    async def client(self) -> Storage:
+        """A storage that sees the location's data as it is now."""
+        if self.look is not None:
+            return self.look
+        return await self.stack.enter_async_context(self.target.open(location=self.location))
+
+    async def read(self, keys: Sequence[str]) -> Stored:
+        """What ``keys`` hold now, as another client sees them."""
+        return await _stored(await self.client(), keys)
+
+
 async def _listed(storage: Storage, prefix: str) -> list[str]:
     return [k async for k in storage.list(prefix)]
 
@@ -838,13 +881,13 @@ async def _first_calls(
     prefix: str,
     after: int,
     location: str | None = None,
-    look: Storage | None = None,
+    reader: _Reader | None = None,
 ) -> tuple[dict[str, object], Stored, Stored]:
     """Open a storage (at ``location``), start its first calls (``names``) on keys under
     ``prefix``, and ``aclose()`` it ``after`` event-loop iterations later. Returns each
-    call's answer or error by name, once every call ended, and what ``look`` (a storage
-    open at ``location``) read of the written keys the moment ``aclose()`` returned and
-    once the calls ended (empty without it)."""
+    call's answer or error by name, once every call ended, and what ``reader`` (of
+    ``location``) read of the written keys the moment ``aclose()`` returned and once the
+    calls ended (empty without it)."""
     keys = [prefix + _WRITES[name] for name in names if name in _WRITES]
     at_close: Stored = {}
     at_end: Stored = {}
@@ -853,12 +896,13 @@ async def _first_calls(
         for _ in range(after):
             await asyncio.sleep(0)
         await fresh.aclose()
-        if look is not None:
-            at_close = await _stored(look, keys)
+        if reader is not None:
+            at_close = await reader.read(keys)
         ended = await asyncio.gather(*running, return_exceptions=True)
-        if look is not None:  # before the context ends: the target may then clean up
-            at_end = await _stored(look, keys)
-            await delete_many_of(look, [prefix + key for key in _WRITES.values()])
+        if reader is not None:  # before the context ends: the target may then clean up
+            at_end = await reader.read(keys)
+            written = [prefix + key for key in _WRITES.values()]
+            await delete_many_of(await reader.client(), written)
     answers = dict(zip(names, ended, strict=True))
     for name, answer in answers.items():
         if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed | NotFound):
@@ -906,11 +950,19 @@ async def _landed_while_opening(target: Target, names: tuple[str, ...], after: i
     place the moment ``aclose()`` returned, and nothing changed after that."""
     prefix = f"landing/{len(names)}{names[0]}/{after:02d}/"
     location = new_location()
-    async with target.open(location=location) as look:
+    async with contextlib.AsyncExitStack() as stack:
+        look = await stack.enter_async_context(target.open(location=location))
+        reader = await _Reader.of(target, location, look, stack, look)
+        if reader is None:
+            return
         for name in ("put", "delete", "delete_many"):
             if name in names:
                 await look.put(prefix + _WRITES[name], b"old")
-        answers, at_close, at_end = await _first_calls(target, names, prefix, after, location, look)
+        if reader.look is None:
+            await look.aclose()  # not shared: its writes are whole for the next to open
+        answers, at_close, at_end = await _first_calls(
+            target, names, prefix, after, location, reader
+        )
     for name, answer in answers.items():
         if name not in _WRITES or isinstance(answer, BaseException):
             continue

@@ -142,6 +142,11 @@ class Target:
         max_value: the largest value, in bytes, that the coverage's ``sizes``
             matrix asks a put and a get of (default 64 MiB; lower it for a slow
             backend: the larger sizes are then outside the matrix, not unexercised).
+        spec: the SPEC string that makes this target in another process (a storage
+            URL or ``module:factory``; `resolve_target` sets it). With it, a
+            durable target's writes are made in a child process that exits
+            without closing anything, and read back here; None reports that
+            test as not exercised.
     """
 
     factory: Factory
@@ -158,6 +163,7 @@ class Target:
     outage: Outage | None = None
     max_value: int = DEFAULT_MAX_VALUE
     keys: Callable[[str], bool] | None = None
+    spec: str | None = field(default=None, repr=False)  # a URL may hold a password
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -373,7 +379,7 @@ def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
     if spec == "file":
         return Target.of(_temp_file_target(), **overrides)
     if "://" in spec:
-        return Target.of(_url_target(spec), **overrides)
+        return Target.of(_url_target(spec), **{"spec": spec, **overrides})
     if _MODULE_SPEC.match(spec):
         module_name, _, attr = spec.partition(":")
         try:
@@ -388,10 +394,10 @@ def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
             except AttributeError:
                 raise ConfigurationError(f"{module_name!r} has no attribute {attr!r}") from None
         if isinstance(obj, Target):
-            return Target.of(obj, **overrides)
+            return Target.of(obj, **{"spec": obj.spec or spec, **overrides})
         if not callable(obj):
             raise ConfigurationError(f"{spec!r} is {obj!r}, neither a factory nor a Target")
-        return Target.of(obj, **{"name": spec, **overrides})
+        return Target.of(obj, **{"name": spec, "spec": spec, **overrides})
     raise ConfigurationError(
         f"cannot tell what {spec!r} names: give a storage URL (scheme://...), "
         "'module:factory', 'file' or 'memory'"

@@ -124,7 +124,9 @@ def test_pytest_plugin_runs_the_suite_against_a_spec(tmp_path: Path) -> None:
     ]
     out = _run(args, tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "5 passed, 2 skipped" in out.stdout  # ttl and indexed_list: not declared
+    # ttl and indexed_list: not declared; the death of a writing process: the file spec's
+    # temporary folder cannot be rebuilt in another process (not exercised)
+    assert "5 passed, 3 skipped" in out.stdout
 
 
 def test_pytest_plugin_fails_on_a_broken_factory(tmp_path: Path) -> None:
@@ -243,7 +245,20 @@ def test_subclasses_may_override_storage_alone_and_are_told_what_to_override(
         "asyncio_default_fixture_loop_scope=function",
     ]
     out = _run(args, tmp_path)
-    assert "1 passed, 2 skipped" in out.stdout and "1 error" in out.stdout, out.stdout
+    assert "1 passed, 3 skipped" in out.stdout and "1 error" in out.stdout, out.stdout
     assert "overrides only the storage fixture" in out.stdout, out.stdout
     assert "override the storage_factory fixture" in out.stdout, out.stdout
     assert out.returncode == 1  # TestNothingOverridden errors: nothing to test against
+
+
+def test_a_spec_is_recorded_for_a_child_process_and_never_shown() -> None:
+    """`resolve_target` keeps the SPEC string (the durability test's child process rebuilds
+    the target from it, through its environment, not its command line); a password in it
+    appears in no repr."""
+    from checkpointkit.conformance.target import resolve_target
+
+    url = "postgresql://user:secret-pw@127.0.0.1:5/db"
+    target = resolve_target(url)
+    assert target.spec == url
+    assert "secret-pw" not in repr(target) and "secret-pw" not in target.name
+    assert resolve_target("memory").spec is None  # in-process data: nothing to rebuild

@@ -13,9 +13,13 @@ from checkpointkit.conformance.servers.postgres import postgres_target
 @pytest.fixture(scope="session")
 def postgres_conformance_target(pg_url: str) -> Target:
     # the size sweep up to 16 MiB and the model group for 3 s here (the defaults, 64 MiB
-    # and 12 s, are for users' runs)
+    # and 12 s, are for users' runs); the URL as its SPEC, so that a child process can
+    # write through it and die (the durability test)
     return Target.of(
-        postgres_target(pg_url, name="postgres"), max_value=16 * 1024 * 1024, model_budget=3.0
+        postgres_target(pg_url, name="postgres"),
+        max_value=16 * 1024 * 1024,
+        model_budget=3.0,
+        spec=pg_url,
     )
 
 

@@ -696,6 +696,15 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # -- capabilities ------------------------------------------------------------------------
     _m(
+        "durable-saved-only-on-close",
+        kv_files.SavesOnClose,
+        kv_files.SavesEachWrite,
+        CAP,
+        "test_declared_durable_data_survives_the_death_of_its_process",
+        "cap.durable",
+        make=kv_files.saved_files_target,
+    ),
+    _m(
         "durable-declared-kept-in-memory",
         kv_dict.DeclaresDurableInMemory,
         kv_dict.DurableDictKV,

@@ -12,17 +12,21 @@ client per directory (``shared`` is not declared).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, ClassVar
 from urllib.parse import quote, unquote
 
 from checkpointkit.errors import NotFound, PreconditionFailed
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+from .kv_dict import DictKV
 
 
 class FilesKV(StorageBase):
@@ -249,3 +253,116 @@ def files_target(cls: type[FilesKV] = FilesKV) -> Any:
         cleanup=lambda: shutil.rmtree(base, ignore_errors=True),
         settle_window=0.3,
     )
+
+
+# -- durability across processes ----------------------------------------------------------------
+class SavesEachWrite(DictKV):
+    """Correct twin of :class:`SavesOnClose`: the data of a location is one file, loaded when
+    the storage opens and rewritten (a temporary file renamed over it) after every write;
+    versions are random tokens, so that a later process never mints one again."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=True, shared=False, settles_cancelled_writes=True
+    )
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved: dict[str, list[str]] = json.load(f)
+        except FileNotFoundError:
+            saved = {}
+        self.values = {k: (bytes.fromhex(d), v) for k, (d, v) in saved.items()}
+        self.keys = sorted(self.values)
+
+    def _mint(self, key: str, data: bytes) -> str:
+        return secrets.token_hex(8)
+
+    # A write under way when aclose() is called ends (saved) before aclose() returns.
+    _writing = 0
+    _none_writing: asyncio.Event | None = None
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        with self._write():
+            return await super()._put(key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        with self._write():
+            return await super()._delete(key, if_match)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        if self._none_writing is None:
+            self._none_writing = asyncio.Event()
+        self._writing += 1
+        self._none_writing.clear()
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            if not self._writing:
+                self._none_writing.set()
+
+    async def _aclose(self) -> None:
+        while self._writing and self._none_writing is not None:
+            await self._none_writing.wait()
+
+    def _save(self) -> None:
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({k: [d.hex(), v] for k, (d, v) in self.values.items()}, f)
+        os.replace(tmp, self.path)
+
+    def _written(self) -> None:
+        self._save()
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        self._written()
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self._written()
+
+
+class SavesOnClose(SavesEachWrite):
+    """Bug: declares ``durable``, but keeps its writes in memory and saves them in
+    ``aclose()`` (a "save on exit" cache, as a JSON file dumped at close): closed and
+    reopened, the data is there; a process that dies before ``aclose()`` loses every write
+    it made, though each had returned."""
+
+    def _written(self) -> None:
+        pass
+
+    async def _aclose(self) -> None:
+        await super()._aclose()
+        self._save()
+
+
+def _saved_files(cls: type[SavesEachWrite]) -> Callable[..., AsyncIterator[SavesEachWrite]]:
+    async def factory(*, location: str | None = None) -> AsyncIterator[SavesEachWrite]:
+        from checkpointkit.conformance import new_location
+
+        # one folder for this process and the processes it starts (they inherit it)
+        root = os.environ.setdefault("CKC_SAVED_FILES", tempfile.mkdtemp(prefix="ckc-saved-"))
+        path = os.path.join(root, f"{location or new_location()}.json")
+        async with cls(path) as storage:
+            yield storage
+        if location is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    return factory
+
+
+saves_each_write = _saved_files(SavesEachWrite)
+saves_on_close = _saved_files(SavesOnClose)
+
+
+def saved_files_target(cls: type[SavesEachWrite]) -> Any:
+    """A target of ``cls`` with a SPEC string, so that another process can rebuild it."""
+    from checkpointkit.conformance import Target
+
+    name = "saves_on_close" if cls is SavesOnClose else "saves_each_write"
+    return Target(globals()[name], name=cls.__name__, spec=f"{__name__}:{name}", settle_window=0.3)
