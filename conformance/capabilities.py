@@ -69,7 +69,7 @@ async def main(spec, location):
         answers["cas"] = await storage.put("crash/cas", b"second", mode=IfMatch(first))
     await storage.put("crash/deleted", b"deleted before the process died")
     await storage.delete("crash/deleted")
-    sys.stdout.write(json.dumps(answers))
+    sys.stdout.write("\n" + json.dumps(answers))  # the last line, whatever came before
     sys.stdout.flush()
     os._exit(0)  # no aclose(), no clean-up, no buffer flushed: as a SIGKILL here
 
@@ -221,7 +221,7 @@ class CapabilityTests(StorageFixtures):
                 observed=f"exit status {child.returncode}: "
                 + (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1],
             )
-        answers = json.loads(out)
+        answers = json.loads(out.decode().strip().splitlines()[-1])
         async with target.open(location=location) as after:
             promise = (
                 "durable: a write that returned must survive the death of the process "
