@@ -709,15 +709,9 @@ class LifecycleSweepTests(StorageFixtures):
             observed=f"the delete answered True, and the key then held "
             f"{_held(at_close['closing/c'])} ({held})",
         )
-        for key, before in at_close.items():
-            if at_end[key] != before:
-                fail(
-                    "nothing of a call in flight may land after aclose() returned",
-                    key=key,
-                    expected=f"{_held(before)} (as when aclose() returned) once the calls ended",
-                    observed=f"it then held {_held(at_end[key])}",
-                    detail=f"{held}; aclose() returned while a write was still under way",
-                )
+        _expect_nothing_landed_after(
+            at_close, at_end, f"{held}; aclose() returned while a write was still under way"
+        )
 
     @checks("close.in-flight", "close.releases")
     async def test_aclose_while_a_fresh_storage_opens(self, storage_target: Target | None) -> None:
@@ -980,6 +974,16 @@ async def _landed_while_opening(target: Target, names: tuple[str, ...], after: i
             observed=f"the {_NAMES.get(name, name)} answered {answer!r}, and the key then "
             f"held {_held(stored)} ({_when(names, after)})",
         )
+    _expect_nothing_landed_after(
+        at_close,
+        at_end,
+        f"{_when(names, after)}; a call that waited for the storage to open went on writing "
+        "after it was closed",
+    )
+
+
+def _expect_nothing_landed_after(at_close: Stored, at_end: Stored, detail: str) -> None:
+    """What the keys held when ``aclose()`` returned is what they hold once the calls ended."""
     for key, before in at_close.items():
         if at_end[key] != before:
             fail(
@@ -987,8 +991,7 @@ async def _landed_while_opening(target: Target, names: tuple[str, ...], after: i
                 key=key,
                 expected=f"{_held(before)} (as when aclose() returned) once the calls ended",
                 observed=f"it then held {_held(at_end[key])}",
-                detail=f"{_when(names, after)}; a call that waited for the storage to open "
-                "went on writing after it was closed",
+                detail=detail,
             )
 
 
