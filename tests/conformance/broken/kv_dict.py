@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import socket
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 from checkpointkit.conformance.holds import WRITES, Hold, Operation
@@ -666,6 +666,35 @@ class DropsDataUnderCallsInFlight(DictKV):
         del self.values  # as a client library's close() frees its connection pool
 
 
+class UnderWay:
+    """An adapter's calls under way, counted as an author counts them on the public API (the
+    built-in adapters' ``CallsUnderWay`` is private): ``aclose()`` waits in `ended` until
+    none is under way. It looks at the count each time it wakes: a call that starts in the
+    turn another ends is waited for too."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._none = asyncio.Event()
+        self._none.set()
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        """Count the enclosed call as under way."""
+        self._count += 1
+        self._none.clear()
+        try:
+            yield
+        finally:
+            self._count -= 1
+            if not self._count:
+                self._none.set()
+
+    async def ended(self) -> None:
+        """Wait until no call is under way."""
+        while self._count:
+            await self._none.wait()
+
+
 class _Connection:
     """A client's connection (a socket pair): left open, it warns when it is collected."""
 
@@ -691,9 +720,7 @@ class LazyClientKV(SharedDictKV):
         super().__init__(location)
         self._connection: _Connection | None = None
         self._opening = asyncio.Lock()
-        self._under_way = 0
-        self._none_under_way = asyncio.Event()
-        self._none_under_way.set()
+        self._under_way = UnderWay()
 
     async def _open(self) -> _Connection:
         async with self._opening:
@@ -709,19 +736,12 @@ class LazyClientKV(SharedDictKV):
 
     async def _round_trip(self) -> None:
         await self._connect()
-        self._under_way += 1
-        self._none_under_way.clear()
-        try:
+        with self._under_way.call():
             await self._open()  # the SDK's request: on a closed connection, it opens anew
             await asyncio.sleep(0)
-        finally:
-            self._under_way -= 1
-            if not self._under_way:
-                self._none_under_way.set()
 
     async def _aclose(self) -> None:
-        while self._under_way:
-            await self._none_under_way.wait()
+        await self._under_way.ended()
         async with self._opening:
             if self._connection is not None:
                 self._connection.close()
@@ -750,22 +770,14 @@ class ServerKV(SharedDictKV):
         gate = asyncio.Event()
         gate.set()
         self.writable = gate if location is None else self._gates.setdefault(location, gate)
-        self._under_way = 0
-        self._none_under_way = asyncio.Event()
-        self._none_under_way.set()
+        self._under_way = UnderWay()
 
     @contextlib.asynccontextmanager
     async def _request(self, *, write: bool) -> AsyncIterator[None]:
-        self._under_way += 1
-        self._none_under_way.clear()
-        try:
+        with self._under_way.call():
             if write:
                 await self.writable.wait()
             yield
-        finally:
-            self._under_way -= 1
-            if not self._under_way:
-                self._none_under_way.set()
 
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         async with self._request(write=True):
@@ -786,8 +798,7 @@ class ServerKV(SharedDictKV):
             return await super()._list_page(prefix, start_after, cursor, limit)
 
     async def _aclose(self) -> None:
-        while self._under_way:
-            await self._none_under_way.wait()
+        await self._under_way.ended()
 
 
 class ClosesUnderHeldWrites(ServerKV):

@@ -19,14 +19,14 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 from urllib.parse import quote, unquote
 
 from checkpointkit.errors import NotFound, PreconditionFailed
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
-from .kv_dict import DictKV
+from .kv_dict import DictKV, UnderWay
 
 
 class FilesKV(StorageBase):
@@ -275,38 +275,21 @@ class SavesEachWrite(DictKV):
             saved = {}
         self.values = {k: (bytes.fromhex(d), v) for k, (d, v) in saved.items()}
         self.keys = sorted(self.values)
+        self._under_way = UnderWay()  # a write under way when aclose() is called ends first
 
     def _mint(self, key: str, data: bytes) -> str:
         return secrets.token_hex(8)
 
-    # A write under way when aclose() is called ends (saved) before aclose() returns.
-    _writing = 0
-    _none_writing: asyncio.Event | None = None
-
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
-        with self._write():
+        with self._under_way.call():
             return await super()._put(key, data, mode)
 
     async def _delete(self, key: str, if_match: str | None) -> bool:
-        with self._write():
+        with self._under_way.call():
             return await super()._delete(key, if_match)
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[None]:
-        if self._none_writing is None:
-            self._none_writing = asyncio.Event()
-        self._writing += 1
-        self._none_writing.clear()
-        try:
-            yield
-        finally:
-            self._writing -= 1
-            if not self._writing:
-                self._none_writing.set()
-
     async def _aclose(self) -> None:
-        while self._writing and self._none_writing is not None:
-            await self._none_writing.wait()
+        await self._under_way.ended()
 
     def _save(self) -> None:
         tmp = f"{self.path}.tmp"
