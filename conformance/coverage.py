@@ -614,15 +614,12 @@ class CoverageProbe:
             row = f"put {mode}"
         size = len(data) if isinstance(data, bytes | bytearray | memoryview) else -1
         if size in self._large:
-            column = (
-                "if-match" if isinstance(mode, IfMatch)
-                else mode if mode == "create"
-                else "overwrite"
-                if mode == "overwrite" and self._state(key) in ("present", "reopened")
-                else None
-            )  # fmt: skip
-            if column is not None:
-                self._mark("large values", size_label(size), column)
+            if isinstance(mode, IfMatch):
+                self._mark("large values", size_label(size), "if-match")
+            elif mode == "create":
+                self._mark("large values", size_label(size), "create")
+            elif mode == "overwrite" and self._state(key) in ("present", "reopened"):
+                self._mark("large values", size_label(size), "overwrite")
         try:
             version = await self._call(
                 "put", row, [key], lambda: self.inner.put(key, data, mode=mode)

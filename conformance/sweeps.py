@@ -266,7 +266,7 @@ class SemanticSweepTests(StorageFixtures):
     ) -> None:
         """0 and 1 bytes, and each power of two up to the target's ``max_value``, also minus and
         plus one, put and read back whole."""
-        cap = storage_target.max_value if storage_target is not None else DEFAULT_MAX_VALUE
+        cap = _max_value(storage_target)
         sizes = size_classes(cap)
         pattern = random.Random(len(sizes)).randbytes(sizes[-1])
         for size in sizes:
@@ -311,7 +311,7 @@ class SemanticSweepTests(StorageFixtures):
         a listing (the key once, nothing else), an if-match delete with a stale version
         (refused) and with the current one, and a create-only put of the missing key; each
         read back whole, with the version its write answered."""
-        cap = storage_target.max_value if storage_target is not None else DEFAULT_MAX_VALUE
+        cap = _max_value(storage_target)
         sizes = large_sizes(cap)
         pattern = random.Random(len(sizes)).randbytes(3 * sizes[-1]) if sizes else b""
         for size in sizes:
@@ -350,13 +350,12 @@ class SemanticSweepTests(StorageFixtures):
                 observed=repr(listed),
             )
             if supports_conditional_delete:
-                refused = await _refused(storage.delete(key, if_match=old))
-                expect(
-                    refused,
-                    f"an if-match delete of {where} must be refused with a stale version",
+                await expect_raises(
+                    PreconditionFailed,
+                    storage.delete(key, if_match=old),
+                    promise=f"an if-match delete of {where} must be refused with a stale version",
+                    call=f"delete({key!r}, if_match=<the stale version>)",
                     key=key,
-                    expected="PreconditionFailed",
-                    observed="it deleted the key",
                 )
                 await holds(
                     third if supports_conditional_put else second,
@@ -530,7 +529,7 @@ class ConcurrentSweepTests(StorageFixtures):
         parts or staging, must keep the condition atomic too)."""
         if not supports_conditional_put:
             pytest.skip("the adapter does not declare conditional_put")
-        cap = storage_target.max_value if storage_target is not None else DEFAULT_MAX_VALUE
+        cap = _max_value(storage_target)
         sizes = large_sizes(cap)
         pattern = random.Random(len(sizes)).randbytes(sizes[-1] + RACERS) if sizes else b""
         for size in sizes:
@@ -766,20 +765,16 @@ RACERS = 4
 """Writers of each race of `test_conditional_races_on_large_values_have_one_winner`."""
 
 
+def _max_value(target: Target | None) -> int:
+    """The largest value the size sweeps write: the target's ``max_value``, or the default."""
+    return target.max_value if target is not None else DEFAULT_MAX_VALUE
+
+
 async def _put_or_refused(storage: Storage, key: str, data: bytes, mode: PutMode) -> str | None:
     try:
         return await storage.put(key, data, mode=mode)
     except PreconditionFailed:
         return None
-
-
-async def _refused(delete: Awaitable[bool]) -> bool:
-    """Whether a conditional delete raised ``PreconditionFailed``."""
-    try:
-        await delete
-    except PreconditionFailed:
-        return True
-    return False
 
 
 async def _holds_large(
