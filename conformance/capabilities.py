@@ -45,6 +45,9 @@ __all__ = ["CapabilityTests"]
 TTL_SECONDS = 1.0
 """The expiry asked of a ``ttl`` storage; the key must be gone within 5 s after it."""
 
+_EXPIRY_PROBES = ("get", "list", "create-only put", "conditional delete")
+"""The operations that each watch one key of `test_declared_ttl_expires_keys` expire."""
+
 INDEXED_LIST_FACTOR = 4.0
 """How many times slower than its reference an indexed listing may be."""
 
@@ -281,26 +284,110 @@ class CapabilityTests(StorageFixtures):
 
     @checks("ttl.expires")
     async def test_declared_ttl_expires_keys(self, target: Target, supports_ttl: bool) -> None:
+        """Four keys, each in a scope of its own (a backend may expire a run's keys
+        together), each watched by one operation that changes nothing while the key is
+        there, until that operation finds it gone: get (``NotFound``), a listing of its
+        prefix (no key), a create-only put (it writes), a conditional delete of a stale
+        version (``False``, where it was ``PreconditionFailed``)."""
         _undeclared(supports_ttl, "ttl")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         async with target.open(ttl=TTL_SECONDS) as storage:
-            await storage.put("cap/ttl", b"short-lived")
+            caps = storage.capabilities
+            versions: dict[str, str] = {}  # each key's first version, stale at once
+            for probe in _EXPIRY_PROBES:
+                versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"first")
+                await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
             written = time.monotonic()
             await expect_value(
-                storage, "cap/ttl", b"short-lived", promise="ttl: a fresh key must be readable"
+                storage,
+                "cap/ttl-get/k",
+                b"short-lived",
+                promise="ttl: a fresh key must be readable",
             )
+
+            async def gone(probe: str) -> bool:
+                """Whether ``probe``'s operation finds its key gone (it changes nothing
+                while the key is there)."""
+                key = f"cap/ttl-{probe}/k"
+                if probe == "get":
+                    return await get_or_none(storage, key) is None
+                if probe == "list":
+                    return not [k async for k in storage.list(f"cap/ttl-{probe}/")]
+                if probe == "create-only put":
+                    try:
+                        await storage.put(key, b"written again", mode="create")
+                    except PreconditionFailed:
+                        return False
+                    await expect_value(
+                        storage,
+                        key,
+                        b"written again",
+                        promise="ttl: a create-only put of an expired key must write it",
+                    )
+                    return True
+                try:  # a conditional delete of a stale version: refused while it is there
+                    existed = await storage.delete(key, if_match=versions[probe])
+                except PreconditionFailed:
+                    return False
+                expect(
+                    existed is False,
+                    "ttl: a conditional delete of an expired key must find nothing",
+                    key=key,
+                    expected="False (a delete with if_match of a missing key)",
+                    observed=f"{existed!r}, for a version the key no longer had",
+                )
+                return True
+
+            waiting = [
+                p
+                for p in _EXPIRY_PROBES
+                if (p != "create-only put" or caps.conditional_put)
+                and (p != "conditional delete" or caps.conditional_delete)
+            ]
             deadline = written + TTL_SECONDS + 5
-            while time.monotonic() < deadline:
-                if await get_or_none(storage, "cap/ttl") is None:
-                    return
-                await asyncio.sleep(0.1)
-            fail(
-                "ttl: a key must expire",
-                key="cap/ttl",
-                expected=f"it to be gone within {TTL_SECONDS + 5:g} s (ttl {TTL_SECONDS:g} s)",
-                observed="it was still there",
-            )
+            while waiting and time.monotonic() < deadline:
+                waiting = [p for p in waiting if not await gone(p)]
+                if waiting:
+                    await asyncio.sleep(0.1)
+            if waiting:
+                fail(
+                    "ttl: a key must expire, and then no operation may find it",
+                    key=f"cap/ttl-{waiting[0]}/k",
+                    expected=f"each key gone within {TTL_SECONDS + 5:g} s (ttl "
+                    f"{TTL_SECONDS:g} s) for the operation that watched it",
+                    observed="still there for: " + ", ".join(waiting),
+                )
+
+    @checks("ttl.not-early")
+    async def test_declared_ttl_keeps_a_key_until_ttl_after_its_last_write(
+        self, target: Target, supports_ttl: bool
+    ) -> None:
+        """A key read every 50 ms: it is there for every read that starts before 3/4 of the
+        ttl after its write; overwritten at 3/5 of the ttl, it is there for every read that
+        starts before 3/4 of the ttl after the overwrite (past the first write's expiry)."""
+        _undeclared(supports_ttl, "ttl")
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        key = "cap/ttl-kept/k"
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            for write, data, overwrite_at in ((1, b"first", 0.6), (2, b"second", None)):
+                began = time.monotonic()
+                await storage.put(key, data)
+                kept_until = began + 0.75 * TTL_SECONDS
+                stop = began + overwrite_at * TTL_SECONDS if overwrite_at else kept_until
+                while (started := time.monotonic()) < stop:
+                    found = await get_or_none(storage, key)
+                    if found is None and started < kept_until:
+                        fail(
+                            "ttl: a key must stay until ttl after its last write",
+                            key=key,
+                            expected=f"it readable for {TTL_SECONDS:g} s after write {write} "
+                            f"({'a put' if write == 1 else 'an overwrite'})",
+                            observed=f"gone for a get that started "
+                            f"{started - began:.2f} s after it",
+                        )
+                    await asyncio.sleep(0.05)
 
     @checks("cap.indexed-list")
     async def test_declared_indexed_list_is_flat_in_the_number_of_keys(

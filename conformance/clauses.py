@@ -222,7 +222,16 @@ CLAUSES: tuple[Clause, ...] = (
         "the process that wrote it",
     ),
     Clause("cap.shared", "with shared, a second client sees and races on the same data"),
-    Clause("ttl.expires", "with ttl, a key expires after the configured time"),
+    Clause(
+        "ttl.expires",
+        "with ttl, a key expires after the configured time; then no operation finds it "
+        "(get, list, a create-only put, a conditional delete)",
+    ),
+    Clause(
+        "ttl.not-early",
+        "with ttl, a key stays until the configured time after its last write (an "
+        "overwrite starts its time again)",
+    ),
     Clause(
         "cap.indexed-list",
         "with indexed_list, a listing costs about a get however many keys are stored",

@@ -3,8 +3,9 @@
 Each test here was added because a broken adapter of the mutation corpus
 (``tests/conformance/broken/corpus.py``) passed the suite without it: a put that
 returns the version it replaced, values stored as C strings (trailing NULs cut), a
-prefix matched with SQL ``LIKE`` (``_`` and ``%`` are wildcards), a repeated key
-counted twice by ``delete_many``, a key limit counted in characters instead of
+prefix matched with SQL ``LIKE`` (``_`` and ``%`` are wildcards), as a glob or as a
+regular expression, a repeated key counted twice by ``delete_many`` (or a batch that
+stops at the first missing key), a key limit counted in characters instead of
 UTF-8 bytes. `PitfallTests` joins the ``semantics`` group,
 `BadInputPitfallTests` the ``bad-input`` group.
 """
@@ -101,11 +102,39 @@ class PitfallTests(StorageFixtures):
                 promise="a prefix matches literally ('_' and '%' are not wildcards, case counts)",
             )
 
+    @checks("list.prefix-only")
+    async def test_list_prefix_with_glob_and_regex_characters_matches_literally(
+        self, storage: Storage
+    ) -> None:
+        """``*``, ``?`` and ``[...]`` (a glob, as Redis ``SCAN MATCH``) and ``.``, ``+`` and
+        ``(`` (a regular expression, as a document store's ``$regex``) in a prefix are
+        characters: each prefix below has keys beside it that the pattern would match."""
+        keys = ["a*b/1", "a?b/1", "a[b]/1", "a.b/1", "a+b/1", "a(b/1", "ab/1", "axb/1", "aab/1"]
+        for key in keys:
+            await storage.put(key, b"x")
+        for prefix, expected in (
+            ("a*", ["a*b/1"]),
+            ("a?", ["a?b/1"]),
+            ("a[b]", ["a[b]/1"]),
+            ("a.", ["a.b/1"]),
+            ("a+", ["a+b/1"]),
+            ("a(", ["a(b/1"]),
+            ("a", sorted(keys)),
+        ):
+            await expect_keys(
+                storage,
+                expected,
+                prefix=prefix,
+                promise="a prefix matches literally (glob and regular-expression characters "
+                "are characters)",
+            )
+
     @checks("delete-many.count")
     async def test_delete_many_counts_a_repeated_key_once(self, storage: Storage) -> None:
         await storage.put("many/a", b"a")
         await storage.put("many/b", b"b")
-        keys = ["many/a", "many/b", "many/a", "many/missing", "many/b"]
+        # a missing key before present ones: a batch must go on past it
+        keys = ["many/a", "many/missing", "many/b", "many/a", "many/b"]
         got = await delete_many(storage, keys)
         if got != 2:
             fail(

@@ -91,7 +91,9 @@ async def _prepare(storage: Storage, name: str, state: str) -> _Key:
     key.value = b"second value of " + name.encode()
     if state == "deleted":
         await storage.delete(name)
-        key.value, key.current = None, None
+        # the version it had when deleted is its stale one: a backend that keeps a deleted
+        # key's last version (a tombstone, a soft delete) must not match it
+        key.value, key.current, key.stale = None, None, key.current
     return key
 
 
@@ -260,6 +262,59 @@ class SemanticSweepTests(StorageFixtures):
                 for row in rows:
                     await _check_row(second, row, keys[row], fallback)
 
+    @checks("cap.durable", "version.changes", "put.if-match.stale")
+    async def test_versions_after_a_reopen_never_repeat_earlier_ones(
+        self,
+        storage_target: Target | None,
+        storage_location: str | None,
+        supports_conditional_put: bool,
+        supports_durable: bool,
+    ) -> None:
+        """A key written three times, the storage closed and reopened, then written three
+        times again: no version minted after the reopen is one minted before it (a counter
+        kept in the process starts again), and no version from before matches after."""
+        if not supports_durable:
+            pytest.skip("the adapter does not declare durable")
+        if storage_target is None or storage_location is None:
+            not_exercised(
+                "the target cannot open a second storage at the same location (its factory "
+                "takes no location=), so no version was minted after a reopen"
+            )
+        key, writes = "reopen-versions/k", 3
+        async with storage_target.open(location=storage_location) as first:
+            before = [await first.put(key, b"before %d" % i) for i in range(writes)]
+            await first.aclose()
+            async with storage_target.open(location=storage_location) as second:
+                for i in range(writes):
+                    data = b"after %d" % i
+                    version = await second.put(key, data)
+                    if version in before:
+                        fail(
+                            "a version minted after a reopen must differ from every version "
+                            "the key had before it",
+                            key=key,
+                            expected=f"a version other than {before!r}",
+                            observed=f"write {i + 1} after the reopen returned {version!r}, "
+                            f"the version of write {before.index(version) + 1} before it",
+                        )
+                    if not supports_conditional_put:
+                        continue
+                    for old in before:
+                        await expect_raises(
+                            PreconditionFailed,
+                            second.put(key, b"stale", mode=IfMatch(old)),
+                            promise="a version from before a reopen must not match after it",
+                            call=f"put({key!r}, b'stale', mode=IfMatch({old!r}))",
+                            key=key,
+                        )
+                    await expect_value(
+                        second,
+                        key,
+                        data,
+                        version=version,
+                        promise="a refused if-match put must change nothing",
+                    )
+
     @checks("put.round-trip", "put.returns-version")
     async def test_values_of_every_size_class_round_trip(
         self, storage: Storage, storage_target: Target | None
@@ -383,9 +438,10 @@ class SemanticSweepTests(StorageFixtures):
         self, storage: Storage, storage_target: Target | None
     ) -> None:
         """One character, several and 120 segments, a 200-byte segment, the longest key
-        the storage holds, characters of 2, 3 and 4 UTF-8 bytes, punctuation, dots; a
-        parent with its child and the neighbours of ``/``: each put, read back, listed
-        with the others in code-point order, and deleted."""
+        the storage holds, characters of 2, 3 and 4 UTF-8 bytes (either side of U+FFFF,
+        where UTF-16 order differs), punctuation, dots; a parent with its child and the
+        neighbours of ``/``: each put, read back, listed with the others in code-point
+        order, and deleted."""
         holds = storage_target.holds_key(storage) if storage_target else holds_key_of(storage)
         longest = "l"
         while holds(longest + "l") and len(longest) < 2048:
@@ -399,6 +455,11 @@ class SemanticSweepTests(StorageFixtures):
             "é/ß",
             "日本/語",
             "emoji/\U0001f600",
+            # either side of U+FFFF: by code point (and UTF-8 bytes) U+E000 and U+FF5E sort
+            # before U+1F600; by UTF-16 code units (JavaScript, Java) after it
+            "u/\ue000",
+            "u/\uff5e",
+            "u/\U0001f600",
             "p/a b%+?#:*~=;&@$,",
             "dot/a.b",
             "n/a",

@@ -161,6 +161,14 @@ MUTANTS: tuple[Mutant, ...] = (
         make=_SQL,
     ),
     _m(
+        "version-counter-restarts-on-reopen",
+        kv_dict.VersionCounterPerOpen,
+        kv_dict.DurableDictKV,
+        SEM,
+        "test_versions_after_a_reopen_never_repeat_earlier_ones",
+        "version.changes",
+    ),
+    _m(
         "put-returns-previous-version",
         kv_dict.PutReturnsPreviousVersion,
         D,
@@ -263,6 +271,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # -- delete -------------------------------------------------------------------------------
     _m(
+        "deleted-key-keeps-its-version",
+        kv_dict.DeleteKeepsATombstone,
+        D,
+        SEM,
+        "test_every_operation_answers_right_in_every_key_state",
+        "put.if-match.missing",
+    ),
+    _m(
         "delete-missing-returns-true",
         kv_dict.DeleteMissingReturnsTrue,
         D,
@@ -305,6 +321,14 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "delete-many-counts-requests",
         kv_dict.DeleteManyCountsRequests,
+        D,
+        SEM,
+        "test_delete_many_counts_a_repeated_key_once",
+        "delete-many.count",
+    ),
+    _m(
+        "delete-many-stops-at-a-missing-key",
+        kv_dict.DeleteManyStopsAtMissing,
         D,
         SEM,
         "test_delete_many_counts_a_repeated_key_once",
@@ -489,6 +513,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "list.order",
     ),
     _m(
+        "lists-in-utf16-order",
+        kv_dict.ListsInUTF16Order,
+        D,
+        SEM,
+        "test_every_key_shape_round_trips_lists_and_deletes",
+        "list.order",
+    ),
+    _m(
         "start-after-inclusive",
         kv_dict.StartAfterInclusive,
         D,
@@ -530,6 +562,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_list_prefix_with_like_wildcards_matches_literally",
         "list.prefix-only",
         make=_SQL,
+    ),
+    _m(
+        "prefix-as-glob",
+        kv_dict.ListMatchesGlob,
+        D,
+        SEM,
+        "test_list_prefix_with_glob_and_regex_characters_matches_literally",
+        "list.prefix-only",
+    ),
+    _m(
+        "prefix-as-regex",
+        kv_dict.ListMatchesRegex,
+        D,
+        SEM,
+        "test_list_prefix_with_glob_and_regex_characters_matches_literally",
+        "list.prefix-only",
     ),
     # -- close -----------------------------------------------------------------------------------
     _m(
@@ -890,6 +938,22 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "ttl-declared-never-expires",
         kv_dict.NeverExpires,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_expires_keys",
+        "ttl.expires",
+    ),
+    _m(
+        "ttl-counted-from-the-first-write",
+        kv_dict.TtlFromTheFirstWrite,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_keeps_a_key_until_ttl_after_its_last_write",
+        "ttl.not-early",
+    ),
+    _m(
+        "expired-keys-found-but-by-get",
+        kv_dict.ExpiredKeysStillListed,
         kv_dict.ExpiringDictKV,
         CAP,
         "test_declared_ttl_expires_keys",

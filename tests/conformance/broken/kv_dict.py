@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import fnmatch
 import itertools
+import re
 import socket
 import unicodedata
 from collections.abc import AsyncIterator, Iterator
@@ -252,6 +254,39 @@ class DeleteManyCountsRequests(DictKV):
         return len(keys)
 
 
+class DeleteKeepsATombstone(DictKV):
+    """Bug: a delete is soft: the key keeps its last version as a tombstone, and an if-match
+    put of that version writes it again (a ``deleted`` flag on the row, checked by reads
+    but not by the conditional write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tombstones: dict[str, str] = {}
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        tombstone = self.tombstones.get(key) if current is None else None
+        if isinstance(mode, IfMatch) and tombstone == mode.version:
+            return
+        super()._refuse(key, current, mode)
+
+    def _drop(self, name: str) -> None:
+        self.tombstones[name] = self.values[name][1]
+        super()._drop(name)
+
+
+class DeleteManyStopsAtMissing(DictKV):
+    """Bug: delete_many stops at the first key that does not exist (a loop that breaks when
+    a delete reports nothing deleted): the keys after it stay."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed = 0
+        for key in keys:
+            if not await self._delete(key, None):
+                break
+            existed += 1
+        return existed
+
+
 # -- get and values -----------------------------------------------------------------------------
 class GetMissingReturnsEmpty(DictKV):
     """Bug: get of a missing key returns an empty value (``dict.get(key, b"")``)."""
@@ -413,6 +448,70 @@ class PrefixMatchesWholeSegments(DictKV):
         return ListPage(page, page[-1] if len(keys) > limit else None)
 
 
+class _MatchesPattern(DictKV):
+    """A listing that filters every key with a pattern made from the prefix."""
+
+    def _matches(self, prefix: str, key: str) -> bool:
+        raise NotImplementedError
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = [k for k in self.keys if self._matches(prefix, k) and (after is None or k > after)]
+        page = keys[:limit]
+        return ListPage(page, page[-1] if len(keys) > limit else None)
+
+
+class ListMatchesGlob(_MatchesPattern):
+    """Bug: the prefix is matched as a glob (Redis ``SCAN MATCH prefix*`` unescaped): ``*``,
+    ``?`` and ``[...]`` in a prefix are wildcards."""
+
+    def _matches(self, prefix: str, key: str) -> bool:
+        return fnmatch.fnmatchcase(key, prefix + "*")
+
+
+class ListMatchesRegex(_MatchesPattern):
+    """Bug: the prefix is matched as a regular expression (a document store's ``$regex:
+    '^' + prefix`` unescaped): ``.``, ``+`` and ``(`` in a prefix are not characters."""
+
+    def _matches(self, prefix: str, key: str) -> bool:
+        try:
+            return re.match(prefix, key) is not None
+        except re.error:
+            return False
+
+
+class ListsInUTF16Order(DictKV):
+    """Bug: keys sort by UTF-16 code units (a JavaScript or Java backend's string order): a
+    character from U+E000 to U+FFFF sorts after one above U+FFFF, not before it."""
+
+    @staticmethod
+    def _order(key: str) -> bytes:
+        return key.encode("utf-16-be", "surrogatepass")
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        if name not in self.values:
+            self.keys.append(name)
+            self.keys.sort(key=self._order)
+        self.values[name] = (data, version)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        bound = None if after is None else self._order(after)
+        keys = [
+            k
+            for k in self.keys
+            if k.startswith(prefix) and (bound is None or self._order(k) > bound)
+        ]
+        page = keys[:limit]
+        return ListPage(page, page[-1] if len(keys) > limit else None)
+
+
 # -- capabilities -------------------------------------------------------------------------------
 class DeclaresDurableInMemory(DictKV):
     """Bug: declares ``durable`` (the author's production backend is), but keeps the data in
@@ -443,6 +542,16 @@ class DurableDictKV(DictKV):
 
 
 _GLOBAL_COUNTER = itertools.count(1)
+
+
+class VersionCounterPerOpen(DurableDictKV):
+    """Bug: versions come from a counter kept in the storage object (the data is durable,
+    the counter is not): after a reopen it starts again at 1, and repeats versions that
+    keys had before."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.counter = itertools.count(1)
 
 
 class SharedDictKV(DictKV):
@@ -826,7 +935,8 @@ class WriteLock(Hold):
 
 
 class ExpiringDictKV(DictKV):
-    """Correct: declares ``ttl``; a key written through a storage opened with ``ttl`` expires."""
+    """Correct: declares ``ttl``; a key written through a storage opened with ``ttl`` expires
+    ``ttl`` seconds after its last write, and every operation then finds it gone."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         durable=False, shared=False, settles_cancelled_writes=True, ttl=True
@@ -837,24 +947,58 @@ class ExpiringDictKV(DictKV):
         self.ttl = ttl
         self.expires: dict[str, float] = {}
 
+    def _expiry(self, name: str) -> float | None:
+        """When a key written now expires: ``ttl`` from now."""
+        return None if self.ttl is None else _now() + self.ttl
+
     def _store(self, name: str, data: bytes, version: str) -> None:
         super()._store(name, data, version)
-        if self.ttl is not None:
-            self.expires[name] = _now() + self.ttl
+        expiry = self._expiry(name)
+        if expiry is not None:
+            self.expires[name] = expiry
 
-    async def _get(self, key: str) -> GetResult:
-        deadline = self.expires.get(key)
-        if deadline is not None and _now() >= deadline and key in self.values:
-            self._drop(key)
-            del self.expires[key]
-        return await super()._get(key)
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.expires.pop(name, None)
+
+    def _expired(self) -> list[str]:
+        now = _now()
+        return [k for k, deadline in self.expires.items() if now >= deadline and k in self.values]
+
+    async def _round_trip(self) -> None:
+        await super()._round_trip()
+        for name in self._expired():  # as the backend does: an expired key is gone
+            self._drop(name)
 
 
 class NeverExpires(ExpiringDictKV):
     """Bug: declares ``ttl`` and takes the option, but never applies it."""
 
-    def _store(self, name: str, data: bytes, version: str) -> None:
-        DictKV._store(self, name, data, version)
+    def _expiry(self, name: str) -> float | None:
+        return None
+
+
+class TtlFromTheFirstWrite(ExpiringDictKV):
+    """Bug: the expiry is set when a key is created and kept by an overwrite (Redis
+    ``EXPIRE ... NX``, or a ``SET ... KEEPTTL``): a key overwritten just before its time
+    expires at it."""
+
+    def _expiry(self, name: str) -> float | None:
+        return self.expires.get(name) or super()._expiry(name)
+
+
+class ExpiredKeysStillListed(ExpiringDictKV):
+    """Bug: an expired key is dropped only when it is read (a lazy expiry on get; the
+    listing reads an index that nothing expires): a listing, a create-only put and a
+    conditional delete still find it."""
+
+    async def _round_trip(self) -> None:
+        await DictKV._round_trip(self)
+
+    async def _get(self, key: str) -> GetResult:
+        if key in self._expired():
+            self._drop(key)
+        return await super()._get(key)
 
 
 class WritesBehind(DictKV):
