@@ -65,6 +65,7 @@ from ..versions import hex_token
 from ._deadline import DRIFT, SLOWER, ServerClock
 from ._deadline import MARGIN as _MARGIN
 from ._deadline import settle as _settle
+from ._release import unbroken
 from ._timeouts import SharedTimeout
 
 try:
@@ -1318,7 +1319,7 @@ class RedisStorage(StorageBase):
             self._timeouts.close()
             if self._owns_client:
                 with _translate_errors("close", self._ns, self._where, self._secret):
-                    await self._client.aclose()
+                    await unbroken(self._client.aclose())
 
 
 class _RedisStorageWithTTL(RedisStorage):

@@ -110,7 +110,8 @@ CLAUSES: tuple[Clause, ...] = (
     Clause("close.context-manager", "async with closes the storage on exit"),
     Clause(
         "close.releases",
-        "when aclose returns, no session, socket, file or thread of the storage is left",
+        "when aclose returns, no session, socket, file or thread of the storage is left, "
+        "also when it was cancelled",
     ),
     # -- put modes ------------------------------------------------------------------------
     Clause("put.overwrite", "an overwrite put always writes, replacing the value"),

@@ -24,7 +24,14 @@ from .fixtures import StorageFixtures
 from .hygiene import HygieneReport, hygiene
 from .target import Target
 
-__all__ = ["HygieneTests"]
+__all__ = ["ACLOSE_WAITS", "HygieneTests"]
+
+ACLOSE_WAITS = 22
+"""The most moments at which a cancellation of ``aclose()`` is tried, one storage each."""
+
+ACLOSE_YIELDS = 12
+"""The first moments are after 1 to 12 yields to the event loop; the later ones add a pause
+of 1 ms, doubling each time (to 0.5 s)."""
 
 
 def _expect_finding(report: HygieneReport, needle: str, rule: str) -> None:
@@ -140,6 +147,68 @@ class HygieneTests(StorageFixtures):
                 "warns at garbage collection. To fix it, close every connection, session and "
                 "file handle in aclose(), also the idle ones of a pool",
             )
+
+    @checks("close.releases", "hygiene.descriptors")
+    async def test_aclose_cancelled_at_any_wait_still_releases_everything(
+        self, target: Target
+    ) -> None:
+        """A storage used, then its ``aclose()`` cancelled at its first wait; another at its
+        second; and so on until ``aclose()`` ends before the cancellation (at most
+        `ACLOSE_WAITS`). A cancelled ``aclose()`` must still release what the storage
+        holds (or the ``aclose()`` that leaving ``async with`` calls again must)."""
+        if not descriptors.available():
+            pytest.skip("this system does not list open descriptors in /proc/self/fd")
+        await _exercise(target)  # a warm-up: what the process opens once is not a leak
+        before = descriptors.snapshot()
+        cancelled = 0
+        async with hygiene(check=False) as report:
+            while cancelled < ACLOSE_WAITS and await _cancel_aclose_at(target, cancelled + 1):
+                cancelled += 1
+            gc.collect()
+        found = await descriptors.wait_for_no_leak(before, foreign=target.foreign_descriptors)
+        if found or report.findings:
+            fail(
+                "a storage must release everything, also when its aclose() is cancelled",
+                expected="as many open descriptors as before, and no unclosed session, "
+                "pending task or thread",
+                observed="; ".join(
+                    (["the process still has " + descriptors.describe_leak(found)] if found else [])
+                    + report.findings
+                ),
+                detail=f"aclose() was cancelled at each of its first {cancelled} waits, one "
+                "storage each (each storage used for put, get and list first, and left "
+                "through async with, which calls aclose() again). To fix it, release in a "
+                "finally: block, or shield the release from the cancellation",
+            )
+
+
+def _pauses(wait: int) -> list[float]:
+    """The pauses before the ``wait``-th cancellation: ``wait`` yields to the event loop up
+    to `ACLOSE_YIELDS`, then also a pause of 1 ms, 2 ms, 4 ms... (an ``aclose()`` that waits
+    for a thread or a server is past many yields in one of its waits)."""
+    yields = [0.0] * min(wait, ACLOSE_YIELDS)
+    if wait > ACLOSE_YIELDS:
+        yields.append(0.001 * 2 ** (wait - ACLOSE_YIELDS - 1))
+    return yields
+
+
+async def _cancel_aclose_at(target: Target, wait: int) -> bool:
+    """Open a storage, use it and cancel its ``aclose()`` after `_pauses` of ``wait``;
+    return whether ``aclose()`` was still running then."""
+    async with target.open() as storage:
+        await storage.put("h/a", b"a")
+        await storage.get("h/a")
+        _ = [key async for key in storage.list("h/")]
+        closing = asyncio.ensure_future(storage.aclose())
+        for pause in _pauses(wait):
+            await asyncio.sleep(pause)
+            if closing.done():
+                break
+        running = not closing.done()
+        closing.cancel()
+        await asyncio.gather(closing, return_exceptions=True)
+    del storage
+    return running
 
 
 async def _exercise(target: Target) -> None:

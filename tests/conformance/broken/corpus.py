@@ -20,7 +20,17 @@ from typing import Any
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance import Target
 
-from . import adapters, kv_dict, kv_files, kv_plain, kv_sqlite, kv_threads, netkv, threaded
+from . import (
+    adapters,
+    kv_dict,
+    kv_files,
+    kv_plain,
+    kv_sqlite,
+    kv_threads,
+    model_bugs,
+    netkv,
+    threaded,
+)
 from .nonlinear import CheckThenWrite
 
 SETTLE = 0.3
@@ -514,8 +524,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _m(
         "lists-in-utf16-order",
-        kv_dict.ListsInUTF16Order,
-        D,
+        model_bugs.Utf16Order,
+        IO,
         SEM,
         "test_every_key_shape_round_trips_lists_and_deletes",
         "list.order",
@@ -704,6 +714,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _m("coroutine-never-awaited", adapters.NeverAwaits, IO, HYG, LEAK, "hygiene.never-awaited"),
     _m("finalizer-raises", adapters.FinalizerRaises, IO, HYG, LEAK, "hygiene.no-unraisable"),
+    _m(
+        "pool-cut-by-a-cancelled-aclose",
+        kv_dict.PoolCutByCancelledClose,
+        kv_dict.PooledClientKV,
+        HYG,
+        "test_aclose_cancelled_at_any_wait_still_releases_everything",
+        "close.releases",
+    ),
     _m(
         "socket-kept-open",
         adapters.KeepsSocketOpen,

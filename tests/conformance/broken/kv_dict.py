@@ -483,35 +483,6 @@ class ListMatchesRegex(_MatchesPattern):
             return False
 
 
-class ListsInUTF16Order(DictKV):
-    """Bug: keys sort by UTF-16 code units (a JavaScript or Java backend's string order): a
-    character from U+E000 to U+FFFF sorts after one above U+FFFF, not before it."""
-
-    @staticmethod
-    def _order(key: str) -> bytes:
-        return key.encode("utf-16-be", "surrogatepass")
-
-    def _store(self, name: str, data: bytes, version: str) -> None:
-        if name not in self.values:
-            self.keys.append(name)
-            self.keys.sort(key=self._order)
-        self.values[name] = (data, version)
-
-    async def _list_page(
-        self, prefix: str, start_after: str | None, cursor: Any, limit: int
-    ) -> ListPage:
-        await self._round_trip()
-        after = cursor if cursor is not None else start_after
-        bound = None if after is None else self._order(after)
-        keys = [
-            k
-            for k in self.keys
-            if k.startswith(prefix) and (bound is None or self._order(k) > bound)
-        ]
-        page = keys[:limit]
-        return ListPage(page, page[-1] if len(keys) > limit else None)
-
-
 # -- capabilities -------------------------------------------------------------------------------
 class DeclaresDurableInMemory(DictKV):
     """Bug: declares ``durable`` (the author's production backend is), but keeps the data in
@@ -815,6 +786,38 @@ class _Connection:
         self.closed = True
         for end in self.ends:
             end.close()
+
+
+class PooledClientKV(DictKV):
+    """Correct twin of :class:`PoolCutByCancelledClose`, a client with a pool of three
+    connections: ``aclose()`` closes them one at a time, each after a round trip (a
+    graceful goodbye), and closes those left in a ``finally:`` when it is cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pool = [_Connection() for _ in range(3)]
+
+    async def _aclose(self) -> None:
+        try:
+            for connection in self.pool:
+                await asyncio.sleep(0)  # the goodbye
+                connection.close()
+        finally:
+            for connection in self.pool:
+                if not connection.closed:
+                    connection.close()
+
+
+class PoolCutByCancelledClose(PooledClientKV):
+    """Bug: ``aclose()`` closes its pool one connection at a time, and a cancellation
+    between two leaves the rest open (as redis-py's client ``aclose()``, awaited as it is;
+    the storage is marked closed, so the ``aclose()`` that ``async with`` calls again
+    returns at once)."""
+
+    async def _aclose(self) -> None:
+        for connection in self.pool:
+            await asyncio.sleep(0)  # the goodbye
+            connection.close()
 
 
 class LazyClientKV(SharedDictKV):

@@ -11,12 +11,14 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from checkpointkit.storage import ListPage
+from checkpointkit.errors import PreconditionFailed
+from checkpointkit.storage import ListPage, PutMode
 
 from .adapters import IOMemoryStorage
 
 __all__ = [
     "DeleteManyCountsRepeats",
+    "DeleteManyLeavesTombstones",
     "ListSkipsAfterMissingStartAfter",
     "OffsetPagedListing",
     "Utf16Order",
@@ -35,6 +37,31 @@ class DeleteManyCountsRepeats(IOMemoryStorage):
             if key in values:
                 del values[key]
                 self._data.keys.remove(key)
+        return existed
+
+
+class DeleteManyLeavesTombstones(IOMemoryStorage):
+    """Bug: ``delete_many`` marks its keys deleted (one ``UPDATE ... SET deleted = 1``,
+    cheaper than a ``DELETE``) where ``delete`` removes the row; reads and listings skip
+    a marked row, but a create-only put (an ``INSERT`` that conflicts on the key) is
+    refused on it, and an overwrite then clears the mark."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._marked: set[str] = set()
+
+    def _check(self, key: str, mode: PutMode) -> tuple[bytes, str] | None:
+        if mode == "create" and key in self._marked:
+            raise PreconditionFailed(f"key {key!r} exists")
+        return super()._check(key, mode)
+
+    def _store(self, key: str, data: bytes) -> str:
+        self._marked.discard(key)
+        return super()._store(key, data)
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed = await super()._delete_many(keys)
+        self._marked.update(keys)
         return existed
 
 
