@@ -77,6 +77,10 @@ CLAUSES: tuple[Clause, ...] = (
         "and keeps the value",
     ),
     Clause("delete.if-match.missing", "delete with if_match of a missing key returns False"),
+    Clause(
+        "delete.conditional.one-winner",
+        "of concurrent conditional deletes (and if-match puts) of one version, exactly one wins",
+    ),
     # -- delete_many ----------------------------------------------------------------------
     Clause("delete-many.count", "delete_many deletes every key given and returns how many existed"),
     Clause(

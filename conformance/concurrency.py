@@ -52,32 +52,101 @@ class ConcurrencyTests(ConcurrentSweepTests):
     async def test_create_only_race_has_one_winner(
         self, storage: Storage, scale: float, supports_conditional_put: bool
     ) -> None:
+        """A key never written, then a key written and deleted (a backend that keeps a
+        deleted key's row may take another path to create it)."""
         _need(supports_conditional_put, "conditional_put")
         n = scaled(scale, 20)
+        await storage.put("race-deleted", b"before")
+        await storage.delete("race-deleted")
+        for key, what in (("race", "one key"), ("race-deleted", "a deleted key")):
 
-        async def create(i: int) -> str | None:
-            try:
-                return await storage.put("race", f"writer {i}".encode(), mode="create")
-            except PreconditionFailed:
-                return None
+            async def create(i: int, key: str = key) -> str | None:
+                try:
+                    return await storage.put(key, f"writer {i}".encode(), mode="create")
+                except PreconditionFailed:
+                    return None
 
-        outcomes = await asyncio.gather(*(create(i) for i in range(n)))
-        winners = [i for i, v in enumerate(outcomes) if v is not None]
-        expect(
-            len(winners) == 1,
-            f"{n} concurrent create-only puts of one key must have exactly one winner",
-            key="race",
-            expected="1 writer to succeed and the others to get PreconditionFailed",
-            observed=f"{len(winners)} succeeded (writers {listed(winners)})",
+            outcomes = await asyncio.gather(*(create(i) for i in range(n)))
+            winners = [i for i, v in enumerate(outcomes) if v is not None]
+            expect(
+                len(winners) == 1,
+                f"{n} concurrent create-only puts of {what} must have exactly one winner",
+                key=key,
+                expected="1 writer to succeed and the others to get PreconditionFailed",
+                observed=f"{len(winners)} succeeded (writers {listed(winners)})",
+            )
+            w = winners[0]
+            await expect_value(
+                storage,
+                key,
+                f"writer {w}".encode(),
+                version=outcomes[w],
+                promise="the winner's value must be stored",
+            )
+
+    @checks("delete.conditional.one-winner")
+    async def test_conditional_delete_race_has_one_winner(
+        self,
+        storage: Storage,
+        scale: float,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """Concurrent deletes with the stored version; then, where if-match puts are
+        declared, deletes and if-match puts of that version at once: one wins."""
+        _need(supports_conditional_delete, "conditional_delete")
+        n = scaled(scale, 20)
+        rounds = (
+            ("deletes", "deletes and if-match puts") if supports_conditional_put else ("deletes",)
         )
-        w = winners[0]
-        await expect_value(
-            storage,
-            "race",
-            f"writer {w}".encode(),
-            version=outcomes[w],
-            promise="the winner's value must be stored",
-        )
+        for r, what in enumerate(rounds):
+            key = f"cas-delete/{r}"
+            base = await storage.put(key, b"base")
+
+            async def delete(key: str = key, base: str = base) -> str | None:
+                try:
+                    return "deleted" if await storage.delete(key, if_match=base) else None
+                except PreconditionFailed:
+                    return None
+
+            async def swap(i: int, key: str = key, base: str = base) -> str | None:
+                try:
+                    return await storage.put(key, f"writer {i}".encode(), mode=IfMatch(base))
+                except PreconditionFailed:
+                    return None
+
+            calls = [swap(i) if r and i % 2 else delete() for i in range(n)]
+            outcomes = await asyncio.gather(*calls)
+            winners = [i for i, v in enumerate(outcomes) if v is not None]
+            expect(
+                len(winners) == 1,
+                f"{n} concurrent {what} on one version must have exactly one winner",
+                key=key,
+                expected="1 call to succeed (a delete returning True, or a put), the others "
+                "to get PreconditionFailed or, a delete after the winning delete, False",
+                observed=f"{len(winners)} succeeded (calls {listed(winners)}; the odd ones "
+                "are puts)"
+                if r
+                else f"{len(winners)} deletes returned True (deletes {listed(winners)})",
+            )
+            w = winners[0]
+            if outcomes[w] == "deleted":
+                found = await get_or_none(storage, key)
+                expect(
+                    found is None,
+                    "the key must be gone when a conditional delete won",
+                    key=key,
+                    expected="NotFound",
+                    observed=f"it holds {describe(None if found is None else found.data)}",
+                )
+            else:
+                await expect_value(
+                    storage,
+                    key,
+                    f"writer {w}".encode(),
+                    version=outcomes[w],
+                    promise="the winning if-match put's value must be stored",
+                )
 
     @checks("put.conditional.one-winner", "put.if-match.stale")
     async def test_cas_race_has_one_winner(

@@ -239,8 +239,9 @@ class SemanticSweepTests(StorageFixtures):
         supports_conditional_delete: bool,
         supports_durable: bool,
     ) -> None:
-        """Keys written through a storage that was closed, used through a new one at the same
-        location: each operation and mode once (the versions must still match)."""
+        """Keys written (and keys written, then deleted) through a storage that was closed,
+        used through a new one at the same location: each operation and mode once on each
+        (the versions must still match, and the deleted keys stay deleted)."""
         if not supports_durable:
             pytest.skip("the adapter does not declare durable")
         if storage_target is None or storage_location is None:
@@ -249,18 +250,19 @@ class SemanticSweepTests(StorageFixtures):
                 "takes no location=), so nothing was used after a reopen"
             )
         rows = _rows(supports_conditional_put, supports_conditional_delete)
-        keys: dict[str, _Key] = {}
+        keys: dict[tuple[str, str], _Key] = {}
         # The first storage is closed (aclose) before the second opens; it leaves its
         # context only at the end, which a target may use to clean the location up.
         async with storage_target.open(location=storage_location) as first:
             fallback = await first.put("sweep-version-sample", b"x")
             for row in rows:
-                name = f"reopen/{row.replace(' ', '-')}"
-                keys[row] = await _prepare(first, name, "present")
+                for state in ("present", "deleted"):  # a delete must be durable too
+                    name = f"reopen/{row.replace(' ', '-')}/{state}"
+                    keys[row, state] = await _prepare(first, name, state)
             await first.aclose()
             async with storage_target.open(location=storage_location) as second:
-                for row in rows:
-                    await _check_row(second, row, keys[row], fallback)
+                for (row, _), key in keys.items():
+                    await _check_row(second, row, key, fallback)
 
     @checks("cap.durable", "version.changes", "put.if-match.stale")
     async def test_versions_after_a_reopen_never_repeat_earlier_ones(

@@ -171,6 +171,14 @@ MUTANTS: tuple[Mutant, ...] = (
         make=_SQL,
     ),
     _m(
+        "deletes-lost-on-reopen",
+        kv_dict.DeletesLostOnReopen,
+        kv_dict.WritesThroughACopy,
+        SEM,
+        "test_every_operation_answers_right_after_a_reopen",
+        "cap.durable",
+    ),
+    _m(
         "version-counter-restarts-on-reopen",
         kv_dict.VersionCounterPerOpen,
         kv_dict.DurableDictKV,
@@ -280,6 +288,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.mode.unknown",
     ),
     # -- delete -------------------------------------------------------------------------------
+    _m(
+        "conditional-delete-checked-then-deleted",
+        kv_dict.DeleteIfMatchChecksThenDeletes,
+        D,
+        CON,
+        "test_conditional_delete_race_has_one_winner",
+        "delete.conditional.one-winner",
+    ),
+    _m(
+        "create-of-a-deleted-key-checked-then-written",
+        kv_dict.CreateOnATombstoneChecksThenWrites,
+        D,
+        CON,
+        CREATE_RACE,
+        "put.conditional.one-winner",
+    ),
     _m(
         "deleted-key-keeps-its-version",
         kv_dict.DeleteKeepsATombstone,

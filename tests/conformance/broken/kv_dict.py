@@ -254,6 +254,48 @@ class DeleteManyCountsRequests(DictKV):
         return len(keys)
 
 
+class DeleteIfMatchChecksThenDeletes(DictKV):
+    """Bug: a conditional delete reads the version, compares it, then deletes in a second
+    request (``GET`` then ``DEL``, not one script): two deletes of one version both return
+    True, and a delete and an if-match put of it both win."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._round_trip()
+        current = self.values.get(key)
+        if current is None:
+            return False
+        if if_match is not None and current[1] != if_match:
+            raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+        await self._round_trip()
+        if key in self.values:
+            self._drop(key)
+        return True
+
+
+class CreateOnATombstoneChecksThenWrites(DictKV):
+    """Bug: a deleted key's row stays, marked deleted; a create-only put of such a key
+    takes a second path (a read of the mark, then an ``UPDATE``) in two steps: creates of
+    a deleted key racing each other all win. A key never written is created atomically."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: set[str] = set()
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.marked.add(name)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if mode != "create" or key not in self.marked:
+            return await super()._put(key, data, mode)
+        await self._round_trip()
+        self._refuse(key, self.values.get(key), mode)
+        await self._round_trip()  # the UPDATE of the marked row
+        version = self._mint(key, data)
+        self._store(key, data, version)
+        return version
+
+
 class DeleteKeepsATombstone(DictKV):
     """Bug: a delete is soft: the key keeps its last version as a tombstone, and an if-match
     put of that version writes it again (a ``deleted`` flag on the row, checked by reads
@@ -513,6 +555,58 @@ class DurableDictKV(DictKV):
 
 
 _GLOBAL_COUNTER = itertools.count(1)
+
+
+class DeletesLostOnReopen(DictKV):
+    """Bug: the storage keeps a copy of its data in memory, loaded when it opens, and
+    writes puts through to the durable store but applies deletes to the copy only (a
+    write-ahead log whose replay skips delete records): after a reopen, deleted keys are
+    back. (``aclose()`` waits for the writes under way.)"""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=True, shared=False, settles_cancelled_writes=True
+    )
+    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
+    deletes_durable: ClassVar[bool] = False
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__()
+        self.counter = _GLOBAL_COUNTER
+        self.durable = self._by_location.setdefault(location or f"{id(self)}", ({}, []))
+        self.values, self.keys = dict(self.durable[0]), list(self.durable[1])
+        self.under_way = UnderWay()  # a copy read at open must not miss a write under way
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        with self.under_way.call():
+            return await super()._put(key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        with self.under_way.call():
+            return await super()._delete(key, if_match)
+
+    async def _aclose(self) -> None:
+        await self.under_way.ended()
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        values, keys = self.durable
+        if name not in values:
+            bisect.insort(keys, name)
+        values[name] = (data, version)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        values, keys = self.durable
+        if self.deletes_durable and name in values:
+            del values[name]
+            keys.remove(name)
+
+
+class WritesThroughACopy(DeletesLostOnReopen):
+    """Correct twin of :class:`DeletesLostOnReopen`: deletes go through as well."""
+
+    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
+    deletes_durable: ClassVar[bool] = True
 
 
 class VersionCounterPerOpen(DurableDictKV):
