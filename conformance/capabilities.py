@@ -262,6 +262,18 @@ class CapabilityTests(StorageFixtures):
                 "cap/shared",
                 promise="shared: the first client must see the second client's delete",
             )
+            # versions minted by two clients never repeat (a counter kept per client does)
+            by_a = [await a.put("cap/versions", b"from a %d" % i) for i in range(3)]
+            for i in range(3):
+                version = await b.put("cap/versions", b"from b %d" % i)
+                expect(
+                    version not in by_a,
+                    "shared: a version minted by one client must differ from every version "
+                    "the key had through another",
+                    key="cap/versions",
+                    expected=f"a version other than {by_a!r} (the first client's)",
+                    observed=f"the second client's write {i + 1} returned {version!r}",
+                )
             if supports_conditional_put:
 
                 async def create(s: Storage, who: bytes) -> bool:

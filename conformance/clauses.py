@@ -111,7 +111,10 @@ CLAUSES: tuple[Clause, ...] = (
         "operations in flight during aclose each end with their own answer or "
         "StorageClosed, whole or absent; nothing is still writing once aclose returns",
     ),
-    Clause("close.context-manager", "async with closes the storage on exit"),
+    Clause(
+        "close.context-manager",
+        "async with gives the storage, closes it on exit and lets an exception in the block go on",
+    ),
     Clause(
         "close.releases",
         "when aclose returns, no session, socket, file or thread of the storage is left, "
@@ -226,7 +229,11 @@ CLAUSES: tuple[Clause, ...] = (
         "with durable, data survives closing and reopening the storage, and the death of "
         "the process that wrote it",
     ),
-    Clause("cap.shared", "with shared, a second client sees and races on the same data"),
+    Clause(
+        "cap.shared",
+        "with shared, a second client sees and races on the same data, and the versions "
+        "the clients mint never repeat",
+    ),
     Clause(
         "ttl.expires",
         "with ttl, a key expires after the configured time; then no operation finds it "

@@ -526,10 +526,25 @@ class SemanticSweepTests(StorageFixtures):
 
     @checks("close.context-manager", "close.storage-closed")
     async def test_async_with_closes_the_storage(self, storage: Storage) -> None:
-        """Leaving ``async with`` closes the adapter: a later call raises StorageClosed."""
+        """Leaving ``async with`` closes the adapter: a later call raises StorageClosed; an
+        exception raised in the block goes on (``__aexit__`` must not swallow it)."""
         adapter = raw_storage(storage)
-        async with adapter:
+
+        class _Raised(Exception):
             pass
+
+        try:
+            async with adapter:
+                raise _Raised
+        except _Raised:
+            pass
+        else:
+            fail(
+                "leaving 'async with' must let an exception raised in the block go on",
+                key="after-exit",
+                expected="the block's exception raised on from the 'async with'",
+                observed="it was swallowed (an __aexit__ that returns True)",
+            )
         try:
             await adapter.get("after-exit")
         except StorageClosed:

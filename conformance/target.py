@@ -272,6 +272,12 @@ class Target:
             )
         async with cast(AbstractAsyncContextManager[Any], cm) as storage:
             for op in ("put", "get", "delete", "list", "aclose"):
+                if not callable(getattr(storage, op, None)) and callable(getattr(cm, op, None)):
+                    raise TypeError(
+                        f"the factory of {self.name!r} gave {cm!r}, whose __aenter__ returned "
+                        f"{storage!r}, not the storage: a storage's __aenter__ must return "
+                        "the storage itself (return self)"
+                    )
                 if not callable(getattr(storage, op, None)):
                     raise TypeError(
                         f"the factory of {self.name!r} gave {storage!r}, which has no {op}() method"

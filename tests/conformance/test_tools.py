@@ -120,6 +120,17 @@ async def test_target_refuses_a_keyword_its_factory_lacks_and_a_non_storage() ->
             pass
 
 
+class _EnterGivesNone(MemoryStorage):
+    async def __aenter__(self) -> None:  # type: ignore[override]  # the mistake under test
+        return None
+
+
+async def test_target_names_an_aenter_that_does_not_return_the_storage() -> None:
+    with pytest.raises(TypeError, match=r"whose __aenter__ returned None.*\(return self\)"):
+        async with Target(_EnterGivesNone).open():
+            pass
+
+
 def test_resolve_target_understands_every_spec_form(tmp_path: Path) -> None:
     assert resolve_target("memory").name == "memory"
     file_target = resolve_target("file")

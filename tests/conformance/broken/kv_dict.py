@@ -634,6 +634,16 @@ class SharedDictKV(DictKV):
         self.counter = _GLOBAL_COUNTER
 
 
+class VersionCounterPerClient(SharedDictKV):
+    """Bug: the clients share the data, but each mints versions from a counter of its own
+    (a per-process sequence): two clients give one key the same version, and a stale
+    if-match of one client matches the other's write."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.counter = itertools.count(1)
+
+
 class DeclaresSharedPrivate(DictKV):
     """Bug: declares ``shared``, but every client object has data of its own."""
 
@@ -650,6 +660,16 @@ class CapabilitiesAsDict(DictKV):
     """Bug: the capabilities are declared as a plain dict, not a Capabilities instance."""
 
     capabilities = {"durable": False, "shared": False}  # type: ignore[assignment]  # noqa: RUF012
+
+
+class ExitSwallowsErrors(DictKV):
+    """Bug: ``__aexit__`` closes the storage and returns True (a copied context manager
+    that "handles" errors): an exception raised in ``async with storage:`` is swallowed,
+    and the code after the block runs as if the block had succeeded."""
+
+    async def __aexit__(self, *exc_info: object) -> bool:  # type: ignore[override]
+        await self.aclose()
+        return True
 
 
 class DeleteReportsAfterTheFact(DictKV):
