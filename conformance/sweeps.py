@@ -23,6 +23,7 @@ import pytest
 from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed
 from ..storage import GetResult, IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
+from .cancelling import cancel, check_raised, own_answer, point_text
 from .checks import (
     describe,
     expect,
@@ -1078,10 +1079,42 @@ def _held(stored: GetResult | None) -> str:
     return "nothing" if stored is None else f"{describe(stored.data)} at version {stored.version}"
 
 
+FIRST_CALL_POINTS: tuple[int | float, ...] = (*range(1, 13), *(0.001 * 2**i for i in range(10)))
+"""When a fresh storage's first call is cancelled: after 1 to 12 event-loop iterations, then
+after 1 ms, doubling to 0.5 s (a client that connects waits for a server or a thread)."""
+
+
 class CancellationSweepTests(StorageFixtures):
     """Every operation cancelled on its first wait, then the client used again."""
 
     conformance_group: ClassVar[str | None] = "cancellation"
+
+    @checks("cancel.prompt", "cancel.healthy-after")
+    async def test_first_call_of_a_fresh_storage_cancelled_leaves_it_healthy(
+        self, storage_target: Target | None, cancel_bound: float
+    ) -> None:
+        """A fresh storage's first call (a put, which opens its client, connections or
+        files) cancelled at each of `FIRST_CALL_POINTS`, one storage each, until the put
+        ends before its cancellation: it raises ``CancelledError`` within the cancel bound,
+        and the next put and get of that storage get their own answers (a client stored
+        before its handshake ended would be left half open)."""
+        if storage_target is None:
+            not_exercised(
+                "the target supplies no factory, so no fresh storage's first call could be "
+                "cancelled"
+            )
+        for point in FIRST_CALL_POINTS:
+            async with storage_target.open() as fresh:
+                outcome = await cancel(
+                    functools.partial(fresh.put, "fresh/cut", b"cancelled"),
+                    point,
+                    "fresh/cut",
+                    bound=cancel_bound,
+                )
+                check_raised([outcome], "first put of a fresh storage", cancel_bound)
+                await own_answer(fresh, "fresh/next", f"its first call was {point_text(point)}")
+            if not outcome.took:
+                return
 
     @checks("cancel.prompt", "cancel.whole-or-absent", "cancel.healthy-after")
     async def test_every_operation_cancelled_at_its_first_wait(

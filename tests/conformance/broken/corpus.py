@@ -718,6 +718,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "cancel.prompt",
     ),
     _m(
+        "half-open-after-a-cancelled-first-call",
+        kv_dict.HalfOpenAfterCancel,
+        kv_dict.LazyClientKV,
+        CAN,
+        "test_first_call_of_a_fresh_storage_cancelled_leaves_it_healthy",
+        "cancel.healthy-after",
+    ),
+    _m(
         "stale-reply-after-cancelled-get",
         adapters.StaleReply,
         IO,

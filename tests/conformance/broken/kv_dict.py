@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
 from checkpointkit.conformance.holds import WRITES, Hold, Operation
-from checkpointkit.errors import NotFound, PreconditionFailed
+from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
 
@@ -895,6 +895,7 @@ class _Connection:
     def __init__(self) -> None:
         self.ends = socket.socketpair()
         self.closed = False
+        self.ready = True
 
     def close(self) -> None:
         self.closed = True
@@ -971,6 +972,24 @@ class LazyClientKV(SharedDictKV):
         async with self._opening:
             if self._connection is not None:
                 self._connection.close()
+
+
+class HalfOpenAfterCancel(LazyClientKV):
+    """Bug: the client keeps its connection before the handshake ends: a first call
+    cancelled during the handshake leaves a half-open connection, which every later call
+    takes and fails on ("the handshake never finished")."""
+
+    async def _open(self) -> _Connection:
+        async with self._opening:
+            if self._connection is None or self._connection.closed:
+                self._connection = _Connection()
+                self._connection.ready = False
+                await asyncio.sleep(0)  # connect
+                await asyncio.sleep(0)  # the first exchange
+                self._connection.ready = True
+            if not self._connection.ready:
+                raise StorageUnavailable("the connection's handshake never finished")
+            return self._connection
 
 
 class GoesOnAfterClose(LazyClientKV):
