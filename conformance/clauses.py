@@ -100,7 +100,11 @@ CLAUSES: tuple[Clause, ...] = (
         "yielded exactly once, in order",
     ),
     # -- aclose ---------------------------------------------------------------------------
-    Clause("close.idempotent", "aclose may be called again, and returns"),
+    Clause(
+        "close.idempotent",
+        "aclose may be called again, and returns; a call made while another is closing "
+        "returns when that one has ended",
+    ),
     Clause("close.storage-closed", "every operation after aclose raises StorageClosed"),
     Clause(
         "close.open-listing",

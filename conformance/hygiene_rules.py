@@ -24,10 +24,14 @@ from .fixtures import StorageFixtures
 from .hygiene import HygieneReport, hygiene
 from .target import Target
 
-__all__ = ["ACLOSE_WAITS", "HygieneTests"]
+__all__ = ["ACLOSE_WAITS", "RELEASE_LAG", "HygieneTests"]
 
 ACLOSE_WAITS = 22
 """The most moments at which a cancellation of ``aclose()`` is tried, one storage each."""
+
+RELEASE_LAG = 0.1
+"""Seconds within which what a storage held is released once its ``aclose()`` returned (an
+asyncio transport closes its socket one loop iteration after ``close()``)."""
 
 ACLOSE_YIELDS = 12
 """The first moments are after 1 to 12 yields to the event loop; the later ones add a pause
@@ -179,6 +183,40 @@ class HygieneTests(StorageFixtures):
                 "storage each (each storage used for put, get and list first, and left "
                 "through async with, which calls aclose() again). To fix it, release in a "
                 "finally: block, or shield the release from the cancellation",
+            )
+
+    @checks("close.idempotent", "close.releases")
+    async def test_two_aclose_calls_at_once_each_return_once_released(self, target: Target) -> None:
+        """Two ``aclose()`` at once (a shutdown hook and the end of an ``async with``):
+        whichever returns first, the storage's descriptors are released by then (give or
+        take `RELEASE_LAG` for a transport that closes its socket on the next loop
+        iteration), not only once the other has ended."""
+        if not descriptors.available():
+            pytest.skip("this system does not list open descriptors in /proc/self/fd")
+        await _exercise(target)  # a warm-up: what the process opens once is not a leak
+        before = descriptors.snapshot()
+        found: list[descriptors.Descriptor] = []
+        async with target.open() as storage:
+            await storage.put("h/a", b"a")
+            await storage.get("h/a")
+            _ = [key async for key in storage.list("h/")]
+            closing = [asyncio.ensure_future(storage.aclose()) for _ in range(2)]
+            await asyncio.wait(closing, return_when=asyncio.FIRST_COMPLETED)
+            found = await descriptors.wait_for_no_leak(
+                before, grace=RELEASE_LAG, foreign=target.foreign_descriptors
+            )
+            await asyncio.gather(*closing)
+        if found:
+            fail(
+                "each aclose() must return only once the storage has released everything, "
+                "also when another aclose() is under way",
+                expected=f"as many open descriptors as before, {RELEASE_LAG:g} s after the "
+                "first of two aclose() calls made at once returned",
+                observed="the process still had " + descriptors.describe_leak(found),
+                detail="a second aclose() that returns at once because the storage is "
+                "already closing lets its caller go on (or exit) while the first still "
+                "releases. To fix it, let a later call wait for the first one to end "
+                "(StorageBase.aclose does)",
             )
 
 

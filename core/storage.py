@@ -41,6 +41,7 @@ never.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from types import TracebackType
@@ -271,6 +272,7 @@ class StorageBase:
     """Keys fetched per backend request while listing."""
 
     _closed: bool = False
+    _closing: asyncio.Event | None = None  # set once the first aclose() has ended
 
     # -- what an adapter implements ------------------------------------------------
     def _may_match(self, version: str) -> bool:
@@ -420,11 +422,22 @@ class StorageBase:
         return _Listing(self, prefix, start_after, limit)
 
     async def aclose(self) -> None:
-        """Close the storage; idempotent; see `Storage.aclose`."""
+        """Close the storage; idempotent; see `Storage.aclose`.
+
+        A call made while another is still closing returns when that one has ended,
+        not at once: whichever returns, the storage has released what it holds.
+        """
         if self._closed:
+            closing = self._closing
+            if closing is not None:
+                await closing.wait()
             return
         self._closed = True
-        await self._aclose()
+        closing = self._closing = asyncio.Event()
+        try:
+            await self._aclose()
+        finally:
+            closing.set()
 
     async def __aenter__(self) -> Self:
         self._check_open()

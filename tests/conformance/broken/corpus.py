@@ -755,6 +755,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "close.releases",
     ),
     _m(
+        "second-aclose-returns-at-once",
+        kv_dict.SecondCloseReturnsAtOnce,
+        kv_dict.PoliteClientKV,
+        HYG,
+        "test_two_aclose_calls_at_once_each_return_once_released",
+        "close.releases",
+    ),
+    _m(
         "socket-kept-open",
         adapters.KeepsSocketOpen,
         adapters.ClosesSocket,

@@ -935,6 +935,34 @@ class PoolCutByCancelledClose(PooledClientKV):
             connection.close()
 
 
+class PoliteClientKV(PooledClientKV):
+    """Correct twin of :class:`SecondCloseReturnsAtOnce`: its pool says goodbye on each
+    connection (50 ms each) before closing it; a second ``aclose()`` made meanwhile waits
+    for the first (`StorageBase.aclose`)."""
+
+    async def _aclose(self) -> None:
+        try:
+            for connection in self.pool:
+                await asyncio.sleep(0.05)  # the goodbye's round trip
+                connection.close()
+        finally:
+            for connection in self.pool:
+                if not connection.closed:
+                    connection.close()
+
+
+class SecondCloseReturnsAtOnce(PoliteClientKV):
+    """Bug: ``aclose()`` written by hand with a flag: a second call made while the first
+    is still closing sees the flag and returns at once, and its caller goes on (or the
+    process exits) with the pool still open."""
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._aclose()
+
+
 class LazyClientKV(SharedDictKV):
     """Correct twin of :class:`GoesOnAfterClose`, a client as an HTTP SDK's: the first call
     opens a connection (two round trips, under a lock), and a request on a closed
