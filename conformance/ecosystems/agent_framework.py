@@ -253,7 +253,8 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
 
     async def test_listings_filter_by_workflow(self, instance: Any, name: str) -> None:
         mine = [await save_one(instance, name, {"i": i}) for i in range(3)]
-        await save_one(instance, f"{name}-other", {"i": 9})
+        for other in (f"{name}-other", f"{name}0", f"{name}/x"):  # names it is a prefix of
+            await save_one(instance, other, {"i": 9})
         ids = await instance.list_checkpoint_ids(workflow_name=name)
         listed = [c.checkpoint_id for c in await instance.list_checkpoints(workflow_name=name)]
         if sorted(ids) != sorted(mine) or sorted(listed) != sorted(mine):
@@ -288,12 +289,17 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
         for i in order:
             cp = checkpoint(name, {"i": i}, at=now + timedelta(seconds=i))
             ids[i] = await instance.save(cp)
+        # newer checkpoints of workflows whose names start with this one's
+        for other in (f"{name}-2", f"{name}0", f"{name}/x"):
+            await instance.save(checkpoint(other, {"other": other}, at=now + timedelta(hours=1)))
         latest = await instance.get_latest(workflow_name=name)
         if latest is None or latest.checkpoint_id != ids[3]:
             fail(
-                "get_latest returns the checkpoint with the newest timestamp",
-                expected=f"{ids[3]} (saved second to last)",
+                "get_latest returns the checkpoint with the newest timestamp, the workflow's own",
+                expected=f"{ids[3]} (saved second to last; newer ones are of the workflows "
+                f"{name}-2, {name}0 and {name}/x)",
                 observed="None" if latest is None else latest.checkpoint_id,
+                detail="match the workflow name whole, never as a prefix",
             )
 
     async def test_saving_an_id_again_replaces_it(self, instance: Any, name: str) -> None:

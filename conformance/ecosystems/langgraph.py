@@ -1062,6 +1062,82 @@ class SaverSweepTests(SaverFixtures):
                     await _put_run(saver, f"{thread}-sync-run", run, {"v": "run"})
                     await asyncio.to_thread(saver.delete_for_runs, [run])
 
+    async def test_threads_whose_ids_share_a_prefix_stay_apart(
+        self, instance: Any, thread: str
+    ) -> None:
+        """Threads named ``T``, ``T0``, ``T-1``, ``T 1`` and ``T/x`` (a saver that keys or
+        deletes by the prefix ``T`` reaches all of them): each one's latest checkpoint
+        and listing are its own, and deleting ``T`` leaves the others."""
+        saver = instance
+        names = [thread, f"{thread}0", f"{thread}-1", f"{thread} 1", f"{thread}/x"]
+        made = {name: await put(saver, name, {"thread": name}) for name in names}
+        for name in names:
+            latest, listed = _id_of(await get(saver, name)), await _ids(saver, name)
+            if latest != made[name] or listed != [made[name]]:
+                fail(
+                    "each thread's checkpoints are its own, also where thread ids share a prefix",
+                    expected=f"thread {name!r}: latest {made[name]} and a listing of it alone",
+                    observed=f"latest {latest}, listing {listed}",
+                    detail="key a thread by its whole id (a prefix query or a key made by "
+                    "concatenation without a separator that no id holds reaches other "
+                    "threads); a thread id may hold any character",
+                )
+        if "adelete_thread" not in set(implemented_methods(saver)):
+            return
+        await saver.adelete_thread(thread)
+        gone = [n for n in names[1:] if _id_of(await get(saver, n)) != made[n]]
+        if gone or await get(saver, thread) is not None:
+            fail(
+                "adelete_thread deletes that thread only, also where thread ids share a prefix",
+                expected=f"thread {thread!r} gone, the other {len(names) - 1} kept",
+                observed=f"gone: {gone or 'none'}; {thread!r} "
+                f"{'kept' if await get(saver, thread) is not None else 'gone'}",
+                detail="delete by the whole thread id, never by a prefix of it",
+            )
+
+    async def test_each_namespace_has_its_own_latest(self, instance: Any, thread: str) -> None:
+        """A root checkpoint, then a newer one in a subgraph's namespace: the root's latest
+        is still the root's (a saver that orders a thread's checkpoints by id, forgetting
+        the namespace, gives the subgraph's)."""
+        saver = instance
+        root = await put(saver, thread, {"where": "root"})
+        checkpoint, versions = checkpoint_of(saver, {"where": "sub"})
+        sub_config = config_of(thread, ns="sub:1")
+        await saver.aput(sub_config, checkpoint, {"source": "loop", "step": 0}, versions)
+        sub = checkpoint["id"]
+        for ns, expected in (("", root), ("sub:1", sub)):
+            config = config_of(thread, ns=ns)
+            latest = _id_of(await saver.aget_tuple(config))
+            listed = [_id_of(t) async for t in saver.alist(config)]
+            if latest != expected or listed != [expected]:
+                fail(
+                    "each namespace of a thread has its own latest checkpoint and listing",
+                    expected=f"namespace {ns!r}: latest {expected} and a listing of it alone",
+                    observed=f"latest {latest}, listing {listed}",
+                    detail="filter by checkpoint_ns as well as thread_id when reading the "
+                    "latest checkpoint and when listing",
+                )
+
+    async def test_next_versions_keep_increasing_as_langgraph_compares_them(
+        self, instance: Any
+    ) -> None:
+        """``get_next_version`` from nothing, 1,100 times in a row: each version is greater
+        than the one before as LangGraph compares them (``>``, string order for strings;
+        ``"10.x" < "9.x"`` unless the number is padded), or nodes stop being triggered
+        after the ninth update of a channel."""
+        previous: Any = None
+        for n in range(1, 1101):
+            version = instance.get_next_version(previous, None)
+            if previous is not None and not version > previous:
+                fail(
+                    "each next version must be greater than the version before it",
+                    expected=f"update {n}'s version greater than {previous!r}",
+                    observed=f"{version!r}",
+                    detail="pad the number (InMemorySaver: f'{n:032}.{random:016}') or use "
+                    "int versions; LangGraph compares versions with > and max()",
+                )
+            previous = version
+
     async def test_sweep_namespaces_listing_options_and_value_sizes(
         self, instance: Any, thread: str
     ) -> None:

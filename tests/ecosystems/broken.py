@@ -14,8 +14,9 @@ import atexit
 import copy
 import json
 import os
+import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +29,12 @@ from agent_framework import (
 )
 from checkpointkit.conformance.ecosystems import EcosystemTarget
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    Checkpoint,
+    CheckpointTuple,
+    get_checkpoint_id,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
 
@@ -305,6 +311,66 @@ class ReplacesFirstWriteSaver(HeldSaver):
             )
 
 
+class UnpaddedVersionSaver(HeldSaver):
+    """Bug: get_next_version writes its number unpadded (``f"{n}.{random}"``): LangGraph
+    compares versions as strings, and ``"10.x"`` sorts before ``"9.x"``."""
+
+    def get_next_version(self, current: Any, channel: Any) -> str:
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1}.{random.random():016}"
+
+
+class ThreadPrefixSaver(HeldSaver):
+    """Bug: a thread's checkpoints are found and deleted by the prefix of its id (as a key
+    prefix ``thread:{id}`` queried without a separator): thread ``t1`` lists and deletes
+    the checkpoints of ``t10``."""
+
+    def _threads(self, thread_id: Any) -> list[Any]:
+        return [t for t in list(self.storage) if str(t).startswith(str(thread_id))]
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if not config:
+            yield from super().list(config, filter=filter, before=before, limit=limit)
+            return
+        for thread in self._threads(config["configurable"]["thread_id"]):
+            one: RunnableConfig = {"configurable": {**config["configurable"], "thread_id": thread}}
+            yield from super().list(one, filter=filter, before=before, limit=limit)
+
+    def delete_thread(self, thread_id: str) -> None:
+        for thread in self._threads(thread_id):
+            super().delete_thread(thread)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.backend.io()
+        self.delete_thread(thread_id)
+
+
+class NamespaceBlindLatestSaver(HeldSaver):
+    """Bug: the latest checkpoint of a thread is its greatest id in any namespace (``ORDER BY
+    checkpoint_id DESC LIMIT 1`` without ``checkpoint_ns = ?``): a subgraph's newer
+    checkpoint is returned for the root."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if get_checkpoint_id(config):
+            return super().get_tuple(config)
+        thread = config["configurable"]["thread_id"]
+        found = [
+            super(NamespaceBlindLatestSaver, self).get_tuple(
+                {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+            )
+            for ns in list(self.storage[thread])
+        ]
+        tuples = [t for t in found if t is not None]
+        return max(tuples, key=lambda t: t.config["configurable"]["checkpoint_id"], default=None)
+
+
 class NeverAwaitsSaver(HeldSaver):
     """Bug: aput calls its flush coroutine without awaiting it."""
 
@@ -366,6 +432,18 @@ class LatestBySaveOrderStorage(HeldStorage):
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         mine = [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
         return copy.deepcopy(mine[-1]) if mine else None
+
+
+class LatestByPrefixStorage(HeldStorage):
+    """Bug: get_latest reads the workflows whose name starts with the one asked for (a key
+    prefix ``{workflow}`` queried without a separator): ``wf`` gets ``wf-2``'s newer
+    checkpoint."""
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = [c for c in self._checkpoints.values() if c.workflow_name.startswith(workflow_name)]
+        if not mine:
+            return None
+        return copy.deepcopy(max(mine, key=lambda c: datetime.fromisoformat(c.timestamp)))
 
 
 class FileStorage:

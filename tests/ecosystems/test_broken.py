@@ -18,6 +18,34 @@ RUNS = int(os.environ.get("CHECKPOINTKIT_PROOF_RUNS", "1"))
 
 # case: (broken class, correct twin, ecosystem, the test that must fail, words of its reason)
 CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
+    "next-version-unpadded": (
+        broken.UnpaddedVersionSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_next_versions_keep_increasing_as_langgraph_compares_them",
+        "pad the number",
+    ),
+    "threads-found-by-prefix": (
+        broken.ThreadPrefixSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_threads_whose_ids_share_a_prefix_stay_apart",
+        "key a thread by its whole id",
+    ),
+    "latest-blind-to-namespaces": (
+        broken.NamespaceBlindLatestSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_each_namespace_has_its_own_latest",
+        "filter by checkpoint_ns",
+    ),
+    "latest-of-workflows-by-prefix": (
+        broken.LatestByPrefixStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_get_latest_is_the_newest_by_timestamp",
+        "the workflow's own",
+    ),
     "aput-swallows-cancellation": (
         broken.SwallowsCancelSaver,
         broken.HeldSaver,
