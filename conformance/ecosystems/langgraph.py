@@ -791,6 +791,10 @@ class _State(TypedDict):
     log: Annotated[list[str], operator.add]
 
 
+class _Count(TypedDict):
+    n: int
+
+
 def _parallel_graph(
     saver: BaseCheckpointSaver[Any], calls: dict[str, int], failing: list[bool]
 ) -> Any:
@@ -903,6 +907,38 @@ class SaverScenarioTests(SaverFixtures):
                     "a graph resumed after an interrupt continues from its checkpoint",
                     expected="log ['before', 'answer:yes'], 'before' run once",
                     observed=f"log {resumed.get('log')}, calls {calls}",
+                )
+
+        await self._judge(scenario, instance, second)
+
+    async def test_a_loop_of_fifteen_updates_runs_every_step(
+        self, instance: Any, second: Any, thread: str
+    ) -> None:
+        """A node that adds one to a counter until it reaches 15, through LangGraph's runner
+        (which decides what runs next by comparing channel versions), then resumed through
+        the second instance with 5 more: every step runs."""
+        from langgraph.graph import END, START, StateGraph
+
+        def build(saver: Any, until: int) -> Any:
+            builder = StateGraph(_Count)
+            builder.add_node("add", lambda state: {"n": state["n"] + 1})
+            builder.add_edge(START, "add")
+            builder.add_conditional_edges("add", lambda state: "add" if state["n"] < until else END)
+            return builder.compile(checkpointer=saver)
+
+        async def scenario(saver: Any, reader: Any) -> None:
+            config: Any = {**config_of(f"{thread}-{id(saver)}"), "recursion_limit": 100}
+            first = await build(saver, 15).ainvoke({"n": 0}, config)
+            more = await build(reader, 20).ainvoke({"n": first["n"]}, config)
+            if (first["n"], more["n"]) != (15, 20):
+                fail(
+                    "a graph that loops runs every step over the saver",
+                    expected="n = 15 after the first run, 20 after the second",
+                    observed=f"n = {first['n']}, then {more['n']} (no error)",
+                    detail="LangGraph runs a node when a channel's version is greater than the "
+                    "one the node saw: get_next_version must mint versions that keep "
+                    "increasing as they compare (pad the number), and aput must store "
+                    "channel_versions as given",
                 )
 
         await self._judge(scenario, instance, second)

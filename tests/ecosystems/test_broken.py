@@ -25,6 +25,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_next_versions_keep_increasing_as_langgraph_compares_them",
         "pad the number",
     ),
+    "next-version-unpadded-stops-a-loop": (
+        broken.UnpaddedVersionSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_loop_of_fifteen_updates_runs_every_step",
+        ("n = 8", "pad the number"),
+    ),
     "threads-found-by-prefix": (
         broken.ThreadPrefixSaver,
         broken.HeldSaver,
