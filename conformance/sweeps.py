@@ -464,6 +464,11 @@ class SemanticSweepTests(StorageFixtures):
             "u/\uff5e",
             "u/\U0001f600",
             "p/a b%+?#:*~=;&@$,",
+            # every printable ASCII character but '/' and the backslash, in one key and one
+            # key each (an HTTP client that signs or escapes one of them wrongly; an order
+            # other than the bytes')
+            "ascii/" + _PRINTABLE,
+            *(f"ascii1/{c}" for c in _PRINTABLE if c != "."),  # '.' alone: not a key
             "dot/a.b",
             "n/a",
             "n/a-b",
@@ -1078,6 +1083,9 @@ async def _stored(storage: Storage, keys: Sequence[str]) -> Stored:
 def _held(stored: GetResult | None) -> str:
     return "nothing" if stored is None else f"{describe(stored.data)} at version {stored.version}"
 
+
+_PRINTABLE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) not in "/\\")
+"""Every printable ASCII character that a key segment may hold."""
 
 FIRST_CALL_POINTS: tuple[int | float, ...] = (*range(1, 13), *(0.001 * 2**i for i in range(10)))
 """When a fresh storage's first call is cancelled: after 1 to 12 event-loop iterations, then

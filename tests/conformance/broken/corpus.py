@@ -893,6 +893,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _m("keys-ascii-only", kv_dict.KeysAsciiOnly, D, SEM, UNICODE, "key.multi-byte"),
     _m(
+        "keys-with-characters-to-avoid-refused",
+        kv_dict.RefusesCharactersToAvoid,
+        D,
+        SEM,
+        "test_every_key_shape_round_trips_lists_and_deletes",
+        "key.multi-byte",
+    ),
+    _m(
         "non-str-key-coerced",
         kv_plain.CoercesKeysToStr,
         P,

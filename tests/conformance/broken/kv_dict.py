@@ -722,6 +722,20 @@ class VersionAsInt(DictKV):
         return next(self.counter)  # type: ignore[return-value]
 
 
+class RefusesCharactersToAvoid(DictKV):
+    """Bug: keys with the characters that S3's guide says to avoid (``{}^`|<>``) are
+    refused with InvalidKey (a check copied from that guide): valid keys, which every
+    adapter must hold so that a run can move between backends."""
+
+    def _name(self, key: str) -> str:
+        bad = set(key) & set("{}^`|<>")
+        if bad:
+            from checkpointkit.errors import InvalidKey
+
+            raise InvalidKey(f"key {key!r} has characters to avoid: {sorted(bad)}")
+        return key
+
+
 class KeysAsciiOnly(DictKV):
     """Bug: the backend's names are ASCII: a key with any other character is refused."""
 
