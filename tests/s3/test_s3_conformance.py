@@ -34,6 +34,10 @@ class S3Fixtures(StorageFixtures):
                 timeout=20.0,
                 object_names=names,
                 max_key_bytes=longest,
+                # the large values (1 MiB + 1 and 4 MiB + 1) and the sizes above 1 MiB take
+                # the multipart path, with its conditional CompleteMultipartUpload
+                multipart_threshold=1 << 20,
+                part_size=5 << 20,
             ) as storage:
                 yield storage
 
