@@ -324,7 +324,7 @@ class SemanticSweepTests(StorageFixtures):
     ) -> None:
         """0 and 1 bytes, and each power of two up to the target's ``max_value``, also minus and
         plus one, put and read back whole."""
-        cap = _max_value(storage_target)
+        cap = max_value_of(storage_target)
         sizes = size_classes(cap)
         pattern = random.Random(len(sizes)).randbytes(sizes[-1])
         for size in sizes:
@@ -369,7 +369,7 @@ class SemanticSweepTests(StorageFixtures):
         a listing (the key once, nothing else), an if-match delete with a stale version
         (refused) and with the current one, and a create-only put of the missing key; each
         read back whole, with the version its write answered."""
-        cap = _max_value(storage_target)
+        cap = max_value_of(storage_target)
         sizes = large_sizes(cap)
         pattern = random.Random(len(sizes)).randbytes(3 * sizes[-1]) if sizes else b""
         for size in sizes:
@@ -613,7 +613,7 @@ class ConcurrentSweepTests(StorageFixtures):
         parts or staging, must keep the condition atomic too)."""
         if not supports_conditional_put:
             pytest.skip("the adapter does not declare conditional_put")
-        cap = _max_value(storage_target)
+        cap = max_value_of(storage_target)
         sizes = large_sizes(cap)
         pattern = random.Random(len(sizes)).randbytes(sizes[-1] + RACERS) if sizes else b""
         for size in sizes:
@@ -849,7 +849,7 @@ RACERS = 4
 """Writers of each race of `test_conditional_races_on_large_values_have_one_winner`."""
 
 
-def _max_value(target: Target | None) -> int:
+def max_value_of(target: Target | None) -> int:
     """The largest value the size sweeps write: the target's ``max_value``, or the default."""
     return target.max_value if target is not None else DEFAULT_MAX_VALUE
 

@@ -917,6 +917,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.prefix",
     ),
     _m(
+        "large-values-overwritten-in-place",
+        kv_dict.LargeValuesOverwrittenInPlace,
+        D,
+        CON,
+        "test_concurrent_reader_sees_only_whole_values",
+        "put.atomic",
+    ),
+    _m(
         "large-values-in-parts-skip-the-condition",
         kv_dict.LargeValuesInPartsSkipTheCondition,
         D,

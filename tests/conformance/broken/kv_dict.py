@@ -762,6 +762,34 @@ class ChunkedValue(DictKV):
         return version
 
 
+class LargeValuesOverwrittenInPlace(DictKV):
+    """Bug: an overwrite of a value over 256 KiB replaces its 256 KiB parts in place, one
+    round trip each (a multipart write into the existing object), and runs to its end
+    even when cancelled (it declares no ``settles_cancelled_writes``): a reader in between
+    sees new parts beside old ones."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(durable=False, shared=False)
+    PART = 256 * 1024
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        current = self.values.get(key)
+        if len(data) <= self.PART or current is None or mode != "overwrite":
+            return await super()._put(key, data, mode)
+        return await asyncio.shield(self._in_place(key, data))
+
+    async def _in_place(self, key: str, data: bytes) -> str:
+        await self._round_trip()
+        version = self._mint(key, data)
+        for start in range(0, len(data), self.PART):
+            old, old_version = self.values.get(key, (b"", version))
+            end = start + self.PART
+            merged = old[:start] + data[start:end] + old[end:]
+            self._store(key, merged, old_version)
+            await self._round_trip()
+        self._store(key, data, version)
+        return version
+
+
 class LargeValuesInPartsLoseAByte(DictKV):
     """Bug: a value over 256 KiB is stored as 256 KiB parts cut with ``range(0, len(data) -
     1, PART)``: a value one byte over a multiple of the part size loses its last byte."""
