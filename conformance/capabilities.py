@@ -63,10 +63,11 @@ import asyncio, json, os, sys
 from checkpointkit.conformance.target import resolve_target
 from checkpointkit.storage import IfMatch
 
-async def main(spec, location):
+async def main(spec, location, repeats):
     opened = resolve_target(spec).open(location=location)  # kept: never left
     storage = await opened.__aenter__()
     answers = {"put": await storage.put("crash/put", b"put before the process died")}
+    answers["large"] = await storage.put("crash/large", bytes(range(256)) * repeats)
     if storage.capabilities.conditional_put:
         first = await storage.put("crash/cas", b"first", mode="create")
         answers["cas"] = await storage.put("crash/cas", b"second", mode=IfMatch(first))
@@ -76,7 +77,7 @@ async def main(spec, location):
     sys.stdout.flush()
     os._exit(0)  # no aclose(), no clean-up, no buffer flushed: as a SIGKILL here
 
-asyncio.run(main(os.environ["CHECKPOINTKIT_CONFORMANCE_SPEC"], sys.argv[1]))
+asyncio.run(main(os.environ["CHECKPOINTKIT_CONFORMANCE_SPEC"], sys.argv[1], int(sys.argv[2])))
 """
 """The child process of `test_declared_durable_data_survives_the_death_of_its_process`."""
 
@@ -191,9 +192,10 @@ class CapabilityTests(StorageFixtures):
     async def test_declared_durable_data_survives_the_death_of_its_process(
         self, target: Target, supports_durable: bool
     ) -> None:
-        """A child process rebuilds the target from its SPEC string, writes (a put, an
-        if-match put, a delete) and exits at once, without ``aclose()``; each write that
-        returned is then read back here, at the version it answered."""
+        """A child process rebuilds the target from its SPEC string, writes (a put, a put of
+        1 MiB and a little more, an if-match put, a delete) and exits at once, without
+        ``aclose()``; each write that returned is then read back here, at the version it
+        answered."""
         _undeclared(supports_durable, "durable")
         _reopenable(target, "durable")
         if target.spec is None:
@@ -203,9 +205,11 @@ class CapabilityTests(StorageFixtures):
                 "and die"
             )
         location = new_location()
+        # a value of 1 MiB and 256 bytes (at most max_value): stored another way by many
+        repeats = min((1 << 20) // 256 + 1, target.max_value // 256)
         path = os.pathsep.join(p for p in sys.path if p)  # what this process imports
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _CHILD, location,
+            sys.executable, "-c", _CHILD, location, str(repeats),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             # the SPEC in the environment, not the command line: a URL may hold a password
             env={**os.environ, "PYTHONPATH": path, "CHECKPOINTKIT_CONFORMANCE_SPEC": target.spec},
@@ -233,6 +237,10 @@ class CapabilityTests(StorageFixtures):
             await expect_value(
                 after, "crash/put", b"put before the process died",
                 version=answers["put"], promise=promise,
+            )  # fmt: skip
+            await expect_value(
+                after, "crash/large", bytes(range(256)) * repeats, version=answers["large"],
+                promise=promise,
             )  # fmt: skip
             if "cas" in answers:
                 await expect_value(

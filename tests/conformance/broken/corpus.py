@@ -179,6 +179,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "cap.durable",
     ),
     _m(
+        "large-values-lost-on-reopen",
+        kv_dict.LargeValuesSpilledToTheProcess,
+        kv_dict.DurableDictKV,
+        SEM,
+        "test_every_operation_answers_right_after_a_reopen",
+        "cap.durable",
+    ),
+    _m(
         "version-counter-restarts-on-reopen",
         kv_dict.VersionCounterPerOpen,
         kv_dict.DurableDictKV,

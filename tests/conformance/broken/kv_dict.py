@@ -609,6 +609,33 @@ class WritesThroughACopy(DeletesLostOnReopen):
     deletes_durable: ClassVar[bool] = True
 
 
+class LargeValuesSpilledToTheProcess(DurableDictKV):
+    """Bug: a value over 256 KiB is spilled to a temporary area of the storage object (a
+    temporary file deleted at close) and the durable store holds a reference to it: after
+    a reopen the reference leads nowhere, and the key reads as missing."""
+
+    SPILL = 256 * 1024
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.spilled: dict[str, bytes] = {}
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        if len(data) > self.SPILL:
+            self.spilled[version] = data
+            data = b"spilled:" + version.encode()
+        super()._store(name, data, version)
+
+    async def _get(self, key: str) -> GetResult:
+        found = await super()._get(key)
+        if not found.data.startswith(b"spilled:"):
+            return found
+        data = self.spilled.get(found.version)
+        if data is None:
+            raise NotFound(f"key {key!r} not found (its spilled value is gone)")
+        return GetResult(data, found.version)
+
+
 class VersionCounterPerOpen(DurableDictKV):
     """Bug: versions come from a counter kept in the storage object (the data is durable,
     the counter is not): after a reopen it starts again at 1, and repeats versions that
