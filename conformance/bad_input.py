@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import pytest
@@ -11,7 +12,10 @@ from ..errors import InvalidKey, PreconditionFailed
 from ..storage import IfMatch, Storage
 from .checks import call_text, describe, expect_keys, expect_raises, expect_value, fail
 from .clauses import checks
+from .credentials import expect_no_secret, secrets_of, shown
+from .fixtures import not_exercised, raw_storage
 from .pitfalls import BadInputPitfallTests
+from .target import Target
 
 __all__ = ["INVALID_KEYS", "BadInputTests", "versions_of_another_form"]
 
@@ -88,6 +92,11 @@ async def _check_sentinels(storage: Storage, after: str) -> None:
     await expect_keys(storage, sorted(SENTINELS), promise=promise)
 
 
+async def _after_close(storage: Storage) -> object:
+    await storage.aclose()
+    return await storage.get("secret/k")
+
+
 class BadInputTests(BadInputPitfallTests):
     """Invalid keys, prefixes, data and arguments."""
 
@@ -150,6 +159,37 @@ class BadInputTests(BadInputPitfallTests):
                 expected="InvalidKey",
                 observed="the put succeeded",
             )
+
+    @checks("error.no-credentials")
+    async def test_no_repr_or_error_shows_the_password_of_the_url(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
+        """Where the target was made from a storage URL with a password: the storage's
+        ``repr`` and ``str``, and the errors of a missing key, an invalid key, a refused
+        create-only put and a call after ``aclose()``, with their chained causes."""
+        found = secrets_of(None if storage_target is None else storage_target.spec)
+        if not found:
+            not_exercised(
+                "the target was not made from a storage URL with a password (Target.spec), "
+                "so there was no password to look for"
+            )
+        raw = raw_storage(storage)
+        expect_no_secret(found, "the storage's repr and str", shown(raw))
+        await storage.put("secret/k", b"x")
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("get of a missing key", lambda: storage.get("secret/missing")),
+            ("an invalid key", lambda: storage.put("a//b", b"x")),
+        ]
+        if storage.capabilities.conditional_put:
+            calls.append(
+                ("a refused create-only put", lambda: storage.put("secret/k", b"y", mode="create"))
+            )
+        calls.append(("a call after aclose()", lambda: _after_close(storage)))
+        for what, call in calls:
+            try:
+                await call()
+            except Exception as exc:
+                expect_no_secret(found, f"the error of {what}", shown(exc))
 
     @checks("key.prefix", "error.invalid-key", "error.loses-nothing")
     @pytest.mark.parametrize("prefix", ["a//", "../", "a\x00", "/a", "a\\b/"])

@@ -162,6 +162,10 @@ CLAUSES: tuple[Clause, ...] = (
     # -- errors ---------------------------------------------------------------------------
     Clause("error.names-key", "an error about a key names the key"),
     Clause(
+        "error.no-credentials",
+        "no repr, error or chained error of a storage shows a password of its URL",
+    ),
+    Clause(
         "error.loses-nothing",
         "a refused call (bad key, data or argument) loses nothing already stored",
     ),

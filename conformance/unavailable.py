@@ -38,6 +38,7 @@ from .cancelling import own_answer
 from .checks import describe, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
 from .coverage import backend_down
+from .credentials import expect_no_secret, secrets_of, shown
 from .fixtures import StorageFixtures, not_exercised, raw_storage
 from .holds import Operation
 from .outages import Outage
@@ -178,6 +179,11 @@ class UnavailableTests(StorageFixtures):
                         detail="Raise it with 'raise StorageUnavailable(...) from exc', so that "
                         "the traceback shows what failed",
                     )
+            expect_no_secret(
+                secrets_of(None if target is None else target.spec),
+                f"the StorageUnavailable of a {op} {context}",
+                shown(error),
+            )
             # The backend is back: the same client answers, and nothing stored was lost.
             after = f"a {op} that failed {context}"
             await own_answer(client, "down-next", after)
@@ -215,7 +221,7 @@ class UnavailableTests(StorageFixtures):
                     promise="once the backend is back, a listing must get its own answer",
                 )
 
-    @checks("error.unavailable")
+    @checks("error.unavailable", "error.no-credentials")
     async def test_put_while_the_backend_is_down_raises_storage_unavailable(
         self,
         storage: Storage,
@@ -225,7 +231,7 @@ class UnavailableTests(StorageFixtures):
     ) -> None:
         await self._down("put", storage, backend_outage, storage_target, storage_location)
 
-    @checks("error.unavailable")
+    @checks("error.unavailable", "error.no-credentials")
     async def test_delete_while_the_backend_is_down_raises_storage_unavailable(
         self,
         storage: Storage,
@@ -235,7 +241,7 @@ class UnavailableTests(StorageFixtures):
     ) -> None:
         await self._down("delete", storage, backend_outage, storage_target, storage_location)
 
-    @checks("error.unavailable")
+    @checks("error.unavailable", "error.no-credentials")
     async def test_delete_many_while_the_backend_is_down_raises_storage_unavailable(
         self,
         storage: Storage,
@@ -245,7 +251,7 @@ class UnavailableTests(StorageFixtures):
     ) -> None:
         await self._down("delete_many", storage, backend_outage, storage_target, storage_location)
 
-    @checks("error.unavailable")
+    @checks("error.unavailable", "error.no-credentials")
     async def test_get_while_the_backend_is_down_raises_storage_unavailable(
         self,
         storage: Storage,
@@ -255,7 +261,7 @@ class UnavailableTests(StorageFixtures):
     ) -> None:
         await self._down("get", storage, backend_outage, storage_target, storage_location)
 
-    @checks("error.unavailable")
+    @checks("error.unavailable", "error.no-credentials")
     async def test_list_page_while_the_backend_is_down_raises_storage_unavailable(
         self,
         storage: Storage,

@@ -505,6 +505,17 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.max-length",
     ),
     _m(
+        "shows-the-password-of-its-url",
+        kv_dict.ShowsItsURL,
+        kv_dict.ShowsItsHost,
+        BAD,
+        "test_no_repr_or_error_shows_the_password_of_the_url",
+        "error.no-credentials",
+        make=lambda cls: Target(
+            cls, name=cls.__name__, settle_window=SETTLE, spec=kv_dict.SECRET_URL
+        ),
+    ),
+    _m(
         "key-error-omits-key",
         kv_plain.KeyErrorOmitsKey,
         P,

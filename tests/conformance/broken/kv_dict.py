@@ -699,6 +699,39 @@ class ExitSwallowsErrors(DictKV):
         return True
 
 
+SECRET_URL = "kv://user:pa%24%24word-9@127.0.0.1:6399/0"
+"""The URL that :class:`ShowsItsURL` and its twin are opened with (password ``pa$$word-9``)."""
+
+
+class ShowsItsURL(DictKV):
+    """Bug: the storage keeps the URL it was opened with and shows it, password and all: in
+    its repr and in the message of its NotFound (``key 'k' not found in kv://user:...``)."""
+
+    def __init__(self, url: str = SECRET_URL) -> None:
+        super().__init__()
+        self.url = url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    async def _get(self, key: str) -> GetResult:
+        found = self.values.get(key)
+        if found is None:
+            await self._round_trip()
+            raise NotFound(f"key {key!r} not found in {self.url}")
+        return await super()._get(key)
+
+
+class ShowsItsHost(ShowsItsURL):
+    """Correct twin of :class:`ShowsItsURL`: its repr and errors name the host only."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(host={self.url.split('@')[-1]!r})"
+
+    async def _get(self, key: str) -> GetResult:
+        return await DictKV._get(self, key)
+
+
 class DeleteReportsAfterTheFact(DictKV):
     """Bug: delete returns whether the key exists *after* deleting it: always False."""
 
