@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, ClassVar
 
 from ..errors import NotFound, PreconditionFailed
@@ -19,7 +19,7 @@ from .clauses import checks
 from .coverage import large_sizes
 from .fixtures import scaled, set_small_pages
 from .semantics import _need
-from .sweeps import ConcurrentSweepTests, max_value_of
+from .sweeps import ConcurrentSweepTests, max_value_of, put_or_refused
 from .target import Target
 
 __all__ = ["ConcurrencyTests"]
@@ -63,14 +63,9 @@ class ConcurrencyTests(ConcurrentSweepTests):
         await storage.put("race-deleted", b"before")
         await storage.delete("race-deleted")
         for key, what in (("race", "one key"), ("race-deleted", "a deleted key")):
-
-            async def create(i: int, key: str = key) -> str | None:
-                try:
-                    return await storage.put(key, f"writer {i}".encode(), mode="create")
-                except PreconditionFailed:
-                    return None
-
-            outcomes = await asyncio.gather(*(create(i) for i in range(n)))
+            outcomes = await asyncio.gather(
+                *(put_or_refused(storage, key, f"writer {i}".encode(), "create") for i in range(n))
+            )
             winners = [i for i, v in enumerate(outcomes) if v is not None]
             expect(
                 len(winners) == 1,
@@ -113,11 +108,8 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 except PreconditionFailed:
                     return None
 
-            async def swap(i: int, key: str = key, base: str = base) -> str | None:
-                try:
-                    return await storage.put(key, f"writer {i}".encode(), mode=IfMatch(base))
-                except PreconditionFailed:
-                    return None
+            def swap(i: int, key: str = key, base: str = base) -> Awaitable[str | None]:
+                return put_or_refused(storage, key, f"writer {i}".encode(), IfMatch(base))
 
             calls = [swap(i) if r and i % 2 else delete() for i in range(n)]
             outcomes = await asyncio.gather(*calls)
@@ -160,13 +152,12 @@ class ConcurrencyTests(ConcurrentSweepTests):
         n = scaled(scale, 20)
         base = await storage.put("cas", b"base")
 
-        async def swap(i: int) -> str | None:
-            try:
-                return await storage.put("cas", f"writer {i}".encode(), mode=IfMatch(base))
-            except PreconditionFailed:
-                return None
-
-        outcomes = await asyncio.gather(*(swap(i) for i in range(n)))
+        outcomes = await asyncio.gather(
+            *(
+                put_or_refused(storage, "cas", f"writer {i}".encode(), IfMatch(base))
+                for i in range(n)
+            )
+        )
         winners = [i for i, v in enumerate(outcomes) if v is not None]
         expect(
             len(winners) == 1,

@@ -634,7 +634,7 @@ class ConcurrentSweepTests(StorageFixtures):
             for how in ("create-only", "if-match"):
                 mode: PutMode = "create" if version is None else IfMatch(version)
                 answers = await asyncio.gather(
-                    *(_put_or_refused(storage, key, value, mode) for value in values)
+                    *(put_or_refused(storage, key, value, mode) for value in values)
                 )
                 winners = [i for i, answer in enumerate(answers) if answer is not None]
                 expect(
@@ -865,7 +865,8 @@ def max_value_of(target: Target | None) -> int:
     return target.max_value if target is not None else DEFAULT_MAX_VALUE
 
 
-async def _put_or_refused(storage: Storage, key: str, data: bytes, mode: PutMode) -> str | None:
+async def put_or_refused(storage: Storage, key: str, data: bytes, mode: PutMode) -> str | None:
+    """The version a conditional put wrote, or None if its condition refused it."""
     try:
         return await storage.put(key, data, mode=mode)
     except PreconditionFailed:
