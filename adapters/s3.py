@@ -219,8 +219,9 @@ class S3Storage(StorageBase):
         session_token: explicit temporary credentials; never printed.
         profile: a profile of the shared AWS configuration files.
         create: create the bucket on first use if it does not exist.
-        multipart_threshold: values larger than this many bytes are sent as a
-            multipart upload (default 8 MiB).
+        multipart_threshold: overwrites larger than this many bytes are sent as
+            a multipart upload (default 8 MiB); a conditional put is one
+            ``PutObject`` up to `conditional_put_max`.
         part_size: multipart part size in bytes (at least 5 MiB; default 8 MiB;
             grown when a value would need more than 10,000 parts).
         max_concurrency: parts of one multipart upload sent at once (default 4).
@@ -259,6 +260,14 @@ class S3Storage(StorageBase):
     Raises:
         ConfigurationError: a bad bucket name, prefix or option.
     """
+
+    conditional_put_max: ClassVar[int] = MAX_SINGLE_PUT
+    """A create-only or if-match put of up to this many bytes is one ``PutObject``, whatever
+    ``multipart_threshold`` says: a conditional ``CompleteMultipartUpload`` is not checked
+    atomically by every server (SeaweedFS let up to 4 of 4 concurrent create-only
+    completions of one key succeed), nor checked at all by some (moto ignores ``If-Match``
+    there). Only larger values, which one request cannot carry, use a multipart upload with
+    the condition on its completion."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         conditional_put=True, conditional_delete=True, durable=True, shared=True, ttl=False
@@ -703,7 +712,7 @@ class S3Storage(StorageBase):
             conditions["IfMatch"] = mode.version
             condition = f"if-match {mode.version}: the key is missing or at another version"
         multipart = len(data) > self._threshold and (
-            not isinstance(mode, IfMatch) or len(data) > MAX_SINGLE_PUT
+            mode == "overwrite" or len(data) > self.conditional_put_max
         )
         if conditions or multipart:
             token = secrets.token_hex(12)
