@@ -149,6 +149,13 @@ _PUNCTUATION = frozenset(" %+?#:*~=;&@$,'\"[]")
 _NEIGHBOURS = frozenset("-./0")
 
 
+def passed_on(given: Iterable[str], batch: list[str]) -> Iterable[str]:
+    """What a wrapper that read ``given`` into ``batch`` hands the adapter: a one-shot
+    iterator again where ``given`` was one (an adapter that reads its keys twice must meet
+    the caller's generator), else ``batch``."""
+    return iter(batch) if isinstance(given, Iterator) else batch
+
+
 def size_classes(cap: int) -> list[int]:
     """0, 1, and each power of two from 2 to ``cap``, also minus and plus one (at most ``cap``)."""
     sizes = {0, 1}
@@ -685,10 +692,13 @@ class CoverageProbe:
         """The adapter's own ``delete_many`` (one ``delete`` per key where it has none)."""
         batch = list(keys)
         if not all(isinstance(k, str) for k in batch):
-            return await delete_many(self.inner, batch)
+            return await delete_many(self.inner, passed_on(keys, batch))
         try:
             count = await self._call(
-                "delete_many", "delete_many", batch, lambda: delete_many(self.inner, batch)
+                "delete_many",
+                "delete_many",
+                batch,
+                lambda: delete_many(self.inner, passed_on(keys, batch)),
             )
         except BaseException:
             for k in batch:

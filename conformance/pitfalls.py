@@ -12,6 +12,7 @@ UTF-8 bytes. `PitfallTests` joins the ``semantics`` group,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 from ..errors import InvalidKey, StorageClosed
@@ -146,6 +147,36 @@ class PitfallTests(StorageFixtures):
         await expect_keys(
             storage, [], prefix="many/", promise="delete_many must delete every key given"
         )
+
+    @checks("delete-many.count")
+    async def test_delete_many_takes_any_iterable_of_keys(self, storage: Storage) -> None:
+        """A generator (which can be read once: an adapter that checks every key in one pass
+        and deletes in a second deletes nothing), a tuple, a set and a dict's keys."""
+        batches: dict[str, Callable[[list[str]], Iterable[str]]] = {
+            "a generator": lambda keys: (key for key in keys),
+            "a tuple": tuple,
+            "a set": set,
+            "a dict's keys": lambda keys: dict.fromkeys(keys).keys(),
+        }
+        for what, make in batches.items():
+            keys = [f"many-of/{what.replace(' ', '-')}/{i}" for i in range(3)]
+            for key in keys:
+                await storage.put(key, b"x")
+            got = await delete_many(storage, make(keys))
+            if got != len(keys):
+                fail(
+                    "delete_many must take any iterable of keys",
+                    key=keys[0],
+                    expected=f"delete_many of {what} of {len(keys)} stored keys to return "
+                    f"{len(keys)}",
+                    observed=f"it returned {describe(got)}",
+                )
+            await expect_keys(
+                storage,
+                [],
+                prefix=keys[0].rsplit("/", 1)[0] + "/",
+                promise=f"delete_many of {what} must delete every key of it",
+            )
 
     @checks("close.open-listing")
     async def test_next_page_of_a_listing_opened_before_close_raises_storage_closed(

@@ -48,7 +48,7 @@ from ..errors import ConfigurationError
 from ..keys import MAX_KEY_BYTES
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage, StorageBase, delete_many
-from .coverage import DEFAULT_MAX_VALUE, OPS, CoverageProbe, Reach
+from .coverage import DEFAULT_MAX_VALUE, OPS, CoverageProbe, Reach, passed_on
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
 from .outages import FileOutage, Outage, ProxyOutage, default_outage
 from .settings import (
@@ -533,7 +533,7 @@ class PrefixedStorage:
         return await self.inner.delete(self._k(key), if_match=if_match)
 
     async def delete_many(self, keys: Iterable[str]) -> int:
-        return await delete_many(self.inner, [self._k(key) for key in keys])
+        return await delete_many(self.inner, passed_on(keys, [self._k(key) for key in keys]))
 
     def list(
         self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None

@@ -369,6 +369,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete-many.count",
     ),
     _m(
+        "delete-many-reads-its-keys-twice",
+        kv_dict.DeleteManyReadsItsKeysTwice,
+        D,
+        SEM,
+        "test_delete_many_takes_any_iterable_of_keys",
+        "delete-many.count",
+    ),
+    _m(
         "delete-many-stops-at-a-missing-key",
         kv_dict.DeleteManyStopsAtMissing,
         D,

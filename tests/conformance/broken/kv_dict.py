@@ -18,11 +18,12 @@ import itertools
 import re
 import socket
 import unicodedata
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, ClassVar
 
 from checkpointkit.conformance.holds import WRITES, Hold, Operation
 from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.keys import validate_key
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
 
@@ -314,6 +315,18 @@ class DeleteKeepsATombstone(DictKV):
     def _drop(self, name: str) -> None:
         self.tombstones[name] = self.values[name][1]
         super()._drop(name)
+
+
+class DeleteManyReadsItsKeysTwice(DictKV):
+    """Bug: ``delete_many`` checks every key in one pass over ``keys`` and deletes in a
+    second (its own, not `StorageBase`'s): given a generator, the second pass finds
+    nothing, and nothing is deleted."""
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        self._check_open()
+        for key in keys:
+            validate_key(key)
+        return await self._delete_many(list(keys)) if keys else 0
 
 
 class DeleteManyStopsAtMissing(DictKV):
