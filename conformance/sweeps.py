@@ -253,10 +253,10 @@ class SemanticSweepTests(StorageFixtures):
             )
         rows = _rows(supports_conditional_put, supports_conditional_delete)
         keys: dict[tuple[str, str], _Key] = {}
-        # The first storage is closed (aclose) before the second opens; it leaves its
-        # context only at the end, which a target may use to clean the location up.
         # a large value too: adapters store those another way (in parts, blocks, staged)
         large = random.Random(7).randbytes(min(REOPEN_LARGE, max_value_of(storage_target)))
+        # The first storage is closed (aclose) before the second opens; it leaves its
+        # context only at the end, which a target may use to clean the location up.
         async with storage_target.open(location=storage_location) as first:
             fallback = await first.put("sweep-version-sample", b"x")
             for row in rows:
