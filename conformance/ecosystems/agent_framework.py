@@ -578,13 +578,16 @@ class CheckpointStorageIsolationTests(CheckpointStorageFixtures):
         latest = await instance.get_latest(workflow_name=name)
         if latest is not None:
             latest.state["items"].append(5)
+        for listed in await instance.list_checkpoints(workflow_name=name):
+            listed.state["items"].append(6)
         again = await load_or_none(instance, checkpoint_id)
         if again is None or again.state != {"items": [1, 2, 3]}:
             fail(
                 "mutating a loaded checkpoint must change nothing stored",
                 expected="{'items': [1, 2, 3]}",
                 observed="nothing" if again is None else f"{again.state}",
-                detail="decode a new object on every load; never return the stored one",
+                detail="decode a new object on every load, get_latest and list_checkpoints; "
+                "never return the stored one",
             )
 
 

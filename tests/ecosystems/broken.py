@@ -434,6 +434,14 @@ class LatestBySaveOrderStorage(HeldStorage):
         return copy.deepcopy(mine[-1]) if mine else None
 
 
+class ListsStoredObjectsStorage(HeldStorage):
+    """Bug: list_checkpoints returns the stored checkpoints themselves (no copy), where load
+    and get_latest copy: mutating a listed checkpoint changes what is stored."""
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
+
+
 class LatestByPrefixStorage(HeldStorage):
     """Bug: get_latest reads the workflows whose name starts with the one asked for (a key
     prefix ``{workflow}`` queried without a separator): ``wf`` gets ``wf-2``'s newer

@@ -46,6 +46,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_each_namespace_has_its_own_latest",
         "filter by checkpoint_ns",
     ),
+    "list-checkpoints-returns-stored-objects": (
+        broken.ListsStoredObjectsStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_mutating_a_loaded_checkpoint_changes_nothing_stored",
+        "list_checkpoints",
+    ),
     "latest-of-workflows-by-prefix": (
         broken.LatestByPrefixStorage,
         broken.HeldStorage,
