@@ -611,14 +611,18 @@ class SaverIsolationTests(SaverFixtures):
         assert first is not None
         first.checkpoint["channel_values"]["items"].append(4)
         first.checkpoint["channel_values"]["extra"] = 1
+        async for listed in instance.alist(config_of(thread)):
+            listed.checkpoint["channel_values"]["items"].append(5)
         again = await get(instance, thread, checkpoint_id)
+        relisted = [t.checkpoint["channel_values"] async for t in instance.alist(config_of(thread))]
         stored = None if again is None else again.checkpoint["channel_values"]
-        if stored != {"items": [1, 2, 3]}:
+        if stored != {"items": [1, 2, 3]} or relisted != [{"items": [1, 2, 3]}]:
             fail(
-                "mutating a loaded checkpoint must change nothing stored",
-                expected="{'items': [1, 2, 3]}",
-                observed=f"{stored}",
-                detail="deserialize a new object on every load; never return the stored one",
+                "mutating a loaded or listed checkpoint must change nothing stored",
+                expected="{'items': [1, 2, 3]} from aget_tuple and from alist",
+                observed=f"{stored} and {relisted}",
+                detail="deserialize a new object on every aget_tuple and alist; never return "
+                "the stored one",
             )
 
     async def test_mutating_after_aput_writes_changes_nothing_stored(

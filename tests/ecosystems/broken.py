@@ -311,6 +311,27 @@ class ReplacesFirstWriteSaver(HeldSaver):
             )
 
 
+class ListsCachedObjectsSaver(HeldSaver):
+    """Bug: alist keeps the tuples it decoded in a cache and yields them again (aget_tuple
+    decodes afresh): mutating a listed checkpoint changes what the next alist returns."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.decoded: dict[str, CheckpointTuple] = {}
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for found in super().list(config, filter=filter, before=before, limit=limit):
+            key = found.config["configurable"]["checkpoint_id"]
+            yield self.decoded.setdefault(key, found)
+
+
 class UnpaddedVersionSaver(HeldSaver):
     """Bug: get_next_version writes its number unpadded (``f"{n}.{random}"``): LangGraph
     compares versions as strings, and ``"10.x"`` sorts before ``"9.x"``."""

@@ -18,6 +18,13 @@ RUNS = int(os.environ.get("CHECKPOINTKIT_PROOF_RUNS", "1"))
 
 # case: (broken class, correct twin, ecosystem, the test that must fail, words of its reason)
 CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
+    "alist-returns-cached-objects": (
+        broken.ListsCachedObjectsSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_mutating_a_loaded_checkpoint_changes_nothing_stored",
+        "alist",
+    ),
     "next-version-unpadded": (
         broken.UnpaddedVersionSaver,
         broken.HeldSaver,
