@@ -100,7 +100,7 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         broken.HeldSaver,
         "langgraph",
         "test_mutating_a_loaded_checkpoint_changes_nothing_stored",
-        "deserialize a new object on every load",
+        "deserialize a new object on every aget_tuple",
     ),
     "latest-goes-backwards-under-two-instances": (
         broken.HeadGoesBackwardsSaver,
