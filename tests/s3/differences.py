@@ -17,7 +17,7 @@ import boto3
 import botocore.exceptions
 from checkpointkit.conformance.servers.s3 import storage_options
 
-__all__ = ["AWS", "QUESTIONS", "probe", "table"]
+__all__ = ["AWS", "QUESTIONS", "RACE", "probe", "table"]
 
 QUESTIONS = (
     "create-only PutObject of an existing key",
@@ -44,6 +44,11 @@ AWS = {
 missing key; listings in ascending UTF-8 byte order, StartAfter by key; names of up to
 1024 bytes; of concurrent conditional writes of one key (CompleteMultipartUpload with
 If-None-Match included) the first to finish succeeds and the others fail."""
+
+RACE = QUESTIONS[7]
+"""The race question: SeaweedFS let several create-only completions win in 9 and 10 rounds
+of 20 on a quiet machine, in fewer than `SEVERAL` under the load of the project's test run
+(the completions then rarely overlap), so the test of the page leaves its row out."""
 
 RACE_ROUNDS, RACERS = 20, 4
 """Rounds of the multipart race, and uploads completed at once in each."""
@@ -96,7 +101,7 @@ def _winners(client: Any, bucket: str, key: str) -> int:
     return sum(won)
 
 
-def probe(endpoint_url: str) -> dict[str, str]:
+def probe(endpoint_url: str, *, race: bool = True) -> dict[str, str]:
     """The server's answer to each of :data:`QUESTIONS`, in a bucket of its own."""
     options = storage_options(endpoint_url)
     client = boto3.client(
@@ -130,8 +135,9 @@ def probe(endpoint_url: str) -> dict[str, str]:
         QUESTIONS[4]: listed(StartAfter="o/a"),
         QUESTIONS[5]: _status(lambda: client.put_object(Bucket=bucket, Key="l" * 256, Body=b"")),
         QUESTIONS[6]: _status(lambda: client.put_object(Bucket=bucket, Key="l" * 1024, Body=b"")),
-        QUESTIONS[7]: _race(client, bucket),
     }
+    if race:  # a race: its answer can change with the machine's load (see RACE)
+        answers[RACE] = _race(client, bucket)
     client.close()
     return answers
 
@@ -143,7 +149,7 @@ def table(answers: dict[str, dict[str, str]]) -> str:
         "| question | AWS (documented) | " + " | ".join(servers) + " |",
         "| --- | --- | " + " | ".join("---" for _ in servers) + " |",
     ]
-    for q in QUESTIONS:
+    for q in (q for q in QUESTIONS if all(q in a for a in answers.values())):
         cells = [AWS[q]] + [answers[s][q] for s in servers]
         marked = [cells[0]] + [c if c == AWS[q] else f"**{c}**" for c in cells[1:]]
         lines.append(f"| {q} | " + " | ".join(marked) + " |")
