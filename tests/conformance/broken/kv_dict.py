@@ -570,58 +570,6 @@ class DurableDictKV(DictKV):
 _GLOBAL_COUNTER = itertools.count(1)
 
 
-class DeletesLostOnReopen(DictKV):
-    """Bug: the storage keeps a copy of its data in memory, loaded when it opens, and
-    writes puts through to the durable store but applies deletes to the copy only (a
-    write-ahead log whose replay skips delete records): after a reopen, deleted keys are
-    back. (``aclose()`` waits for the writes under way.)"""
-
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        durable=True, shared=False, settles_cancelled_writes=True
-    )
-    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
-    deletes_durable: ClassVar[bool] = False
-
-    def __init__(self, location: str | None = None) -> None:
-        super().__init__()
-        self.counter = _GLOBAL_COUNTER
-        self.durable = self._by_location.setdefault(location or f"{id(self)}", ({}, []))
-        self.values, self.keys = dict(self.durable[0]), list(self.durable[1])
-        self.under_way = UnderWay()  # a copy read at open must not miss a write under way
-
-    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
-        with self.under_way.call():
-            return await super()._put(key, data, mode)
-
-    async def _delete(self, key: str, if_match: str | None) -> bool:
-        with self.under_way.call():
-            return await super()._delete(key, if_match)
-
-    async def _aclose(self) -> None:
-        await self.under_way.ended()
-
-    def _store(self, name: str, data: bytes, version: str) -> None:
-        super()._store(name, data, version)
-        values, keys = self.durable
-        if name not in values:
-            bisect.insort(keys, name)
-        values[name] = (data, version)
-
-    def _drop(self, name: str) -> None:
-        super()._drop(name)
-        values, keys = self.durable
-        if self.deletes_durable and name in values:
-            del values[name]
-            keys.remove(name)
-
-
-class WritesThroughACopy(DeletesLostOnReopen):
-    """Correct twin of :class:`DeletesLostOnReopen`: deletes go through as well."""
-
-    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
-    deletes_durable: ClassVar[bool] = True
-
-
 class LargeValuesSpilledToTheProcess(DurableDictKV):
     """Bug: a value over 256 KiB is spilled to a temporary area of the storage object (a
     temporary file deleted at close) and the durable store holds a reference to it: after
@@ -1004,6 +952,67 @@ class UnderWay:
             await self._none.wait()
 
 
+class WaitsForWritesOnClose(DictKV):
+    """A dict adapter whose puts and deletes count as under way from start to end, and
+    whose ``aclose()`` waits until none is (what a durable twin needs: a reader that opens
+    after ``aclose()`` must not miss a write that was still running)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._under_way = UnderWay()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        with self._under_way.call():
+            return await super()._put(key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        with self._under_way.call():
+            return await super()._delete(key, if_match)
+
+    async def _aclose(self) -> None:
+        await self._under_way.ended()
+
+
+class DeletesLostOnReopen(WaitsForWritesOnClose):
+    """Bug: the storage keeps a copy of its data in memory, loaded when it opens, and
+    writes puts through to the durable store but applies deletes to the copy only (a
+    write-ahead log whose replay skips delete records): after a reopen, deleted keys are
+    back. (``aclose()`` waits for the writes under way.)"""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=True, shared=False, settles_cancelled_writes=True
+    )
+    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
+    deletes_durable: ClassVar[bool] = False
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__()
+        self.counter = _GLOBAL_COUNTER
+        self.durable = self._by_location.setdefault(location or f"{id(self)}", ({}, []))
+        self.values, self.keys = dict(self.durable[0]), list(self.durable[1])
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        values, keys = self.durable
+        if name not in values:
+            bisect.insort(keys, name)
+        values[name] = (data, version)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        values, keys = self.durable
+        if self.deletes_durable and name in values:
+            del values[name]
+            keys.remove(name)
+
+
+class WritesThroughACopy(DeletesLostOnReopen):
+    """Correct twin of :class:`DeletesLostOnReopen`: deletes go through as well."""
+
+    _by_location: ClassVar[dict[str, tuple[dict[str, tuple[bytes, str]], list[str]]]] = {}
+    deletes_durable: ClassVar[bool] = True
+
+
 class _Connection:
     """A client's connection (a socket pair): left open, it warns when it is collected."""
 
@@ -1023,6 +1032,9 @@ class PooledClientKV(DictKV):
     connections: ``aclose()`` closes them one at a time, each after a round trip (a
     graceful goodbye), and closes those left in a ``finally:`` when it is cancelled."""
 
+    GOODBYE: ClassVar[float] = 0.0
+    """Seconds the goodbye on one connection takes."""
+
     def __init__(self) -> None:
         super().__init__()
         self.pool = [_Connection() for _ in range(3)]
@@ -1030,7 +1042,7 @@ class PooledClientKV(DictKV):
     async def _aclose(self) -> None:
         try:
             for connection in self.pool:
-                await asyncio.sleep(0)  # the goodbye
+                await asyncio.sleep(self.GOODBYE)
                 connection.close()
         finally:
             for connection in self.pool:
@@ -1046,7 +1058,7 @@ class PoolCutByCancelledClose(PooledClientKV):
 
     async def _aclose(self) -> None:
         for connection in self.pool:
-            await asyncio.sleep(0)  # the goodbye
+            await asyncio.sleep(self.GOODBYE)
             connection.close()
 
 
@@ -1055,15 +1067,7 @@ class PoliteClientKV(PooledClientKV):
     connection (50 ms each) before closing it; a second ``aclose()`` made meanwhile waits
     for the first (`StorageBase.aclose`)."""
 
-    async def _aclose(self) -> None:
-        try:
-            for connection in self.pool:
-                await asyncio.sleep(0.05)  # the goodbye's round trip
-                connection.close()
-        finally:
-            for connection in self.pool:
-                if not connection.closed:
-                    connection.close()
+    GOODBYE = 0.05  # a round trip
 
 
 class SecondCloseReturnsAtOnce(PoliteClientKV):

@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote
 from checkpointkit.errors import NotFound, PreconditionFailed
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
-from .kv_dict import DictKV, UnderWay
+from .kv_dict import WaitsForWritesOnClose
 
 
 class FilesKV(StorageBase):
@@ -256,7 +256,7 @@ def files_target(cls: type[FilesKV] = FilesKV) -> Any:
 
 
 # -- durability across processes ----------------------------------------------------------------
-class SavesEachWrite(DictKV):
+class SavesEachWrite(WaitsForWritesOnClose):
     """Correct twin of :class:`SavesOnClose`: the data of a location is one file, loaded when
     the storage opens and rewritten (a temporary file renamed over it) after every write;
     versions are random tokens, so that a later process never mints one again."""
@@ -275,21 +275,9 @@ class SavesEachWrite(DictKV):
             saved = {}
         self.values = {k: (bytes.fromhex(d), v) for k, (d, v) in saved.items()}
         self.keys = sorted(self.values)
-        self._under_way = UnderWay()  # a write under way when aclose() is called ends first
 
     def _mint(self, key: str, data: bytes) -> str:
         return secrets.token_hex(8)
-
-    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
-        with self._under_way.call():
-            return await super()._put(key, data, mode)
-
-    async def _delete(self, key: str, if_match: str | None) -> bool:
-        with self._under_way.call():
-            return await super()._delete(key, if_match)
-
-    async def _aclose(self) -> None:
-        await self._under_way.ended()
 
     def _save(self) -> None:
         tmp = f"{self.path}.tmp"
