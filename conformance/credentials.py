@@ -10,16 +10,21 @@ shows: its ``repr`` and ``str``, and the errors it raises with their chained cau
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from .checks import fail
 
-__all__ = ["expect_no_secret", "secrets_of", "shown"]
+__all__ = ["SECRET_WORDS", "expect_no_secret", "secrets_of", "shown"]
 
-_SECRET_PARAMETERS = frozenset({"password", "passwd", "secret", "token", "account_key", "key"})
-"""Query parameters of a storage URL whose values are secrets."""
+SECRET_WORDS = "password|passwd|secret|key|token|sig"
+"""A query parameter of a storage URL whose name holds one of these words (``password``,
+``account_key``, ``sig``...) holds a secret: the suite looks for its value, and leaves it
+out of a target's name (`checkpointkit.conformance.target`)."""
+
+_SECRET_PARAMETER = re.compile(f"(?i){SECRET_WORDS}")
 
 _SHORTEST = 4
 """A secret shorter than this is not looked for (it would match by chance)."""
@@ -34,7 +39,7 @@ def secrets_of(spec: str | None) -> list[str]:
         found = [parts.password] if parts.password else []
     except ValueError:
         return []
-    found += [v for k, v in parse_qsl(parts.query) if k.lower() in _SECRET_PARAMETERS and v]
+    found += [v for k, v in parse_qsl(parts.query) if _SECRET_PARAMETER.search(k) and v]
     spellings = {s for f in found for s in (f, unquote(f), quote(unquote(f), safe=""))}
     return sorted(s for s in spellings if len(s) >= _SHORTEST)
 

@@ -49,6 +49,7 @@ from ..keys import MAX_KEY_BYTES
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage, StorageBase, delete_many
 from .coverage import DEFAULT_MAX_VALUE, OPS, CoverageProbe, Reach, passed_on
+from .credentials import SECRET_WORDS
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
 from .outages import FileOutage, Outage, ProxyOutage, default_outage
 from .settings import (
@@ -497,7 +498,7 @@ def _redact(url: str) -> str:
     if "@" in netloc:
         userinfo, _, host = netloc.rpartition("@")
         netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else netloc
-    query = re.sub(r"(?i)((?:password|secret|key|token|sig)[^=&]*=)[^&]*", r"\1***", tail)
+    query = re.sub(rf"(?i)((?:{SECRET_WORDS})[^=&]*=)[^&]*", r"\1***", tail)
     return f"{head}{sep}{netloc}{slash}{query}"
 
 
