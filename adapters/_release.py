@@ -27,8 +27,9 @@ async def unbroken(work: Awaitable[T]) -> T:
 
     Raises:
         asyncio.CancelledError: the caller was cancelled while ``work`` ran (raised once
-            ``work`` has ended), or ``work`` itself was cancelled.
-        Exception: whatever ``work`` raised.
+            ``work`` has ended, with ``work``'s error as its cause if it failed), or
+            ``work`` itself was cancelled.
+        Exception: whatever ``work`` raised, when the caller was not cancelled.
     """
     task = asyncio.ensure_future(work)
     cancelled = False
@@ -39,6 +40,10 @@ async def unbroken(work: Awaitable[T]) -> T:
             if task.done():
                 raise  # the work itself was cancelled, not the caller
             cancelled = True
+        except Exception as exc:
+            if cancelled:  # the caller's cancellation wins; the failure is its cause
+                raise asyncio.CancelledError from exc
+            raise
         else:
             break
     if cancelled:
