@@ -109,6 +109,12 @@ having made sure that it can no longer land (see "Settling cancelled writes" in 
 DELETE_CHUNK = 500
 """Keys per delete_many script (each a few Lua stack slots; Lua's limit is about 8,000)."""
 
+DELETE_WAVE = 4
+"""Scripts per delete_many round trip. Each script carries a deadline taken when it is
+queued, so a round trip must be encoded, sent and run within ``cancel_grace``: sent in one
+pipeline, the 132 scripts of 65,535 keys on a cluster ran past their deadline 8 times
+over (the cluster client checks the slot of every key name in Python)."""
+
 _EXPIRED = 5
 """What a write script returns when it ran after its deadline (and did nothing)."""
 _ATTEMPTS = 8
@@ -1141,6 +1147,13 @@ class RedisStorage(StorageBase):
         return await self._write("delete_many", what, lambda w: self._delete_chunks(chunks, w))
 
     async def _delete_chunks(self, chunks: list[tuple[str, list[str]]], write: _Write) -> int:
+        """Run the scripts of ``chunks`` in round trips of `DELETE_WAVE`; how many existed."""
+        existed = 0
+        for start in range(0, len(chunks), DELETE_WAVE):
+            existed += await self._delete_wave(chunks[start : start + DELETE_WAVE], write)
+        return existed
+
+    async def _delete_wave(self, chunks: list[tuple[str, list[str]]], write: _Write) -> int:
         sha = self._sha.get(_DELETE_MANY) or self._sha.setdefault(
             _DELETE_MANY, hashlib.sha1(_DELETE_MANY.encode()).hexdigest()
         )
