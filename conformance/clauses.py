@@ -84,6 +84,11 @@ CLAUSES: tuple[Clause, ...] = (
     # -- delete_many ----------------------------------------------------------------------
     Clause("delete-many.count", "delete_many deletes every key given and returns how many existed"),
     Clause(
+        "delete-many.any-size",
+        "delete_many takes any number of keys: a batch larger than the backend takes at once "
+        "is split, and every key of it deleted and counted",
+    ),
+    Clause(
         "delete-many.validates-first",
         "delete_many with one invalid key raises InvalidKey and deletes nothing",
     ),

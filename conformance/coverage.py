@@ -3,7 +3,7 @@
 A suite that never makes the call a defect needs cannot catch it, and a pass
 then says nothing. So the suite measures what it did. Every storage it opens
 (`Target.open`) is wrapped
-in a `CoverageProbe`, which classifies each call into cells of five
+in a `CoverageProbe`, which classifies each call into cells of seven
 matrices and records them in the process-wide `coverage`:
 
 ``state``
@@ -21,6 +21,11 @@ matrices and records them in the process-wide `coverage`:
     ``put`` and ``get`` of values of 0 and 1 bytes and of every power of two
     from 2 to the target's ``max_value`` (64 MiB by default), each also minus
     and plus one.
+``batches``
+    ``delete_many`` of 0, 1 and 2 keys, of every power of two up to the
+    target's ``max_batch`` (65,537 by default) and one more, and of the batch
+    limits of common backends and one more (`BATCH_LIMITS`): an adapter that
+    sends one request per batch must split a batch its backend refuses.
 ``large values``
     what can change with a value's size, at one byte over every power of four
     from 1 KiB to the target's ``max_value`` (so that a value crosses any
@@ -67,6 +72,8 @@ from ..keys import MAX_KEY_BYTES
 from ..storage import Capabilities, GetResult, IfMatch, PutMode, Storage, StorageBase, delete_many
 
 __all__ = [
+    "BATCH_LIMITS",
+    "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_VALUE",
     "LARGE_COLUMNS",
     "MATRICES",
@@ -78,6 +85,8 @@ __all__ = [
     "Surface",
     "active_recorder",
     "backend_down",
+    "batch_label",
+    "batch_sizes",
     "coverage",
     "large_sizes",
     "measuring_waits",
@@ -88,6 +97,23 @@ __all__ = [
 
 DEFAULT_MAX_VALUE = 64 * 1024 * 1024
 """The largest value size the ``sizes`` matrix asks for, unless the target sets less."""
+
+DEFAULT_MAX_BATCH = 65537
+"""The largest ``delete_many`` the ``batches`` matrix asks for, unless the target sets less."""
+
+BATCH_LIMITS: dict[int, str] = {
+    25: "DynamoDB's BatchWriteItem",
+    100: "DynamoDB's TransactWriteItems, a Cosmos DB transactional batch",
+    256: "an Azure Blob batch",
+    999: "host parameters of SQLite before 3.32",
+    1000: "S3's DeleteObjects",
+    32766: "host parameters of SQLite since 3.32",
+    32767: "asyncpg's query arguments",
+    65535: "parameters of one PostgreSQL statement, MySQL's placeholders",
+}
+"""The most keys one request or statement of some common backends takes: the
+``batches`` matrix asks for a batch of each and one more (an adapter must split a
+batch that its backend refuses)."""
 
 Cell = tuple[str, str, str]
 """``(matrix, row, column)``, e.g. ``("state", "put if-match current", "present")``."""
@@ -142,7 +168,7 @@ LIST_OPTIONS = (
     "limit more",
     "several pages",
 )
-MATRICES = ("state", "lifecycle", "sizes", "large values", "keys", "listing")
+MATRICES = ("state", "lifecycle", "sizes", "large values", "batches", "keys", "listing")
 """The matrices, in report order."""
 
 _PUNCTUATION = frozenset(" %+?#:*~=;&@$,'\"[]")
@@ -164,6 +190,23 @@ def size_classes(cap: int) -> list[int]:
         sizes.update(s for s in (power - 1, power, power + 1) if s <= cap)
         power *= 2
     return sorted(sizes)
+
+
+def batch_sizes(cap: int) -> list[int]:
+    """The rows of ``batches``: 0, 1 and 2 keys, each power of two from 4 to ``cap`` and one
+    more, and each of `BATCH_LIMITS` and one more (at most ``cap``)."""
+    sizes = {0, 1, 2}
+    power = 4
+    while power <= cap:
+        sizes.update(s for s in (power, power + 1) if s <= cap)
+        power *= 2
+    sizes.update(s for n in BATCH_LIMITS for s in (n, n + 1) if s <= cap)
+    return sorted(sizes)
+
+
+def batch_label(n: int) -> str:
+    """``n`` as the ``batches`` matrix names it: ``"1 key"``, ``"1001 keys"``."""
+    return "1 key" if n == 1 else f"{n} keys"
 
 
 def large_sizes(cap: int) -> list[int]:
@@ -223,6 +266,9 @@ class Reach:
         capabilities: what the adapter declared (or the target overrides).
         reopens: the target's factory takes ``location`` (a second storage on the same data).
         max_value: the largest value size the ``sizes`` matrix asks for.
+        max_batch: the largest ``delete_many`` the ``batches`` matrix asks for.
+        batches: the storage has a ``delete_many`` of its own (else a batch is
+            one ``delete`` per key, and ``batches`` stops at 2 keys).
         paging: the listing's page size can be set (a `StorageBase`).
         deep_keys: the storage holds a key of 100 segments (a server with short
             names may not: SeaweedFS with ``object_names=flat``).
@@ -235,6 +281,8 @@ class Reach:
     capabilities: Capabilities
     reopens: bool
     max_value: int = DEFAULT_MAX_VALUE
+    max_batch: int = DEFAULT_MAX_BATCH
+    batches: bool = True
     paging: bool = True
     deep_keys: bool = True
     down: tuple[str, ...] = OPS
@@ -249,8 +297,20 @@ class Reach:
         return self.cells()
 
     def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
-        """Nothing to say: what is unreachable follows from the capabilities shown beside."""
-        return []
+        """What the capabilities shown beside do not explain: a storage without a
+        ``delete_many`` of its own has no batch beyond one ``delete`` per key."""
+        if self.batches:
+            return []
+        return [
+            "batches of more than 2 keys: the storage has no delete_many of its own "
+            "(a batch is one delete per key)"
+        ]
+
+    @property
+    def batch_cap(self) -> int:
+        """The largest row of ``batches``: ``max_batch``, or 2 without a ``delete_many``
+        of the storage's own."""
+        return self.max_batch if self.batches else min(self.max_batch, 2)
 
     def cells(self) -> list[Cell]:
         """Every reachable cell, in report order."""
@@ -287,6 +347,7 @@ class Reach:
         ]
         for size in large_sizes(self.max_value):
             out += [("large values", size_label(size), column) for column in columns]
+        out += [("batches", batch_label(n), "delete_many") for n in batch_sizes(self.batch_cap)]
         for shape in SHAPES:
             if shape == "100+ segments" and not self.deep_keys:
                 continue
@@ -475,6 +536,7 @@ class CoverageProbe:
         self._rec.target(target, reach)
         self._sizes = set(size_classes(reach.max_value))
         self._large = set(large_sizes(reach.max_value))
+        self._batches = set(batch_sizes(reach.batch_cap))
         self._scope = self._rec.scope(location)
         self._id = next(_order)
         self._holds = holds_key
@@ -560,10 +622,9 @@ class CoverageProbe:
                 self._mark("state", row, state)  # type: ignore[arg-type]
         if writes and any(k.startswith(p.prefix) for k in keys for p in list(scope.listing)):
             self._mark("lifecycle", op, "being listed")
-        if op != "list":
+        if op != "list" and op in KEY_OPS:
             for shape in {s for k in keys for s in self._shapes(k)}:
-                if op in KEY_OPS:
-                    self._mark("keys", shape, op)
+                self._mark("keys", shape, op)
 
     async def _call(
         self, op: str, row: str | None, keys: list[str], call: Callable[[], Awaitable[Any]]
@@ -707,6 +768,8 @@ class CoverageProbe:
         for k in batch:
             if self._scope.state.get(k) in ("present", "unknown", "deleted"):
                 self._learn(k, "deleted")
+        if len(batch) in self._batches:
+            self._mark("batches", batch_label(len(batch)), "delete_many")
         return int(count)
 
     def list(
@@ -1008,6 +1071,14 @@ class Coverage:
                 missing = [f"{c[2]} {c[1]}" for c in cells if c not in self.exercised]
                 lines.append(
                     f"  sizes: put and get of {len(rows)} sizes from {rows[0]} to {rows[-1]}: "
+                    + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
+                )
+                continue
+            if matrix == "batches" and isinstance(self.reach, Reach):
+                missing = [c[1] for c in cells if c not in self.exercised]
+                lines.append(
+                    f"  batches: delete_many of {len(rows)} batch sizes from {rows[0]} to "
+                    f"{rows[-1]}: "
                     + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
                 )
                 continue

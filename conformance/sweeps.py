@@ -35,8 +35,11 @@ from .checks import (
 )
 from .clauses import checks
 from .coverage import (
+    DEFAULT_MAX_BATCH,
     DEFAULT_MAX_VALUE,
     STATE_ROWS,
+    batch_label,
+    batch_sizes,
     large_sizes,
     measuring_waits,
     size_classes,
@@ -45,7 +48,7 @@ from .coverage import (
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
 from .holds import Hold
 from .hygiene import hygiene
-from .target import Target, holds_key_of, new_location
+from .target import Target, has_own_delete_many, holds_key_of, new_location
 
 __all__ = [
     "CancellationSweepTests",
@@ -353,6 +356,51 @@ class SemanticSweepTests(StorageFixtures):
                     f"and version {got.version!r}",
                 )
             await storage.delete(key)
+
+    @checks("delete-many.count", "delete-many.any-size")
+    async def test_delete_many_of_every_batch_size_deletes_exactly_the_keys_that_existed(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
+        """A ``delete_many`` of each row of ``batches``: 0, 1 and 2 keys, each power of two and
+        one more, and each batch limit of common backends and one more, up to the target's
+        ``max_batch`` (2 for a storage without a ``delete_many`` of its own). Of the keys
+        given, the first two and the last two exist (either side of any split an adapter
+        makes, counted from either end), and three keys that sort between them exist and
+        are not given: it returns how many of the given keys existed, and leaves exactly
+        the three."""
+        cap = max_batch_of(storage_target) if has_own_delete_many(storage) else 2
+        for n in batch_sizes(cap):
+            scope = f"batch/{n}/"
+            given = [f"{scope}{i:05d}" for i in range(n)]
+            present = sorted({given[i] for i in (0, 1, n - 2, n - 1) if 0 <= i < n})
+            kept = sorted({f"{scope}{i:05d}+" for i in (0, n // 2, max(n - 1, 0))})
+            for key in present + kept:
+                await storage.put(key, b"x")
+            call = f"delete_many([{batch_label(n)} from {scope}00000 on])"
+            try:
+                count = await delete_many_of(storage, given)
+            except Exception as exc:
+                fail(
+                    "delete_many must take any number of keys (a batch larger than the "
+                    "backend takes at once is split)",
+                    key=scope,
+                    expected=f"{call} to return {len(present)}",
+                    observed=f"it raised {type(exc).__name__}: {exc}",
+                )
+            expect(
+                count == len(present),
+                "delete_many must return how many of the keys existed, at every batch size",
+                key=scope,
+                expected=f"{call} to return {len(present)} (the keys {', '.join(present)})",
+                observed=f"{count!r}",
+            )
+            await expect_keys(
+                storage,
+                kept,
+                prefix=scope,
+                promise=f"delete_many of {batch_label(n)} must delete every key given and "
+                "none other",
+            )
 
     @checks(
         "put.overwrite",
@@ -858,6 +906,12 @@ class LifecycleSweepTests(StorageFixtures):
 
 RACERS = 4
 """Writers of each race of `test_conditional_races_on_large_values_have_one_winner`."""
+
+
+def max_batch_of(target: Target | None) -> int:
+    """The largest ``delete_many`` the batch sweep makes: the target's ``max_batch``, or the
+    default."""
+    return target.max_batch if target is not None else DEFAULT_MAX_BATCH
 
 
 def max_value_of(target: Target | None) -> int:

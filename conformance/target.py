@@ -48,7 +48,7 @@ from ..errors import ConfigurationError
 from ..keys import MAX_KEY_BYTES
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage, StorageBase, delete_many
-from .coverage import DEFAULT_MAX_VALUE, OPS, CoverageProbe, Reach, passed_on
+from .coverage import DEFAULT_MAX_BATCH, DEFAULT_MAX_VALUE, OPS, CoverageProbe, Reach, passed_on
 from .credentials import SECRET_WORDS
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
 from .outages import FileOutage, Outage, ProxyOutage, default_outage
@@ -143,6 +143,9 @@ class Target:
         max_value: the largest value, in bytes, that the coverage's ``sizes``
             matrix asks a put and a get of (default 64 MiB; lower it for a slow
             backend: the larger sizes are then outside the matrix, not unexercised).
+        max_batch: the most keys that the coverage's ``batches`` matrix asks one
+            ``delete_many`` of (default 65,537: past the limits of common backends,
+            `BATCH_LIMITS`); lower it for a slow backend, as for ``max_value``.
         spec: the SPEC string that makes this target in another process (a storage
             URL or ``module:factory``; `resolve_target` sets it). With it, a
             durable target's writes are made in a child process that exits
@@ -163,6 +166,7 @@ class Target:
     hold: Hold | None = None
     outage: Outage | None = None
     max_value: int = DEFAULT_MAX_VALUE
+    max_batch: int = DEFAULT_MAX_BATCH
     keys: Callable[[str], bool] | None = None
     spec: str | None = field(default=None, repr=False)  # a URL may hold a password
     _kw: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -186,6 +190,14 @@ class Target:
         ):
             raise ConfigurationError(
                 f"max_value must be a positive number of bytes, not {self.max_value!r}"
+            )
+        if (
+            not isinstance(self.max_batch, int)
+            or isinstance(self.max_batch, bool)
+            or self.max_batch < 2
+        ):
+            raise ConfigurationError(
+                f"max_batch must be a number of keys, at least 2, not {self.max_batch!r}"
             )
         if self.hold is not None and not isinstance(self.hold, Hold):
             raise ConfigurationError(
@@ -289,6 +301,8 @@ class Target:
                 declared if isinstance(declared, Capabilities) else Capabilities(),
                 reopens=self.reopens,
                 max_value=self.max_value,
+                max_batch=self.max_batch,
+                batches=has_own_delete_many(storage),
                 paging=isinstance(_innermost(storage), StorageBase),
                 deep_keys=holds("/".join(["d"] * 100)),
                 down=_down_ops(self.outage_for(storage)),
@@ -344,6 +358,20 @@ def holds_key_of(storage: object) -> Callable[[str], bool]:
         return size <= MAX_KEY_BYTES and (holds is None or bool(holds(full)))
 
     return fits
+
+
+def has_own_delete_many(storage: object) -> bool:
+    """Whether ``storage`` (under the suite's wrappers) deletes a batch its own way: a
+    `StorageBase` that overrides ``delete_many`` or ``_delete_many`` (the base class's is
+    one ``delete`` per key), or another storage with a ``delete_many`` method."""
+    inner = _innermost(storage)
+    if isinstance(inner, StorageBase):
+        cls = type(inner)
+        return (
+            cls._delete_many is not StorageBase._delete_many
+            or cls.delete_many is not StorageBase.delete_many
+        )
+    return callable(getattr(inner, "delete_many", None))
 
 
 def _innermost(storage: object) -> object:

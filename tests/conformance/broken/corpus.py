@@ -124,6 +124,7 @@ MINT = "test_every_write_mints_a_new_version"
 RECREATE = "test_version_changes_after_delete_and_recreate"
 CREATE_RACE = "test_create_only_race_has_one_winner"
 FOREIGN = "test_if_match_version_of_another_form_never_matches"
+BATCHES = "test_delete_many_of_every_batch_size_deletes_exactly_the_keys_that_existed"
 BIG = "test_16_mib_value_round_trips"
 PAGES = "test_list_pages_across_many_keys"
 ODD = "test_odd_but_valid_keys_round_trip_and_list_exactly"
@@ -391,6 +392,43 @@ MUTANTS: tuple[Mutant, ...] = (
         SEM,
         "test_delete_many_with_an_invalid_key_deletes_nothing",
         "delete-many.validates-first",
+    ),
+    _m(
+        "delete-many-in-one-request-over-the-limit",
+        kv_dict.DeleteManyInOneRequest,
+        kv_dict.BatchDeleteKV,
+        SEM,
+        BATCHES,
+        "delete-many.count",
+        "delete-many.any-size",
+    ),
+    _m(
+        "delete-many-drops-the-last-batch",
+        kv_dict.DeleteManyDropsTheLastBatch,
+        kv_dict.BatchDeleteKV,
+        SEM,
+        BATCHES,
+        "delete-many.count",
+        "delete-many.any-size",
+    ),
+    _m(
+        "delete-many-counts-the-last-batch",
+        kv_dict.DeleteManyCountsTheLastBatch,
+        kv_dict.BatchDeleteKV,
+        SEM,
+        BATCHES,
+        "delete-many.count",
+        "delete-many.any-size",
+    ),
+    _m(
+        "delete-many-sql-in-list-over-the-limit",
+        kv_sqlite.InListOverTheLimit,
+        kv_sqlite.InListKV,
+        SEM,
+        BATCHES,
+        "delete-many.count",
+        "delete-many.any-size",
+        make=_SQL,
     ),
     # -- get and values -----------------------------------------------------------------------
     _m(

@@ -342,6 +342,68 @@ class DeleteManyStopsAtMissing(DictKV):
         return existed
 
 
+DELETE_BATCH = 1000
+"""The most keys one batch request of `BatchDeleteKV`'s backend takes (S3's DeleteObjects)."""
+
+
+class BatchDeleteKV(DictKV):
+    """Correct: ``delete_many`` sends the keys in requests of at most `DELETE_BATCH` keys,
+    to a backend that refuses a larger one (as S3's ``DeleteObjects`` answers
+    ``MalformedXML``) and answers how many of them existed."""
+
+    def _delete_batch(self, names: list[str]) -> int:
+        """The backend's batch request."""
+        if len(names) > DELETE_BATCH:
+            raise StorageUnavailable(
+                f"MalformedXML: {len(names)} keys in one request (the backend takes {DELETE_BATCH})"
+            )
+        existed = 0
+        for name in names:
+            if name in self.values:
+                self._drop(name)
+                existed += 1
+        return existed
+
+    def _batches(self, keys: list[str]) -> list[list[str]]:
+        return [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed = 0
+        for batch in self._batches(keys):
+            await self._round_trip()
+            existed += self._delete_batch(batch)
+        return existed
+
+
+class DeleteManyInOneRequest(BatchDeleteKV):
+    """Bug: ``delete_many`` sends every key in one request, which the backend refuses above
+    its limit (S3's ``DeleteObjects`` takes 1000 keys, an Azure Blob batch 256)."""
+
+    def _batches(self, keys: list[str]) -> list[list[str]]:
+        return [keys]
+
+
+class DeleteManyDropsTheLastBatch(BatchDeleteKV):
+    """Bug: ``delete_many`` cuts ``len(keys) // 1000 or 1`` batches: past 1000 keys, the
+    keys after the last full batch are neither deleted nor counted."""
+
+    def _batches(self, keys: list[str]) -> list[list[str]]:
+        full = len(keys) // DELETE_BATCH or 1
+        return [keys[i * DELETE_BATCH : (i + 1) * DELETE_BATCH] for i in range(full)]
+
+
+class DeleteManyCountsTheLastBatch(BatchDeleteKV):
+    """Bug: ``delete_many`` returns the count of its last batch request (``existed = ...``
+    where ``existed += ...`` was meant): past 1000 keys, the count is short."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed = 0
+        for batch in self._batches(keys):
+            await self._round_trip()
+            existed = self._delete_batch(batch)
+        return existed
+
+
 # -- get and values -----------------------------------------------------------------------------
 class GetMissingReturnsEmpty(DictKV):
     """Bug: get of a missing key returns an empty value (``dict.get(key, b"")``)."""

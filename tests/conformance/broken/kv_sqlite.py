@@ -68,6 +68,8 @@ class SqliteKV(StorageBase):
                 await asyncio.wait({future})
             except asyncio.CancelledError:
                 continue
+        if not future.cancelled():
+            future.exception()  # the caller was cancelled: its statement's error is nobody's
 
     def _write(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn.execute("BEGIN IMMEDIATE")
@@ -171,6 +173,42 @@ class SqliteKV(StorageBase):
         keys = [r[0] for r in rows]
         page = [k for k in keys if k.startswith(prefix)]
         return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+SQLITE_VARIABLES = 32766
+"""SQLite's limit on the host parameters of one statement as SQLite builds it (since 3.32;
+999 before): Debian's build raises it to 250,000, so `InListKV` sets it back."""
+
+
+class InListKV(SqliteKV):
+    """Correct: ``delete_many`` deletes with ``k IN (?, ?, ...)``, at most
+    `SQLITE_VARIABLES` keys a statement, all in one transaction."""
+
+    def _db(self) -> sqlite3.Connection:
+        conn = super()._db()
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, SQLITE_VARIABLES)
+        return conn
+
+    def _statements(self, keys: list[str]) -> list[list[str]]:
+        return [keys[i : i + SQLITE_VARIABLES] for i in range(0, len(keys), SQLITE_VARIABLES)]
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        def delete(conn: sqlite3.Connection) -> int:
+            existed = 0
+            for part in self._statements(keys):
+                marks = ", ".join("?" * len(part))
+                existed += conn.execute(f"DELETE FROM kv WHERE k IN ({marks})", part).rowcount
+            return existed
+
+        return await self._run(lambda conn: self._write(conn, delete))
+
+
+class InListOverTheLimit(InListKV):
+    """Bug: ``delete_many`` puts every key in one ``IN (?, ?, ...)`` list: above SQLite's
+    32,766 host parameters the statement fails (``too many SQL variables``)."""
+
+    def _statements(self, keys: list[str]) -> list[list[str]]:
+        return [keys]
 
 
 class LikePrefix(SqliteKV):

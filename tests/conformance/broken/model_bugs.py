@@ -60,7 +60,13 @@ class DeleteManyLeavesTombstones(IOMemoryStorage):
         return super()._store(key, data)
 
     async def _delete_many(self, keys: list[str]) -> int:
-        existed = await super()._delete_many(keys)
+        await self._io()  # the one UPDATE
+        values, existed = self._data.values, 0
+        for key in set(keys):
+            if key in values:
+                del values[key]
+                self._data.keys.remove(key)
+                existed += 1
         self._marked.update(keys)
         return existed
 
