@@ -3,7 +3,7 @@
 A suite that never makes the call a defect needs cannot catch it, and a pass
 then says nothing. So the suite measures what it did. Every storage it opens
 (`Target.open`) is wrapped
-in a `CoverageProbe`, which classifies each call into cells of seven
+in a `CoverageProbe`, which classifies each call into cells of eight
 matrices and records them in the process-wide `coverage`:
 
 ``state``
@@ -26,6 +26,11 @@ matrices and records them in the process-wide `coverage`:
     target's ``max_batch`` (65,537 by default) and one more, and of the batch
     limits of common backends and one more (`BATCH_LIMITS`): an adapter that
     sends one request per batch must split a batch its backend refuses.
+``values``
+    ``put`` and ``get`` of values of every shape an adapter may read as
+    something else (`value_shapes`): every byte value, invalid UTF-8, byte
+    order marks, line ends, whitespace around, the streams of zlib, gzip,
+    bzip2, xz and zstd and the headers of LZ4 and Snappy, a pickle, JSON.
 ``large values``
     what can change with a value's size, at one byte over every power of four
     from 1 KiB to the target's ``max_value`` (so that a value crosses any
@@ -34,7 +39,8 @@ matrices and records them in the process-wide `coverage`:
     value, a create-only put, an if-match put, an if-match delete of a key
     that holds such a value, and a listing that returns one.
 ``keys``
-    ``put``, ``get``, ``delete`` and ``list`` of every shape of key the
+    ``put``, ``get``, ``delete``, ``delete_many`` (of a storage with its own) and
+    ``list`` of every shape of key the
     protocol allows (one character, several segments, 100 or more segments, a
     200-byte segment, the longest key the storage holds, characters of two,
     three and four UTF-8 bytes, punctuation, dots), and listings that return
@@ -57,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import threading
 import weakref
@@ -93,6 +100,7 @@ __all__ = [
     "recording",
     "size_classes",
     "size_label",
+    "value_shapes",
 ]
 
 DEFAULT_MAX_VALUE = 64 * 1024 * 1024
@@ -155,7 +163,10 @@ SHAPES = (
     "dot in a segment",
 )
 RELATIONS = ("parent and child listed", "neighbours of '/' listed")
-KEY_OPS = ("put", "get", "delete", "list")
+KEY_OPS = ("put", "get", "delete", "delete_many", "list")
+SHAPED_BATCH = 1000
+"""A ``delete_many`` is sorted into ``keys`` by its first this many keys (every key of a
+batch of 65,537 would cost seconds; a cell is only ever left out, never claimed)."""
 PREFIXES = ("empty prefix", "prefix ending in '/'", "prefix inside a segment")
 LIST_OPTIONS = (
     "start_after none",
@@ -168,7 +179,16 @@ LIST_OPTIONS = (
     "limit more",
     "several pages",
 )
-MATRICES = ("state", "lifecycle", "sizes", "large values", "batches", "keys", "listing")
+MATRICES = (
+    "state",
+    "lifecycle",
+    "sizes",
+    "values",
+    "large values",
+    "batches",
+    "keys",
+    "listing",
+)
 """The matrices, in report order."""
 
 _PUNCTUATION = frozenset(" %+?#:*~=;&@$,'\"[]")
@@ -190,6 +210,39 @@ def size_classes(cap: int) -> list[int]:
         sizes.update(s for s in (power - 1, power, power + 1) if s <= cap)
         power *= 2
     return sorted(sizes)
+
+
+@functools.cache
+def value_shapes() -> dict[str, bytes]:
+    """The rows of ``values``: small values that an adapter may take for text, or for
+    its own compressed or encoded data (a read that decompresses what looks
+    compressed, a text column that drops a byte order mark or translates line ends)."""
+    import bz2
+    import gzip
+    import lzma
+    import pickle
+    import zlib
+
+    import zstandard
+
+    plain = b"checkpointkit " * 64
+    return {
+        "every byte value": bytes(range(256)),
+        "invalid UTF-8": b"\xc3\x28\xa0\xa1\xe2\x28\xa1\xf0\x28\x8c\xbc\xfe\xff",
+        "UTF-8 byte order mark": b"\xef\xbb\xbfvalue",
+        "UTF-16 byte order mark": "\ufeffvalue".encode("utf-16-le"),
+        "line ends": b"a\r\nb\rc\nd\n\r",
+        "whitespace around": b" \t value \t\n ",
+        "zlib stream": zlib.compress(plain),
+        "gzip stream": gzip.compress(plain, mtime=0),
+        "bzip2 stream": bz2.compress(plain),
+        "xz stream": lzma.compress(plain),
+        "zstd frame": zstandard.ZstdCompressor().compress(plain),
+        "LZ4 frame header": b"\x04\x22\x4d\x18\x64\x40\xa7" + plain[:32],
+        "Snappy stream header": b"\xff\x06\x00\x00sNaPpY" + plain[:32],
+        "pickle": pickle.dumps({"value": [1, 2.5, None]}, protocol=5),
+        "JSON": b'{"value": [1, 2.5, null]}',
+    }
 
 
 def batch_sizes(cap: int) -> list[int]:
@@ -339,6 +392,8 @@ class Reach:
         out.append(("lifecycle", "aclose", "after aclose"))
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
+        for shape in value_shapes():
+            out += [("values", shape, "put"), ("values", shape, "get")]
         columns = [
             c
             for c in LARGE_COLUMNS
@@ -351,7 +406,7 @@ class Reach:
         for shape in SHAPES:
             if shape == "100+ segments" and not self.deep_keys:
                 continue
-            out += [("keys", shape, op) for op in KEY_OPS]
+            out += [("keys", shape, op) for op in KEY_OPS if op != "delete_many" or self.batches]
         out += [("keys", relation, "list") for relation in RELATIONS]
         for prefix in PREFIXES:
             for option in LIST_OPTIONS:
@@ -537,6 +592,8 @@ class CoverageProbe:
         self._sizes = set(size_classes(reach.max_value))
         self._large = set(large_sizes(reach.max_value))
         self._batches = set(batch_sizes(reach.batch_cap))
+        self._shaped = {data: name for name, data in value_shapes().items()}
+        self._shaped_max = max(len(data) for data in self._shaped)
         self._scope = self._rec.scope(location)
         self._id = next(_order)
         self._holds = holds_key
@@ -623,7 +680,8 @@ class CoverageProbe:
         if writes and any(k.startswith(p.prefix) for k in keys for p in list(scope.listing)):
             self._mark("lifecycle", op, "being listed")
         if op != "list" and op in KEY_OPS:
-            for shape in {s for k in keys for s in self._shapes(k)}:
+            shaped = keys[:SHAPED_BATCH] if op == "delete_many" else keys
+            for shape in {s for k in shaped for s in self._shapes(k)}:
                 self._mark("keys", shape, op)
 
     async def _call(
@@ -670,6 +728,11 @@ class CoverageProbe:
             scope.versions.setdefault(key, []).append(version)
             scope.writer[key] = self._id
 
+    def _mark_shape(self, data: bytes, column: str) -> None:
+        shape = self._shaped.get(data)
+        if shape is not None:
+            self._mark("values", shape, column)
+
     # -- the protocol -----------------------------------------------------------------------
     async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
         """Put through the probe; see `checkpointkit.Storage.put`."""
@@ -702,6 +765,8 @@ class CoverageProbe:
         self._learn(key, "present", version)
         if size in self._sizes:
             self._mark("sizes", size_label(size), "put")
+        if 0 <= size <= self._shaped_max:
+            self._mark_shape(bytes(data), "put")
         if size in self._large:
             self._scope.large[key] = size_label(size)
         else:
@@ -724,6 +789,8 @@ class CoverageProbe:
         self._scope.state[key] = "present"
         if len(result.data) in self._sizes:
             self._mark("sizes", size_label(len(result.data)), "get")
+        if len(result.data) <= self._shaped_max:
+            self._mark_shape(bytes(result.data), "get")
         return result
 
     async def delete(self, key: str, *, if_match: str | None = None) -> bool:
@@ -1071,6 +1138,13 @@ class Coverage:
                 missing = [f"{c[2]} {c[1]}" for c in cells if c not in self.exercised]
                 lines.append(
                     f"  sizes: put and get of {len(rows)} sizes from {rows[0]} to {rows[-1]}: "
+                    + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
+                )
+                continue
+            if matrix == "values" and isinstance(self.reach, Reach):
+                missing = [f"{c[2]} {c[1]}" for c in cells if c not in self.exercised]
+                lines.append(
+                    f"  values: put and get of {len(rows)} shapes of value: "
                     + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
                 )
                 continue

@@ -44,6 +44,7 @@ from .coverage import (
     measuring_waits,
     size_classes,
     size_label,
+    value_shapes,
 )
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage, set_small_pages
 from .holds import Hold
@@ -357,6 +358,24 @@ class SemanticSweepTests(StorageFixtures):
                 )
             await storage.delete(key)
 
+    @checks("put.round-trip", "put.returns-version")
+    async def test_values_of_every_shape_round_trip(self, storage: Storage) -> None:
+        """Each row of ``values`` (every byte value, invalid UTF-8, byte order marks, line
+        ends, whitespace around, compressed streams and their headers, a pickle, JSON):
+        put, read back byte for byte, and overwritten by the next (an adapter that reads
+        what looks compressed or encoded as its own data, or a value as text)."""
+        key = "shape/v"
+        for shape, data in value_shapes().items():
+            version = await storage.put(key, data)
+            got = await storage.get(key)
+            if got.data != data or got.version != version:
+                fail(
+                    "a value must round-trip byte for byte, whatever it looks like",
+                    key=key,
+                    expected=f"{shape}: {describe(data)} at version {version!r}",
+                    observed=f"get gave {describe(got.data)} at version {got.version!r}",
+                )
+
     @checks("delete-many.count", "delete-many.any-size")
     async def test_delete_many_of_every_batch_size_deletes_exactly_the_keys_that_existed(
         self, storage: Storage, storage_target: Target | None
@@ -495,7 +514,7 @@ class SemanticSweepTests(StorageFixtures):
                 await holds(first, current, "after a create-only put of the missing key")
                 await storage.delete(key)
 
-    @checks("key.max-length", "key.multi-byte", "key.one-to-one", "list.order")
+    @checks("key.max-length", "key.multi-byte", "key.one-to-one", "list.order", "delete-many.count")
     async def test_every_key_shape_round_trips_lists_and_deletes(
         self, storage: Storage, storage_target: Target | None
     ) -> None:
@@ -503,7 +522,9 @@ class SemanticSweepTests(StorageFixtures):
         the storage holds, characters of 2, 3 and 4 UTF-8 bytes (either side of U+FFFF,
         where UTF-16 order differs), punctuation, dots; a parent with its child and the
         neighbours of ``/``: each put, read back, listed with the others in code-point
-        order, and deleted."""
+        order, and deleted; then each put again and all deleted by one ``delete_many``
+        (a batch request whose body or sub-request names the keys: XML to escape, a path
+        to encode)."""
         holds = storage_target.holds_key(storage) if storage_target else holds_key_of(storage)
         longest = "l"
         while holds(longest + "l") and len(longest) < 2048:
@@ -559,6 +580,25 @@ class SemanticSweepTests(StorageFixtures):
                 expected="True",
                 observed=repr(existed),
             )
+        for key in shapes:
+            await storage.put(key, key.encode())
+        try:
+            count = await delete_many_of(storage, shapes)
+        except Exception as exc:
+            fail(
+                "delete_many must take keys of every shape",
+                expected=f"delete_many of the {len(shapes)} keys to return {len(shapes)}",
+                observed=f"it raised {type(exc).__name__}: {exc}",
+            )
+        left = [k async for k in storage.list()]
+        expect(
+            count == len(shapes) and not left,
+            "a delete_many of keys of every shape must delete and count each of them",
+            key=left[0] if left else None,
+            expected=f"it to return {len(shapes)} and leave no key",
+            observed=f"it returned {count!r} and left {len(left)} keys"
+            + (f", {', '.join(repr(k) for k in left[:3])} first" if left else ""),
+        )
 
     @checks("delete-many.validates-first", "error.invalid-key")
     async def test_delete_many_with_an_invalid_key_deletes_nothing(self, storage: Storage) -> None:

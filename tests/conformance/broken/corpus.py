@@ -125,6 +125,7 @@ RECREATE = "test_version_changes_after_delete_and_recreate"
 CREATE_RACE = "test_create_only_race_has_one_winner"
 FOREIGN = "test_if_match_version_of_another_form_never_matches"
 BATCHES = "test_delete_many_of_every_batch_size_deletes_exactly_the_keys_that_existed"
+SHAPES = "test_every_key_shape_round_trips_lists_and_deletes"
 BIG = "test_16_mib_value_round_trips"
 PAGES = "test_list_pages_across_many_keys"
 ODD = "test_odd_but_valid_keys_round_trip_and_list_exactly"
@@ -421,6 +422,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete-many.any-size",
     ),
     _m(
+        "delete-many-xml-unescaped",
+        kv_dict.DeleteManyXmlUnescaped,
+        kv_dict.XmlBatchDeleteKV,
+        SEM,
+        SHAPES,
+        "delete-many.count",
+    ),
+    _m(
+        "delete-many-path-unencoded",
+        kv_dict.DeleteManyPathUnencoded,
+        kv_dict.PathBatchDeleteKV,
+        SEM,
+        SHAPES,
+        "delete-many.count",
+    ),
+    _m(
         "delete-many-sql-in-list-over-the-limit",
         kv_sqlite.InListOverTheLimit,
         kv_sqlite.InListKV,
@@ -431,6 +448,14 @@ MUTANTS: tuple[Mutant, ...] = (
         make=_SQL,
     ),
     # -- get and values -----------------------------------------------------------------------
+    _m(
+        "decompresses-what-looks-compressed",
+        kv_dict.SniffsCompression,
+        kv_dict.FlaggedCompressionKV,
+        SEM,
+        "test_values_of_every_shape_round_trip",
+        "put.round-trip",
+    ),
     _m(
         "get-missing-returns-empty",
         kv_dict.GetMissingReturnsEmpty,

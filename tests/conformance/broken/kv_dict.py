@@ -18,8 +18,14 @@ import itertools
 import re
 import socket
 import unicodedata
+import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, ClassVar
+from urllib.parse import quote as url_quote
+from urllib.parse import unquote as url_unquote
+from urllib.parse import urlsplit
+from xml.etree import ElementTree
+from xml.sax.saxutils import escape as xml_escape
 
 from checkpointkit.conformance.holds import WRITES, Hold, Operation
 from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
@@ -404,7 +410,93 @@ class DeleteManyCountsTheLastBatch(BatchDeleteKV):
         return existed
 
 
+class XmlBatchDeleteKV(BatchDeleteKV):
+    """Correct: each batch request is an XML body (S3's ``DeleteObjects``) that the backend
+    parses; the keys in it are escaped."""
+
+    def _body(self, names: list[str]) -> str:
+        objects = "".join(f"<Object><Key>{xml_escape(n)}</Key></Object>" for n in names)
+        return f"<Delete>{objects}</Delete>"
+
+    def _delete_batch(self, names: list[str]) -> int:
+        try:
+            parsed = [
+                key.text or "" for key in ElementTree.fromstring(self._body(names)).iter("Key")
+            ]
+        except ElementTree.ParseError as exc:
+            raise StorageUnavailable(f"MalformedXML: {exc}") from None
+        return super()._delete_batch(parsed)
+
+
+class DeleteManyXmlUnescaped(XmlBatchDeleteKV):
+    """Bug: the ``DeleteObjects`` body is built with an f-string, the keys not escaped: a
+    key with ``&`` or ``<`` makes the body malformed (the batch fails), one with ``&amp;``
+    names another key."""
+
+    def _body(self, names: list[str]) -> str:
+        return "<Delete>" + "".join(f"<Object><Key>{n}</Key></Object>" for n in names) + "</Delete>"
+
+
+class PathBatchDeleteKV(BatchDeleteKV):
+    """Correct: each key is a sub-request of the batch (an Azure Blob batch), ``DELETE``
+    of a URL path that the backend splits and decodes; the keys in it are encoded."""
+
+    def _line(self, name: str) -> str:
+        return f"DELETE /container/{url_quote(name, safe='/')} HTTP/1.1"
+
+    def _delete_batch(self, names: list[str]) -> int:
+        paths = []
+        for name in names:
+            parts = self._line(name).split(" ")
+            if len(parts) != 3:
+                raise StorageUnavailable(f"400 Bad Request: {self._line(name)!r}")
+            path = urlsplit(parts[1]).path
+            paths.append(url_unquote(path.removeprefix("/container/")))
+        return super()._delete_batch(paths)
+
+
+class DeleteManyPathUnencoded(PathBatchDeleteKV):
+    """Bug: the sub-request's path is built with an f-string, the key not encoded: a key
+    with a space breaks the request line, one with ``?`` or ``#`` loses its end, one with
+    ``%41`` names another key."""
+
+    def _line(self, name: str) -> str:
+        return f"DELETE /container/{name} HTTP/1.1"
+
+
 # -- get and values -----------------------------------------------------------------------------
+COMPRESS_ABOVE = 1024
+"""Values longer than this are stored compressed by `FlaggedCompressionKV` and its mutant."""
+
+
+class FlaggedCompressionKV(DictKV):
+    """Correct: a value over 1 KiB is stored zlib-compressed, and a flag byte before
+    every stored value says whether it is."""
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        packed = b"z" + zlib.compress(data) if len(data) > COMPRESS_ABOVE else b"-" + data
+        super()._store(name, packed, version)
+
+    def _unpack(self, stored: bytes) -> bytes:
+        return zlib.decompress(stored[1:]) if stored[:1] == b"z" else stored[1:]
+
+    async def _get(self, key: str) -> GetResult:
+        found = await super()._get(key)
+        return GetResult(self._unpack(found.data), found.version)
+
+
+class SniffsCompression(FlaggedCompressionKV):
+    """Bug: a value over 1 KiB is stored zlib-compressed, and a read decompresses any
+    stored value that starts with zlib's header (``78 9c``), a user's small value too."""
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        packed = zlib.compress(data) if len(data) > COMPRESS_ABOVE else data
+        DictKV._store(self, name, packed, version)
+
+    def _unpack(self, stored: bytes) -> bytes:
+        return zlib.decompress(stored) if stored[:2] == b"\x78\x9c" else stored
+
+
 class GetMissingReturnsEmpty(DictKV):
     """Bug: get of a missing key returns an empty value (``dict.get(key, b"")``)."""
 
