@@ -109,6 +109,31 @@ def test_target_detects_the_keywords_its_factory_accepts() -> None:
         Target(MemoryStorage, scale=0)
     with pytest.raises(ConfigurationError, match="callable"):
         Target("memory")  # type: ignore[arg-type]
+    for bad in (1, 0, 2.5, True, "1000"):
+        with pytest.raises(ConfigurationError, match=rf"max_batch must be .* not {bad!r}"):
+            Target(MemoryStorage, max_batch=bad)  # type: ignore[arg-type]
+    assert Target(MemoryStorage, max_batch=2).max_batch == 2
+
+
+async def test_the_batches_matrix_stops_at_max_batch_and_at_2_without_a_delete_many() -> None:
+    """A storage with a delete_many of its own has rows up to the target's max_batch; one
+    without (a batch is one delete per key) stops at 2 keys, and the report says why."""
+    from checkpointkit.conformance.coverage import batch_sizes
+    from checkpointkit.conformance.target import has_own_delete_many
+    from checkpointkit.storage import StorageBase
+
+    class Batches(MemoryStorage):
+        async def _delete_many(self, keys: list[str]) -> int:
+            return await StorageBase._delete_many(self, keys)
+
+    assert not has_own_delete_many(MemoryStorage()) and has_own_delete_many(Batches())
+    assert batch_sizes(1025)[-3:] == [1001, 1024, 1025] and batch_sizes(2) == [0, 1, 2]
+    for cls, cap, rows in ((Batches, 1025, 28), (MemoryStorage, 1025, 3)):
+        async with Target(cls, max_batch=cap).open() as storage:
+            reach = storage._rec.snapshot(storage._name)[0]  # type: ignore[attr-defined]
+        batch_rows = [c for c in reach.cells() if c[0] == "batches"]
+        assert len(batch_rows) == rows, batch_rows
+        assert bool(reach.unreachable()) == (cls is MemoryStorage)
 
 
 async def test_target_refuses_a_keyword_its_factory_lacks_and_a_non_storage() -> None:
