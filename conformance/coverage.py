@@ -677,7 +677,8 @@ class CoverageProbe:
             states.discard(None)
             for state in states:
                 self._mark("state", row, state)  # type: ignore[arg-type]
-        if writes and any(k.startswith(p.prefix) for k in keys for p in list(scope.listing)):
+        prefixes = [p.prefix for p in list(scope.listing)] if writes else []
+        if prefixes and any(k.startswith(tuple(prefixes)) for k in keys):
             self._mark("lifecycle", op, "being listed")
         if op != "list" and op in KEY_OPS:
             shaped = keys[:SHAPED_BATCH] if op == "delete_many" else keys
