@@ -45,7 +45,7 @@ matrices and records them in the process-wide `coverage`:
     200-byte segment, the longest key the storage holds, characters of two,
     three and four UTF-8 bytes, punctuation, dots), and listings that return
     keys related to each other (a parent and its child; neighbours of ``/``
-    in code-point order).
+    in code-point order; keys of 100 or more directories).
 ``listing``
     ``list`` with the empty prefix, a prefix ending in ``/`` and one ending
     inside a segment, against ``start_after`` (none, inside the prefix, before
@@ -162,7 +162,10 @@ SHAPES = (
     "punctuation",
     "dot in a segment",
 )
-RELATIONS = ("parent and child listed", "neighbours of '/' listed")
+RELATIONS = ("parent and child listed", "neighbours of '/' listed", "100+ directories listed")
+MANY_DIRECTORIES = 100
+"""A listing that returns keys of this many parents (what comes before their last ``/``)
+or more spans more directories, partitions or scopes than an adapter may merge at once."""
 KEY_OPS = ("put", "get", "delete", "delete_many", "list")
 SHAPED_BATCH = 1000
 """A ``delete_many`` is sorted into ``keys`` by its first this many keys (every key of a
@@ -1010,6 +1013,8 @@ class _ProbedListing:
         keys = set(seen)
         if any(k.rsplit("/", 1)[0] in keys for k in keys if "/" in k):
             probe._mark("keys", "parent and child listed", "list")
+        if len({k.rpartition("/")[0] for k in keys}) >= MANY_DIRECTORIES:
+            probe._mark("keys", "100+ directories listed", "list")
         ordered = sorted(keys)
         for a, b in itertools.pairwise(ordered):
             common = len(_common(a, b))

@@ -664,6 +664,35 @@ class SemanticSweepTests(StorageFixtures):
         )
 
     @checks("list.order", "list.prefix-only", "list.start-after", "list.limit", "list.pages")
+    async def test_listings_span_many_directories(self, storage: Storage) -> None:
+        """Keys of 130 top-level directories and of 130 directories under one (more than an
+        adapter that lists directory by directory, partition by partition or scope by
+        scope may merge at once: 64, 100, 128): every listing that spans them returns
+        each key once, in order, with the adapter's own pages and with pages of 7 keys."""
+        top = [f"d{i:03d}/k" for i in range(130)]
+        nested = [f"runs/r{i:03d}/k" for i in range(130)]
+        everything = sorted(top + nested)
+        for key in everything:
+            await storage.put(key, b"x")
+        for small in (False, True):
+            pages = " (pages of 7 keys)" if small and set_small_pages(storage, 7) else ""
+            if small and not pages:
+                break  # the page size is the adapter's own: listed already
+            promise = f"a listing must return every key of many directories once, in order{pages}"
+            await expect_keys(storage, everything, promise=promise)
+            await expect_keys(storage, nested, prefix="runs/", promise=promise)
+            await expect_keys(storage, top[100:], prefix="d1", promise=promise)
+            await expect_keys(storage, everything[65:], start_after=everything[64], promise=promise)
+            await expect_keys(
+                storage,
+                nested[65:115],
+                prefix="runs/",
+                start_after=nested[64],
+                limit=50,
+                promise=promise,
+            )
+
+    @checks("list.order", "list.prefix-only", "list.start-after", "list.limit", "list.pages")
     async def test_every_listing_option_against_every_kind_of_prefix(
         self, storage: Storage
     ) -> None:

@@ -688,6 +688,14 @@ MUTANTS: tuple[Mutant, ...] = (
         make=_SQL,
     ),
     _m(
+        "listing-stops-at-its-partition-limit",
+        kv_dict.ListingStopsAtItsPartitionLimit,
+        kv_dict.PartitionedListingKV,
+        SEM,
+        "test_listings_span_many_directories",
+        "list.pages",
+    ),
+    _m(
         "prefix-as-glob",
         kv_dict.ListMatchesGlob,
         D,

@@ -561,6 +561,53 @@ class NormalizesKeysNFC(DictKV):
 
 
 # -- listing ------------------------------------------------------------------------------------
+MERGED_PARTITIONS = 64
+"""The most partitions (first segments) that one page of `PartitionedListingKV` merges."""
+
+
+class PartitionedListingKV(DictKV):
+    """Correct: keys are partitioned by their first segment (a partition key, a directory,
+    a scope); a page merges at most `MERGED_PARTITIONS` partitions, and when it stops
+    there short of a full page, its cursor is the last key it took."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = self.keys
+        lo = bisect.bisect_right(keys, after) if after is not None else 0
+        lo = max(lo, bisect.bisect_left(keys, prefix))
+        page: list[str] = []
+        partitions: list[str] = []
+        stopped = False
+        for key in keys[lo:]:
+            if not key.startswith(prefix):
+                break
+            partition = key.split("/", 1)[0]
+            if not partitions or partitions[-1] != partition:
+                if len(partitions) == MERGED_PARTITIONS:
+                    stopped = True
+                    break
+                partitions.append(partition)
+            page.append(key)
+            if len(page) == limit:
+                break
+        return ListPage(page, self._cursor(page, limit, stopped))
+
+    def _cursor(self, page: list[str], limit: int, stopped: bool) -> str | None:
+        return page[-1] if page and (len(page) == limit or stopped) else None
+
+
+class ListingStopsAtItsPartitionLimit(PartitionedListingKV):
+    """Bug: a page that stops at its 64 partitions short of ``limit`` keys gives no cursor
+    (a page shorter than asked is taken for the end): a listing that spans more than 64
+    partitions ends after the 64th."""
+
+    def _cursor(self, page: list[str], limit: int, stopped: bool) -> str | None:
+        return page[-1] if len(page) == limit else None
+
+
 class ListsInInsertionOrder(DictKV):
     """Bug: a listing iterates the dict (insertion order), not the sorted keys."""
 
