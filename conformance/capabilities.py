@@ -379,6 +379,37 @@ class CapabilityTests(StorageFixtures):
                     observed="still there for: " + ", ".join(waiting),
                 )
 
+    @checks("ttl.across-reopen")
+    async def test_declared_ttl_holds_across_a_reopen(
+        self, target: Target, supports_ttl: bool, supports_durable: bool
+    ) -> None:
+        """A key written through a ``ttl`` storage that is then closed, read through a
+        storage opened again at the same location (with the same ``ttl``) until it is gone:
+        an expiry kept in the storage object (a timer, a table of deadlines in memory) is
+        lost with it, and the key would then never expire."""
+        _undeclared(supports_ttl, "ttl")
+        _undeclared(supports_durable, "durable")
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        _reopenable(target, "ttl with durable")
+        location, key = new_location(), "cap/ttl-reopened/k"
+        async with target.open(location=location, ttl=TTL_SECONDS) as first:
+            await first.put(key, b"short-lived")
+        written = time.monotonic()
+        async with target.open(location=location, ttl=TTL_SECONDS) as second:
+            deadline = written + TTL_SECONDS + 5
+            while await get_or_none(second, key) is not None:
+                if time.monotonic() >= deadline:
+                    fail(
+                        "ttl: a key must keep its expiry when the storage is opened again",
+                        key=key,
+                        expected=f"it gone within {TTL_SECONDS + 5:g} s of its write (ttl "
+                        f"{TTL_SECONDS:g} s), read through a storage opened after the one "
+                        "that wrote it was closed",
+                        observed="still there",
+                    )
+                await asyncio.sleep(0.1)
+
     @checks("ttl.not-early")
     async def test_declared_ttl_keeps_a_key_until_ttl_after_its_last_write(
         self, target: Target, supports_ttl: bool

@@ -258,6 +258,11 @@ CLAUSES: tuple[Clause, ...] = (
         "overwrite starts its time again)",
     ),
     Clause(
+        "ttl.across-reopen",
+        "with ttl and durable, a key keeps its expiry when the storage is closed and opened "
+        "again: it expires on time through the new storage",
+    ),
+    Clause(
         "cap.indexed-list",
         "with indexed_list, a listing costs about a get however many keys are stored",
     ),

@@ -1124,6 +1124,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.expires",
     ),
     _m(
+        "ttl-expiry-lost-on-reopen",
+        kv_dict.ExpiriesLostOnReopen,
+        kv_dict.DurableExpiringKV,
+        CAP,
+        "test_declared_ttl_holds_across_a_reopen",
+        "ttl.across-reopen",
+    ),
+    _m(
         "ttl-counted-from-the-first-write",
         kv_dict.TtlFromTheFirstWrite,
         kv_dict.ExpiringDictKV,

@@ -1455,6 +1455,38 @@ class ExpiringDictKV(DictKV):
             self._drop(name)
 
 
+class DurableExpiringKV(ExpiringDictKV):
+    """Correct: durable (the data of a location outlives the storage object) and ``ttl``,
+    with each key's expiry kept with the data."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=True, shared=False, settles_cancelled_writes=True, ttl=True
+    )
+    _by_location: ClassVar[
+        dict[str, tuple[dict[str, tuple[bytes, str]], list[str], dict[str, float]]]
+    ] = {}
+    keeps_expiries: ClassVar[bool] = True
+
+    def __init__(self, location: str | None = None, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self.counter = _GLOBAL_COUNTER
+        stored = self._by_location.setdefault(location or f"{id(self)}", ({}, [], {}))
+        self.values, self.keys = stored[0], stored[1]
+        if self.keeps_expiries:
+            self.expires = stored[2]
+
+
+class ExpiriesLostOnReopen(DurableExpiringKV):
+    """Bug: each key's expiry is kept in the storage object (a table of deadlines in
+    memory, or a timer that deletes the key), the data in the durable store: a key
+    written before the storage was closed and opened again never expires."""
+
+    _by_location: ClassVar[
+        dict[str, tuple[dict[str, tuple[bytes, str]], list[str], dict[str, float]]]
+    ] = {}
+    keeps_expiries: ClassVar[bool] = False
+
+
 class NeverExpires(ExpiringDictKV):
     """Bug: declares ``ttl`` and takes the option, but never applies it."""
 
