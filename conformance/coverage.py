@@ -1028,6 +1028,14 @@ class _ProbedListing:
                 break
 
 
+_ONE_LINE = {
+    "sizes": "put and get of {n} sizes from {first} to {last}",
+    "values": "put and get of {n} shapes of value",
+    "batches": "delete_many of {n} batch sizes from {first} to {last}",
+}
+"""The matrices that `Coverage.text` shows as one line (their rows are a range), and how."""
+
+
 def _common(a: str, b: str) -> str:
     n = 0
     for x, y in zip(a, b, strict=False):
@@ -1140,25 +1148,13 @@ class Coverage:
                 continue
             rows = list(dict.fromkeys(c[1] for c in cells))
             columns = list(dict.fromkeys(c[2] for c in cells))
-            if matrix == "sizes" and isinstance(self.reach, Reach):
+            summary = _ONE_LINE.get(matrix) if isinstance(self.reach, Reach) else None
+            if summary is not None:
                 missing = [f"{c[2]} {c[1]}" for c in cells if c not in self.exercised]
                 lines.append(
-                    f"  sizes: put and get of {len(rows)} sizes from {rows[0]} to {rows[-1]}: "
-                    + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
-                )
-                continue
-            if matrix == "values" and isinstance(self.reach, Reach):
-                missing = [f"{c[2]} {c[1]}" for c in cells if c not in self.exercised]
-                lines.append(
-                    f"  values: put and get of {len(rows)} shapes of value: "
-                    + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
-                )
-                continue
-            if matrix == "batches" and isinstance(self.reach, Reach):
-                missing = [c[1] for c in cells if c not in self.exercised]
-                lines.append(
-                    f"  batches: delete_many of {len(rows)} batch sizes from {rows[0]} to "
-                    f"{rows[-1]}: "
+                    f"  {matrix}: "
+                    + summary.format(n=len(rows), first=rows[0], last=rows[-1])
+                    + ": "
                     + (f"not exercised: {', '.join(missing)}" if missing else "all exercised")
                 )
                 continue

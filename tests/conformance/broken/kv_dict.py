@@ -100,12 +100,14 @@ class DictKV(StorageBase):
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
         await self._round_trip()
-        after = cursor if cursor is not None else start_after
-        keys = self.keys
-        lo = bisect.bisect_right(keys, after) if after is not None else 0
-        lo = max(lo, bisect.bisect_left(keys, prefix))
-        page = [k for k in keys[lo : lo + limit] if k.startswith(prefix)]
+        lo = self._first(prefix, cursor if cursor is not None else start_after)
+        page = [k for k in self.keys[lo : lo + limit] if k.startswith(prefix)]
         return ListPage(page, page[-1] if len(page) == limit else None)
+
+    def _first(self, prefix: str, after: str | None) -> int:
+        """Where a page of ``prefix`` after ``after`` starts in the sorted key list."""
+        lo = bisect.bisect_right(self.keys, after) if after is not None else 0
+        return max(lo, bisect.bisect_left(self.keys, prefix))
 
 
 # -- versions ---------------------------------------------------------------------------------
@@ -574,14 +576,11 @@ class PartitionedListingKV(DictKV):
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
         await self._round_trip()
-        after = cursor if cursor is not None else start_after
-        keys = self.keys
-        lo = bisect.bisect_right(keys, after) if after is not None else 0
-        lo = max(lo, bisect.bisect_left(keys, prefix))
+        lo = self._first(prefix, cursor if cursor is not None else start_after)
         page: list[str] = []
         partitions: list[str] = []
         stopped = False
-        for key in keys[lo:]:
+        for key in self.keys[lo:]:
             if not key.startswith(prefix):
                 break
             partition = key.split("/", 1)[0]
