@@ -37,7 +37,8 @@ matrices and records them in the process-wide `coverage`:
     power-of-two threshold at which an adapter stores or sends values another
     way: in parts, staged, streamed): an overwrite of a key that holds a
     value, a create-only put, an if-match put, an if-match delete of a key
-    that holds such a value, and a listing that returns one.
+    that holds such a value, a ``delete_many`` of one (of a storage with its
+    own), and a listing that returns one.
 ``keys``
     ``put``, ``get``, ``delete``, ``delete_many`` (of a storage with its own) and
     ``list`` of every shape of key the
@@ -270,9 +271,10 @@ def large_sizes(cap: int) -> list[int]:
     return [(1 << k) + 1 for k in range(10, 63, 2) if (1 << k) + 1 <= cap]
 
 
-LARGE_COLUMNS = ("overwrite", "create", "if-match", "delete if-match", "listed")
+LARGE_COLUMNS = ("overwrite", "create", "if-match", "delete if-match", "delete_many", "listed")
 """The columns of ``large values``: a put over a value, a create-only put, an if-match put;
-an if-match delete of a key that holds such a value, a listing that returns one."""
+an if-match delete of a key that holds such a value, a ``delete_many`` of one, a listing that
+returns one."""
 
 
 def size_label(size: int) -> str:
@@ -402,6 +404,7 @@ class Reach:
             for c in LARGE_COLUMNS
             if (caps.conditional_put or c not in ("create", "if-match"))
             and (caps.conditional_delete or c != "delete if-match")
+            and (self.batches or c != "delete_many")
         ]
         for size in large_sizes(self.max_value):
             out += [("large values", size_label(size), column) for column in columns]
@@ -825,6 +828,7 @@ class CoverageProbe:
         batch = list(keys)
         if not all(isinstance(k, str) for k in batch):
             return await delete_many(self.inner, passed_on(keys, batch))
+        large = {row for k in batch if (row := self._scope.large.get(k)) is not None}
         try:
             count = await self._call(
                 "delete_many",
@@ -841,6 +845,8 @@ class CoverageProbe:
                 self._learn(k, "deleted")
         if len(batch) in self._batches:
             self._mark("batches", batch_label(len(batch)), "delete_many")
+        for label in large:
+            self._mark("large values", label, "delete_many")
         return int(count)
 
     def list(

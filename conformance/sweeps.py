@@ -432,6 +432,7 @@ class SemanticSweepTests(StorageFixtures):
         "delete.if-match.stale",
         "list.prefix-only",
         "version.exact-match",
+        "delete-many.count",
     )
     async def test_every_write_mode_on_large_values(
         self,
@@ -445,8 +446,8 @@ class SemanticSweepTests(StorageFixtures):
         an overwrite of the value, a create-only put and an if-match put with a stale
         version (both refused, the value unchanged), an if-match put with the current one,
         a listing (the key once, nothing else), an if-match delete with a stale version
-        (refused) and with the current one, and a create-only put of the missing key; each
-        read back whole, with the version its write answered."""
+        (refused) and with the current one, a create-only put of the missing key, and a
+        ``delete_many`` of it; each read back whole, with the version its write answered."""
         cap = max_value_of(storage_target)
         sizes = large_sizes(cap)
         pattern = random.Random(len(sizes)).randbytes(3 * sizes[-1]) if sizes else b""
@@ -512,7 +513,19 @@ class SemanticSweepTests(StorageFixtures):
             if supports_conditional_put:
                 current = await storage.put(key, first, mode="create")
                 await holds(first, current, "after a create-only put of the missing key")
-                await storage.delete(key)
+            else:
+                await storage.put(key, first)
+            count = await delete_many_of(storage, [key, f"{key}-none"])
+            expect(
+                count == 1,
+                f"a delete_many of {where} and a missing key must count 1",
+                key=key,
+                expected="1",
+                observed=repr(count),
+            )
+            await expect_value(
+                storage, key, None, promise=f"{where} deleted by delete_many must be missing"
+            )
 
     @checks("key.max-length", "key.multi-byte", "key.one-to-one", "list.order", "delete-many.count")
     async def test_every_key_shape_round_trips_lists_and_deletes(

@@ -142,9 +142,13 @@ def test_reach_follows_the_capabilities_and_the_target() -> None:
         "1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB", "16 MiB"
     ]  # fmt: skip
     assert {c[2] for c in full if c[0] == "large values"} == {
-        "overwrite", "create", "if-match", "delete if-match", "listed"
+        "overwrite", "create", "if-match", "delete if-match", "delete_many", "listed"
     }  # fmt: skip
-    assert {c[2] for c in cells if c[0] == "large values"} == {"overwrite", "listed"}
+    assert {c[2] for c in cells if c[0] == "large values"} == {"overwrite", "delete_many", "listed"}
+    # without a delete_many of its own, a batch is one delete per key: no column of it
+    one_by_one = set(Reach(CAPS, reopens=True, batches=False).cells())
+    assert not any(c[2] == "delete_many" for c in one_by_one if c[0] in ("large values", "keys"))
+    assert {c[1] for c in one_by_one if c[0] == "batches"} == {"0 keys", "1 key", "2 keys"}
 
 
 async def test_the_probe_records_the_write_modes_of_a_large_value() -> None:

@@ -1048,6 +1048,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete.if-match.stale",
     ),
     _m(
+        "large-values-kept-by-delete-many",
+        kv_dict.LargeValuesKeptByDeleteMany,
+        kv_dict.LargeValuesInPartsKV,
+        SEM,
+        "test_every_write_mode_on_large_values",
+        "delete-many.count",
+    ),
+    _m(
         "large-values-list-their-manifest",
         kv_dict.LargeValuesListTheirManifest,
         D,

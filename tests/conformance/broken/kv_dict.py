@@ -1114,6 +1114,58 @@ class LargeValuesListTheirManifest(DictKV):
             super()._drop(name + self.SUFFIX)
 
 
+class LargeValuesInPartsKV(BatchDeleteKV):
+    """Correct: a value over 256 KiB is stored in parts, apart from the key's record (a
+    stub), and read from its parts; ``delete``, and ``delete_many`` in batches of
+    `DELETE_BATCH`, remove the record and the parts."""
+
+    PART = 256 * 1024
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: dict[str, tuple[bytes, str]] = {}
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        if len(data) > self.PART:
+            self.parts[name] = (data, version)
+            data = b""  # the record: a stub
+        else:
+            self.parts.pop(name, None)
+        super()._store(name, data, version)
+
+    async def _get(self, key: str) -> GetResult:
+        stored = self.parts.get(key)
+        if stored is None:
+            return await super()._get(key)
+        await self._round_trip()
+        return GetResult(*stored)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.parts.pop(name, None)
+
+    def _drop_in_batch(self, name: str) -> None:
+        """What a batch request removes of ``name``."""
+        self._drop(name)
+
+    def _delete_batch(self, names: list[str]) -> int:
+        existed = 0
+        for name in names:
+            if name in self.values:
+                self._drop_in_batch(name)
+                existed += 1
+        return existed
+
+
+class LargeValuesKeptByDeleteMany(LargeValuesInPartsKV):
+    """Bug: ``delete_many``'s batch request removes the keys' records and not the parts of
+    a value over 256 KiB (the batch names the records only; ``delete`` removes both): such a
+    value is still read after ``delete_many`` counted it deleted."""
+
+    def _drop_in_batch(self, name: str) -> None:
+        DictKV._drop(self, name)
+
+
 class DropsDataUnderCallsInFlight(DictKV):
     """Bug: aclose() drops the data at once, under the operations still in flight: they end
     with an AttributeError from the dropped store instead of their own answer or
