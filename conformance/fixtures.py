@@ -63,6 +63,7 @@ __all__ = [
     "not_exercised",
     "raw_key",
     "raw_storage",
+    "slow",
 ]
 
 
@@ -107,13 +108,28 @@ def _replay(model_seed: int) -> str:
     return f"its programs replay with --checkpointkit-model-seed {model_seed}"
 
 
-def _time_limited(
-    fn: Callable[..., Coroutine[Any, Any, None]], group: str | None
-) -> Callable[..., Coroutine[Any, Any, None]]:
+TestFn = Callable[..., Coroutine[Any, Any, None]]
+
+
+def slow(seconds: float, hint: str) -> Callable[[TestFn], TestFn]:
+    """Give a test that sends much more than the others a time limit of ``seconds`` (or the
+    class's ``time_limit``, if larger), and a ``hint`` for its failure when it runs out:
+    what lowers its volume for a slow backend."""
+
+    def mark(fn: TestFn) -> TestFn:
+        fn.__conformance_slow__ = (seconds, hint)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def _time_limited(fn: TestFn, group: str | None) -> TestFn:
+    seconds, hint = getattr(fn, "__conformance_slow__", (0.0, ""))
+
     @functools.wraps(fn)
     async def test(self: StorageFixtures, *args: Any, **kwargs: Any) -> None:
         __tracebackhide__ = True
-        limit = self.time_limit
+        limit = max(self.time_limit, seconds)
         scope = asyncio.timeout(limit)
         try:
             async with scope:
@@ -127,6 +143,7 @@ def _time_limited(
                 f"{fn.__name__} did not finish within the suite's time limit of {limit:g} s: "
                 "a storage operation never returned, or a listing never ended (a stalled "
                 f"backend, a lost reply, a page cursor that does not move?){replay}"
+                + (f"; or the backend is slow for it: {hint}" if hint else "")
             ) from exc
 
     test.__conformance_group__ = group  # type: ignore[attr-defined]

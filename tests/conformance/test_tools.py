@@ -236,3 +236,27 @@ async def test_a_model_test_past_the_time_limit_names_the_seed_that_replays_it()
     assert "did not finish within the suite's time limit of 0.05 s" in message
     assert "a listing never ended" in message
     assert message.endswith("its programs replay with --checkpointkit-model-seed 4242")
+
+
+async def test_a_slow_test_gets_its_own_time_limit_and_names_what_lowers_it() -> None:
+    """``slow(seconds, hint)`` raises a test's limit above the class's ``time_limit``, and
+    its failure when that runs out names the hint (the batch sweep's: ``max_batch``)."""
+    import asyncio
+
+    from checkpointkit.conformance.checks import ConformanceFailure
+    from checkpointkit.conformance.fixtures import StorageFixtures, slow
+
+    class Tests(StorageFixtures):
+        time_limit = 0.01
+
+        @slow(0.2, "lower Target(max_batch=...)")
+        async def test_slow(self) -> None:
+            await asyncio.sleep(0.05)  # past the class's limit, within its own
+
+        @slow(0.05, "lower Target(max_batch=...)")
+        async def test_hung(self) -> None:
+            await asyncio.sleep(30)
+
+    await Tests().test_slow()
+    with pytest.raises(ConformanceFailure, match=r"time limit of 0\.05 s.*max_batch"):
+        await Tests().test_hung()
