@@ -93,6 +93,7 @@ __all__ = [
     "Surface",
     "active_recorder",
     "backend_down",
+    "batch_cap",
     "batch_label",
     "batch_sizes",
     "coverage",
@@ -261,6 +262,12 @@ def batch_sizes(cap: int) -> list[int]:
     return sorted(sizes)
 
 
+def batch_cap(max_batch: int, *, own: bool) -> int:
+    """The largest ``delete_many`` worth sweeping: ``max_batch`` for a storage with a
+    ``delete_many`` of its own, else 2 (its batch is one ``delete`` per key)."""
+    return max_batch if own else min(max_batch, 2)
+
+
 def batch_label(n: int) -> str:
     """``n`` as the ``batches`` matrix names it: ``"1 key"``, ``"1001 keys"``."""
     return "1 key" if n == 1 else f"{n} keys"
@@ -366,9 +373,8 @@ class Reach:
 
     @property
     def batch_cap(self) -> int:
-        """The largest row of ``batches``: ``max_batch``, or 2 without a ``delete_many``
-        of the storage's own."""
-        return self.max_batch if self.batches else min(self.max_batch, 2)
+        """The largest row of ``batches`` (`batch_cap`)."""
+        return batch_cap(self.max_batch, own=self.batches)
 
     def cells(self) -> list[Cell]:
         """Every reachable cell, in report order."""

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_SETTLE_WINDOW",
     "INDETERMINATE",
     "NOT_EXERCISED",
+    "check_count",
     "check_seconds",
 ]
 
@@ -36,6 +37,14 @@ NOT_EXERCISED = "not exercised: "
 
 The report lists such tests apart from the skips of undeclared capabilities,
 and none may be left for the level ``full``."""
+
+
+def check_count(name: str, value: object, *, least: int, what: str) -> int:
+    """``value`` as a whole number of at least ``least``, or a `ConfigurationError` naming
+    ``name`` and ``what`` it must be ("a positive number of bytes")."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ConfigurationError(f"{name} must be {what}, not {value!r}")
+    return value
 
 
 def check_seconds(name: str, value: object, *, zero: bool = False) -> float:

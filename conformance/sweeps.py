@@ -38,6 +38,7 @@ from .coverage import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_VALUE,
     STATE_ROWS,
+    batch_cap,
     batch_label,
     batch_sizes,
     large_sizes,
@@ -402,7 +403,7 @@ class SemanticSweepTests(StorageFixtures):
         makes, counted from either end), and three keys that sort between them exist and
         are not given: it returns how many of the given keys existed, and leaves exactly
         the three."""
-        cap = max_batch_of(storage_target) if has_own_delete_many(storage) else 2
+        cap = batch_cap(max_batch_of(storage_target), own=has_own_delete_many(storage))
         for n in batch_sizes(cap):
             scope = f"batch/{n}/"
             given = [f"{scope}{i:05d}" for i in range(n)]

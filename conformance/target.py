@@ -56,6 +56,7 @@ from .settings import (
     DEFAULT_CANCEL_BOUND,
     DEFAULT_MODEL_BUDGET,
     DEFAULT_SETTLE_WINDOW,
+    check_count,
     check_seconds,
 )
 
@@ -183,22 +184,8 @@ class Target:
         check_seconds("settle_window", self.settle_window, zero=True)
         check_seconds("cancel_bound", self.cancel_bound)
         check_seconds("model_budget", self.model_budget, zero=True)
-        if (
-            not isinstance(self.max_value, int)
-            or isinstance(self.max_value, bool)
-            or self.max_value < 1
-        ):
-            raise ConfigurationError(
-                f"max_value must be a positive number of bytes, not {self.max_value!r}"
-            )
-        if (
-            not isinstance(self.max_batch, int)
-            or isinstance(self.max_batch, bool)
-            or self.max_batch < 2
-        ):
-            raise ConfigurationError(
-                f"max_batch must be a number of keys, at least 2, not {self.max_batch!r}"
-            )
+        check_count("max_value", self.max_value, least=1, what="a positive number of bytes")
+        check_count("max_batch", self.max_batch, least=2, what="a number of keys, at least 2")
         if self.hold is not None and not isinstance(self.hold, Hold):
             raise ConfigurationError(
                 f"Target.hold must be a checkpointkit.conformance.holds.Hold, not {self.hold!r}"

@@ -368,9 +368,13 @@ class BatchDeleteKV(DictKV):
         existed = 0
         for name in names:
             if name in self.values:
-                self._drop(name)
+                self._drop_in_batch(name)
                 existed += 1
         return existed
+
+    def _drop_in_batch(self, name: str) -> None:
+        """What a batch request removes of ``name``."""
+        self._drop(name)
 
     def _batches(self, keys: list[str]) -> list[list[str]]:
         return [keys[i : i + DELETE_BATCH] for i in range(0, len(keys), DELETE_BATCH)]
@@ -1143,18 +1147,6 @@ class LargeValuesInPartsKV(BatchDeleteKV):
     def _drop(self, name: str) -> None:
         super()._drop(name)
         self.parts.pop(name, None)
-
-    def _drop_in_batch(self, name: str) -> None:
-        """What a batch request removes of ``name``."""
-        self._drop(name)
-
-    def _delete_batch(self, names: list[str]) -> int:
-        existed = 0
-        for name in names:
-            if name in self.values:
-                self._drop_in_batch(name)
-                existed += 1
-        return existed
 
 
 class LargeValuesKeptByDeleteMany(LargeValuesInPartsKV):
