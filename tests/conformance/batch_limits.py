@@ -1,8 +1,9 @@
 """The batch limits that the conformance suite's ``batches`` matrix is built around, measured.
 
-Run from the repository, after ``scripts/setup``:
+Run from the repository, after ``scripts/setup`` (``tests/conformance/test_batch_limits.py``
+runs it too):
 
-    .venv/bin/python scripts/repro/batch_limits.py
+    scripts/batch-limits
 
 It starts a PostgreSQL server, moto's S3 server and SeaweedFS (``conformance/servers/``,
 loopback only) and prints, for each limit, a call at the limit and one over it:
