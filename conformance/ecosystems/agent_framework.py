@@ -58,11 +58,16 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
     ) from _exc
 
 from ..checks import fail
+from ..fixtures import slow
 from ..settings import NOT_EXERCISED
+from .coverage import lengths
 from .harness import (
+    LENGTHS_HINT,
+    PAGES_HINT,
     EcosystemFixtures,
     cancel_at_each_step,
     cancel_while_held,
+    counted,
     crash_writer,
     finish,
     held,
@@ -1067,6 +1072,40 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                     "state values of 0 bytes, 1 KiB and 1 MiB are loaded back whole",
                     expected=f"{len(value)} bytes in {key!r}",
                     observed="nothing" if got is None else f"{len(got.state.get(key) or '')}",
+                )
+
+    @slow(300, LENGTHS_HINT)
+    async def test_sweep_workflows_of_every_length(
+        self, eco_target: EcosystemTarget, instance: Any, name: str
+    ) -> None:
+        """A workflow grows to each length of the ``lengths`` matrix (1 to the target's
+        ``max_length``, past pages of 10, 100, 101 and 1,000 items), one checkpoint a
+        millisecond newer than the one before: at each, ``list_checkpoints`` and
+        ``list_checkpoint_ids`` give every checkpoint once, and ``get_latest`` the newest."""
+        storage = instance
+        start = datetime.now(UTC)
+        made: list[str] = []
+        for n in lengths(eco_target.max_length):
+            while len(made) < n:
+                at = start + timedelta(milliseconds=len(made))
+                made.append(str(await storage.save(checkpoint(name, {"n": len(made)}, at=at))))
+            listed = [c.checkpoint_id for c in await storage.list_checkpoints(workflow_name=name)]
+            ids = [str(i) for i in await storage.list_checkpoint_ids(workflow_name=name)]
+            latest = await storage.get_latest(workflow_name=name)
+            wrong = [
+                f"{what} gave {counted(sorted(got), sorted(made))}"
+                for what, got in (("list_checkpoints", listed), ("list_checkpoint_ids", ids))
+                if sorted(got) != sorted(made)
+            ]
+            if latest is None or latest.checkpoint_id != made[-1]:
+                wrong.append(f"get_latest gave {'none' if latest is None else 'an older one'}")
+            if wrong:
+                fail(
+                    f"every checkpoint of a workflow of {n} is listed and the newest is its "
+                    "latest, however many pages the backend answers in",
+                    expected=f"{n} checkpoints listed both ways, the newest as the latest",
+                    observed="; ".join(wrong),
+                    detail=PAGES_HINT,
                 )
 
     async def test_sweep_other_instance_and_reopened(

@@ -30,6 +30,18 @@ cells of these matrices:
 ``lifecycle`` (both)
     each writing method cancelled while the backend is held; unreachable for
     a method that returned while held (the target's hold does not hold it).
+``lengths`` (both)
+    how many checkpoints a call must go through, at each of `lengths`: a
+    LangGraph thread's ``alist`` (whole, with ``limit``, with ``before``: the
+    row is how many it must yield), ``aget_tuple`` of its latest, its
+    ``adelete_thread``, ``acopy_thread`` and ``aprune``, and ``pending
+    writes`` (``aget_tuple`` of a checkpoint holding that many writes); an
+    agent-framework workflow's ``list_checkpoints``, ``list_checkpoint_ids``
+    and ``get_latest``. A backend that answers a query a page at a time (100
+    items, 1,000, 1 MB) loses the rest when the continuation is not followed.
+    A thread or workflow is counted only while every write to it went through
+    a probe and none is in flight or failed (a cell is only ever left out,
+    never claimed).
 
 A cell is reachable when the instance and the target make it possible: a
 method the saver's class does not implement (LangGraph's base raises
@@ -43,8 +55,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +65,8 @@ from typing import Any
 from ..coverage import Cell, CoverageRecorder, active_recorder, size_label
 
 __all__ = [
+    "DEFAULT_MAX_LENGTH",
+    "LENGTH_LIMITS",
     "SAVER_ASYNC",
     "SAVER_SYNC",
     "SIZES",
@@ -61,6 +76,7 @@ __all__ = [
     "closed",
     "implemented",
     "is_probe",
+    "lengths",
     "probe",
     "set_held",
 ]
@@ -106,7 +122,50 @@ LIST_OPTIONS = ("config None", "thread", "filter", "before", "limit")
 SIZES = (0, 1024, 1024 * 1024)
 """The value sizes of the ``sizes`` matrix."""
 HELD = "cancelled while held"
+DEFAULT_MAX_LENGTH = 1025
+"""The most checkpoints the ``lengths`` matrix puts in one thread or workflow, unless the
+target sets fewer (`EcosystemTarget.max_length`)."""
+LENGTH_LIMITS: dict[int, str] = {
+    10: "Elasticsearch's default search size, Redis SCAN's default COUNT",
+    100: "a Cosmos DB query page, DynamoDB's BatchGetItem",
+    101: "MongoDB's first cursor batch",
+    1000: "an S3 or Azure Table listing page, PostgREST's default row cap",
+}
+"""The most items one answer of some common backends holds: the ``lengths`` matrix has
+each and one more (a saver must follow the continuation to the end)."""
+SAVER_LENGTH_COLUMNS = (
+    "alist",
+    "alist limit",
+    "alist before",
+    "aget_tuple latest",
+    "pending writes",
+    "adelete_thread",
+    "acopy_thread",
+    "aprune",
+)
+STORAGE_LENGTH_COLUMNS = ("list_checkpoints", "list_checkpoint_ids", "get_latest")
 _SIZE_LABELS = {size: size_label(size) for size in SIZES}
+
+
+def lengths(cap: int) -> list[int]:
+    """The rows of the ``lengths`` matrix up to ``cap``: 1, 2, each power of two and one
+    more, each of `LENGTH_LIMITS` and one more, and ``cap``."""
+    out = {1, 2, cap}
+    out |= {2**k + 1 for k in range(1, cap.bit_length()) if 2**k + 1 <= cap}
+    out |= {n for limit in LENGTH_LIMITS for n in (limit, limit + 1) if n <= cap}
+    return sorted(n for n in out if n <= cap)
+
+
+def _length_columns(ecosystem: str, has: AbstractSet[str]) -> list[str]:
+    """The ``lengths`` columns of the methods an instance implements."""
+    if ecosystem != "langgraph":
+        return [m for m in STORAGE_LENGTH_COLUMNS if m in has]
+    need = {"pending writes": ("aput_writes", "aget_tuple"), "aget_tuple latest": ("aget_tuple",)}
+    return [
+        c
+        for c in SAVER_LENGTH_COLUMNS
+        if "aput" in has and all(m in has for m in need.get(c, (c.split()[0],)))
+    ]
 
 
 def _rows(method: str) -> list[str]:
@@ -128,6 +187,7 @@ class EcosystemReach:
         durable: the target says its data outlives the instance.
         holds: the target can hold its backend (a hold, or the stalling proxy).
         kind: the class of the instance, for the report.
+        max_length: the largest row of ``lengths`` (`EcosystemTarget.max_length`).
     """
 
     ecosystem: str
@@ -137,13 +197,14 @@ class EcosystemReach:
     durable: bool = False
     holds: bool = False
     kind: str = ""
+    max_length: int = DEFAULT_MAX_LENGTH
 
     @property
     def matrices(self) -> tuple[str, ...]:
         """The matrices of the ecosystem, in report order."""
         if self.ecosystem == "langgraph":
-            return ("state", "namespaces", "listing", "sizes", "lifecycle")
-        return ("state", "sizes", "lifecycle")
+            return ("state", "namespaces", "listing", "sizes", "lengths", "lifecycle")
+        return ("state", "sizes", "lengths", "lifecycle")
 
     def _deletes(self) -> bool:
         """Whether the instance can delete (a thread or a checkpoint)."""
@@ -182,6 +243,8 @@ class EcosystemReach:
             columns = ("save", "load")
         for size in SIZES:
             out += [("sizes", _SIZE_LABELS[size], m) for m in columns if m in has]
+        for n in lengths(self.max_length):
+            out += [("lengths", str(n), c) for c in _length_columns(self.ecosystem, has)]
         if self.holds:
             for method in SAVER_WRITES if self.ecosystem == "langgraph" else STORAGE_WRITES:
                 if method in has:
@@ -215,6 +278,11 @@ class EcosystemReach:
             )
         elif not self.durable:
             notes.append("reopened: the target does not say it is durable")
+        if self.max_length < DEFAULT_MAX_LENGTH:
+            notes.append(
+                f"lengths above {self.max_length}: the target's max_length (the default is "
+                f"{DEFAULT_MAX_LENGTH})"
+            )
         if not self.holds:
             notes.append(
                 f"{HELD}: the target has no hold (give the EcosystemTarget a hold, or a factory "
@@ -289,6 +357,13 @@ class _Scope:
     closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
     runs: set[str] = field(default_factory=set)  # run ids put (LangGraph)
     members: dict[str, set[str]] = field(default_factory=dict)  # workflow -> checkpoint ids
+    # what is known exactly, for ``lengths``: a thread -> namespace -> checkpoint ids, a
+    # (thread, namespace, checkpoint id) -> its writes' (task, index), workflows counted
+    threads: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    writes: dict[tuple[str, str, str], set[tuple[str, int]]] = field(default_factory=dict)
+    counted: set[str] = field(default_factory=set)
+    busy: dict[Any, int] = field(default_factory=dict)  # name -> its writes in flight
+    lost: set[Any] = field(default_factory=set)  # names no longer counted (`forget`)
 
 
 _SCOPES: dict[str, _Scope] = {}
@@ -303,6 +378,7 @@ class _Classifier:
         self.rec: CoverageRecorder = active_recorder()
         self.rec.target(name, reach)
         self.scope = _Scope() if location is None else _SCOPES.setdefault(location, _Scope())
+        self.rec_reach = reach
         self.id = next(_order)
         self.held = False
 
@@ -333,6 +409,40 @@ class _Classifier:
     def deleted(self, name: Any) -> None:
         self.scope.state[name] = "deleted"
         self.scope.writer.pop(name, None)
+
+    def length(self, column: str, n: int | None) -> None:
+        """Mark ``("lengths", n, column)`` when ``n`` is one of the rows."""
+        if n is not None and n in self.length_rows:
+            self.mark("lengths", str(n), column)
+
+    @functools.cached_property
+    def length_rows(self) -> frozenset[int]:
+        return frozenset(lengths(self.rec_reach.max_length))
+
+    def begin(self, name: Any) -> None:
+        """A write of ``name`` starts: nothing of it is counted until it ends."""
+        self.scope.busy[name] = self.scope.busy.get(name, 0) + 1
+
+    def end(self, name: Any, ok: bool) -> None:
+        """A write of ``name`` ended; one that failed or was cancelled may land later, so
+        what is known of ``name`` is dropped."""
+        left = self.scope.busy.pop(name, 1) - 1
+        if left:
+            self.scope.busy[name] = left
+        if not ok:
+            self.forget(name)
+
+    def forget(self, name: Any) -> None:
+        """Stop counting ``name`` (a thread or a workflow), for good."""
+        self.scope.lost.add(name)
+        self.scope.threads.pop(name, None)
+        self.scope.counted.discard(name)
+        for key in [k for k in self.scope.writes if k[0] == name]:
+            del self.scope.writes[key]
+
+    def counts(self, name: Any) -> bool:
+        """Whether ``name`` is counted exactly now (known, and no write of it in flight)."""
+        return not self.scope.busy.get(name)
 
     def sizes(self, column: str, values: Iterable[Any]) -> None:
         for value in values:
@@ -367,6 +477,8 @@ class _SaverCalls:
     def __init__(self, c: _Classifier, sync: bool) -> None:
         self.c = c
         self.sync = sync
+        self.writing: list[str] = []  # the threads this call writes (`_Classifier.begin`)
+        self.after: Callable[[Any], None] | None = None  # learns from the answer
 
     def row(self, method: str) -> str:
         return method[1:] if self.sync else method
@@ -374,43 +486,89 @@ class _SaverCalls:
     def allowed(self) -> tuple[str, ...]:
         return SYNC_STATES if self.sync else STATES
 
+    def begin(self, *threads: str) -> None:
+        for thread in threads:
+            self.c.begin(thread)
+            self.writing.append(thread)
+
+    def end(self, ok: bool) -> None:
+        """The call ended (``ok``: it returned): end the writes it began."""
+        for thread in self.writing:
+            self.c.end(thread, ok)
+
+    def counted(self, thread: str | None) -> dict[str, set[str]] | None:
+        """The namespaces and checkpoint ids of ``thread`` when it is counted exactly."""
+        c = self.c
+        if thread is None or not c.counts(thread):
+            return None
+        return c.scope.threads.get(thread)
+
+    def length(self, column: str, thread: str, n: int | None) -> None:
+        if not self.sync and self.counted(thread) is not None:
+            self.c.length(column, n)
+
     def put(self, config: Any, checkpoint: Any, metadata: Any) -> Any:
         thread, ns = _thread(config)
         c, row = self.c, self.row("aput")
         if thread is not None:
             c.states(row, [thread], self.allowed())
+            self.begin(thread)
         if not self.sync:
             c.mark("namespaces", "aput", _ns_column(ns))
             c.sizes("aput", (checkpoint or {}).get("channel_values", {}).values())
+        scope = c.scope
+        counts = thread is not None and thread not in scope.lost
+        fresh = counts and scope.state.get(thread) in (None, "deleted")
+        made = (checkpoint or {}).get("id") if isinstance(checkpoint, dict) else None
 
         def after(_: Any) -> None:
             if thread is not None:
                 c.wrote(thread)
+                if counts and made is not None and (fresh or thread in scope.threads):
+                    scope.threads.setdefault(thread, {}).setdefault(ns, set()).add(str(made))
             run = (metadata or {}).get("run_id") if isinstance(metadata, dict) else None
             if run is not None:
                 c.scope.runs.add(str(run))
 
         return after
 
-    def put_writes(self, config: Any, writes: Any) -> Any:
+    def put_writes(self, config: Any, writes: Any, task_id: Any) -> Any:
         thread, ns = _thread(config)
         c = self.c
         if thread is not None:
             c.states(self.row("aput_writes"), [thread], self.allowed())
+            self.begin(thread)
         if not self.sync:
             c.mark("namespaces", "aput_writes", _ns_column(ns))
             c.sizes("aput_writes", (w[1] for w in writes or () if len(w) > 1))
-        return None
+        made = (config or {}).get("configurable", {}).get("checkpoint_id")
+        if thread is None or made is None:
+            return None
+        from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+        given = {(str(task_id), WRITES_IDX_MAP.get(w[0], i)) for i, w in enumerate(writes or ())}
+
+        def after(_: Any) -> None:
+            if str(made) in c.scope.threads.get(thread, {}).get(ns, ()):
+                c.scope.writes.setdefault((thread, ns, str(made)), set()).update(given)
+
+        return after
 
     def get_tuple(self, config: Any) -> Any:
         thread, ns = _thread(config)
-        by_id = "checkpoint_id" in (config or {}).get("configurable", {})
-        row = f"{self.row('aget_tuple')} {'by id' if by_id else 'latest'}"
+        made = (config or {}).get("configurable", {}).get("checkpoint_id")
+        row = f"{self.row('aget_tuple')} {'by id' if made else 'latest'}"
         c = self.c
         if thread is not None:
             c.states(row, [thread], self.allowed())
+            known = self.counted(thread)
+            if known is not None and made is None:
+                self.length("aget_tuple latest", thread, len(known.get(ns, ())))
+            elif known is not None and str(made) in known.get(ns, ()):
+                writes = c.scope.writes.get((thread, ns, str(made)), ())
+                self.length("pending writes", thread, len(writes))
         if not self.sync:
-            c.mark("namespaces", f"aget_tuple {'by id' if by_id else 'latest'}", _ns_column(ns))
+            c.mark("namespaces", f"aget_tuple {'by id' if made else 'latest'}", _ns_column(ns))
             return lambda t: c.sizes("aget_tuple", _tuple_values(t))
         return None
 
@@ -424,38 +582,91 @@ class _SaverCalls:
             c.mark("listing", row, "thread")
             if not self.sync:
                 c.mark("namespaces", "alist", _ns_column(ns))
+            known = self.counted(thread)
+            if known is not None and not filter:
+                every = "checkpoint_ns" not in (config or {}).get("configurable", {})
+                ids = [i for n, got in known.items() if every or n == ns for i in got]
+                end = (before or {}).get("configurable", {}).get("checkpoint_id")
+                if end is not None:
+                    ids = [i for i in ids if i < str(end)]
+                n = len(ids) if limit is None else min(len(ids), int(limit))
+                column = "alist before" if end else "alist limit" if limit is not None else "alist"
+                self.length(column, thread, n)
         for option, value in (("filter", filter), ("before", before), ("limit", limit)):
             if value is not None:
                 c.mark("listing", row, option)
         return None
 
+    def _total(self, thread: str) -> int | None:
+        known = self.counted(thread)
+        return None if known is None else sum(len(ids) for ids in known.values())
+
     def delete_thread(self, thread_id: Any) -> Any:
-        c = self.c
-        c.states(self.row("adelete_thread"), [str(thread_id)], self.allowed())
-        return lambda _: c.deleted(str(thread_id))
+        c, thread = self.c, str(thread_id)
+        c.states(self.row("adelete_thread"), [thread], self.allowed())
+        self.length("adelete_thread", thread, self._total(thread))
+        self.begin(thread)
+
+        def after(_: Any) -> None:
+            c.deleted(thread)
+            for key in [k for k in c.scope.writes if k[0] == thread]:
+                del c.scope.writes[key]
+            if thread not in c.scope.lost:
+                c.scope.threads[thread] = {}
+
+        return after
 
     def delete_for_runs(self, run_ids: Any) -> Any:
         c = self.c
         runs = [str(r) for r in run_ids or ()]
         column = "existing" if any(r in c.scope.runs for r in runs) else "missing"
         c.mark("state", self.row("adelete_for_runs"), column)
+        for thread in list(c.scope.threads):  # which threads it changes is not known
+            c.forget(thread)
         return lambda _: c.scope.runs.difference_update(runs)
 
     def copy_thread(self, source: Any, target: Any) -> Any:
-        c = self.c
-        c.states(self.row("acopy_thread"), [str(source)], self.allowed())
-        existed = c.state_of(str(source)) not in ("missing", "after delete")
-        return lambda _: c.wrote(str(target)) if existed else None
+        c, source, target = self.c, str(source), str(target)
+        c.states(self.row("acopy_thread"), [source], self.allowed())
+        self.length("acopy_thread", source, self._total(source))
+        existed = c.state_of(source) not in ("missing", "after delete")
+        known = self.counted(source)
+        empty = c.scope.state.get(target) in (None, "deleted") and target not in c.scope.lost
+        self.begin(target)
+
+        def after(_: Any) -> None:
+            if existed:
+                c.wrote(target)
+            if known is None or not empty:
+                c.forget(target)
+                return
+            c.scope.threads[target] = {ns: set(ids) for ns, ids in known.items()}
+            for (thread, ns, made), writes in list(c.scope.writes.items()):
+                if thread == source:
+                    c.scope.writes[(target, ns, made)] = set(writes)
+
+        return after
 
     def prune(self, thread_ids: Any, strategy: str) -> Any:
         c = self.c
         threads = [str(t) for t in thread_ids or ()]
         c.states(self.row("aprune"), threads, self.allowed())
+        for thread in threads:
+            self.length("aprune", thread, self._total(thread))
+        self.begin(*threads)
 
         def after(_: Any) -> None:
-            if strategy == "delete":
-                for t in threads:
-                    c.deleted(t)
+            for thread in threads:
+                if strategy == "delete":
+                    c.deleted(thread)
+                known = c.scope.threads.get(thread)
+                if known is None:
+                    continue
+                kept = {ns: {max(ids)} for ns, ids in known.items() if ids}
+                c.scope.threads[thread] = {} if strategy == "delete" else kept
+                for key in [k for k in c.scope.writes if k[0] == thread]:
+                    if key[2] not in c.scope.threads[thread].get(key[1], ()):
+                        del c.scope.writes[key]
 
         return after
 
@@ -465,14 +676,16 @@ def _saver_method(method: str) -> Any:
     sync = method in SAVER_SYNC
     name = method if sync else method[1:]
 
-    def classify(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def classify(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _SaverCalls:
         calls = _SaverCalls(self._ck, sync)
         try:
             bound = _SIGNATURES[name](*args, **kwargs)
-            after = getattr(calls, name)(*bound)
+            calls.after = _quiet(getattr(calls, name)(*bound))
         except Exception:  # input the saver is to refuse: nothing to classify
-            return None
-        return _quiet(after)
+            calls.end(False)
+            calls.writing.clear()
+            calls.after = None
+        return calls
 
     if method == "alist":
 
@@ -493,29 +706,36 @@ def _saver_method(method: str) -> Any:
     if sync:
 
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            after = classify(self, args, kwargs)
-            result = getattr(self._inner, method)(*args, **kwargs)
-            if after is not None:
-                after(result)
+            calls = classify(self, args, kwargs)
+            try:
+                result = getattr(self._inner, method)(*args, **kwargs)
+            except BaseException:
+                calls.end(False)
+                raise
+            if calls.after is not None:
+                calls.after(result)
+            calls.end(True)
             return result
 
         call.__name__ = method
         return call
 
     async def acall(self: Any, *args: Any, **kwargs: Any) -> Any:
-        after = classify(self, args, kwargs)
+        calls = classify(self, args, kwargs)
         c: _Classifier = self._ck
         held = c.held
         try:
             result = await getattr(self._inner, method)(*args, **kwargs)
-        except asyncio.CancelledError:
-            if held or c.held:
+        except BaseException as exc:
+            calls.end(False)
+            if isinstance(exc, asyncio.CancelledError) and (held or c.held):
                 c.mark("lifecycle", method, HELD)
             raise
         if held and c.held and method in SAVER_WRITES:
             c.mark("held", method, "returned")
-        if after is not None:
-            after(result)
+        if calls.after is not None:
+            calls.after(result)
+        calls.end(True)
         return result
 
     acall.__name__ = method
@@ -543,7 +763,7 @@ def _sig_put(
 def _sig_put_writes(
     config: Any, writes: Any, task_id: Any = None, task_path: str = ""
 ) -> tuple[Any, ...]:
-    return config, writes
+    return config, writes, task_id
 
 
 def _sig_get_tuple(config: Any) -> tuple[Any, ...]:
@@ -664,6 +884,21 @@ class _StorageProbe:
             c.mark("held", method, "returned")
         return result
 
+    async def _writing(self, method: str, names: list[str], *args: Any) -> Any:
+        """``method``, with the workflows it changes not counted while it runs, and no longer
+        counted if it fails (a cancelled save may land later)."""
+        c = self._ck
+        for name in names:
+            c.begin(name)
+        ok = False
+        try:
+            result = await self._call(method, *args)
+            ok = True
+            return result
+        finally:
+            for name in names:
+                c.end(name, ok)
+
     async def save(self, checkpoint: Any) -> Any:
         c = self._ck
         try:
@@ -673,10 +908,17 @@ class _StorageProbe:
             return await self._call("save", checkpoint)
         c.states("save", [cid])
         c.sizes("save", state.values())
-        result = await self._call("save", checkpoint)
+        scope = c.scope
+        fresh = scope.state.get(("workflow", workflow)) in (None, "deleted")
+        others = [w for w, ids in scope.members.items() if cid in ids and w != workflow]
+        result = await self._writing("save", [workflow, *others], checkpoint)
         c.wrote(cid)
         c.wrote(("workflow", workflow))
-        c.scope.members.setdefault(workflow, set()).add(cid)
+        scope.members.setdefault(workflow, set()).add(cid)
+        for other in others:  # the id moved to this workflow
+            c.forget(other)
+        if workflow not in scope.lost and (fresh or workflow in scope.counted):
+            scope.counted.add(workflow)
         return result
 
     async def load(self, checkpoint_id: Any) -> Any:
@@ -692,18 +934,22 @@ class _StorageProbe:
         c = self._ck
         cid = str(checkpoint_id)
         c.states("delete", [cid])
-        result = await self._call("delete", checkpoint_id)
+        of = [w for w, ids in c.scope.members.items() if cid in ids]
+        result = await self._writing("delete", of, checkpoint_id)
         if result or c.scope.state.get(cid) == "present":
             c.deleted(cid)
-        for workflow, ids in c.scope.members.items():
-            if cid in ids:
-                ids.discard(cid)
-                if not ids:
-                    c.deleted(("workflow", workflow))
+        for workflow in of:
+            ids = c.scope.members[workflow]
+            ids.discard(cid)
+            if not ids:
+                c.deleted(("workflow", workflow))
         return result
 
     async def _by_workflow(self, method: str, workflow_name: str) -> Any:
-        self._ck.states(method, [("workflow", str(workflow_name))])
+        c, workflow = self._ck, str(workflow_name)
+        c.states(method, [("workflow", workflow)])
+        if workflow in c.scope.counted and c.counts(workflow):
+            c.length(method, len(c.scope.members.get(workflow, ())))
         return await self._call(method, workflow_name=workflow_name)
 
     async def list_checkpoints(self, *, workflow_name: str) -> Any:
@@ -726,6 +972,7 @@ def probe(
     reopens: bool,
     durable: bool,
     holds: bool,
+    max_length: int = DEFAULT_MAX_LENGTH,
 ) -> Any:
     """``instance`` wrapped in a probe that records its calls' cells under ``target``.
 
@@ -743,6 +990,7 @@ def probe(
         durable=durable,
         holds=holds,
         kind=type(instance).__name__,
+        max_length=max_length,
     )
     ck = _Classifier(target, reach, location)
     if ecosystem == "langgraph":

@@ -34,9 +34,12 @@ from .coverage import set_held
 from .target import EcosystemTarget
 
 __all__ = [
+    "LENGTHS_HINT",
+    "PAGES_HINT",
     "CancelOutcome",
     "EcosystemFixtures",
     "cancel_while_held",
+    "counted",
     "crash_writer",
     "held",
 ]
@@ -48,6 +51,36 @@ HYGIENE_HINT = (
     "file and thread in close/aclose or the context's exit"
 )
 """Appended to every hygiene failure of an ecosystem test."""
+
+PAGES_HINT = (
+    "follow the backend's continuation (a next-page token, a cursor, LastEvaluatedKey, a "
+    "marker) until it gives none: most backends answer a query, a listing or a batch a page "
+    "at a time (100 items, 1,000, 1 MB), and a page may hold fewer items than asked for"
+)
+"""The fix a failure of the ``lengths`` sweeps suggests."""
+
+LENGTHS_HINT = (
+    "give the EcosystemTarget a lower max_length (max_length=129 still passes pages of 10, "
+    "100 and 101 items)"
+)
+"""What shortens the ``lengths`` sweeps for a slow backend."""
+
+
+def counted(got: list[Any], expected: list[Any]) -> str:
+    """How ``got`` differs from ``expected``, in words: how many, missing, repeated, order."""
+    missing = len(set(expected) - set(got))
+    extra = len(set(got) - set(expected))
+    repeated = len(got) - len(set(got))
+    parts = [f"{len(got)} of {len(expected)}"]
+    parts += [
+        f"{k} {what}"
+        for k, what in ((missing, "missing"), (extra, "not expected"), (repeated, "repeated"))
+        if k
+    ]
+    if not (missing or extra or repeated) and got != expected:
+        parts.append("out of order")
+    return ", ".join(parts)
+
 
 RUNNER_FAILED = "the runner failed, not the storage"
 """How the reason of a scenario that fails on the library's own storage too begins."""

@@ -66,11 +66,16 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
     ) from _exc
 
 from ..checks import fail
+from ..fixtures import slow
 from ..settings import NOT_EXERCISED
+from .coverage import lengths
 from .harness import (
+    LENGTHS_HINT,
+    PAGES_HINT,
     EcosystemFixtures,
     cancel_at_each_step,
     cancel_while_held,
+    counted,
     crash_writer,
     finish,
     held,
@@ -1238,6 +1243,31 @@ class SaverSweepTests(SaverFixtures):
 
             await asyncio.to_thread(listing)
 
+    @slow(300, LENGTHS_HINT)
+    async def test_sweep_threads_of_every_length(
+        self, eco_target: EcosystemTarget, instance: Any, thread: str
+    ) -> None:
+        """A thread grows to each length of the ``lengths`` matrix (1 to the target's
+        ``max_length``, past pages of 10, 100, 101 and 1,000 items): at each, ``alist``
+        yields every checkpoint once, newest first, and ``aget_tuple`` the newest; a
+        checkpoint holding as many pending writes gives them all; a thread of that length
+        is copied, pruned and deleted whole, where the saver implements those. Then, one
+        checkpoint longer, ``alist`` with ``limit`` and with ``before`` yields each length's
+        worth of checkpoints, the ones LangGraph says."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        ids: list[str] = []
+        writes: list[str] = []
+        rows = lengths(eco_target.max_length)
+        for n in rows:
+            await _grow(saver, thread, ids, n)
+            await _check_thread(saver, thread, ids)
+            if "aput_writes" in has:
+                await _check_writes(saver, f"{thread}-w", writes, n)
+            await _whole_thread_calls(saver, has, f"{thread}-{n}", n)
+        await _grow(saver, thread, ids, rows[-1] + 1)
+        await _check_options(saver, thread, ids, rows)
+
     async def test_sweep_other_instance_and_reopened(
         self, eco_target: EcosystemTarget, location: str | None, thread: str
     ) -> None:
@@ -1257,6 +1287,124 @@ class SaverSweepTests(SaverFixtures):
         if eco_target.durable:
             async with eco_target.open(location=location) as reopened:
                 await _every_call(reopened, has, f"{a}-r", f"{b}-r")
+
+
+async def _grow(saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], n: int) -> None:
+    """Put checkpoints on ``thread``, each the child of the one before, until ``ids`` (its
+    checkpoints, oldest first) holds ``n``."""
+    while len(ids) < n:
+        parent = ids[-1] if ids else None
+        ids.append(await put(saver, thread, {"n": len(ids)}, parent=parent, step=len(ids)))
+
+
+async def _check_thread(saver: BaseCheckpointSaver[Any], thread: str, ids: list[str]) -> None:
+    """``alist`` and ``aget_tuple`` of the latest of a thread whose checkpoints are ``ids``
+    (oldest first)."""
+    listed = await _ids(saver, thread)
+    latest = _id_of(await get(saver, thread))
+    wrong = [] if listed == ids[::-1] else [f"alist gave {counted(listed, ids[::-1])}"]
+    if latest != ids[-1]:
+        wrong.append(f"aget_tuple gave {'none' if latest is None else 'an older one'}")
+    if wrong:
+        fail(
+            f"every checkpoint of a thread of {len(ids)} is listed, newest first, and the "
+            "newest is its latest, however many pages the backend answers in",
+            expected=f"{len(ids)} checkpoints listed and the newest as the latest",
+            observed="; ".join(wrong),
+            detail=PAGES_HINT,
+        )
+
+
+async def _check_options(
+    saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], rows: list[int]
+) -> None:
+    """``alist`` with ``limit=n`` and with ``before`` the checkpoint after the ``n`` oldest,
+    for each ``n`` of ``rows``, of a thread of ``ids`` (oldest first, more than any row)."""
+    newest = ids[::-1]
+    config = config_of(thread)
+    for n in rows:
+        limited = [_id_of(t) async for t in saver.alist(config, limit=n)]
+        before = [_id_of(t) async for t in saver.alist(config, before=config_of(thread, ids[n]))]
+        wrong = [
+            f"{what} gave {counted(got, want)}"
+            for what, got, want in (
+                (f"alist(limit={n})", limited, newest[:n]),
+                (f"alist(before=checkpoint {n + 1})", before, ids[:n][::-1]),
+            )
+            if got != want
+        ]
+        if wrong:
+            fail(
+                f"alist with limit or before yields all {n} checkpoints it selects of a thread "
+                f"of {len(ids)}, however many pages the backend answers in",
+                expected=f"the {n} newest with limit={n}, the {n} oldest with before "
+                f"checkpoint {n + 1}",
+                observed="; ".join(wrong),
+                detail=PAGES_HINT,
+            )
+
+
+async def _check_writes(
+    saver: BaseCheckpointSaver[Any], thread: str, made: list[str], n: int
+) -> None:
+    """Writes of one task each onto one checkpoint of ``thread`` until it holds ``n`` (``made``
+    is the checkpoint's id, then the task of each write): ``aget_tuple`` gives them all."""
+    if not made:
+        made.append(await put(saver, thread, {"writes": True}))
+    config = config_of(thread, made[0])
+    while len(made) - 1 < n:
+        task = f"task-{len(made) - 1:05d}"
+        await saver.aput_writes(config, [("ch", len(made) - 1)], task_id=task)
+        made.append(task)
+    want = {(task, "ch"): i for i, task in enumerate(made[1:])}
+    found = await saver.aget_tuple(config)
+    got = [] if found is None else list(found.pending_writes or [])
+    if len(got) != n or _writes(found) != want:
+        fail(
+            f"every pending write of a checkpoint holding {n} is read back",
+            expected=f"{n} writes, one per task",
+            observed=counted([(w[0], w[1], w[2]) for w in got], [(*k, v) for k, v in want.items()]),
+            detail=PAGES_HINT,
+        )
+
+
+async def _whole_thread_calls(
+    saver: BaseCheckpointSaver[Any], has: set[str], base: str, n: int
+) -> None:
+    """``acopy_thread``, ``aprune`` and ``adelete_thread`` (those the saver implements) of a
+    thread of ``n`` checkpoints: the copy holds all of them, the pruned thread only the
+    newest, the deleted thread none."""
+    if not has & {"acopy_thread", "aprune", "adelete_thread"}:
+        return
+    source, copy, pruned = f"{base}-d", f"{base}-c", f"{base}-p"
+    made: list[str] = []
+    await _grow(saver, source, made, n)
+    wrong: list[str] = []
+    if "acopy_thread" in has:
+        await saver.acopy_thread(source, copy)
+        got = await _ids(saver, copy)
+        if got != made[::-1]:
+            wrong.append(f"acopy_thread made a copy of {counted(got, made[::-1])}")
+        pruned = copy
+    if "aprune" in has:
+        if "acopy_thread" not in has:
+            await _grow(saver, pruned, made := [], n)
+        await saver.aprune([pruned])
+        got = await _ids(saver, pruned)
+        if got != made[-1:]:
+            wrong.append(f"aprune (keep_latest) left {counted(got, made[-1:])}")
+    if "adelete_thread" in has:
+        await saver.adelete_thread(source)
+        left = await _ids(saver, source)
+        if left or await get(saver, source) is not None:
+            wrong.append(f"adelete_thread left {len(left)} of {n}")
+    if wrong:
+        fail(
+            f"a thread of {n} checkpoints is copied, pruned and deleted whole",
+            expected="every checkpoint copied, the newest alone kept, none left",
+            observed="; ".join(wrong),
+            detail=PAGES_HINT,
+        )
 
 
 def implemented_methods(saver: Any) -> tuple[str, ...]:

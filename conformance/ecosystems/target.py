@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
 from ...errors import ConfigurationError
-from ..settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, check_seconds
-from .coverage import closed, probe
+from ..settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, check_count, check_seconds
+from .coverage import DEFAULT_MAX_LENGTH, closed, probe
 
 __all__ = [
     "ECOSYSTEMS",
@@ -99,6 +99,9 @@ class EcosystemTarget:
             ``endpoint``: the cancellation group then holds calls with the
             stalling TCP proxy.
         scale: multiplies the request counts of the heavier tests.
+        max_length: the most checkpoints the ``lengths`` sweep puts in one thread or
+            workflow (1,025 by default: past the pages of 10, 100, 101 and 1,000 items of
+            common backends); lower it for a slow server, at the cost of the rows above.
         settle_window: seconds a cancelled call is watched for a late landing.
         cancel_bound: seconds within which a cancelled call must end.
         cleanup: called once when the suite is done with the target.
@@ -112,6 +115,7 @@ class EcosystemTarget:
     hold: Hold | None = None
     upstream: tuple[str, int] | None = None
     scale: float = 1.0
+    max_length: int = DEFAULT_MAX_LENGTH
     settle_window: float = DEFAULT_SETTLE_WINDOW
     cancel_bound: float = DEFAULT_CANCEL_BOUND
     cleanup: Callable[[], None] | None = None
@@ -134,6 +138,7 @@ class EcosystemTarget:
             raise ConfigurationError(f"scale must be positive, not {self.scale!r}")
         check_seconds("settle_window", self.settle_window, zero=True)
         check_seconds("cancel_bound", self.cancel_bound)
+        check_count("max_length", self.max_length, least=1, what="a positive number of checkpoints")
         for kw in ("location", "endpoint"):
             self._kw[kw] = _accepts(self.factory, kw)
 
@@ -235,6 +240,7 @@ class EcosystemTarget:
             reopens=self.reopens,
             durable=bool(self.durable),
             holds=self.holds,
+            max_length=self.max_length,
         )
 
 

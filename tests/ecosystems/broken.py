@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agent_framework import (
     InMemoryCheckpointStorage,
@@ -406,6 +406,80 @@ class NeverAwaitsSaver(HeldSaver):
         return result
 
 
+PAGE = 100
+"""Items per answer of the paged backends below (a Cosmos DB query page)."""
+
+
+def pages(items: list[Any], follow: bool) -> list[Any]:
+    """``items`` as a backend that answers a page of `PAGE` with a continuation token gives
+    them: every page when the caller follows the token, else the first."""
+    out: list[Any] = []
+    token: int | None = 0
+    while token is not None:
+        out += items[token : token + PAGE]
+        token = token + PAGE if token + PAGE < len(items) and follow else None
+    return out
+
+
+class PagedSaver(HeldSaver):
+    """Correct: a thread's checkpoints, and a checkpoint's writes, come from a backend that
+    answers `PAGE` at a time; every read and delete follows the continuation to the end."""
+
+    follows: ClassVar[frozenset[str]] = frozenset({"list", "delete", "writes"})
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        found = list(super().list(config, filter=filter, before=before))
+        if config:
+            found = pages(found, "list" in self.follows)
+        yield from found[:limit]
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = super().get_tuple(config)
+        if found is None or not found.pending_writes:
+            return found
+        return found._replace(pending_writes=pages(found.pending_writes, "writes" in self.follows))
+
+    def delete_thread(self, thread_id: str) -> None:
+        namespaces = self.storage.get(thread_id, {})
+        ids = sorted(((ns, c) for ns, saved in namespaces.items() for c in saved), reverse=True)
+        for ns, made in pages(ids, "delete" in self.follows):
+            del self.storage[thread_id][ns][made]
+            for key in [k for k in self.writes if k[:3] == (thread_id, ns, made)]:
+                del self.writes[key]
+        if not any(self.storage.get(thread_id, {}).values()):
+            super().delete_thread(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.backend.io()
+        self.delete_thread(thread_id)
+
+
+class ListsOnePageSaver(PagedSaver):
+    """Bug: alist reads the first page of a thread's checkpoints and never asks for the next
+    (the continuation token of the backend's answer is ignored)."""
+
+    follows = frozenset({"delete", "writes"})
+
+
+class DeletesOnePageSaver(PagedSaver):
+    """Bug: adelete_thread deletes the first page of the thread's checkpoints only."""
+
+    follows = frozenset({"list", "writes"})
+
+
+class ReadsOnePageOfWritesSaver(PagedSaver):
+    """Bug: aget_tuple reads the first page of a checkpoint's pending writes only."""
+
+    follows = frozenset({"list", "delete"})
+
+
 # -- agent-framework -----------------------------------------------------------------------------
 class HeldStorage(InMemoryCheckpointStorage):
     """Correct: agent-framework's InMemoryCheckpointStorage on a shared, holdable backend."""
@@ -473,6 +547,32 @@ class LatestByPrefixStorage(HeldStorage):
         if not mine:
             return None
         return copy.deepcopy(max(mine, key=lambda c: datetime.fromisoformat(c.timestamp)))
+
+
+class PagedStorage(HeldStorage):
+    """Correct: a workflow's checkpoints come from a backend that answers `PAGE` at a time;
+    the listings follow the continuation to the end, and get_latest is the newest listed."""
+
+    follows: ClassVar[bool] = True
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        await self.backend.io()
+        return pages(await super().list_checkpoints(workflow_name=workflow_name), self.follows)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name)]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = await self.list_checkpoints(workflow_name=workflow_name)
+        return max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
+
+
+class ListsOnePageStorage(PagedStorage):
+    """Bug: list_checkpoints reads the first page of a workflow's checkpoints and never asks
+    for the next: the listings miss the rest, and get_latest, taken from the listing, is
+    not the newest."""
+
+    follows = False
 
 
 class FileStorage:

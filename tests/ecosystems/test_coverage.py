@@ -11,15 +11,20 @@ from typing import Any
 import pytest
 from agent_framework import InMemoryCheckpointStorage
 from checkpointkit.conformance import run
+from checkpointkit.conformance.coverage import CoverageRecorder, recording
 from checkpointkit.conformance.ecosystems.coverage import (
+    DEFAULT_MAX_LENGTH,
+    LENGTH_LIMITS,
     SAVER_ASYNC,
     SAVER_SYNC,
     EcosystemReach,
     _saver_probe_class,
     implemented,
+    lengths,
     probe,
 )
 from checkpointkit.conformance.ecosystems.known import ROWS
+from checkpointkit.conformance.ecosystems.langgraph import config_of, put
 from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -34,6 +39,8 @@ SWEPT = (
     "langgraph-sqlite",
 )
 """The in-process rows of the results page (no server)."""
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 SLOW_HOLD = {"langgraph-sqlite"}
 """Rows whose held calls end only at the backend's own timeout (SQLite's 5 s busy timeout):
@@ -191,3 +198,77 @@ def test_a_method_the_installed_langgraph_lacks_is_not_part_of_the_matrices(
     reach = EcosystemReach("langgraph", has, absent)
     assert not [c for c in reach.cells() if "prune" in c[1]]
     assert not [n for n in reach.unreachable() if "prune" in n]
+
+
+def test_lengths_rows_and_the_sweeps_cost_that_the_docs_quote() -> None:
+    rows = lengths(DEFAULT_MAX_LENGTH)
+    assert rows == [
+        1,
+        2,
+        3,
+        5,
+        9,
+        10,
+        11,
+        17,
+        33,
+        65,
+        100,
+        101,
+        102,
+        129,
+        257,
+        513,
+        1000,
+        1001,
+        1025,
+    ]
+    assert all(limit in rows and limit + 1 in rows for limit in LENGTH_LIMITS)
+    assert set(lengths(129)) == {n for n in rows if n <= 129} | {129}
+    page = " ".join((DOCS / "ecosystems" / "langgraph.md").read_text().split())
+    assert f"{rows[-1] + 1:,} `aput` calls on the growing thread" in page
+    assert f"{sum(rows):,} on the threads that are copied" in page
+    assert f"and {rows[-1]:,} `aput_writes`" in page
+    assert f"`max_length` ({rows[-1]:,} unless the target sets fewer)" in page
+
+
+class _FailsOnce(InMemorySaver):
+    """InMemorySaver whose next aput fails once ``fail`` is set (after or before writing)."""
+
+    fail = False
+
+    async def aput(self, *args: Any, **kwargs: Any) -> Any:
+        result = await super().aput(*args, **kwargs)
+        if self.fail:
+            self.fail = False
+            raise RuntimeError("lost the answer")
+        return result
+
+
+async def test_a_thread_is_counted_only_while_none_of_its_writes_failed() -> None:
+    # a write that failed (or was cancelled) may have landed, or may land later: the probe
+    # no longer knows the thread's length, so no `lengths` cell is claimed for it
+    saver = _FailsOnce()
+    with recording(CoverageRecorder()) as into:
+        probed = probe(
+            saver,
+            "langgraph",
+            "lengths",
+            location=None,
+            reopens=False,
+            durable=False,
+            holds=False,
+        )
+        for thread in ("kept", "lost"):
+            for _ in range(2):
+                await put(probed, thread, {"v": 1})
+        saver.fail = True
+        with pytest.raises(RuntimeError):
+            await put(probed, "lost", {"v": 2})
+        assert len([t async for t in probed.alist(config_of("lost"))]) == 3
+        assert len([t async for t in probed.alist(config_of("kept"))]) == 2
+        await probed.aget_tuple(config_of("lost"))
+        found = into.snapshot("lengths")
+    assert found is not None
+    cells = {c for c in found[1] if c[0] == "lengths"}
+    assert cells == {("lengths", "2", "alist")}
