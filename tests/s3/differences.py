@@ -27,6 +27,7 @@ QUESTIONS = (
     "ListObjectsV2 StartAfter=a of a/-, a/b, a b, a0",
     "PutObject of a 256-byte name segment",
     "PutObject of a 1024-byte name",
+    "DeleteObjects of 1,001 keys",
     "4 create-only CompleteMultipartUpload of one key at once (20 rounds)",
 )
 
@@ -38,14 +39,16 @@ AWS = {
     QUESTIONS[4]: "a b, a/-, a/b, a0",
     QUESTIONS[5]: "200",
     QUESTIONS[6]: "200",
-    QUESTIONS[7]: "1 winner",
+    QUESTIONS[7]: "400",
+    QUESTIONS[8]: "1 winner",
 }
 """What AWS documents: conditional writes answer 412 for a failed condition and 404 for a
 missing key; listings in ascending UTF-8 byte order, StartAfter by key; names of up to
-1024 bytes; of concurrent conditional writes of one key (CompleteMultipartUpload with
-If-None-Match included) the first to finish succeeds and the others fail."""
+1024 bytes; at most 1,000 keys in one DeleteObjects (more: 400 MalformedXML); of
+concurrent conditional writes of one key (CompleteMultipartUpload with If-None-Match
+included) the first to finish succeeds and the others fail."""
 
-RACE = QUESTIONS[7]
+RACE = QUESTIONS[8]
 """The race question: SeaweedFS let several create-only completions win in 9 and 10 rounds
 of 20 on a quiet machine, in fewer than `SEVERAL` under the load of the project's test run
 (the completions then rarely overlap), so the test of the page leaves its row out."""
@@ -135,6 +138,11 @@ def probe(endpoint_url: str, *, race: bool = True) -> dict[str, str]:
         QUESTIONS[4]: listed(StartAfter="o/a"),
         QUESTIONS[5]: _status(lambda: client.put_object(Bucket=bucket, Key="l" * 256, Body=b"")),
         QUESTIONS[6]: _status(lambda: client.put_object(Bucket=bucket, Key="l" * 1024, Body=b"")),
+        QUESTIONS[7]: _status(
+            lambda: client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": f"d/{i}"} for i in range(1001)]}
+            )
+        ),
     }
     if race:  # a race: its answer can change with the machine's load (see RACE)
         answers[RACE] = _race(client, bucket)
