@@ -16,7 +16,11 @@ matrices and records them in the process-wide `coverage`:
 ``lifecycle``
     each operation while another task writes the same key (a listing: a key
     of its prefix), while a listing covers the key being written, with an
-    ``aclose()`` called while it runs, after ``aclose()``, and cancelled.
+    ``aclose()`` called while it runs, after ``aclose()``, cancelled, and as
+    a first call (made before the storage object answered anything: what
+    opens its client, connections, files or schema); ``aclose()`` itself after
+    another, while another runs, cancelled, and as a first call (of a storage
+    never used).
 ``sizes``
     ``put`` and ``get`` of values of 0 and 1 bytes and of every power of two
     from 2 to the target's ``max_value`` (64 MiB by default), each also minus
@@ -150,8 +154,12 @@ EVENTS = (
     "during aclose",
     "after aclose",
     "cancelled",
+    "first call",
     "backend down",
 )
+ACLOSE_EVENTS = ("during aclose", "after aclose", "cancelled", "first call")
+"""The ``lifecycle`` columns of ``aclose()`` itself (``during aclose``: a second call
+while the first one runs)."""
 SHAPES = (
     "one character",
     "several segments",
@@ -400,7 +408,7 @@ class Reach:
                 if event == "backend down" and op not in self.down:
                     continue  # the target's outage does not fail it, or nothing can
                 out.append(("lifecycle", op, event))
-        out.append(("lifecycle", "aclose", "after aclose"))
+        out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
         for shape in value_shapes():
@@ -612,6 +620,8 @@ class CoverageProbe:
         self._running: dict[int, str] = {}  # calls in flight -> their operation
         self._calls = itertools.count()
         self._closing = False
+        self._closed = False  # the first aclose() has ended
+        self._answered = False  # a call of this storage object has ended
 
     def __repr__(self) -> str:
         return f"CoverageProbe({self.inner!r})"
@@ -702,6 +712,8 @@ class CoverageProbe:
     ) -> Any:
         writes = op in ("put", "delete", "delete_many")
         self._before(op, row, keys, writes)
+        if not self._answered:
+            self._mark("lifecycle", op, "first call")
         scope = self._scope
         n = next(self._calls)
         self._running[n] = op
@@ -716,6 +728,7 @@ class CoverageProbe:
             self._mark("lifecycle", op, "cancelled")
             raise
         finally:
+            self._answered = True
             if turn is not None:
                 turn.end()
             del self._running[n]
@@ -862,16 +875,28 @@ class CoverageProbe:
         return _ProbedListing(self, prefix, start_after, limit)
 
     async def aclose(self) -> None:
-        """Close the storage; a second call is recorded as ``aclose`` after ``aclose``."""
-        if self._closing:
-            self._mark("lifecycle", "aclose", "after aclose")
+        """Close the storage; a second call is recorded as ``aclose`` after ``aclose`` (or
+        during it, while the first runs)."""
+        first = not self._closing
+        if not first:
+            self._mark("lifecycle", "aclose", "after aclose" if self._closed else "during aclose")
         else:
             self._closing = True
+            if not self._answered and not self._running:
+                self._mark("lifecycle", "aclose", "first call")
             for op in set(self._running.values()):
                 self._mark("lifecycle", op, "during aclose")
+        # whether the first aclose() waits: only then can it be cancelled or overlapped
+        turn = _Turn(self, "aclose") if first else None
         try:
             await self.inner.aclose()
+        except asyncio.CancelledError:
+            self._mark("lifecycle", "aclose", "cancelled")
+            raise
         finally:
+            if turn is not None:
+                turn.end()
+                self._closed = True
             self._scope.closed_at.setdefault(self._id, next(_order))
 
     async def __aenter__(self) -> Self:
@@ -963,6 +988,8 @@ class _ProbedListing:
         probe = self._probe
         first = self._inner is None
         if self._inner is None:
+            if not probe._answered:
+                probe._mark("lifecycle", "list", "first call")
             self._inner = self._start()
         inner = self._inner
         n = next(probe._calls)
@@ -982,6 +1009,7 @@ class _ProbedListing:
             self._end()
             raise
         finally:
+            probe._answered = True
             if turn is not None:
                 turn.end()
             probe._running.pop(n, None)
@@ -1086,12 +1114,16 @@ class Coverage:
     def never_suspended(self) -> list[str]:
         """The operations that answered without waiting at least once when the cancellation
         sweep started them (`measuring_waits`): only one that waits every time is sure to
-        be in flight. Storage targets only (an ecosystem's surface has no such cells)."""
+        be in flight; and ``aclose`` when no storage's first ``aclose()`` ever waited.
+        Storage targets only (an ecosystem's surface has no such cells)."""
         if not isinstance(self.reach, Reach):
             return []
         waits = {c[1] for c in self.exercised if c[0] == "suspends" and c[2] == "yes"}
         at_once = {c[1] for c in self.exercised if c[0] == "suspends" and c[2] == "no"}
-        return [op for op in OPS if op not in waits or op in at_once]
+        idle = [op for op in OPS if op not in waits or op in at_once]
+        # a storage's first aclose() is always measured; one that never waits (a storage
+        # with nothing to release) cannot be cancelled or overlapped by a second one
+        return idle if "aclose" in waits else [*idle, "aclose"]
 
     @property
     def reachable(self) -> list[Cell]:

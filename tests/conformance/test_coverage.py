@@ -7,10 +7,12 @@ import asyncio
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
 from checkpointkit import IfMatch, NotFound, PreconditionFailed, StorageClosed
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance import Target, run
 from checkpointkit.conformance.coverage import (
+    ACLOSE_EVENTS,
     Coverage,
     CoverageProbe,
     CoverageRecorder,
@@ -187,7 +189,59 @@ def test_an_operation_that_never_waits_has_no_in_flight_cells() -> None:
     assert ("lifecycle", "put", "cancelled") in reachable
     assert ("lifecycle", "get", "cancelled") not in reachable
     assert ("lifecycle", "get", "concurrent write") in reachable  # a put can be in flight
-    assert cov.never_suspended == ["get", "delete", "delete_many", "list"]
+    assert cov.never_suspended == ["get", "delete", "delete_many", "list", "aclose"]
+    # a first aclose() that waited can be cancelled and overlapped by a second one
+    closes = Coverage(reach, {("suspends", "put", "yes"), ("suspends", "aclose", "yes")})
+    assert "aclose" not in closes.never_suspended
+    for event in ("cancelled", "during aclose"):
+        assert ("lifecycle", "aclose", event) in set(closes.reachable)
+        assert ("lifecycle", "aclose", event) not in reachable
+    assert ("lifecycle", "aclose", "first call") in reachable
+
+
+async def test_first_calls_and_every_kind_of_aclose_are_recorded() -> None:
+    class GatedClose(MemoryStorage):
+        """Its aclose() waits for ``gate`` (set at once unless a test clears it)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.closing, self.gate = asyncio.Event(), asyncio.Event()
+            self.gate.set()
+
+        async def _aclose(self) -> None:
+            self.closing.set()
+            await self.gate.wait()
+
+    def gated(storage: GatedClose) -> tuple[CoverageProbe, GatedClose]:
+        storage.gate.clear()
+        return CoverageProbe(storage, "t", reach, into=rec), storage
+
+    rec = CoverageRecorder()
+    reach = Reach(CAPS, reopens=False, max_value=16)
+    await CoverageProbe(GatedClose(), "t", reach, into=rec).aclose()  # never used
+    used, inner = gated(GatedClose())
+    first = [asyncio.ensure_future(used.put("a", b"1")), asyncio.ensure_future(used.get("a"))]
+    await asyncio.gather(*first, return_exceptions=True)
+    await used.put("b", b"2")  # no longer a first call
+    closing = asyncio.ensure_future(used.aclose())
+    await inner.closing.wait()
+    second = asyncio.ensure_future(used.aclose())  # while the first runs
+    inner.gate.set()
+    await asyncio.gather(closing, second)
+    await used.aclose()  # after it
+    cancelled, inner = gated(GatedClose())
+    await cancelled.put("c", b"3")
+    closing = asyncio.ensure_future(cancelled.aclose())
+    await inner.closing.wait()
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    cells = {c for c in _cells(rec) if c[0] == "lifecycle"}
+    # the get started once the put (which never waits on memory) had answered
+    assert cells == {
+        ("lifecycle", "put", "first call"),
+        *(("lifecycle", "aclose", e) for e in ACLOSE_EVENTS),
+    }
 
 
 def test_a_reachable_cell_not_exercised_keeps_the_level_from_full_and_is_reported() -> None:
