@@ -114,12 +114,18 @@ def fail(
 
 
 def expect(
-    condition: bool, promise: str, *, key: str | None = None, expected: str, observed: str
+    condition: bool,
+    promise: str,
+    *,
+    key: str | None = None,
+    expected: str,
+    observed: str,
+    detail: str = "",
 ) -> None:
     """`fail` unless ``condition`` holds."""
     __tracebackhide__ = True  # pytest shows the test's line, then the message
     if not condition:
-        fail(promise, key=key, expected=expected, observed=observed)
+        fail(promise, key=key, expected=expected, observed=observed, detail=detail)
 
 
 async def get_or_none(storage: Storage, key: str) -> GetResult | None:

@@ -461,9 +461,10 @@ class SemanticSweepTests(StorageFixtures):
         (across any power-of-two threshold at which an adapter writes values another way):
         an overwrite of the value, a create-only put and an if-match put with a stale
         version (both refused, the value unchanged), an if-match put with the current one,
-        a listing (the key once, nothing else), an if-match delete with a stale version
-        (refused) and with the current one, a create-only put of the missing key, and a
-        ``delete_many`` of it; each read back whole, with the version its write answered."""
+        a listing (the key once, then two keys after it), an if-match delete with a stale
+        version (refused) and with the current one, a create-only put of the missing key,
+        and a ``delete_many`` of it; each read back whole, with the version its write
+        answered."""
         cap = max_value_of(storage_target)
         sizes = large_sizes(cap)
         pattern = random.Random(len(sizes)).randbytes(3 * sizes[-1]) if sizes else b""
@@ -494,14 +495,22 @@ class SemanticSweepTests(StorageFixtures):
                 await holds(second, current, "after a refused if-match put")
                 current = await storage.put(key, third, mode=IfMatch(current))
                 await holds(third, current, "after an if-match put with the current version")
+            after = [f"{key}-after{i}" for i in (1, 2)]
+            for other in after:
+                await storage.put(other, b"after")
             listed = [k async for k in storage.list("large/")]
             expect(
-                listed == [key],
-                f"a listing must return the key of {where} once, and nothing else of it",
+                listed == [key, *after],
+                f"a listing must return the key of {where} once, and the keys after it",
                 key=key,
-                expected=repr([key]),
+                expected=repr([key, *after]),
                 observed=repr(listed),
+                detail="a page that a backend cut short by its bytes (DynamoDB answers at "
+                "most 1 MB a query, Cosmos DB 4 MB) is not the last one: take the end of "
+                "a listing from the backend's continuation, not from a page holding fewer "
+                "keys than asked for",
             )
+            await delete_many_of(storage, after)
             if supports_conditional_delete:
                 await expect_raises(
                     PreconditionFailed,

@@ -1056,6 +1056,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete-many.count",
     ),
     _m(
+        "short-page-ends-the-listing",
+        kv_dict.ShortPageEndsTheListing,
+        kv_dict.ByteCappedListingKV,
+        SEM,
+        "test_every_write_mode_on_large_values",
+        "list.pages",
+    ),
+    _m(
         "large-values-list-their-manifest",
         kv_dict.LargeValuesListTheirManifest,
         D,

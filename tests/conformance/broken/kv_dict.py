@@ -611,6 +611,50 @@ class ListingStopsAtItsPartitionLimit(PartitionedListingKV):
         return page[-1] if len(page) == limit else None
 
 
+ANSWER_BYTES = 1024 * 1024
+"""The most bytes of items (key and value) one answer of `ByteCappedListingKV`'s backend
+holds: DynamoDB's Query and Scan stop at 1 MB."""
+
+
+class ByteCappedListingKV(DictKV):
+    """Correct: the backend answers a listing with whole items, at most ``limit`` of them or
+    `ANSWER_BYTES` of keys and values (at least one), and says whether it stopped early
+    (a LastEvaluatedKey); the page's cursor comes from that, not from its length."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        lo = self._first(prefix, cursor if cursor is not None else start_after)
+        page: list[str] = []
+        size, more = 0, False
+        for key in self.keys[lo:]:
+            if not key.startswith(prefix):
+                break
+            if len(page) == limit:
+                more = True
+                break
+            item = len(key.encode()) + len(self.values[key][0])
+            if page and size + item > ANSWER_BYTES:
+                more = True
+                break
+            page.append(key)
+            size += item
+        return ListPage(page, self._cursor(page, limit, more))
+
+    def _cursor(self, page: list[str], limit: int, more: bool) -> str | None:
+        return page[-1] if page and more else None
+
+
+class ShortPageEndsTheListing(ByteCappedListingKV):
+    """Bug: a page holding fewer keys than asked for is taken for the last one (the
+    backend's LastEvaluatedKey ignored): behind a large value, a page cut at 1 MB ends
+    the listing."""
+
+    def _cursor(self, page: list[str], limit: int, more: bool) -> str | None:
+        return page[-1] if len(page) == limit else None
+
+
 class ListsInInsertionOrder(DictKV):
     """Bug: a listing iterates the dict (insertion order), not the sorted keys."""
 
