@@ -447,6 +447,7 @@ class SemanticSweepTests(StorageFixtures):
         "delete.if-match.current",
         "delete.if-match.stale",
         "list.prefix-only",
+        "list.pages",
         "version.exact-match",
         "delete-many.count",
     )
