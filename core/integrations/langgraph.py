@@ -1246,7 +1246,9 @@ async def _gather_limited(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
     """Await ``coros`` at most 16 at a time, in a task group; results in order.
 
     On a failure the others are cancelled and awaited, and the error raised
-    (the first one, not an exception group).
+    (the first one, not an exception group). On a failure or a cancellation,
+    the coroutines that never got their turn (cancelled while they waited for
+    it, or before their task started) are closed, never left unawaited.
     """
     if len(coros) == 1:
         return [await coros[0]]
@@ -1262,9 +1264,10 @@ async def _gather_limited(coros: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
             for coro in coros:
                 tasks.append(tg.create_task(run(coro)))
     except BaseExceptionGroup as group:
-        for coro in coros[len(tasks) :]:
-            coro.close()
         raise group.exceptions[0] from None
+    finally:
+        for coro in coros:  # every task has ended: closing an ended coroutine does nothing
+            coro.close()
     return [t.result() for t in tasks]
 
 

@@ -474,3 +474,42 @@ async def test_prune_keep_latest_keeps_the_values_the_latest_checkpoint_needs() 
     assert len(blobs) == 1  # x@1 went with the pruned checkpoints; y@1 is still used
     with pytest.raises(ValueError, match="strategy"):
         await CheckpointkitSaver(MemoryStorage()).aprune(["t"], strategy="shred")
+
+
+class _GatedGets(StorageWrapper):
+    """A storage whose gets wait for ``gate`` once it is cleared; ``waiting`` counts them."""
+
+    def __init__(self, inner: MemoryStorage) -> None:
+        super().__init__(inner)
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.waiting = 0
+        self.sixteen = asyncio.Event()
+
+    async def get(self, key: str) -> GetResult:
+        if not self.gate.is_set():
+            self.waiting += 1
+            if self.waiting == 16:
+                self.sixteen.set()
+            await self.gate.wait()
+        return await super().get(key)
+
+
+async def test_a_copy_cancelled_while_its_reads_wait_leaves_no_coroutine_never_awaited() -> None:
+    # acopy_thread copies 16 records at a time: cancelled while the first 16 reads wait,
+    # the copies that never got their turn must be closed, not left never awaited
+    storage = _GatedGets(MemoryStorage())
+    saver = CheckpointkitSaver(storage)
+    config: Any = {"configurable": {"thread_id": "source", "checkpoint_ns": ""}}
+    for step in range(40):
+        checkpoint = empty_checkpoint()
+        config = await saver.aput(config, checkpoint, {"step": step}, {})
+    async with hygiene():
+        storage.gate.clear()
+        copying = asyncio.ensure_future(saver.acopy_thread("source", "target"))
+        await storage.sixteen.wait()
+        copying.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await copying
+    storage.gate.set()
+    await saver.aclose()
