@@ -9,22 +9,27 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ClassVar
+
+import pytest
 
 from ..errors import NotFound, PreconditionFailed
 from ..storage import IfMatch, Storage
+from ..storage import delete_many as delete_many_of
 from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none, listed
 from .clauses import checks
 from .coverage import large_sizes
 from .fixtures import scaled, set_small_pages
 from .semantics import _need
-from .sweeps import ConcurrentSweepTests, max_value_of, put_or_refused
-from .target import Target
+from .sweeps import ConcurrentSweepTests, _listed, max_value_of, put_or_refused
+from .target import Target, new_location
 
 __all__ = ["ConcurrencyTests"]
 
 MiB = 1024 * 1024
+OVERWRITES = 4
+"""How many times the second client overwrites each key while the first lists and deletes."""
 
 
 class ConcurrencyTests(ConcurrentSweepTests):
@@ -174,6 +179,142 @@ class ConcurrencyTests(ConcurrentSweepTests):
             version=outcomes[w],
             promise="the compare-and-swap winner's value must be stored",
         )
+
+    @checks("put.conditional.one-winner", "delete.conditional.one-winner", "cap.shared")
+    async def test_conditional_races_across_two_clients_have_one_winner(
+        self,
+        target: Target,
+        scale: float,
+        supports_shared: bool,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """Two storages at one location (two clients of a ``shared`` adapter), the writers
+        of each race taking turns between them: create-only puts of a missing key,
+        if-match puts of one version, if-match deletes of one version. Each race has one
+        winner (a check and a write made atomic by a lock or a cache of one client holds
+        for that client only)."""
+        _need(supports_shared, "shared")
+        if not target.reopens:
+            pytest.skip(
+                "the factory takes no 'location' keyword, so the suite cannot open a second "
+                "client on the same data"
+            )
+        n = scaled(scale, 20)
+        location = new_location()
+        async with target.open(location=location) as a, target.open(location=location) as b:
+            clients = (a, b)
+            races: list[tuple[str, Callable[[Storage, int, str, str], Awaitable[Any]]]] = []
+            if supports_conditional_put:
+                races.append(("create-only puts", _create))
+                races.append(("if-match puts", _swap))
+            if supports_conditional_delete:
+                races.append(("if-match deletes", _delete))
+            _need(bool(races), "conditional_put or conditional_delete")
+            for what, call in races:
+                key = f"clients/{what.split()[0]}"
+                base = "" if call is _create else await a.put(key, b"base")
+                outcomes = await asyncio.gather(
+                    *(call(clients[i % 2], i, key, base) for i in range(n))
+                )
+                winners = [i for i, v in enumerate(outcomes) if v is not None]
+                expect(
+                    len(winners) == 1,
+                    f"{n} concurrent {what} through two clients must have exactly one winner",
+                    key=key,
+                    expected="1 call to succeed, the others refused (PreconditionFailed, or "
+                    "False for a delete of a key already deleted)",
+                    observed=f"{len(winners)} succeeded (calls {listed(winners)}; the even "
+                    "ones through the first client, the odd ones through the second)",
+                    detail="decide the condition in the backend, in the write itself (a "
+                    "conditional request, a transaction, a script): a lock or a cached "
+                    "version held by one client does not stop another",
+                )
+                w = winners[0]
+                if call is _delete:
+                    found = await get_or_none(b, key)
+                    expect(
+                        found is None,
+                        "the key must be gone when a conditional delete won",
+                        key=key,
+                        expected="NotFound",
+                        observed=f"it holds {describe(None if found is None else found.data)}",
+                    )
+                else:
+                    await expect_value(
+                        clients[1 - w % 2],
+                        key,
+                        f"writer {w}".encode(),
+                        version=outcomes[w],
+                        promise="the winner's value must be stored, as the other client reads",
+                    )
+
+    @checks("delete-many.count", "list.concurrent-writes", "cap.shared")
+    async def test_listing_and_delete_many_while_another_client_writes(
+        self, target: Target, supports_shared: bool
+    ) -> None:
+        """Two clients of a ``shared`` adapter: while the second overwrites each of 8 keys
+        `OVERWRITES` times, the first lists them and deletes half of them with one
+        ``delete_many``. The listing returns, in order and once each, every key present
+        throughout (the half not deleted) and nothing else; ``delete_many`` counts every
+        key it was given (each was present until deleted); afterwards each kept key holds
+        the second client's last value, and each deleted one is missing or holds one of
+        its values (an overwrite that came after the delete)."""
+        _need(supports_shared, "shared")
+        if not target.reopens:
+            pytest.skip(
+                "the factory takes no 'location' keyword, so the suite cannot open a second "
+                "client on the same data"
+            )
+        location = new_location()
+        keys = [f"clients/busy/{i:02d}" for i in range(8)]
+        doomed, kept = keys[::2], keys[1::2]
+        values = [b"new %d" % r for r in range(OVERWRITES)]
+        async with target.open(location=location) as a, target.open(location=location) as b:
+            for key in keys:
+                await a.put(key, b"old")
+
+            async def overwrite(key: str) -> None:
+                for value in values:
+                    await b.put(key, value)
+
+            # tasks start in the order made: the writes are in flight when the others start
+            writes = [asyncio.ensure_future(overwrite(key)) for key in keys]
+            listing = asyncio.ensure_future(_listed(a, "clients/busy/"))
+            deleting = asyncio.ensure_future(delete_many_of(a, doomed))
+            await asyncio.gather(deleting, listing, *writes)
+            count, listed_keys = deleting.result(), listing.result()
+            expect(
+                count == len(doomed),
+                "delete_many must count every key that was present, also while another "
+                "client overwrites them",
+                key=doomed[0],
+                expected=f"{len(doomed)}",
+                observed=f"{count}",
+                detail="a key overwritten by another client between a read of its version "
+                "and a conditional delete is still present: delete it (a delete_many does "
+                "not compare versions)",
+            )
+            expect(
+                listed_keys == sorted(set(listed_keys))
+                and set(kept) <= set(listed_keys) <= set(keys),
+                "a listing while another client writes must return every key present "
+                "throughout, once each, in order, and no other key",
+                key=kept[0],
+                expected=f"{kept} and any of {doomed}, in order",
+                observed=repr(listed_keys),
+            )
+            for key in keys:
+                found = await get_or_none(a, key)
+                expect(
+                    (found is not None and found.data == values[-1])
+                    or (key in doomed and (found is None or found.data in values)),
+                    "after the second client's overwrites, a kept key holds its last value "
+                    "and a deleted one is missing or holds one of its values",
+                    key=key,
+                    expected=repr(values[-1]) if key in kept else f"NotFound or one of {values}",
+                    observed=describe(None if found is None else found.data),
+                )
 
     @checks("put.conditional.one-winner")
     async def test_cas_counter_ends_exact_under_concurrent_increments(
@@ -375,3 +516,18 @@ class ConcurrencyTests(ConcurrentSweepTests):
             expected="the lasting keys and some of the keys inserted meanwhile",
             observed=f"it yielded {unknown[:5]}, never written ({what})",
         )
+
+
+async def _create(storage: Storage, i: int, key: str, base: str) -> str | None:
+    return await put_or_refused(storage, key, f"writer {i}".encode(), "create")
+
+
+async def _swap(storage: Storage, i: int, key: str, base: str) -> str | None:
+    return await put_or_refused(storage, key, f"writer {i}".encode(), IfMatch(base))
+
+
+async def _delete(storage: Storage, i: int, key: str, base: str) -> str | None:
+    try:
+        return "deleted" if await storage.delete(key, if_match=base) else None
+    except PreconditionFailed:
+        return None

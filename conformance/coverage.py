@@ -15,7 +15,9 @@ matrices and records them in the process-wide `coverage`:
     that was closed since (``reopened``).
 ``lifecycle``
     each operation while another task writes the same key (a listing: a key
-    of its prefix), while a listing covers the key being written, with an
+    of its prefix), while another client (a second storage object at the same
+    location, of a ``shared`` adapter) writes it, while a listing covers the
+    key being written, with an
     ``aclose()`` called while it runs, after ``aclose()``, cancelled, and as
     a first call (made before the storage object answered anything: what
     opens its client, connections, files or schema); ``aclose()`` itself after
@@ -151,6 +153,7 @@ STATES = ("missing", "present", "deleted", "reopened")
 OPS = ("put", "get", "delete", "delete_many", "list")
 EVENTS = (
     "concurrent write",
+    "another client writing",
     "being listed",
     "during aclose",
     "after aclose",
@@ -408,6 +411,8 @@ class Reach:
                     continue  # not a write
                 if event == "backend down" and op not in self.down:
                     continue  # the target's outage does not fail it, or nothing can
+                if event == "another client writing" and not (caps.shared and self.reopens):
+                    continue  # no second client on the same data
                 out.append(("lifecycle", op, event))
         out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
         for size in size_classes(self.max_value):
@@ -455,6 +460,7 @@ class _Scope:
     writer: dict[str, int] = field(default_factory=dict)  # probe that last wrote the key
     closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
     writing: dict[str, int] = field(default_factory=dict)  # writes in flight per key
+    writers: dict[str, dict[int, int]] = field(default_factory=dict)  # key -> probe -> writes
     # listings in flight: one left unfinished (a break) leaves when it is collected
     listing: weakref.WeakSet[_ProbedListing] = field(default_factory=weakref.WeakSet)
     deleted: set[str] = field(default_factory=set)  # keys whose last known write deleted them
@@ -695,6 +701,8 @@ class CoverageProbe:
             return
         if any(scope.writing.get(k) for k in keys):
             self._mark("lifecycle", op, "concurrent write")
+            if any(self._other_writes(k) for k in keys if scope.writing.get(k)):
+                self._mark("lifecycle", op, "another client writing")
         elif row is not None:
             states = {self._state(k) for k in keys}
             states.discard(None)
@@ -721,6 +729,8 @@ class CoverageProbe:
         if writes:
             for k in keys:
                 scope.writing[k] = scope.writing.get(k, 0) + 1
+                mine = scope.writers.setdefault(k, {})
+                mine[self._id] = mine.get(self._id, 0) + 1
         # Fires only if the call gives the event loop a turn: then it can be in flight.
         turn = self._measure(op)
         try:
@@ -738,6 +748,16 @@ class CoverageProbe:
                     scope.writing[k] -= 1
                     if not scope.writing[k]:
                         del scope.writing[k]
+                    mine = scope.writers[k]
+                    mine[self._id] -= 1
+                    if not mine[self._id]:
+                        del mine[self._id]
+                        if not mine:
+                            del scope.writers[k]
+
+    def _other_writes(self, key: str) -> bool:
+        """Whether another probe of this location (another client) is writing ``key``."""
+        return any(probe != self._id for probe in self._scope.writers.get(key, ()))
 
     def _measure(self, op: str) -> _Turn | None:
         """Under `measuring_waits`: whether the event loop gets a turn before the call ends."""
@@ -981,6 +1001,8 @@ class _ProbedListing:
                 mark("lifecycle", "list", "after aclose")
             elif any(k.startswith(prefix) for k in scope.writing):
                 mark("lifecycle", "list", "concurrent write")
+                if any(k.startswith(prefix) and probe._other_writes(k) for k in scope.writers):
+                    mark("lifecycle", "list", "another client writing")
                 self._concurrent = True
             scope.listing.add(self)
         return probe.inner.list(prefix, start_after=start_after, limit=limit)
@@ -1145,7 +1167,7 @@ class Coverage:
             if matrix == "lifecycle":
                 if column in ("cancelled", "during aclose") and row in idle:
                     continue
-                if column == "concurrent write" and not writes_wait:
+                if column in ("concurrent write", "another client writing") and not writes_wait:
                     continue
             out.append(cell)
         return out

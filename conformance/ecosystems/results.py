@@ -28,7 +28,7 @@ from typing import Any
 
 from ..report import Report
 from ..settings import NOT_EXERCISED
-from .coverage import EcosystemReach
+from .coverage import DEFAULT_MAX_LENGTH, EcosystemReach
 from .groups import ECOSYSTEM_GROUPS
 from .harness import RUNNER_FAILED
 from .known import ROWS, Row
@@ -130,6 +130,8 @@ def _coverage_lines(report: Report) -> list[str]:
             why.append("reopened (not durable)")
         if not reach.holds:
             why.append("cancelled while held (no hold)")
+        if reach.max_length < DEFAULT_MAX_LENGTH:
+            why.append(f"lengths above {reach.max_length:,} (the row's `max_length`)")
         free = [c[1] for c in reach.cells() if c not in cov.reachable]
         if free:
             names = ", ".join(f"`{m}`" for m in free)

@@ -4,8 +4,10 @@ that a gap keeps an adapter from ``full``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 from checkpointkit import IfMatch, NotFound, PreconditionFailed, StorageClosed
@@ -172,7 +174,10 @@ async def test_the_probe_records_the_write_modes_of_a_large_value() -> None:
         await s.put("x", b"z" * 1024, mode="create")  # a power of two: the small path
         assert [k async for k in s.list("x")] == ["x"]  # a small value listed
         assert ("large values", "1 KiB+1", "listed") not in _cells(rec)
-        assert [k async for k in s.list("k")] == ["k"]
+        assert [k async for k in s.list("k")] == ["k"]  # alone: no key after it
+        assert ("large values", "1 KiB+1", "listed") not in _cells(rec)
+        await s.put("k-after", b"after")
+        assert [k async for k in s.list("k")] == ["k", "k-after"]
         try:
             await s.delete("k", if_match=first)
         except PreconditionFailed:
@@ -295,3 +300,36 @@ def test_a_list_cut_short_in_a_message_says_how_many_it_left_out() -> None:
 
     assert listed(range(3)) == "[0, 1, 2]"
     assert listed(range(15)) == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] and 5 more"
+
+
+async def test_a_write_in_flight_through_another_client_is_recorded_as_such() -> None:
+    class GatedPut(MemoryStorage):
+        """Its puts wait for ``gate``; ``writing`` is set once one waits."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.writing, self.gate = asyncio.Event(), asyncio.Event()
+
+        async def _put(self, key: str, data: bytes, mode: Any) -> str:
+            self.writing.set()
+            await self.gate.wait()
+            return await super()._put(key, data, mode)
+
+    rec = CoverageRecorder()
+    reach = Reach(Capabilities(shared=True), reopens=True, max_value=16)
+    inner = GatedPut()
+    a = CoverageProbe(inner, "t", reach, location="L", into=rec)
+    b = CoverageProbe(MemoryStorage(), "t", reach, location="L", into=rec)
+    writing = asyncio.ensure_future(a.put("k", b"1"))
+    await inner.writing.wait()
+    with contextlib.suppress(NotFound):
+        await a.get("k")  # the same client: a concurrent write, not another client's
+    assert ("lifecycle", "get", "concurrent write") in _cells(rec)
+    assert ("lifecycle", "get", "another client writing") not in _cells(rec)
+    with contextlib.suppress(NotFound):
+        await b.get("k")
+    _ = [key async for key in b.list("")]
+    inner.gate.set()
+    await writing
+    assert {("lifecycle", op, "another client writing") for op in ("get", "list")} <= _cells(rec)
+    assert ("lifecycle", "put", "another client writing") not in _cells(rec)

@@ -880,6 +880,61 @@ class VersionCounterPerClient(SharedDictKV):
         self.counter = itertools.count(1)
 
 
+class ChecksThenWritesUnderAClientLock(SharedDictKV):
+    """Bug: an if-match put and an if-match delete read the version, then write, in two
+    round trips, under a lock of the storage object: no call of the same client comes
+    between them, but another client's does, and two clients' swaps both win."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self._lock = asyncio.Lock()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if not isinstance(mode, IfMatch):
+            return await super()._put(key, data, mode)
+        async with self._lock:
+            await self._round_trip()
+            self._refuse(key, self.values.get(key), mode)
+            await self._round_trip()
+            version = self._mint(key, data)
+            self._store(key, data, version)
+            return version
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is None:
+            return await super()._delete(key, if_match)
+        async with self._lock:
+            await self._round_trip()
+            current = self.values.get(key)
+            if current is None:
+                return False
+            if current[1] != if_match:
+                raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+            await self._round_trip()
+            if key in self.values:
+                self._drop(key)
+            return True
+
+
+class VersionedBatchDelete(SharedDictKV):
+    """Bug: ``delete_many`` reads each key's version, then deletes the keys still at the
+    version it read, in a second round trip (a batch of conditional deletes, so as never
+    to delete a newer write), and counts those: a key another client overwrote between
+    the two is neither deleted nor counted, though it was present throughout."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        await self._round_trip()
+        seen = {k: self.values[k][1] for k in dict.fromkeys(keys) if k in self.values}
+        await self._round_trip()
+        existed = 0
+        for key, version in seen.items():
+            current = self.values.get(key)
+            if current is not None and current[1] == version:
+                self._drop(key)
+                existed += 1
+        return existed
+
+
 class DeclaresSharedPrivate(DictKV):
     """Bug: declares ``shared``, but every client object has data of its own."""
 
