@@ -130,24 +130,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 if r
                 else f"{len(winners)} deletes returned True (deletes {listed(winners)})",
             )
-            w = winners[0]
-            if outcomes[w] == "deleted":
-                found = await get_or_none(storage, key)
-                expect(
-                    found is None,
-                    "the key must be gone when a conditional delete won",
-                    key=key,
-                    expected="NotFound",
-                    observed=f"it holds {describe(None if found is None else found.data)}",
-                )
-            else:
-                await expect_value(
-                    storage,
-                    key,
-                    f"writer {w}".encode(),
-                    version=outcomes[w],
-                    promise="the winning if-match put's value must be stored",
-                )
+            await _winner_holds(storage, key, winners[0], outcomes[winners[0]])
 
     @checks("put.conditional.one-winner", "put.if-match.stale")
     async def test_cas_race_has_one_winner(
@@ -230,24 +213,8 @@ class ConcurrencyTests(ConcurrentSweepTests):
                     "conditional request, a transaction, a script): a lock or a cached "
                     "version held by one client does not stop another",
                 )
-                w = winners[0]
-                if call is _delete:
-                    found = await get_or_none(b, key)
-                    expect(
-                        found is None,
-                        "the key must be gone when a conditional delete won",
-                        key=key,
-                        expected="NotFound",
-                        observed=f"it holds {describe(None if found is None else found.data)}",
-                    )
-                else:
-                    await expect_value(
-                        clients[1 - w % 2],
-                        key,
-                        f"writer {w}".encode(),
-                        version=outcomes[w],
-                        promise="the winner's value must be stored, as the other client reads",
-                    )
+                w = winners[0]  # read through the client the winner did not write through
+                await _winner_holds(clients[1 - w % 2], key, w, outcomes[w])
 
     @checks("delete-many.count", "list.concurrent-writes", "cap.shared")
     async def test_listing_and_delete_many_while_another_client_writes(
@@ -531,3 +498,25 @@ async def _delete(storage: Storage, i: int, key: str, base: str) -> str | None:
         return "deleted" if await storage.delete(key, if_match=base) else None
     except PreconditionFailed:
         return None
+
+
+async def _winner_holds(storage: Storage, key: str, w: int, outcome: str | None) -> None:
+    """The key is gone if the winner was a conditional delete (``"deleted"``), else it holds
+    writer ``w``'s value at the version its put answered."""
+    if outcome == "deleted":
+        found = await get_or_none(storage, key)
+        expect(
+            found is None,
+            "the key must be gone when a conditional delete won",
+            key=key,
+            expected="NotFound",
+            observed=f"it holds {describe(None if found is None else found.data)}",
+        )
+        return
+    await expect_value(
+        storage,
+        key,
+        f"writer {w}".encode(),
+        version=outcome,
+        promise="the winning put's value must be stored",
+    )

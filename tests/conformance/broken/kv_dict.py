@@ -904,16 +904,7 @@ class ChecksThenWritesUnderAClientLock(SharedDictKV):
         if if_match is None:
             return await super()._delete(key, if_match)
         async with self._lock:
-            await self._round_trip()
-            current = self.values.get(key)
-            if current is None:
-                return False
-            if current[1] != if_match:
-                raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
-            await self._round_trip()
-            if key in self.values:
-                self._drop(key)
-            return True
+            return await DeleteIfMatchChecksThenDeletes._delete(self, key, if_match)  # type: ignore[arg-type]
 
 
 class VersionedBatchDelete(SharedDictKV):
