@@ -27,6 +27,7 @@ import pytest
 
 from ..errors import PreconditionFailed
 from ..storage import Capabilities, IfMatch, Storage
+from ..storage import delete_many as delete_many_of
 from .checks import (
     expect,
     expect_keys,
@@ -38,6 +39,7 @@ from .checks import (
 )
 from .clauses import checks
 from .fixtures import StorageFixtures, not_exercised, raw_storage, scaled, unmeasured
+from .sweeps import put_or_refused
 from .target import Target, new_location
 
 __all__ = ["CapabilityTests"]
@@ -47,6 +49,9 @@ TTL_SECONDS = 1.0
 
 _EXPIRY_PROBES = ("get", "list", "create-only put", "conditional delete")
 """The operations that each watch one key of `test_declared_ttl_expires_keys` expire."""
+_AFTER_EXPIRY = ("delete", "delete_many", "if-match put")
+"""The operations that `test_declared_ttl_expires_keys` runs once on a key of their own, once
+a listing of its scope shows it gone (each changes the key while it is there)."""
 
 INDEXED_LIST_FACTOR = 4.0
 """How many times slower than its reference an indexed listing may be."""
@@ -308,7 +313,11 @@ class CapabilityTests(StorageFixtures):
         together), each watched by one operation that changes nothing while the key is
         there, until that operation finds it gone: get (``NotFound``), a listing of its
         prefix (no key), a create-only put (it writes), a conditional delete of a stale
-        version (``False``, where it was ``PreconditionFailed``)."""
+        version (``False``, where it was ``PreconditionFailed``). Three more keys, watched
+        by a listing of their scope; once it shows one gone, its operation must find it
+        gone too: a delete (``False``), a ``delete_many`` (counts 0: a backend that
+        removes expired items late, DynamoDB's TTL, still holds it), an if-match put with
+        its last version (``PreconditionFailed``)."""
         _undeclared(supports_ttl, "ttl")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
@@ -318,6 +327,8 @@ class CapabilityTests(StorageFixtures):
             for probe in _EXPIRY_PROBES:
                 versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"first")
                 await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
+            for probe in _AFTER_EXPIRY:  # their last version
+                versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
             written = time.monotonic()
             await expect_value(
                 storage,
@@ -330,6 +341,11 @@ class CapabilityTests(StorageFixtures):
                 """Whether ``probe``'s operation finds its key gone (it changes nothing
                 while the key is there)."""
                 key = f"cap/ttl-{probe}/k"
+                if probe in _AFTER_EXPIRY:
+                    if [k async for k in storage.list(f"cap/ttl-{probe}/")]:
+                        return False
+                    await _finds_expired(storage, probe, key, versions[probe])
+                    return True
                 if probe == "get":
                     return await get_or_none(storage, key) is None
                 if probe == "list":
@@ -361,8 +377,8 @@ class CapabilityTests(StorageFixtures):
 
             waiting = [
                 p
-                for p in _EXPIRY_PROBES
-                if (p != "create-only put" or caps.conditional_put)
+                for p in (*_EXPIRY_PROBES, *_AFTER_EXPIRY)
+                if (p not in ("create-only put", "if-match put") or caps.conditional_put)
                 and (p != "conditional delete" or caps.conditional_delete)
             ]
             deadline = written + TTL_SECONDS + 5
@@ -505,3 +521,30 @@ class CapabilityTests(StorageFixtures):
                 f"{median[name] / median[reference]:.1f}x; the adapter should not declare "
                 "indexed_list if its listing reads a directory or scans keys",
             )
+
+
+async def _finds_expired(storage: Storage, probe: str, key: str, version: str) -> None:
+    """``probe`` (a delete, a ``delete_many``, an if-match put of ``version``) of ``key``,
+    which a listing showed expired, finds nothing: ``False``, 0, ``PreconditionFailed``."""
+    if probe == "if-match put":
+        answered = await put_or_refused(storage, key, b"after expiry", IfMatch(version))
+        observed = None if answered is None else f"it wrote, version {answered!r}"
+        expected = "PreconditionFailed (an if-match put of a missing key)"
+    elif probe == "delete":
+        found = await storage.delete(key)
+        observed = None if found is False else f"{found!r}"
+        expected = "False (a delete of a missing key)"
+    else:
+        count = await delete_many_of(storage, [key])
+        observed = None if count == 0 else f"it counted {count}"
+        expected = "0 (a delete_many of a missing key)"
+    if observed is not None:
+        fail(
+            f"ttl: a {probe} of an expired key must find nothing (a listing no longer showed it)",
+            key=key,
+            expected=expected,
+            observed=observed,
+            detail="a backend that removes expired items late (DynamoDB's TTL can take "
+            "days) still holds them: every operation, and every count, must leave out an "
+            "item whose expiry has passed",
+        )

@@ -1650,6 +1650,65 @@ class ExpiredKeysStillListed(ExpiringDictKV):
         return await super()._get(key)
 
 
+class LateEvictionKV(ExpiringDictKV):
+    """Correct: the backend removes expired items late (DynamoDB's TTL: up to days after),
+    so every operation leaves them out itself: reads and listings filter them, a write or
+    a delete of one treats it as missing, and ``delete_many`` counts live items only."""
+
+    async def _round_trip(self) -> None:
+        await DictKV._round_trip(self)  # nothing is removed on time
+
+    def _live(self, name: str) -> bool:
+        deadline = self.expires.get(name)
+        return name in self.values and (deadline is None or _now() < deadline)
+
+    def _evict(self, name: str) -> None:
+        """What a write of ``name`` does to an expired item first: it is missing."""
+        if name in self.values and not self._live(name):
+            self._drop(name)
+
+    async def _get(self, key: str) -> GetResult:
+        if key in self.values and not self._live(key):
+            await self._round_trip()
+            raise NotFound(f"key {key!r} not found")
+        return await super()._get(key)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        self._evict(key)
+        return await super()._put(key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        self._evict(key)
+        return await super()._delete(key, if_match)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        return ListPage([k for k in page.keys if self._live(k)], page.cursor)
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        await self._round_trip()
+        existed = 0
+        for name in dict.fromkeys(keys):
+            if name in self.values:
+                existed += self._counted(name)
+                self._drop(name)
+        return existed
+
+    def _counted(self, name: str) -> bool:
+        """Whether a batch counts ``name``, which it removes."""
+        return self._live(name)
+
+
+class DeleteManyCountsExpiredItems(LateEvictionKV):
+    """Bug: ``delete_many`` counts every item its batch removed (``ReturnValues=ALL_OLD``),
+    expired ones that the backend had not removed yet too."""
+
+    def _counted(self, name: str) -> bool:
+        return True
+
+
 class WritesBehind(DictKV):
     """Bug: put returns at once and writes in a background task (a write-behind cache); a
     task the runner never sees, which a cancellation of the run drops."""
