@@ -22,7 +22,8 @@ write carries a random token in its metadata, checked on a 412 after a retry).
 A write that fails after its request may have left the client (a timeout, a lost
 reply, a 500) raises `OutcomeUnknown`, and so does a
 retry's failure after such an attempt (see `checkpointkit.adapters._retry`).
-``delete_many`` sends ``DeleteObjects`` per 1000 keys. A logging filter keeps the
+``delete_many`` sends ``DeleteObjects`` per 1000 keys (fewer when their names pass
+768 KiB). A logging filter keeps the
 session token and signatures out of botocore's DEBUG output.
 
 See ``docs/adapters/s3.md`` for the URL, the options, the costs and the
@@ -40,6 +41,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, NoReturn, TypeVar
+from xml.sax.saxutils import escape as xml_escape
 
 from ..errors import (
     ConfigurationError,
@@ -82,9 +84,14 @@ MAX_PARTS = 10_000
 MAX_NAME_BYTES = 1024
 """S3's longest object name, in UTF-8 bytes."""
 MAX_SINGLE_PUT = 5 * GiB
+"""S3's largest single ``PutObject``."""
 MAX_DELETE_BATCH = 1000
 """S3's most keys in one ``DeleteObjects``."""
-"""S3's largest single ``PutObject``."""
+MAX_DELETE_BODY = 768 * 1024
+"""The most bytes of object names (escaped, with their XML) that one ``DeleteObjects`` sends:
+1,000 names of 1 KiB make a body over 1 MiB, which aiohttp warns "might lock the event loop"
+(a ``ResourceWarning``) when it is given as bytes, as botocore gives it."""
+_OBJECT_XML = len("<Object><Key></Key></Object>")
 
 HEADER_MAGIC = b"ckv1"
 HEADER_SIZE = 16
@@ -196,6 +203,23 @@ _URL_FORM = UrlForm(
     secret_params=_SECRET_PARAMS,
     secret_hint="use the AWS credential chain",
 )
+
+
+def delete_batches(ordered: list[str], names: dict[str, str]) -> Iterator[list[str]]:
+    """``ordered`` cut into the batches of one ``DeleteObjects`` each: at most
+    `MAX_DELETE_BATCH` keys, and at most `MAX_DELETE_BODY` bytes of their object names
+    (``names``) as the request's XML holds them."""
+    chunk: list[str] = []
+    size = 0
+    for key in ordered:
+        item = len(xml_escape(names[key]).encode()) + _OBJECT_XML
+        if chunk and (len(chunk) == MAX_DELETE_BATCH or size + item > MAX_DELETE_BODY):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(key)
+        size += item
+    if chunk:
+        yield chunk
 
 
 class S3Storage(StorageBase):
@@ -937,7 +961,8 @@ class S3Storage(StorageBase):
         )
 
     async def _delete_many(self, keys: list[str]) -> int:
-        """Delete ``keys`` with ``DeleteObjects``, 1000 a request; return how many existed.
+        """Delete ``keys`` with ``DeleteObjects``, 1000 a request (fewer when their names
+        pass `MAX_DELETE_BODY`); return how many existed.
 
         ``DeleteObjects`` reports every key as deleted, whether it existed or
         not (only a versioned bucket tells them apart, by delete markers), so
@@ -953,8 +978,7 @@ class S3Storage(StorageBase):
         names = {key: self._name(key) for key in keys}
         ordered = sorted(set(keys))
         existed = 0
-        for start in range(0, len(ordered), MAX_DELETE_BATCH):
-            chunk = ordered[start : start + MAX_DELETE_BATCH]
+        for chunk in delete_batches(ordered, names):
             existed += await self._count_existing(chunk)
             objects = [{"Key": names[key]} for key in chunk]
 

@@ -53,7 +53,7 @@ matrices and records them in the process-wide `coverage`:
     200-byte segment, the longest key the storage holds, characters of two,
     three and four UTF-8 bytes, punctuation, dots), and listings that return
     keys related to each other (a parent and its child; neighbours of ``/``
-    in code-point order; keys of 100 or more directories).
+    in code-point order; keys of 100 or more directories; 1 MiB of names).
 ``listing``
     ``list`` with the empty prefix, a prefix ending in ``/`` and one ending
     inside a segment, against ``start_after`` (none, inside the prefix, before
@@ -176,7 +176,15 @@ SHAPES = (
     "punctuation",
     "dot in a segment",
 )
-RELATIONS = ("parent and child listed", "neighbours of '/' listed", "100+ directories listed")
+RELATIONS = (
+    "parent and child listed",
+    "neighbours of '/' listed",
+    "100+ directories listed",
+    "1 MiB of names listed",
+)
+NAMES_LISTED = 1024 * 1024
+"""A listing that returns this many bytes of key names or more spans more than one answer
+of a backend that answers a megabyte at a time (DynamoDB's keys-only ``Query``)."""
 MANY_DIRECTORIES = 100
 """A listing that returns keys of this many parents (what comes before their last ``/``)
 or more spans more directories, partitions or scopes than an adapter may merge at once."""
@@ -1078,6 +1086,8 @@ class _ProbedListing:
             probe._mark("keys", "parent and child listed", "list")
         if len({k.rpartition("/")[0] for k in keys}) >= MANY_DIRECTORIES:
             probe._mark("keys", "100+ directories listed", "list")
+        if sum(len(k.encode()) for k in seen) >= NAMES_LISTED:
+            probe._mark("keys", "1 MiB of names listed", "list")
         ordered = sorted(keys)
         for a, b in itertools.pairwise(ordered):
             common = len(_common(a, b))

@@ -731,6 +731,39 @@ class SemanticSweepTests(StorageFixtures):
                 promise=promise,
             )
 
+    @checks("list.order", "list.pages", "delete-many.count")
+    async def test_a_listing_of_a_megabyte_of_key_names(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
+        """Keys as long as the storage holds (up to 1,024 bytes), more than `NAMES_BYTES` of
+        names in all (1,025 keys of 1 KiB): a listing returns each once, in order (a backend
+        that answers a megabyte at a time, as DynamoDB's keys-only ``Query``, cuts its page
+        short there, and an adapter that takes a short page for the last loses the rest);
+        then one ``delete_many`` counts them all."""
+        holds = storage_target.holds_key(storage) if storage_target else holds_key_of(storage)
+        size = 16
+        while size < 1024 and holds("names/99999-".ljust(size + 1, "n")):
+            size += 1
+        count = NAMES_BYTES // size + 1
+        keys = [f"names/{i:05d}-".ljust(size, "n") for i in range(count)]
+        for start in range(0, count, 16):  # 16 at a time: 4,000 keys of a slow server
+            await asyncio.gather(*(storage.put(key, b"n") for key in keys[start : start + 16]))
+        await expect_keys(
+            storage,
+            keys,
+            prefix="names/",
+            promise=f"a listing of {count} keys of {size} bytes ({count * size:,} bytes of "
+            "names) must return each once, in order",
+        )
+        deleted = await delete_many_of(storage, keys)
+        expect(
+            deleted == count,
+            f"a delete_many of {count} keys of {size} bytes must count each",
+            key=keys[0],
+            expected=f"{count}",
+            observed=f"{deleted}",
+        )
+
     @checks("list.order", "list.prefix-only", "list.start-after", "list.limit", "list.pages")
     async def test_every_listing_option_against_every_kind_of_prefix(
         self, storage: Storage
@@ -1094,6 +1127,10 @@ class _Reader:
 async def _listed(storage: Storage, prefix: str) -> list[str]:
     return [k async for k in storage.list(prefix)]
 
+
+NAMES_BYTES = 1024 * 1024
+"""The bytes of key names that `test_a_listing_of_a_megabyte_of_key_names` lists: more than one
+answer of a backend that answers a megabyte at a time."""
 
 OPENING_AFTER = (0, 1, 2, 3, 5, 8, 13, 21)
 """Event-loop iterations from a fresh storage's first calls to its ``aclose()``."""

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from xml.sax.saxutils import escape as xml_escape
 
 import pytest
 from checkpointkit import InvalidKey
 from checkpointkit.adapters import s3 as s3_module
-from checkpointkit.adapters.s3 import S3Storage
+from checkpointkit.adapters.s3 import (
+    MAX_DELETE_BATCH,
+    MAX_DELETE_BODY,
+    S3Storage,
+    delete_batches,
+)
 from checkpointkit.conformance.hygiene import hygiene
 
 T = TypeVar("T")
@@ -94,3 +100,22 @@ async def test_delete_many_validates_every_key_before_deleting_any(s3: S3Storage
     with pytest.raises(InvalidKey, match=r"\.\."):
         await s3.delete_many(["a", "../escape"])
     assert (await s3.get("a")).data == b"v"
+
+
+def test_a_batch_of_long_names_is_cut_before_its_body_passes_the_limit() -> None:
+    # 1,025 names of 1 KiB (as the conformance suite's megabyte of names): 1,000 of them
+    # would make a DeleteObjects body over 1 MiB, which aiohttp warns about
+    keys = [f"k{i:05d}".ljust(1024, "n") for i in range(1025)]
+    names = {key: key for key in keys}
+    batches = list(delete_batches(keys, names))
+    assert [k for batch in batches for k in batch] == keys
+    for batch in batches:
+        body = sum(len(xml_escape(k).encode()) + len("<Object><Key></Key></Object>") for k in batch)
+        assert len(batch) <= MAX_DELETE_BATCH and body <= MAX_DELETE_BODY
+    assert len(batches) == 2 and len(batches[0]) == MAX_DELETE_BODY // (1024 + 28)
+    # short names: the count is the limit
+    short = [f"k{i:05d}" for i in range(2500)]
+    assert [len(b) for b in delete_batches(short, {k: k for k in short})] == [1000, 1000, 500]
+    # escaping counts: '&' is five bytes in the body
+    amp = [f"k{i:05d}".ljust(1024, "&") for i in range(200)]
+    assert all(len(b) < 200 for b in delete_batches(amp, {k: k for k in amp}))

@@ -1083,6 +1083,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.expires",
     ),
     _m(
+        "short-keys-only-page-ends-the-listing",
+        kv_dict.ShortKeysOnlyPageEndsTheListing,
+        kv_dict.KeysOnlyByteCappedListingKV,
+        SEM,
+        "test_a_listing_of_a_megabyte_of_key_names",
+        "list.pages",
+    ),
+    _m(
         "short-page-ends-the-listing",
         kv_dict.ShortPageEndsTheListing,
         kv_dict.ByteCappedListingKV,

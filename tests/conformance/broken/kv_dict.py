@@ -621,6 +621,8 @@ class ByteCappedListingKV(DictKV):
     `ANSWER_BYTES` of keys and values (at least one), and says whether it stopped early
     (a LastEvaluatedKey); the page's cursor comes from that, not from its length."""
 
+    counts_values: ClassVar[bool] = True  # False: a keys-only answer (the names alone)
+
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
@@ -634,7 +636,7 @@ class ByteCappedListingKV(DictKV):
             if len(page) == limit:
                 more = True
                 break
-            item = len(key.encode()) + len(self.values[key][0])
+            item = len(key.encode()) + (len(self.values[key][0]) if self.counts_values else 0)
             if page and size + item > ANSWER_BYTES:
                 more = True
                 break
@@ -653,6 +655,23 @@ class ShortPageEndsTheListing(ByteCappedListingKV):
 
     def _cursor(self, page: list[str], limit: int, more: bool) -> str | None:
         return page[-1] if len(page) == limit else None
+
+
+class KeysOnlyByteCappedListingKV(ByteCappedListingKV):
+    """Correct: as `ByteCappedListingKV`, from a keys-only answer (an index that projects the
+    keys), asked for 10,000 keys a page (a query without a limit): at most `ANSWER_BYTES`
+    of key names a page."""
+
+    counts_values = False
+    page_size = 10_000
+
+
+class ShortKeysOnlyPageEndsTheListing(ShortPageEndsTheListing):
+    """Bug: as `ShortPageEndsTheListing`, from a keys-only answer: a listing of more than a
+    megabyte of key names (1,025 keys of 1 KiB) ends after the first megabyte."""
+
+    counts_values = False
+    page_size = 10_000
 
 
 class ListsInInsertionOrder(DictKV):
