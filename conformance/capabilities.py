@@ -39,7 +39,7 @@ from .checks import (
 )
 from .clauses import checks
 from .fixtures import StorageFixtures, not_exercised, raw_storage, scaled, unmeasured
-from .sweeps import put_or_refused
+from .sweeps import _bogus_version, put_or_refused
 from .target import Target, new_location
 
 __all__ = ["CapabilityTests"]
@@ -49,9 +49,19 @@ TTL_SECONDS = 1.0
 
 _EXPIRY_PROBES = ("get", "list", "create-only put", "conditional delete")
 """The operations that each watch one key of `test_declared_ttl_expires_keys` expire."""
-_AFTER_EXPIRY = ("delete", "delete_many", "if-match put")
+_AFTER_EXPIRY = (
+    "delete",
+    "delete_many",
+    "overwrite",
+    "if-match put of its last version",
+    "if-match put of a stale version",
+    "if-match put of a bogus version",
+    "conditional delete of its last version",
+    "conditional delete of a bogus version",
+)
 """The operations that `test_declared_ttl_expires_keys` runs once on a key of their own, once
-a listing of its scope shows it gone (each changes the key while it is there)."""
+a listing of its scope shows it gone (each changes the key while it is there): with the
+watchers, every row of the ``state`` matrix on an expired key."""
 
 INDEXED_LIST_FACTOR = 4.0
 """How many times slower than its reference an indexed listing may be."""
@@ -313,11 +323,13 @@ class CapabilityTests(StorageFixtures):
         together), each watched by one operation that changes nothing while the key is
         there, until that operation finds it gone: get (``NotFound``), a listing of its
         prefix (no key), a create-only put (it writes), a conditional delete of a stale
-        version (``False``, where it was ``PreconditionFailed``). Three more keys, watched
+        version (``False``, where it was ``PreconditionFailed``). Eight more keys, watched
         by a listing of their scope; once it shows one gone, its operation must find it
-        gone too: a delete (``False``), a ``delete_many`` (counts 0: a backend that
-        removes expired items late, DynamoDB's TTL, still holds it), an if-match put with
-        its last version (``PreconditionFailed``)."""
+        gone too (a backend that removes expired items late, DynamoDB's TTL, still holds
+        it): a delete (``False``), a ``delete_many`` (counts 0), an overwrite (writes), an
+        if-match put with its last version, a stale one or one never minted
+        (``PreconditionFailed``), a conditional delete with its last version or one never
+        minted (``False``)."""
         _undeclared(supports_ttl, "ttl")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
@@ -327,8 +339,10 @@ class CapabilityTests(StorageFixtures):
             for probe in _EXPIRY_PROBES:
                 versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"first")
                 await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
-            for probe in _AFTER_EXPIRY:  # their last version
-                versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
+            last: dict[str, str] = {}
+            for probe in _AFTER_EXPIRY:  # a stale version and the last one
+                versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"first")
+                last[probe] = await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
             written = time.monotonic()
             await expect_value(
                 storage,
@@ -344,7 +358,7 @@ class CapabilityTests(StorageFixtures):
                 if probe in _AFTER_EXPIRY:
                     if [k async for k in storage.list(f"cap/ttl-{probe}/")]:
                         return False
-                    await _finds_expired(storage, probe, key, versions[probe])
+                    await _finds_expired(storage, probe, key, versions[probe], last[probe])
                     return True
                 if probe == "get":
                     return await get_or_none(storage, key) is None
@@ -378,9 +392,12 @@ class CapabilityTests(StorageFixtures):
             waiting = [
                 p
                 for p in (*_EXPIRY_PROBES, *_AFTER_EXPIRY)
-                if (p not in ("create-only put", "if-match put") or caps.conditional_put)
-                and (p != "conditional delete" or caps.conditional_delete)
+                if (not p.startswith(("create-only put", "if-match put")) or caps.conditional_put)
+                and (not p.startswith("conditional delete") or caps.conditional_delete)
             ]
+            # until the ttl has passed the keys must stay (test_declared_ttl_keeps_...): the
+            # watching starts then, so that every call of it is on a key past its expiry
+            await asyncio.sleep(max(0.0, written + TTL_SECONDS - time.monotonic()))
             deadline = written + TTL_SECONDS + 5
             while waiting and time.monotonic() < deadline:
                 waiting = [p for p in waiting if not await gone(p)]
@@ -523,24 +540,42 @@ class CapabilityTests(StorageFixtures):
             )
 
 
-async def _finds_expired(storage: Storage, probe: str, key: str, version: str) -> None:
-    """``probe`` (a delete, a ``delete_many``, an if-match put of ``version``) of ``key``,
-    which a listing showed expired, finds nothing: ``False``, 0, ``PreconditionFailed``."""
-    if probe == "if-match put":
+async def _finds_expired(storage: Storage, probe: str, key: str, stale: str, last: str) -> None:
+    """``probe`` (one of `_AFTER_EXPIRY`) of ``key``, which a listing showed expired, finds
+    nothing: a delete ``False``, a ``delete_many`` 0, an if-match put ``PreconditionFailed``
+    (with the key's last version, a stale one or one never minted), a conditional delete
+    ``False``; an overwrite writes a new value."""
+    observed: str | None
+    if probe.startswith("if-match put"):
+        version = {"last": last, "stale": stale}.get(probe.split()[-2], _bogus_version(last))
         answered = await put_or_refused(storage, key, b"after expiry", IfMatch(version))
         observed = None if answered is None else f"it wrote, version {answered!r}"
         expected = "PreconditionFailed (an if-match put of a missing key)"
+    elif probe.startswith("conditional delete"):
+        version = last if probe.endswith("last version") else _bogus_version(last)
+        try:
+            found = await storage.delete(key, if_match=version)
+        except PreconditionFailed:
+            found = None
+        observed = None if found is False else f"{'PreconditionFailed' if found is None else found}"
+        expected = "False (a conditional delete of a missing key)"
     elif probe == "delete":
         found = await storage.delete(key)
         observed = None if found is False else f"{found!r}"
         expected = "False (a delete of a missing key)"
+    elif probe == "overwrite":
+        await storage.put(key, b"after expiry")
+        got = await get_or_none(storage, key)
+        observed = None if got is not None and got.data == b"after expiry" else "not it"
+        expected = "the new value (an overwrite of a missing key writes it)"
     else:
         count = await delete_many_of(storage, [key])
         observed = None if count == 0 else f"it counted {count}"
         expected = "0 (a delete_many of a missing key)"
     if observed is not None:
         fail(
-            f"ttl: a {probe} of an expired key must find nothing (a listing no longer showed it)",
+            f"ttl: an expired key must be missing for every operation ({probe}), once a "
+            "listing no longer shows it",
             key=key,
             expected=expected,
             observed=observed,

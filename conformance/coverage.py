@@ -12,7 +12,8 @@ matrices and records them in the process-wide `coverage`:
     minted; get; delete plain or if-match; ``delete_many``; ``list``) against
     the state the key is in: missing (never written), present, just deleted,
     or present and written through an earlier storage at the same location
-    that was closed since (``reopened``).
+    that was closed since (``reopened``), or past its expiry (``expired``: written
+    through a storage opened with ``ttl`` that long ago).
 ``lifecycle``
     each operation while another task writes the same key (a listing: a key
     of its prefix), while another client (a second storage object at the same
@@ -73,7 +74,9 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import math
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
@@ -149,7 +152,7 @@ DELETE_ROWS = (
     "delete if-match bogus",
 )
 STATE_ROWS = (*PUT_ROWS, "get", *DELETE_ROWS, "delete_many", "list")
-STATES = ("missing", "present", "deleted", "reopened")
+STATES = ("missing", "present", "deleted", "reopened", "expired")
 OPS = ("put", "get", "delete", "delete_many", "list")
 EVENTS = (
     "concurrent write",
@@ -357,6 +360,7 @@ class Reach:
         paging: the listing's page size can be set (a `StorageBase`).
         deep_keys: the storage holds a key of 100 segments (a server with short
             names may not: SeaweedFS with ``object_names=flat``).
+        expires: the target's factory takes ``ttl`` (its keys can expire).
         down: the operations that can be called while the backend is down: those
             that the target's `Outage` fails; every operation when the target
             supplies none (so their cells show as not exercised); none for a
@@ -371,6 +375,7 @@ class Reach:
     paging: bool = True
     deep_keys: bool = True
     down: tuple[str, ...] = OPS
+    expires: bool = False
 
     @property
     def matrices(self) -> tuple[str, ...]:
@@ -407,6 +412,8 @@ class Reach:
                 continue
             for state in STATES:
                 if state == "reopened" and not (caps.durable and self.reopens):
+                    continue
+                if state == "expired" and not (caps.ttl and self.expires):
                     continue
                 if row.endswith("current") and state in ("missing", "deleted"):
                     continue  # no current version to give
@@ -473,6 +480,7 @@ class _Scope:
     listing: weakref.WeakSet[_ProbedListing] = field(default_factory=weakref.WeakSet)
     deleted: set[str] = field(default_factory=set)  # keys whose last known write deleted them
     large: dict[str, str] = field(default_factory=dict)  # keys holding a large value: its row
+    expiry: dict[str, float] = field(default_factory=dict)  # key -> when it expires
 
 
 @dataclass
@@ -605,6 +613,8 @@ class CoverageProbe:
             location share what they saw of its keys (None: a fresh one).
         holds_key: whether the storage holds a key (for "longest held").
         into: the recorder (the process-wide `coverage` by default).
+        ttl: the ``ttl`` the storage was opened with (a key it wrote is ``expired``
+            that long after).
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -618,6 +628,7 @@ class CoverageProbe:
         location: str | None = None,
         holds_key: Callable[[str], bool] | None = None,
         into: CoverageRecorder | None = None,
+        ttl: float | None = None,
     ) -> None:
         self.inner = inner
         self.__dict__["capabilities"] = inner.capabilities
@@ -635,6 +646,7 @@ class CoverageProbe:
         self._running: dict[int, str] = {}  # calls in flight -> their operation
         self._calls = itertools.count()
         self._closing = False
+        self._ttl = ttl  # the storage was opened with this ttl: its writes expire
         self._closed = False  # the first aclose() has ended
         self._answered = False  # a call of this storage object has ended
 
@@ -655,6 +667,8 @@ class CoverageProbe:
         state = scope.state.get(key, "missing")
         if state == "unknown":
             return None
+        if state == "present" and time.monotonic() >= scope.expiry.get(key, math.inf):
+            return "expired"
         if state == "present":
             writer = scope.writer.get(key)
             closed = scope.closed_at.get(writer) if writer is not None else None
@@ -782,6 +796,12 @@ class CoverageProbe:
         if version is not None:
             scope.versions.setdefault(key, []).append(version)
             scope.writer[key] = self._id
+            if self._ttl is None:
+                scope.expiry.pop(key, None)
+            else:
+                scope.expiry[key] = time.monotonic() + self._ttl
+        if state != "present":
+            scope.expiry.pop(key, None)
 
     def _mark_shape(self, data: bytes, column: str) -> None:
         shape = self._shaped.get(data)
@@ -1064,8 +1084,12 @@ class _ProbedListing:
         if isinstance(prefix, str) and not self._concurrent and not probe._closing:
             states = {probe._state(k) for k in seen}  # what the listing found
             if not seen:
-                deleted = any(k.startswith(prefix) for k in probe._scope.deleted)
-                states.add("deleted" if deleted else "missing")
+                scope = probe._scope
+                expired = any(
+                    k.startswith(prefix) and probe._state(k) == "expired" for k in scope.expiry
+                )
+                deleted = any(k.startswith(prefix) for k in scope.deleted)
+                states.add("expired" if expired else "deleted" if deleted else "missing")
             for state in states - {None}:
                 probe._mark("state", "list", state)  # type: ignore[arg-type]
         raw = _raw(probe.inner)

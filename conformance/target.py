@@ -293,8 +293,11 @@ class Target:
                 paging=isinstance(_innermost(storage), StorageBase),
                 deep_keys=holds("/".join(["d"] * 100)),
                 down=_down_ops(self.outage_for(storage)),
+                expires=self.expires,
             )
-            yield CoverageProbe(storage, self.name, reach, location=location, holds_key=holds)
+            yield CoverageProbe(
+                storage, self.name, reach, location=location, holds_key=holds, ttl=ttl
+            )
 
     def outage_for(self, storage: object) -> Outage | None:
         """The outage of the backend-down tests for ``storage`` (opened from this target):

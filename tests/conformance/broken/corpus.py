@@ -1075,6 +1075,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "cap.shared",
     ),
     _m(
+        "conditions-ignore-expiry",
+        kv_dict.ConditionsIgnoreExpiry,
+        kv_dict.LateEvictionKV,
+        CAP,
+        "test_declared_ttl_expires_keys",
+        "ttl.expires",
+    ),
+    _m(
         "delete-many-counts-expired-items",
         kv_dict.DeleteManyCountsExpiredItems,
         kv_dict.LateEvictionKV,

@@ -1720,6 +1720,23 @@ class LateEvictionKV(ExpiringDictKV):
         return self._live(name)
 
 
+class ConditionsIgnoreExpiry(LateEvictionKV):
+    """Bug: an if-match put and a conditional delete test the version alone (a
+    ``ConditionExpression`` of ``version = :v`` without ``expires > :now``): with the last
+    version of an expired item that the backend still holds, the put writes and the delete
+    answers True."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if not isinstance(mode, IfMatch):
+            return await super()._put(key, data, mode)
+        return await DictKV._put(self, key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is None:
+            return await super()._delete(key, if_match)
+        return await DictKV._delete(self, key, if_match)
+
+
 class DeleteManyCountsExpiredItems(LateEvictionKV):
     """Bug: ``delete_many`` counts every item its batch removed (``ReturnValues=ALL_OLD``),
     expired ones that the backend had not removed yet too."""
