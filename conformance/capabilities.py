@@ -546,13 +546,14 @@ async def _finds_expired(storage: Storage, probe: str, key: str, stale: str, las
     (with the key's last version, a stale one or one never minted), a conditional delete
     ``False``; an overwrite writes a new value."""
     observed: str | None
+    bogus = _bogus_version(last, (stale, last))  # neither of the versions the key had
     if probe.startswith("if-match put"):
-        version = {"last": last, "stale": stale}.get(probe.split()[-2], _bogus_version(last))
+        version = {"last": last, "stale": stale}.get(probe.split()[-2], bogus)
         answered = await put_or_refused(storage, key, b"after expiry", IfMatch(version))
         observed = None if answered is None else f"it wrote, version {answered!r}"
         expected = "PreconditionFailed (an if-match put of a missing key)"
     elif probe.startswith("conditional delete"):
-        version = last if probe.endswith("last version") else _bogus_version(last)
+        version = last if probe.endswith("last version") else bogus
         try:
             found = await storage.delete(key, if_match=version)
         except PreconditionFailed:
