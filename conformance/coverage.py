@@ -54,7 +54,8 @@ matrices and records them in the process-wide `coverage`:
     200-byte segment, the longest key the storage holds, characters of two,
     three and four UTF-8 bytes, punctuation, dots), and listings that return
     keys related to each other (a parent and its child; neighbours of ``/``
-    in code-point order; keys of 100 or more directories; 1 MiB of names).
+    in code-point order; keys of 100 or more directories; 1 MiB of names; keys equal
+    but for a trailing space, which a SQL PAD SPACE collation takes for one).
 ``listing``
     ``list`` with the empty prefix, a prefix ending in ``/`` and one ending
     inside a segment, against ``start_after`` (none, inside the prefix, before
@@ -184,6 +185,7 @@ RELATIONS = (
     "neighbours of '/' listed",
     "100+ directories listed",
     "1 MiB of names listed",
+    "twins but for a trailing space listed",
 )
 NAMES_LISTED = 1024 * 1024
 """A listing that returns this many bytes of key names or more spans more than one answer
@@ -1112,6 +1114,8 @@ class _ProbedListing:
             probe._mark("keys", "100+ directories listed", "list")
         if sum(len(k.encode()) for k in seen) >= NAMES_LISTED:
             probe._mark("keys", "1 MiB of names listed", "list")
+        if any(k + " " in keys for k in keys):
+            probe._mark("keys", "twins but for a trailing space listed", "list")
         ordered = sorted(keys)
         for a, b in itertools.pairwise(ordered):
             common = len(_common(a, b))

@@ -39,6 +39,8 @@ UNICODE_KEYS = [
 ODD_KEYS = [
     "with space",
     "trailing space ",
+    "trailing space",  # another key: a PAD SPACE collation (SQL Server's =) makes them one
+    "trailing space  ",
     "per%cent",
     "%2F-looks-encoded",
     "%20",
@@ -66,7 +68,8 @@ ODD_KEYS = [
     "emoji-\U0001f642",
     "deep/a/b/c/d/e/f/g",
 ]
-"""Odd but valid keys: URL-special characters, case twins, dots, deep paths."""
+"""Odd but valid keys: URL-special characters, case twins, twins but for trailing spaces,
+dots, deep paths."""
 
 LONG_SEGMENT_KEYS = [
     "x" * 200,

@@ -1099,6 +1099,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "list.pages",
     ),
     _m(
+        "keys-compared-pad-space",
+        kv_dict.KeysComparedPadSpace,
+        D,
+        SEM,
+        "test_odd_but_valid_keys_round_trip_and_list_exactly",
+        "key.one-to-one",
+    ),
+    _m(
         "short-page-ends-the-listing",
         kv_dict.ShortPageEndsTheListing,
         kv_dict.ByteCappedListingKV,

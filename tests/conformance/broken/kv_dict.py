@@ -674,6 +674,16 @@ class ShortKeysOnlyPageEndsTheListing(ShortPageEndsTheListing):
     page_size = 10_000
 
 
+class KeysComparedPadSpace(DictKV):
+    """Bug: keys compare as a SQL ``PAD SPACE`` collation does (SQL Server's ``=`` always,
+    MySQL's older collations): trailing spaces are ignored, so ``'a'`` finds the row of
+    ``'a '``, which keeps the name first written."""
+
+    def _name(self, key: str) -> str:
+        bare = key.rstrip(" ")
+        return next((k for k in self.keys if k.rstrip(" ") == bare), key)
+
+
 class ListsInInsertionOrder(DictKV):
     """Bug: a listing iterates the dict (insertion order), not the sorted keys."""
 
