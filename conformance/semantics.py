@@ -41,6 +41,10 @@ ODD_KEYS = [
     "trailing space ",
     "trailing space",  # another key: a PAD SPACE collation (SQL Server's =) makes them one
     "trailing space  ",
+    "trailing dot.",
+    "trailing dot",  # another key: Windows names, and URLs normalized, drop a trailing dot
+    "trailing dot/x.",
+    "trailing dot/x",
     "per%cent",
     "%2F-looks-encoded",
     "%20",

@@ -1107,6 +1107,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.one-to-one",
     ),
     _m(
+        "keys-lose-trailing-dots",
+        kv_dict.KeysLoseTrailingDots,
+        D,
+        SEM,
+        "test_odd_but_valid_keys_round_trip_and_list_exactly",
+        "key.one-to-one",
+    ),
+    _m(
         "short-page-ends-the-listing",
         kv_dict.ShortPageEndsTheListing,
         kv_dict.ByteCappedListingKV,

@@ -684,6 +684,19 @@ class KeysComparedPadSpace(DictKV):
         return next((k for k in self.keys if k.rstrip(" ") == bare), key)
 
 
+class KeysLoseTrailingDots(DictKV):
+    """Bug: each segment's name loses its trailing dots, as Windows file names and some URL
+    normalizations do: ``'x.'`` finds the row of ``'x'`` (a segment of dots alone is kept),
+    which keeps the name first written."""
+
+    def _name(self, key: str) -> str:
+        bare = "/".join(p.rstrip(".") or p for p in key.split("/"))
+        return next(
+            (k for k in self.keys if "/".join(p.rstrip(".") or p for p in k.split("/")) == bare),
+            key,
+        )
+
+
 class ListsInInsertionOrder(DictKV):
     """Bug: a listing iterates the dict (insertion order), not the sorted keys."""
 
