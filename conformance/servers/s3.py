@@ -50,6 +50,7 @@ __all__ = [
     "ACCESS_KEY_ID",
     "REGION",
     "SECRET_ACCESS_KEY",
+    "boto3_client",
     "create_bucket",
     "moto_auth_server",
     "s3_server",
@@ -233,17 +234,23 @@ def unique_bucket_name(stem: str = "ckk") -> str:
     return f"{stem[:40].lower()}-{uuid.uuid4().hex[:16]}"
 
 
-def create_bucket(endpoint_url: str, bucket: str) -> None:
-    """Create ``bucket`` on the server at ``endpoint_url`` (synchronously, with boto3)."""
+def boto3_client(endpoint_url: str) -> Any:
+    """A plain (synchronous) boto3 S3 client of the server at ``endpoint_url``, with the test
+    credentials; close it when done."""
     import boto3  # type: ignore[import-untyped]
 
-    client = boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=endpoint_url,
         region_name=REGION,
         aws_access_key_id=ACCESS_KEY_ID,
         aws_secret_access_key=SECRET_ACCESS_KEY,
     )
+
+
+def create_bucket(endpoint_url: str, bucket: str) -> None:
+    """Create ``bucket`` on the server at ``endpoint_url`` (synchronously, with boto3)."""
+    client = boto3_client(endpoint_url)
     try:
         client.create_bucket(Bucket=bucket)
     finally:

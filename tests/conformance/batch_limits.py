@@ -28,13 +28,10 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
-import boto3
 import psycopg
 from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.conformance.servers.s3 import (
-    ACCESS_KEY_ID,
-    REGION,
-    SECRET_ACCESS_KEY,
+    boto3_client,
     create_bucket,
     s3_server,
     unique_bucket_name,
@@ -82,13 +79,7 @@ def main() -> None:
         with start() as endpoint:
             bucket = unique_bucket_name()
             create_bucket(endpoint, bucket)
-            client = boto3.client(
-                "s3",
-                endpoint_url=endpoint,
-                region_name=REGION,
-                aws_access_key_id=ACCESS_KEY_ID,
-                aws_secret_access_key=SECRET_ACCESS_KEY,
-            )
+            client = boto3_client(endpoint)
             for n in (1000, 1001):
                 objects = {"Objects": [{"Key": f"k{i}"} for i in range(n)]}
                 _try(

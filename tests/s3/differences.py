@@ -13,9 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 import botocore.exceptions
-from checkpointkit.conformance.servers.s3 import storage_options
+from checkpointkit.conformance.servers.s3 import boto3_client
 
 __all__ = ["AWS", "QUESTIONS", "RACE", "probe", "table"]
 
@@ -106,14 +105,7 @@ def _winners(client: Any, bucket: str, key: str) -> int:
 
 def probe(endpoint_url: str, *, race: bool = True) -> dict[str, str]:
     """The server's answer to each of :data:`QUESTIONS`, in a bucket of its own."""
-    options = storage_options(endpoint_url)
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint_url,
-        aws_access_key_id=options["access_key_id"],
-        aws_secret_access_key=options["secret_access_key"],
-        region_name=options.get("region", "us-east-1"),
-    )
+    client = boto3_client(endpoint_url)
     bucket = f"probe-{secrets.token_hex(4)}"
     client.create_bucket(Bucket=bucket)
     client.put_object(Bucket=bucket, Key="p/exists", Body=b"x")

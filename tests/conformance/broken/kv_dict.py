@@ -109,6 +109,12 @@ class DictKV(StorageBase):
         lo = bisect.bisect_right(self.keys, after) if after is not None else 0
         return max(lo, bisect.bisect_left(self.keys, prefix))
 
+    def _walk(self, prefix: str, after: str | None) -> Iterator[str]:
+        """The keys of ``prefix`` after ``after``, in order (what a page reads from)."""
+        return itertools.takewhile(
+            lambda key: key.startswith(prefix), self.keys[self._first(prefix, after) :]
+        )
+
 
 # -- versions ---------------------------------------------------------------------------------
 class VersionIsLength(DictKV):
@@ -580,13 +586,10 @@ class PartitionedListingKV(DictKV):
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
         await self._round_trip()
-        lo = self._first(prefix, cursor if cursor is not None else start_after)
         page: list[str] = []
         partitions: list[str] = []
         stopped = False
-        for key in self.keys[lo:]:
-            if not key.startswith(prefix):
-                break
+        for key in self._walk(prefix, cursor if cursor is not None else start_after):
             partition = key.split("/", 1)[0]
             if not partitions or partitions[-1] != partition:
                 if len(partitions) == MERGED_PARTITIONS:
@@ -627,12 +630,9 @@ class ByteCappedListingKV(DictKV):
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
         await self._round_trip()
-        lo = self._first(prefix, cursor if cursor is not None else start_after)
         page: list[str] = []
         size, more = 0, False
-        for key in self.keys[lo:]:
-            if not key.startswith(prefix):
-                break
+        for key in self._walk(prefix, cursor if cursor is not None else start_after):
             if len(page) == limit:
                 more = True
                 break
