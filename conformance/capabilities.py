@@ -47,8 +47,16 @@ __all__ = ["CapabilityTests"]
 TTL_SECONDS = 1.0
 """The expiry asked of a ``ttl`` storage; the key must be gone within 5 s after it."""
 
-_EXPIRY_PROBES = ("get", "list", "create-only put", "conditional delete")
-"""The operations that each watch one key of `test_declared_ttl_expires_keys` expire."""
+_EXPIRY_PROBES = (
+    "get",
+    "list",
+    "create-only put",
+    "conditional delete",
+    "get after a create-only put",
+    "get after an if-match put",
+)
+"""The operations that each watch one key of `test_declared_ttl_expires_keys` expire (the
+last two watch a key whose last write was that put, not an overwrite)."""
 _AFTER_EXPIRY = (
     "delete",
     "delete_many",
@@ -319,11 +327,14 @@ class CapabilityTests(StorageFixtures):
 
     @checks("ttl.expires")
     async def test_declared_ttl_expires_keys(self, target: Target, supports_ttl: bool) -> None:
-        """Four keys, each in a scope of its own (a backend may expire a run's keys
+        """Six keys, each in a scope of its own (a backend may expire a run's keys
         together), each watched by one operation that changes nothing while the key is
         there, until that operation finds it gone: get (``NotFound``), a listing of its
         prefix (no key), a create-only put (it writes), a conditional delete of a stale
-        version (``False``, where it was ``PreconditionFailed``). Eight more keys, watched
+        version (``False``, where it was ``PreconditionFailed``), and a get of a key last
+        written by a create-only put and of one last written by an if-match put (a write
+        that sets no expiry, a ``SET`` without ``PX``, leaves a key that never expires).
+        Eight more keys, watched
         by a listing of their scope; once it shows one gone, its operation must find it
         gone too (a backend that removes expired items late, DynamoDB's TTL, still holds
         it): a delete (``False``), a ``delete_many`` (counts 0), an overwrite (writes), an
@@ -337,8 +348,16 @@ class CapabilityTests(StorageFixtures):
             caps = storage.capabilities
             versions: dict[str, str] = {}  # each key's first version, stale at once
             for probe in _EXPIRY_PROBES:
-                versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"first")
-                await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
+                key = f"cap/ttl-{probe}/k"
+                if probe == "get after a create-only put":
+                    if caps.conditional_put:
+                        await storage.put(key, b"short-lived", mode="create")
+                    continue
+                versions[probe] = await storage.put(key, b"first")
+                if probe == "get after an if-match put" and caps.conditional_put:
+                    await storage.put(key, b"short-lived", mode=IfMatch(versions[probe]))
+                else:
+                    await storage.put(key, b"short-lived")
             last: dict[str, str] = {}
             for probe in _AFTER_EXPIRY:  # a stale version and the last one
                 versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"first")
@@ -360,7 +379,7 @@ class CapabilityTests(StorageFixtures):
                         return False
                     await _finds_expired(storage, probe, key, versions[probe], last[probe])
                     return True
-                if probe == "get":
+                if probe.startswith("get"):
                     return await get_or_none(storage, key) is None
                 if probe == "list":
                     return not [k async for k in storage.list(f"cap/ttl-{probe}/")]
@@ -392,7 +411,10 @@ class CapabilityTests(StorageFixtures):
             waiting = [
                 p
                 for p in (*_EXPIRY_PROBES, *_AFTER_EXPIRY)
-                if (not p.startswith(("create-only put", "if-match put")) or caps.conditional_put)
+                if (
+                    not p.startswith(("create-only put", "if-match put", "get after"))
+                    or caps.conditional_put
+                )
                 and (not p.startswith("conditional delete") or caps.conditional_delete)
             ]
             # until the ttl has passed the keys must stay (test_declared_ttl_keeps_...): the
@@ -448,30 +470,44 @@ class CapabilityTests(StorageFixtures):
         self, target: Target, supports_ttl: bool
     ) -> None:
         """A key read every 50 ms: it is there for every read that starts before 3/4 of the
-        ttl after its write; overwritten at 3/5 of the ttl, it is there for every read that
-        starts before 3/4 of the ttl after the overwrite (past the first write's expiry)."""
+        ttl after its last write. It is written at 0 (create-only, with
+        ``conditional_put``), then at 3/5 of the ttl by an if-match put of the version it
+        has, then at 6/5 by an overwrite: each write's reads go on past the expiry of the
+        write before (a write that keeps the key's expiry, Redis's ``KEEPTTL`` in a
+        compare-and-set script, lets it expire early). Then, once it has expired, it is
+        created again and read for 3/4 of the ttl (a create-only put over an expired item
+        that a backend has yet to remove must give it a new expiry)."""
         _undeclared(supports_ttl, "ttl")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         key = "cap/ttl-kept/k"
         async with target.open(ttl=TTL_SECONDS) as storage:
-            for write, data, overwrite_at in ((1, b"first", 0.6), (2, b"second", None)):
+            conditional = storage.capabilities.conditional_put
+            writes = (
+                (("create-only put", 0.6), ("if-match put", 0.6), ("overwrite", 0.75))
+                if conditional
+                else (("put", 0.6), ("overwrite", 0.75))
+            )
+            version = ""
+            for write, (how, read_for) in enumerate(writes, 1):
                 began = time.monotonic()
-                await storage.put(key, data)
-                kept_until = began + 0.75 * TTL_SECONDS
-                stop = began + overwrite_at * TTL_SECONDS if overwrite_at else kept_until
-                while (started := time.monotonic()) < stop:
-                    found = await get_or_none(storage, key)
-                    if found is None and started < kept_until:
-                        fail(
-                            "ttl: a key must stay until ttl after its last write",
-                            key=key,
-                            expected=f"it readable for {TTL_SECONDS:g} s after write {write} "
-                            f"({'a put' if write == 1 else 'an overwrite'})",
-                            observed=f"gone for a get that started "
-                            f"{started - began:.2f} s after it",
-                        )
-                    await asyncio.sleep(0.05)
+                version = await _write_as(storage, key, how, version, write)
+                await _read_until(storage, key, began, read_for, how, write)
+            if not conditional:
+                return
+            deadline = time.monotonic() + TTL_SECONDS + 5
+            while await get_or_none(storage, key) is not None:
+                if time.monotonic() >= deadline:
+                    fail(
+                        "ttl: a key must expire",
+                        key=key,
+                        expected=f"it gone within {TTL_SECONDS + 5:g} s of its last write",
+                        observed="still there",
+                    )
+                await asyncio.sleep(0.05)
+            began = time.monotonic()
+            await storage.put(key, b"created again", mode="create")
+            await _read_until(storage, key, began, 0.75, "create-only put after it expired", 4)
 
     @checks("cap.indexed-list")
     async def test_declared_indexed_list_is_flat_in_the_number_of_keys(
@@ -538,6 +574,35 @@ class CapabilityTests(StorageFixtures):
                 f"{median[name] / median[reference]:.1f}x; the adapter should not declare "
                 "indexed_list if its listing reads a directory or scans keys",
             )
+
+
+async def _write_as(storage: Storage, key: str, how: str, version: str, write: int) -> str:
+    """Write ``key`` as ``how`` says (an if-match put with ``version``); its new version."""
+    data = f"write {write}".encode()
+    if how == "create-only put":
+        return await storage.put(key, data, mode="create")
+    if how == "if-match put":
+        return await storage.put(key, data, mode=IfMatch(version))
+    return await storage.put(key, data)
+
+
+async def _read_until(
+    storage: Storage, key: str, began: float, fraction: float, how: str, write: int
+) -> None:
+    """Read ``key`` every 50 ms until ``fraction`` of the ttl after ``began`` (when its write
+    started): every read that starts before 3/4 of the ttl must find it."""
+    kept_until = began + 0.75 * TTL_SECONDS
+    stop = began + fraction * TTL_SECONDS
+    while (started := time.monotonic()) < stop:
+        found = await get_or_none(storage, key)
+        if found is None and started < kept_until:
+            fail(
+                "ttl: a key must stay until ttl after its last write",
+                key=key,
+                expected=f"it readable for {TTL_SECONDS:g} s after write {write} ({how})",
+                observed=f"gone for a get that started {started - began:.2f} s after it",
+            )
+        await asyncio.sleep(0.05)
 
 
 async def _finds_expired(storage: Storage, probe: str, key: str, stale: str, last: str) -> None:

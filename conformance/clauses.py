@@ -249,13 +249,14 @@ CLAUSES: tuple[Clause, ...] = (
     ),
     Clause(
         "ttl.expires",
-        "with ttl, a key expires after the configured time; then no operation finds it "
-        "(get, list, a create-only put, a conditional delete)",
+        "with ttl, a key expires the configured time after its last write, whichever put "
+        "made it; then no operation finds it (get, list, a create-only put, a conditional "
+        "delete)",
     ),
     Clause(
         "ttl.not-early",
         "with ttl, a key stays until the configured time after its last write (an "
-        "overwrite starts its time again)",
+        "overwrite, a create-only put and an if-match put each start its time again)",
     ),
     Clause(
         "ttl.across-reopen",

@@ -3,7 +3,7 @@
 A suite that never makes the call a defect needs cannot catch it, and a pass
 then says nothing. So the suite measures what it did. Every storage it opens
 (`Target.open`) is wrapped
-in a `CoverageProbe`, which classifies each call into cells of eight
+in a `CoverageProbe`, which classifies each call into cells of nine
 matrices and records them in the process-wide `coverage`:
 
 ``state``
@@ -14,6 +14,14 @@ matrices and records them in the process-wide `coverage`:
     or present and written through an earlier storage at the same location
     that was closed since (``reopened``), or past its expiry (``expired``: written
     through a storage opened with ``ttl`` that long ago).
+``expiry``
+    a key of a storage opened with ``ttl``, by the write that gave it its
+    expiry (an overwrite, a create-only put, an if-match put): an operation
+    before that expiry but past the expiry the key's write before had
+    (``kept``: the write renewed it; a create-only put, of a key that had
+    expired), and one past it (``expired``). A write that keeps the expiry
+    the key had (Redis's ``KEEPTTL``) or sets none (a ``SET`` without
+    ``PX``) is wrong in one of them.
 ``lifecycle``
     each operation while another task writes the same key (a listing: a key
     of its prefix), while another client (a second storage object at the same
@@ -154,6 +162,11 @@ DELETE_ROWS = (
 )
 STATE_ROWS = (*PUT_ROWS, "get", *DELETE_ROWS, "delete_many", "list")
 STATES = ("missing", "present", "deleted", "reopened", "expired")
+EXPIRY_ROWS = ("put overwrite", "put create", "put if-match")
+"""The rows of ``expiry``: the write that gave a key its expiry."""
+EXPIRY_COLUMNS = ("kept", "expired")
+"""The columns of ``expiry``: an operation before the key's expiry and past the one its
+write before had (``kept``), and one past its expiry (``expired``)."""
 OPS = ("put", "get", "delete", "delete_many", "list")
 EVENTS = (
     "concurrent write",
@@ -211,6 +224,7 @@ LIST_OPTIONS = (
 )
 MATRICES = (
     "state",
+    "expiry",
     "lifecycle",
     "sizes",
     "values",
@@ -422,6 +436,10 @@ class Reach:
                 if row.endswith("stale") and state == "missing":
                     continue  # a key never written has no stale version
                 out.append(("state", row, state))
+        if caps.ttl and self.expires:
+            for row in EXPIRY_ROWS:
+                if row == "put overwrite" or caps.conditional_put:
+                    out += [("expiry", row, column) for column in EXPIRY_COLUMNS]
         for op in OPS:
             for event in EVENTS:
                 if event == "being listed" and op in ("get", "list"):
@@ -483,6 +501,8 @@ class _Scope:
     deleted: set[str] = field(default_factory=set)  # keys whose last known write deleted them
     large: dict[str, str] = field(default_factory=dict)  # keys holding a large value: its row
     expiry: dict[str, float] = field(default_factory=dict)  # key -> when it expires
+    renewed: dict[str, float] = field(default_factory=dict)  # key -> its earlier expiry
+    expiry_by: dict[str, str] = field(default_factory=dict)  # key -> the write that set it
 
 
 @dataclass
@@ -604,6 +624,11 @@ def recording(into: CoverageRecorder) -> Iterator[CoverageRecorder]:
 _order = itertools.count()
 
 
+def _clock() -> float:
+    """The probe's clock for expiries (``time.monotonic``; a test may stand in for it)."""
+    return time.monotonic()
+
+
 class CoverageProbe:
     """Delegates to ``inner`` and records the cells each call exercises.
 
@@ -669,7 +694,7 @@ class CoverageProbe:
         state = scope.state.get(key, "missing")
         if state == "unknown":
             return None
-        if state == "present" and time.monotonic() >= scope.expiry.get(key, math.inf):
+        if state == "present" and _clock() >= scope.expiry.get(key, math.inf):
             return "expired"
         if state == "present":
             writer = scope.writer.get(key)
@@ -677,6 +702,19 @@ class CoverageProbe:
             if writer != self._id and closed is not None and closed < self._id:
                 return "reopened"
         return state
+
+    def _mark_expiry(self, key: str, state: str | None) -> None:
+        """The ``expiry`` cell of an operation on ``key`` in ``state``, if it has one."""
+        scope = self._scope
+        written = scope.expiry_by.get(key)
+        if written is None:
+            return
+        if state == "expired":
+            self._mark("expiry", written, "expired")
+        elif state in ("present", "reopened") and _clock() >= scope.renewed.get(
+            key, math.inf
+        ):
+            self._mark("expiry", written, "kept")
 
     def _version_kind(self, key: str, version: str) -> str:
         seen = self._scope.versions.get(key, [])
@@ -728,9 +766,10 @@ class CoverageProbe:
             if any(self._other_writes(k) for k in keys if scope.writing.get(k)):
                 self._mark("lifecycle", op, "another client writing")
         elif row is not None:
-            states = {self._state(k) for k in keys}
-            states.discard(None)
-            for state in states:
+            states = {k: self._state(k) for k in keys}
+            for k, state in states.items():
+                self._mark_expiry(k, state)
+            for state in set(states.values()) - {None}:
                 self._mark("state", row, state)  # type: ignore[arg-type]
         prefixes = [p.prefix for p in list(scope.listing)] if writes else []
         if prefixes and any(k.startswith(tuple(prefixes)) for k in keys):
@@ -787,7 +826,11 @@ class CoverageProbe:
         """Under `measuring_waits`: whether the event loop gets a turn before the call ends."""
         return _Turn(self, op) if _MEASURING.get() else None
 
-    def _learn(self, key: str, state: _Known, version: str | None = None) -> None:
+    def _learn(
+        self, key: str, state: _Known, version: str | None = None, write: str | None = None
+    ) -> None:
+        """What a call found of ``key``; ``version`` that a write (``write``, a row of
+        `EXPIRY_ROWS`) gave it."""
         scope = self._scope
         scope.state[key] = state
         if state == "deleted":
@@ -798,12 +841,18 @@ class CoverageProbe:
         if version is not None:
             scope.versions.setdefault(key, []).append(version)
             scope.writer[key] = self._id
-            if self._ttl is None:
-                scope.expiry.pop(key, None)
-            else:
-                scope.expiry[key] = time.monotonic() + self._ttl
+            earlier = scope.expiry.pop(key, None)
+            scope.renewed.pop(key, None)
+            scope.expiry_by.pop(key, None)
+            if self._ttl is not None:
+                scope.expiry[key] = _clock() + self._ttl
+                if write is not None:
+                    scope.expiry_by[key] = write
+                if earlier is not None:
+                    scope.renewed[key] = earlier
         if state != "present":
-            scope.expiry.pop(key, None)
+            for expiries in (scope.expiry, scope.renewed, scope.expiry_by):
+                expiries.pop(key, None)
 
     def _mark_shape(self, data: bytes, column: str) -> None:
         shape = self._shaped.get(data)
@@ -839,7 +888,8 @@ class CoverageProbe:
         except BaseException:
             self._scope.state[key] = "unknown"
             raise
-        self._learn(key, "present", version)
+        write = "put if-match" if isinstance(mode, IfMatch) else f"put {mode}"
+        self._learn(key, "present", version, write)
         if size in self._sizes:
             self._mark("sizes", size_label(size), "put")
         if 0 <= size <= self._shaped_max:
@@ -1084,7 +1134,10 @@ class _ProbedListing:
             if large is not None:
                 probe._mark("large values", large, "listed")
         if isinstance(prefix, str) and not self._concurrent and not probe._closing:
-            states = {probe._state(k) for k in seen}  # what the listing found
+            found = {k: probe._state(k) for k in seen}  # what the listing found
+            for k, state in found.items():
+                probe._mark_expiry(k, state)
+            states = set(found.values())
             if not seen:
                 scope = probe._scope
                 expired = any(

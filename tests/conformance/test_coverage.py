@@ -333,3 +333,45 @@ async def test_a_write_in_flight_through_another_client_is_recorded_as_such() ->
     await writing
     assert {("lifecycle", op, "another client writing") for op in ("get", "list")} <= _cells(rec)
     assert ("lifecycle", "put", "another client writing") not in _cells(rec)
+
+
+async def test_the_probe_records_which_write_gave_an_expired_or_renewed_key_its_expiry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``expiry``: an operation past a key's expiry is ``expired`` on the row of the write
+    that set it; one before it and past the expiry of the write before is ``kept``."""
+    from checkpointkit.conformance import coverage as module
+
+    now = [100.0]
+    monkeypatch.setattr(module, "_clock", lambda: now[0])
+    caps = Capabilities(ttl=True, settles_cancelled_writes=True)
+    reach = Reach(caps, reopens=False, max_value=1024, expires=True)
+    assert {c for c in reach.cells() if c[0] == "expiry"} == {
+        ("expiry", row, column)
+        for row in ("put overwrite", "put create", "put if-match")
+        for column in ("kept", "expired")
+    }
+    rec = CoverageRecorder()
+    async with CoverageProbe(MemoryStorage(), "t", reach, into=rec, ttl=10) as s:
+        first = await s.put("k", b"a", mode="create")  # expires at 110
+        now[0] = 105
+        await s.get("k")
+        assert not {c for c in _cells(rec) if c[0] == "expiry"}  # no earlier expiry passed
+        await s.put("k", b"b", mode=IfMatch(first))  # expires at 115, renewing 110
+        now[0] = 109
+        await s.get("k")
+        assert not {c for c in _cells(rec) if c[0] == "expiry"}  # the earlier one not passed
+        now[0] = 111
+        await s.get("k")
+        assert {c for c in _cells(rec) if c[0] == "expiry"} == {("expiry", "put if-match", "kept")}
+        now[0] = 115
+        assert [k async for k in s.list("")] == ["k"]  # MemoryStorage has no ttl of its own
+        assert ("expiry", "put if-match", "expired") in _cells(rec)
+        await s.put("k", b"c")  # over an expired key: expires at 125, after 115
+        now[0] = 120
+        await s.get("k")
+        assert ("expiry", "put overwrite", "kept") in _cells(rec)
+        assert ("expiry", "put overwrite", "expired") not in _cells(rec)
+    assert Reach(caps, reopens=False, expires=False).cells() == [
+        c for c in Reach(caps, reopens=False).cells() if c[0] != "expiry"
+    ]

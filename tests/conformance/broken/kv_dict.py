@@ -1678,6 +1678,50 @@ class TtlFromTheFirstWrite(ExpiringDictKV):
         return self.expires.get(name) or super()._expiry(name)
 
 
+class _ExpiryByMode(ExpiringDictKV):
+    """What a write of one mode does to the expiry: the mode of the put in progress."""
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self.mode: PutMode | None = None
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        self.mode = mode
+        try:
+            return await super()._put(key, data, mode)
+        finally:
+            self.mode = None
+
+
+class IfMatchKeepsTheExpiry(_ExpiryByMode):
+    """Bug: the compare-and-set script writes with ``SET ... KEEPTTL`` (the plain put with
+    ``PX``): a key written by an if-match put expires when its write before said."""
+
+    def _expiry(self, name: str) -> float | None:
+        if isinstance(self.mode, IfMatch):
+            return self.expires.get(name)
+        return super()._expiry(name)
+
+
+class IfMatchDropsTheExpiry(_ExpiryByMode):
+    """Bug: the compare-and-set script writes with a plain ``SET`` (which clears a Redis
+    key's expiry; the plain put passes ``PX``): a key written by an if-match put never
+    expires."""
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if isinstance(self.mode, IfMatch):
+            self.expires.pop(name, None)
+
+
+class CreateSetsNoExpiry(_ExpiryByMode):
+    """Bug: a create-only put is ``SET ... NX`` without ``PX`` (the overwrite has it): a key
+    that was created and never written again never expires."""
+
+    def _expiry(self, name: str) -> float | None:
+        return None if self.mode == "create" else super()._expiry(name)
+
+
 class ExpiredKeysStillListed(ExpiringDictKV):
     """Bug: an expired key is dropped only when it is read (a lazy expiry on get; the
     listing reads an index that nothing expires): a listing, a create-only put and a
