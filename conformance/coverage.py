@@ -27,9 +27,11 @@ matrices and records them in the process-wide `coverage`:
     of its prefix), while another client (a second storage object at the same
     location, of a ``shared`` adapter) writes it, while a listing covers the
     key being written, with an
-    ``aclose()`` called while it runs, after ``aclose()``, cancelled, and as
+    ``aclose()`` called while it runs, after ``aclose()``, cancelled, as
     a first call (made before the storage object answered anything: what
-    opens its client, connections, files or schema); ``aclose()`` itself after
+    opens its client, connections, files or schema), while the backend is
+    down, and a listing read on, past its first page, once the backend went
+    down (``down at a later page``); ``aclose()`` itself after
     another, while another runs, cancelled, and as a first call (of a storage
     never used).
 ``sizes``
@@ -177,6 +179,7 @@ EVENTS = (
     "cancelled",
     "first call",
     "backend down",
+    "down at a later page",
 )
 ACLOSE_EVENTS = ("during aclose", "after aclose", "cancelled", "first call")
 """The ``lifecycle`` columns of ``aclose()`` itself (``during aclose``: a second call
@@ -446,6 +449,10 @@ class Reach:
                     continue  # not a write
                 if event == "backend down" and op not in self.down:
                     continue  # the target's outage does not fail it, or nothing can
+                if event == "down at a later page" and not (
+                    op == "list" and op in self.down and self.paging
+                ):
+                    continue  # a listing's next page, after one read while the backend was up
                 if event == "another client writing" and not (caps.shared and self.reopens):
                     continue  # no second client on the same data
                 out.append(("lifecycle", op, event))
@@ -1099,6 +1106,8 @@ class _ProbedListing:
         probe._running[n] = "list"
         # the first step fetches a page; later ones may answer from it without a wait
         turn = probe._measure("list") if first else None
+        if not first and not self._down and _DOWN.get():
+            probe._mark("lifecycle", "list", "down at a later page")
         try:
             key = await inner.__anext__()
         except StopAsyncIteration:

@@ -39,7 +39,7 @@ from .checks import describe, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
 from .coverage import backend_down
 from .credentials import expect_no_secret, secrets_of, shown
-from .fixtures import StorageFixtures, not_exercised, raw_storage
+from .fixtures import StorageFixtures, not_exercised, raw_storage, set_small_pages
 from .holds import Operation
 from .outages import Outage
 from .target import Target
@@ -120,17 +120,7 @@ class UnavailableTests(StorageFixtures):
         location: str | None,
     ) -> None:
         __tracebackhide__ = True
-        if outage is not None and not outage.can_fail:
-            pytest.skip(f"the storage has {outage.name}: no {op} can find it down")
-        if outage is None or not outage.operations:
-            not_exercised(
-                f"the target supplies no outage, so no {op} ran while the backend was down: "
-                "give the Target one (Target(outage=...), see checkpointkit.conformance.outages)"
-            )
-        if not outage.fails(op):
-            pytest.skip(
-                f"{outage.name} fails only {', '.join(sorted(outage.operations))}, not {op}"
-            )
+        outage = _failing(op, outage)
         case = _case(op)
         async with outage.client(target, storage, location) as client:
             for key, value in {**_KEPT, **case.before}.items():
@@ -270,6 +260,92 @@ class UnavailableTests(StorageFixtures):
         storage_location: str | None,
     ) -> None:
         await self._down("list", storage, backend_outage, storage_target, storage_location)
+
+    @checks("error.unavailable", "list.pages")
+    async def test_list_whose_next_page_finds_the_backend_down_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A listing of five keys in pages of two, its first page read while the backend
+        was up, then read on while it is down: the next page must raise
+        ``StorageUnavailable``. A paginator that takes a failed continuation for the end
+        of the listing (``except ClientError: break``) answers a listing cut short, which
+        a caller cannot tell from the whole (a ``latest()`` then finds an older head)."""
+        outage = _failing("list", backend_outage)
+        keys = [f"down-pages/{i}" for i in range(5)]
+        async with outage.client(storage_target, storage, storage_location) as client:
+            for key in keys:
+                await client.put(key, key.encode())
+            if not set_small_pages(client, 2):
+                not_exercised(
+                    "the adapter's page size is not known (no StorageBase): a listing cannot "
+                    "be read across pages with a handful of keys"
+                )
+            listing = client.list("down-pages/")
+            seen = [await anext(listing), await anext(listing)]  # the first page, backend up
+            context = f"while the backend was down ({outage.name}), after its first page"
+            async with outage.down(raw_storage(client)):
+                scope = asyncio.timeout(UNAVAILABLE_BOUND)
+                try:
+                    with backend_down():
+                        async with scope:
+                            seen += [key async for key in listing]
+                except StorageUnavailable as exc:
+                    if exc.__cause__ is None:
+                        fail(
+                            "StorageUnavailable must chain the backend's own error",
+                            key=keys[2],
+                            expected="its __cause__ to be the backend's error",
+                            observed=f"{describe(exc)} has no __cause__ ({context})",
+                        )
+                except TimeoutError as exc:
+                    if not scope.expired():
+                        _wrong("list", keys[2], exc, context)
+                    fail(
+                        "a listing's next page must raise StorageUnavailable when its backend "
+                        "is down",
+                        key=keys[2],
+                        expected=f"StorageUnavailable within {UNAVAILABLE_BOUND:g} s",
+                        observed=f"it had not returned after {UNAVAILABLE_BOUND:g} s",
+                    )
+                except Exception as exc:
+                    _wrong("list", keys[2], exc, context)
+                else:
+                    fail(
+                        "a listing's next page must raise StorageUnavailable when its backend "
+                        "is down",
+                        key=keys[2],
+                        expected="StorageUnavailable",
+                        observed=f"the listing ended after {len(seen)} of the 5 keys "
+                        f"({context}), as if it were whole: {seen!r}",
+                        detail="A paginator that ends the listing on a failed continuation "
+                        "answers a listing cut short; raise StorageUnavailable from the "
+                        "backend's error instead",
+                    )
+            await expect_keys(
+                client,
+                keys,
+                prefix="down-pages/",
+                promise="once the backend is back, a listing must get its own answer",
+            )
+
+
+def _failing(op: Operation, outage: Outage | None) -> Outage:
+    """``outage`` if it fails ``op``; else the test is skipped or not exercised."""
+    __tracebackhide__ = True
+    if outage is not None and not outage.can_fail:
+        pytest.skip(f"the storage has {outage.name}: no {op} can find it down")
+    if outage is None or not outage.operations:
+        not_exercised(
+            f"the target supplies no outage, so no {op} ran while the backend was down: "
+            "give the Target one (Target(outage=...), see checkpointkit.conformance.outages)"
+        )
+    if not outage.fails(op):
+        pytest.skip(f"{outage.name} fails only {', '.join(sorted(outage.operations))}, not {op}")
+    return outage
 
 
 def _wrong(op: str, key: str, exc: BaseException, context: str) -> None:

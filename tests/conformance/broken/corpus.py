@@ -1279,6 +1279,17 @@ MUTANTS: tuple[Mutant, ...] = (
         lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
         _doc(netkv.NetKVRawErrors),
     ),
+    Mutant(
+        "later-page-error-ends-the-listing",
+        ("error.unavailable", "list.pages"),
+        "lifecycle",
+        "test_list_whose_next_page_finds_the_backend_down_raises_storage_unavailable",
+        lambda: netkv.netkv_target(
+            netkv.NetKVLaterPageErrorEndsListing, name="NetKVLaterPageErrorEndsListing"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVLaterPageErrorEndsListing),
+    ),
     _m(
         "listing-pages-by-offset",
         kv_dict.PagesByOffset,

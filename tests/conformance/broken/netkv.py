@@ -275,6 +275,22 @@ class NetKVRawErrors(NetKVStorage):
         return reply["value"]
 
 
+class NetKVLaterPageErrorEndsListing(NetKVStorage):
+    """Bug: a paginator that takes a failed continuation for the end of the listing
+    (``except ClientError: break`` around the next page's request): with the backend down
+    after the first page, the listing ends cut short, as if it were whole."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        try:
+            return await super()._list_page(prefix, start_after, cursor, limit)
+        except StorageUnavailable:
+            if cursor is None:
+                raise
+            return ListPage([], None)
+
+
 @contextmanager
 def netkv_target(
     client: type[NetKVStorage] = NetKVStorage, *, name: str = "netkv"
