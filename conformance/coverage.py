@@ -3,7 +3,7 @@
 A suite that never makes the call a defect needs cannot catch it, and a pass
 then says nothing. So the suite measures what it did. Every storage it opens
 (`Target.open`) is wrapped
-in a `CoverageProbe`, which classifies each call into cells of nine
+in a `CoverageProbe`, which classifies each call into cells of ten
 matrices and records them in the process-wide `coverage`:
 
 ``state``
@@ -14,6 +14,12 @@ matrices and records them in the process-wide `coverage`:
     or present and written through an earlier storage at the same location
     that was closed since (``reopened``), or past its expiry (``expired``: written
     through a storage opened with ``ttl`` that long ago).
+``after``
+    each operation and mode (the rows of ``state``) against the kind of
+    write that last changed its key: an overwrite, a create-only put, an
+    if-match put, a delete, an if-match delete, a ``delete_many``. An
+    adapter that caches reads or listings and forgets the cache on some
+    write paths only answers wrong after the others.
 ``expiry``
     a key of a storage opened with ``ttl``, by the write that gave it its
     expiry (an overwrite, a create-only put, an if-match put): an operation
@@ -164,6 +170,8 @@ DELETE_ROWS = (
 )
 STATE_ROWS = (*PUT_ROWS, "get", *DELETE_ROWS, "delete_many", "list")
 STATES = ("missing", "present", "deleted", "reopened", "expired")
+AFTER_WRITES = ("overwrite", "create", "if-match put", "delete", "if-match delete", "delete_many")
+"""The columns of ``after``: the kind of write that last changed a key."""
 EXPIRY_ROWS = ("put overwrite", "put create", "put if-match")
 """The rows of ``expiry``: the write that gave a key its expiry."""
 EXPIRY_COLUMNS = ("kept", "expired")
@@ -227,6 +235,7 @@ LIST_OPTIONS = (
 )
 MATRICES = (
     "state",
+    "after",
     "expiry",
     "lifecycle",
     "sizes",
@@ -439,6 +448,19 @@ class Reach:
                 if row.endswith("stale") and state == "missing":
                     continue  # a key never written has no stale version
                 out.append(("state", row, state))
+        for row in STATE_ROWS:
+            if row.startswith("put ") and row != "put overwrite" and not caps.conditional_put:
+                continue
+            if row.startswith("delete if-match") and not caps.conditional_delete:
+                continue
+            for write in AFTER_WRITES:
+                if write in ("create", "if-match put") and not caps.conditional_put:
+                    continue
+                if write == "if-match delete" and not caps.conditional_delete:
+                    continue
+                if row.endswith("current") and write.startswith(("delete", "if-match delete")):
+                    continue  # no current version to give
+                out.append(("after", row, write))
         if caps.ttl and self.expires:
             for row in EXPIRY_ROWS:
                 if row == "put overwrite" or caps.conditional_put:
@@ -510,6 +532,7 @@ class _Scope:
     expiry: dict[str, float] = field(default_factory=dict)  # key -> when it expires
     renewed: dict[str, float] = field(default_factory=dict)  # key -> its earlier expiry
     expiry_by: dict[str, str] = field(default_factory=dict)  # key -> the write that set it
+    changed_by: dict[str, str] = field(default_factory=dict)  # key -> its last write's kind
 
 
 @dataclass
@@ -718,10 +741,14 @@ class CoverageProbe:
             return
         if state == "expired":
             self._mark("expiry", written, "expired")
-        elif state in ("present", "reopened") and _clock() >= scope.renewed.get(
-            key, math.inf
-        ):
+        elif state in ("present", "reopened") and _clock() >= scope.renewed.get(key, math.inf):
             self._mark("expiry", written, "kept")
+
+    def _mark_after(self, row: str, key: str, state: str | None) -> None:
+        """The ``after`` cell of ``row`` on ``key``, if its last write is known."""
+        write = self._scope.changed_by.get(key)
+        if write is not None and state is not None:
+            self._mark("after", row, write)
 
     def _version_kind(self, key: str, version: str) -> str:
         seen = self._scope.versions.get(key, [])
@@ -776,6 +803,7 @@ class CoverageProbe:
             states = {k: self._state(k) for k in keys}
             for k, state in states.items():
                 self._mark_expiry(k, state)
+                self._mark_after(row, k, state)
             for state in set(states.values()) - {None}:
                 self._mark("state", row, state)  # type: ignore[arg-type]
         prefixes = [p.prefix for p in list(scope.listing)] if writes else []
@@ -836,9 +864,11 @@ class CoverageProbe:
     def _learn(
         self, key: str, state: _Known, version: str | None = None, write: str | None = None
     ) -> None:
-        """What a call found of ``key``; ``version`` that a write (``write``, a row of
-        `EXPIRY_ROWS`) gave it."""
+        """What a call found of ``key``; ``version`` that a write (``write``, one of
+        `AFTER_WRITES`) gave it, or the kind of delete (``write``) that deleted it."""
         scope = self._scope
+        if write is not None:
+            scope.changed_by[key] = write
         scope.state[key] = state
         if state == "deleted":
             scope.deleted.add(key)
@@ -854,7 +884,7 @@ class CoverageProbe:
             if self._ttl is not None:
                 scope.expiry[key] = _clock() + self._ttl
                 if write is not None:
-                    scope.expiry_by[key] = write
+                    scope.expiry_by[key] = f"put {write.removesuffix(' put')}"
                 if earlier is not None:
                     scope.renewed[key] = earlier
         if state != "present":
@@ -895,7 +925,7 @@ class CoverageProbe:
         except BaseException:
             self._scope.state[key] = "unknown"
             raise
-        write = "put if-match" if isinstance(mode, IfMatch) else f"put {mode}"
+        write = "if-match put" if isinstance(mode, IfMatch) else str(mode)
         self._learn(key, "present", version, write)
         if size in self._sizes:
             self._mark("sizes", size_label(size), "put")
@@ -946,7 +976,9 @@ class CoverageProbe:
         except BaseException:
             self._scope.state[key] = "unknown"
             raise
-        if existed or self._scope.state.get(key) == "deleted":
+        if existed:
+            self._learn(key, "deleted", write="delete" if if_match is None else "if-match delete")
+        elif self._scope.state.get(key) == "deleted":
             self._learn(key, "deleted")
         return bool(existed)
 
@@ -969,7 +1001,7 @@ class CoverageProbe:
             raise
         for k in batch:
             if self._scope.state.get(k) in ("present", "unknown", "deleted"):
-                self._learn(k, "deleted")
+                self._learn(k, "deleted", write="delete_many")
         if len(batch) in self._batches:
             self._mark("batches", batch_label(len(batch)), "delete_many")
         for label in large:
@@ -1146,9 +1178,13 @@ class _ProbedListing:
             found = {k: probe._state(k) for k in seen}  # what the listing found
             for k, state in found.items():
                 probe._mark_expiry(k, state)
+                probe._mark_after("list", k, state)
             states = set(found.values())
             if not seen:
                 scope = probe._scope
+                for k in scope.deleted:
+                    if k.startswith(prefix):
+                        probe._mark_after("list", k, "deleted")
                 expired = any(
                     k.startswith(prefix) and probe._state(k) == "expired" for k in scope.expiry
                 )

@@ -35,6 +35,7 @@ from .checks import (
 )
 from .clauses import checks
 from .coverage import (
+    AFTER_WRITES,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_VALUE,
     STATE_ROWS,
@@ -114,6 +115,57 @@ async def _prepare(storage: Storage, name: str, state: str) -> _Key:
     return key
 
 
+async def _after(storage: Storage, name: str, write: str) -> _Key:
+    """A key whose last change was ``write`` (one of `AFTER_WRITES`), read and listed just
+    before it: a create-only put of a deleted key; a put, an if-match put or a delete of a
+    key that holds one value."""
+    key = _Key(name)
+    first, second = b"first value of " + name.encode(), b"second value of " + name.encode()
+    key.stale = await storage.put(name, first)
+    if write == "create":
+        await storage.delete(name)
+    # what an adapter may keep from a read or a listing, as a caller's reads leave it
+    await get_or_none(storage, name)
+    _ = [k async for k in storage.list(name)]
+    if write in ("overwrite", "create", "if-match put"):
+        mode: PutMode = (
+            "create"
+            if write == "create"
+            else IfMatch(key.stale)
+            if write == "if-match put"
+            else "overwrite"
+        )
+        key.current = await storage.put(name, second, mode=mode)
+        key.value = second
+    elif write == "delete":
+        await storage.delete(name)
+    elif write == "if-match delete":
+        await storage.delete(name, if_match=key.stale)
+    else:
+        await delete_many_of(storage, [name])
+    return key
+
+
+_WRITE_NAMES = {
+    "overwrite": "an overwrite",
+    "create": "a create-only put",
+    "if-match put": "an if-match put",
+    "delete": "a delete",
+    "if-match delete": "an if-match delete",
+    "delete_many": "a delete_many()",
+}
+
+
+def _writes(conditional_put: bool, conditional_delete: bool) -> list[str]:
+    """The kinds of write (`AFTER_WRITES`) the capabilities allow."""
+    return [
+        w
+        for w in AFTER_WRITES
+        if (conditional_put or w not in ("create", "if-match put"))
+        and (conditional_delete or w != "if-match delete")
+    ]
+
+
 def _version(key: _Key, which: str, fallback: str) -> str:
     if which == _CURRENT and key.current is not None:
         return key.current
@@ -122,14 +174,19 @@ def _version(key: _Key, which: str, fallback: str) -> str:
     return _bogus_version(key.current or key.stale or fallback, (key.current, key.stale))
 
 
-async def _check_row(storage: Storage, row: str, key: _Key, fallback: str) -> None:
-    """Run ``row`` on ``key`` and check the answer and what is stored after it."""
+async def _check_row(
+    storage: Storage, row: str, key: _Key, fallback: str, after: str | None = None
+) -> None:
+    """Run ``row`` on ``key`` and check the answer and what is stored after it (``after``:
+    the write that last changed the key, for messages)."""
     __tracebackhide__ = True
     name = key.name
     present = key.value is not None
     new = b"written by " + row.encode()
     op, _, which = row.partition(" if-match ")
     where = f"{row} of a key that is {'present' if present else 'not present'}"
+    if after is not None:
+        where += f", right after {after} of it (read and listed just before that)"
 
     async def outcome(call: Awaitable[Any]) -> Any:
         try:
@@ -245,6 +302,41 @@ class SemanticSweepTests(StorageFixtures):
                 name = f"sweep/{row.replace(' ', '-')}/{state}"
                 key = await _prepare(storage, name, state)
                 await _check_row(storage, row, key, fallback)
+
+    @checks(
+        "put.overwrite",
+        "put.create.missing",
+        "put.create.existing",
+        "put.if-match.current",
+        "put.if-match.stale",
+        "put.if-match.missing",
+        "get.missing",
+        "delete.existing",
+        "delete.missing",
+        "delete.if-match.current",
+        "delete.if-match.stale",
+        "delete-many.count",
+        "list.reflects-writes",
+    )
+    async def test_every_operation_answers_right_after_every_kind_of_write(
+        self,
+        storage: Storage,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """Each operation and mode once on a key right after each kind of write changed it
+        (an overwrite, a create-only put of a deleted key, an if-match put, a delete, an
+        if-match delete, a ``delete_many``), the key read and listed just before that
+        write: an adapter that caches reads or listings and forgets the cache on some
+        write paths answers from before the write (the ``after`` matrix)."""
+        fallback = await storage.put("sweep-version-sample", b"x")
+        for write in _writes(supports_conditional_put, supports_conditional_delete):
+            for row in _rows(supports_conditional_put, supports_conditional_delete):
+                if row.endswith("current") and write.endswith(("delete", "delete_many")):
+                    continue  # a deleted key has no current version
+                name = f"after/{write.replace(' ', '-')}/{row.replace(' ', '-')}"
+                key = await _after(storage, name, write)
+                await _check_row(storage, row, key, fallback, _WRITE_NAMES[write])
 
     @checks("cap.durable", "put.if-match.current", "delete.if-match.current", "get.missing")
     async def test_every_operation_answers_right_after_a_reopen(

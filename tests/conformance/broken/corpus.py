@@ -1291,6 +1291,22 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVLaterPageErrorEndsListing),
     ),
     _m(
+        "listing-cache-kept-by-create",
+        kv_dict.ListingCacheKeptByCreate,
+        kv_dict.CachedListingsKV,
+        SEM,
+        "test_every_operation_answers_right_after_every_kind_of_write",
+        "list.reflects-writes",
+    ),
+    _m(
+        "listing-cache-kept-by-delete-many",
+        kv_dict.ListingCacheKeptByDeleteMany,
+        kv_dict.CachedListingsKV,
+        SEM,
+        "test_every_operation_answers_right_after_every_kind_of_write",
+        "list.reflects-writes",
+    ),
+    _m(
         "listing-pages-by-offset",
         kv_dict.PagesByOffset,
         D,

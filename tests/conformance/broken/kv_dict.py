@@ -828,6 +828,71 @@ class ListMatchesRegex(_MatchesPattern):
             return False
 
 
+class CachedListingsKV(DictKV):
+    """Correct: keeps each listing page it answered (a cache of directory reads, or of a
+    slow index) and forgets them all on every write that changes a key."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages: dict[tuple[str, str | None, Any, int], ListPage] = {}
+
+    def _forget(self, write: str) -> None:
+        """A key was changed by ``write`` (``overwrite``, ``create``, ``if-match put``,
+        ``delete``, ``delete_many``)."""
+        self.pages.clear()
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        kept = self.pages.get((prefix, start_after, cursor, limit))
+        if kept is not None:
+            await self._round_trip()
+            return kept
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        self.pages[prefix, start_after, cursor, limit] = page
+        return page
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        version = await super()._put(key, data, mode)
+        self._forget("if-match put" if isinstance(mode, IfMatch) else mode)
+        return version
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        existed = await super()._delete(key, if_match)
+        self._forget("delete")
+        return existed
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        await self._round_trip()
+        existed = 0
+        for name in dict.fromkeys(keys):  # the backend's batch call, not _delete
+            if name in self.values:
+                self._drop(name)
+                existed += 1
+        self._forget("delete_many")
+        return existed
+
+
+class ListingCacheKeptByCreate(CachedListingsKV):
+    """Bug: the cached listings are forgotten on the overwrite path but not on the
+    create-only one (a separate ``put_if_absent`` call): a listing after a key was created
+    answers from before it."""
+
+    def _forget(self, write: str) -> None:
+        if write != "create":
+            super()._forget(write)
+
+
+class ListingCacheKeptByDeleteMany(CachedListingsKV):
+    """Bug: the cached listings are forgotten by ``delete`` but not by ``delete_many``
+    (its batch call bypasses the per-key path): a listing after a batch delete still
+    shows the keys."""
+
+    def _forget(self, write: str) -> None:
+        if write != "delete_many":
+            super()._forget(write)
+
+
 # -- capabilities -------------------------------------------------------------------------------
 class DeclaresDurableInMemory(DictKV):
     """Bug: declares ``durable`` (the author's production backend is), but keeps the data in
