@@ -36,8 +36,10 @@ matrices and records them in the process-wide `coverage`:
     ``aclose()`` called while it runs, after ``aclose()``, cancelled, as
     a first call (made before the storage object answered anything: what
     opens its client, connections, files or schema), while the backend is
-    down, and a listing read on, past its first page, once the backend went
-    down (``down at a later page``); ``aclose()`` itself after
+    down, a listing read on, past its first page, once the backend went
+    down (``down at a later page``), and one read on while another listing
+    of the same storage object is open (``another listing open``);
+    ``aclose()`` itself after
     another, while another runs, cancelled, and as a first call (of a storage
     never used).
 ``sizes``
@@ -188,6 +190,7 @@ EVENTS = (
     "first call",
     "backend down",
     "down at a later page",
+    "another listing open",
 )
 ACLOSE_EVENTS = ("during aclose", "after aclose", "cancelled", "first call")
 """The ``lifecycle`` columns of ``aclose()`` itself (``during aclose``: a second call
@@ -471,6 +474,8 @@ class Reach:
                     continue  # not a write
                 if event == "backend down" and op not in self.down:
                     continue  # the target's outage does not fail it, or nothing can
+                if event == "another listing open" and not (op == "list" and self.paging):
+                    continue  # a listing read on while another of the same storage is open
                 if event == "down at a later page" and not (
                     op == "list" and op in self.down and self.paging
                 ):
@@ -706,6 +711,7 @@ class CoverageProbe:
         self._ttl = ttl  # the storage was opened with this ttl: its writes expire
         self._closed = False  # the first aclose() has ended
         self._answered = False  # a call of this storage object has ended
+        self._listings: weakref.WeakSet[_ProbedListing] = weakref.WeakSet()  # its listings
 
     def __repr__(self) -> str:
         return f"CoverageProbe({self.inner!r})"
@@ -1082,6 +1088,7 @@ class _ProbedListing:
         self._ended = False
         self._concurrent = False
         self._down = False
+        probe._listings.add(self)
 
     def __aiter__(self) -> _ProbedListing:
         return self
@@ -1140,6 +1147,11 @@ class _ProbedListing:
         turn = probe._measure("list") if first else None
         if not first and not self._down and _DOWN.get():
             probe._mark("lifecycle", "list", "down at a later page")
+        if not first and any(
+            other is not self and other._inner is not None and not other._ended
+            for other in probe._listings
+        ):
+            probe._mark("lifecycle", "list", "another listing open")
         try:
             key = await inner.__anext__()
         except StopAsyncIteration:

@@ -178,6 +178,49 @@ class PitfallTests(StorageFixtures):
                 promise=f"delete_many of {what} must delete every key of it",
             )
 
+    @checks("list.pages", "list.prefix-only", "list.start-after")
+    async def test_interleaved_listings_each_get_their_own_keys(self, storage: Storage) -> None:
+        """Four listings of one storage object read a key at a time in turn, in pages of
+        two keys: two prefixes, and one of them again from a ``start_after``. A paginator
+        kept on the storage object (one continuation token, one database cursor reused by
+        every listing) hands one listing's next page to another."""
+        _small_pages(storage, 2)
+        keys = {
+            "interleaved/a/": [f"interleaved/a/{i}" for i in range(5)],
+            "interleaved/b/": [f"interleaved/b/{i}" for i in range(7)],
+        }
+        for key in [k for group in keys.values() for k in group]:
+            await storage.put(key, b"x")
+        a, b = keys["interleaved/a/"], keys["interleaved/b/"]
+        wanted = {
+            "list('interleaved/a/')": (storage.list("interleaved/a/"), a),
+            "list('interleaved/b/')": (storage.list("interleaved/b/"), b),
+            f"list('interleaved/b/', start_after={b[1]!r})": (
+                storage.list("interleaved/b/", start_after=b[1]),
+                b[2:],
+            ),
+            "list('interleaved/a/') again": (storage.list("interleaved/a/"), a),
+        }
+        seen: dict[str, list[str]] = {name: [] for name in wanted}
+        open_ = {name: listing.__aiter__() for name, (listing, _) in wanted.items()}
+        while open_:
+            for name, listing in list(open_.items()):
+                try:
+                    seen[name].append(await listing.__anext__())
+                except StopAsyncIteration:
+                    del open_[name]
+        for name, (_, expected) in wanted.items():
+            if seen[name] != expected:
+                fail(
+                    "listings read in turn must each return their own keys",
+                    key=expected[0],
+                    expected=f"{name} to return {expected}",
+                    observed=f"it returned {seen[name]}, read in turn with "
+                    + ", ".join(n for n in wanted if n != name),
+                    detail="Keep a listing's continuation (token, cursor, offset) in the "
+                    "listing, not on the storage object",
+                )
+
     @checks("close.open-listing")
     async def test_next_page_of_a_listing_opened_before_close_raises_storage_closed(
         self, storage: Storage

@@ -1291,6 +1291,16 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVLaterPageErrorEndsListing),
     ),
     _m(
+        "continuation-kept-on-the-storage",
+        kv_dict.ContinuationOnTheStorage,
+        D,
+        SEM,
+        "test_interleaved_listings_each_get_their_own_keys",
+        "list.pages",
+        "list.prefix-only",
+        "list.start-after",
+    ),
+    _m(
         "listing-cache-kept-by-create",
         kv_dict.ListingCacheKeptByCreate,
         kv_dict.CachedListingsKV,

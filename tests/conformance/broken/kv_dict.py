@@ -828,6 +828,25 @@ class ListMatchesRegex(_MatchesPattern):
             return False
 
 
+class ContinuationOnTheStorage(DictKV):
+    """Bug: a listing's continuation is kept on the storage object (one paginator per
+    client, or one database cursor that every listing reuses): two listings read in turn
+    hand each other their next pages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.continuation: Any = None
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        if cursor is not None:
+            cursor = self.continuation
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        self.continuation = page.cursor
+        return page
+
+
 class CachedListingsKV(DictKV):
     """Correct: keeps each listing page it answered (a cache of directory reads, or of a
     slow index) and forgets them all on every write that changes a key."""
