@@ -60,7 +60,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..checks import fail
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
-from .coverage import lengths
+from .coverage import STORAGE_READS_AFTER, STORAGE_WRITES, implemented, lengths
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
@@ -1013,6 +1013,49 @@ def _with_id(workflow_name: str, checkpoint_id: str, state: dict[str, Any]) -> W
     return cp
 
 
+async def _read_as(storage: Any, row: str, workflow: str, checkpoint_id: str) -> Any:
+    """What ``row`` (one of `STORAGE_READS_AFTER`) reads: the ids it gives."""
+    if row == "load":
+        return _id(await load_or_none(storage, checkpoint_id))
+    if row == "get_latest":
+        return _id(await storage.get_latest(workflow_name=workflow))
+    if row == "list_checkpoints":
+        listed = await storage.list_checkpoints(workflow_name=workflow)
+        return sorted(str(c.checkpoint_id) for c in listed)
+    return sorted(str(i) for i in await storage.list_checkpoint_ids(workflow_name=workflow))
+
+
+def _id(cp: WorkflowCheckpoint | None) -> str | None:
+    return None if cp is None else str(cp.checkpoint_id)
+
+
+async def _read_after(storage: Any, workflow: str, write: str, row: str) -> str | None:
+    """``row`` of a workflow of two checkpoints just before and right after ``write`` (a
+    ``save`` of a newer one, a ``delete`` of the newest); what is wrong, or None."""
+    at = datetime.now(UTC)
+    made = [checkpoint(workflow, {"v": i}, at=at + timedelta(milliseconds=i)) for i in range(3)]
+    for cp in made[:2]:
+        await storage.save(cp)
+    ids = [str(cp.checkpoint_id) for cp in made]
+    read = ids[2] if write == "save" else ids[1]
+    await _read_as(storage, row, workflow, read)  # what a storage may keep, as reads leave it
+    if write == "save":
+        await storage.save(made[2])
+    else:
+        await storage.delete(ids[1])
+        ids = ids[:1]
+    if row == "load":
+        expected: Any = read if read in ids else None
+    elif row == "get_latest":
+        expected = ids[-1]
+    else:
+        expected = sorted(ids)
+    got = await _read_as(storage, row, workflow, read)
+    if got == expected:
+        return None
+    return f"{row} right after {write}: expected {expected!r}, got {got!r}"
+
+
 async def _every_call(storage: Any, workflow: str, a: str, b: str) -> None:
     """Each method once: reads of ``a`` and of ``workflow``, then a save of ``a`` and a
     delete of ``b`` (``a``, ``b`` and the workflow in the same state). Checks what the
@@ -1061,6 +1104,33 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
         await storage.delete(a)  # the workflow has no checkpoint left
         await _every_call(storage, name, a, b)  # after delete
         await storage.delete(a)
+
+    async def test_sweep_every_read_after_every_kind_of_write(
+        self, instance: Any, name: str
+    ) -> None:
+        """Each read (``load``, ``list_checkpoints``, ``list_checkpoint_ids``, ``get_latest``)
+        right after a ``save`` of a newer checkpoint and after a ``delete`` of the newest,
+        and once just before that write: a storage that caches what it read and forgets the
+        cache on some writes answers from before them (a latest checkpoint kept past its
+        ``delete`` resumes a workflow from a checkpoint that is gone)."""
+        storage = instance
+        has = set(implemented(storage, "agent-framework")[0])
+        wrong = [
+            found
+            for write in STORAGE_WRITES
+            if write in has
+            for n, row in enumerate(STORAGE_READS_AFTER)
+            if row in has
+            and (found := await _read_after(storage, f"{name}-{write}-{n}", write, row))
+        ]
+        if wrong:
+            fail(
+                "every read answers what the last write left, whatever that write was",
+                expected="each read right after each write to answer what the storage holds",
+                observed="; ".join(wrong),
+                detail="a storage that keeps what it read (a latest checkpoint, a listing) "
+                "must forget it on every write: save and delete",
+            )
 
     async def test_sweep_value_sizes(self, instance: Any, name: str) -> None:
         cp = checkpoint(name, dict(_BIG))

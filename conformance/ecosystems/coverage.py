@@ -18,6 +18,14 @@ cells of these matrices:
     location) and ``reopened`` (written through an instance closed since).
     A saver's sync twins (``put``, ``get_tuple``...) have the first three;
     ``adelete_for_runs`` names runs: ``missing`` or ``existing``.
+``after`` (both)
+    each reading method against the kind of write that last changed what it
+    reads: a LangGraph thread's ``aget_tuple`` (by id, latest) and ``alist``
+    after ``aput``, ``aput_writes``, ``adelete_thread``, ``acopy_thread`` (into
+    it) and ``aprune``; an agent-framework checkpoint's ``load`` and a
+    workflow's listings and ``get_latest`` after ``save`` and ``delete``. A
+    saver that caches what it read and forgets the cache on some writes only
+    answers from before the others.
 ``namespaces`` (LangGraph)
     ``aput``, ``aput_writes``, ``aget_tuple`` and ``alist`` in the root
     namespace and in a child one.
@@ -117,6 +125,12 @@ STORAGE_METHODS = (
 """An agent-framework ``CheckpointStorage``'s methods."""
 STORAGE_WRITES = ("save", "delete")
 NAMESPACED = ("aput", "aput_writes", "aget_tuple by id", "aget_tuple latest", "alist")
+SAVER_READS_AFTER = ("aget_tuple by id", "aget_tuple latest", "alist")
+"""The rows of a saver's ``after`` matrix."""
+SAVER_WRITES_BEFORE = ("aput", "aput_writes", "adelete_thread", "acopy_thread", "aprune")
+"""The columns of a saver's ``after`` matrix: the write that last changed a thread."""
+STORAGE_READS_AFTER = ("load", "list_checkpoints", "list_checkpoint_ids", "get_latest")
+"""The rows of a storage's ``after`` matrix."""
 NAMESPACES = ("root", "child")
 LIST_OPTIONS = ("config None", "thread", "filter", "before", "limit")
 SIZES = (0, 1024, 1024 * 1024)
@@ -203,8 +217,8 @@ class EcosystemReach:
     def matrices(self) -> tuple[str, ...]:
         """The matrices of the ecosystem, in report order."""
         if self.ecosystem == "langgraph":
-            return ("state", "namespaces", "listing", "sizes", "lengths", "lifecycle")
-        return ("state", "sizes", "lengths", "lifecycle")
+            return ("state", "after", "namespaces", "listing", "sizes", "lengths", "lifecycle")
+        return ("state", "after", "sizes", "lengths", "lifecycle")
 
     def _deletes(self) -> bool:
         """Whether the instance can delete (a thread or a checkpoint)."""
@@ -231,6 +245,14 @@ class EcosystemReach:
             if method in has:
                 for row in _rows(method):
                     out += [("state", row, s) for s in self._states(method)]
+        reads, writes = (
+            (SAVER_READS_AFTER, SAVER_WRITES_BEFORE)
+            if self.ecosystem == "langgraph"
+            else (STORAGE_READS_AFTER, STORAGE_WRITES)
+        )
+        for row in reads:
+            if row.split()[0] in has:
+                out += [("after", row, write) for write in writes if write in has]
         if self.ecosystem == "langgraph":
             for row in NAMESPACED:
                 if row.split()[0] in has:
@@ -363,6 +385,7 @@ class _Scope:
     writes: dict[tuple[str, str, str], set[tuple[str, int]]] = field(default_factory=dict)
     counted: set[str] = field(default_factory=set)
     busy: dict[Any, int] = field(default_factory=dict)  # name -> its writes in flight
+    changed_by: dict[Any, str] = field(default_factory=dict)  # name -> its last write
     lost: set[Any] = field(default_factory=set)  # names no longer counted (`forget`)
 
 
@@ -401,6 +424,19 @@ class _Classifier:
         for state in {self.state_of(n) for n in names}:
             if state in allowed:
                 self.mark("state", row, state)
+
+    def changed(self, name: Any, write: str | None) -> None:
+        """``name`` was last changed by ``write`` (None: by a write not classified)."""
+        if write is None:
+            self.scope.changed_by.pop(name, None)
+        else:
+            self.scope.changed_by[name] = write
+
+    def after(self, row: str, name: Any) -> None:
+        """The ``after`` cell of reading ``name`` by ``row``, if its last write is known."""
+        write = self.scope.changed_by.get(name)
+        if write is not None:
+            self.mark("after", row, write)
 
     def wrote(self, name: Any) -> None:
         self.scope.state[name] = "present"
@@ -507,6 +543,15 @@ class _SaverCalls:
         if not self.sync and self.counted(thread) is not None:
             self.c.length(column, n)
 
+    def changed(self, thread: str, method: str) -> None:
+        """``thread`` was changed by ``method`` (a sync twin's write is not classified)."""
+        self.c.changed(thread, None if self.sync else method)
+
+    def read(self, row: str, thread: str) -> None:
+        """The ``after`` cell of an async read of ``thread``."""
+        if not self.sync:
+            self.c.after(row, thread)
+
     def put(self, config: Any, checkpoint: Any, metadata: Any) -> Any:
         thread, ns = _thread(config)
         c, row = self.c, self.row("aput")
@@ -524,6 +569,7 @@ class _SaverCalls:
         def after(_: Any) -> None:
             if thread is not None:
                 c.wrote(thread)
+                self.changed(thread, "aput")
                 if counts and made is not None and (fresh or thread in scope.threads):
                     scope.threads.setdefault(thread, {}).setdefault(ns, set()).add(str(made))
             run = (metadata or {}).get("run_id") if isinstance(metadata, dict) else None
@@ -549,6 +595,7 @@ class _SaverCalls:
         given = {(str(task_id), WRITES_IDX_MAP.get(w[0], i)) for i, w in enumerate(writes or ())}
 
         def after(_: Any) -> None:
+            self.changed(thread, "aput_writes")
             if str(made) in c.scope.threads.get(thread, {}).get(ns, ()):
                 c.scope.writes.setdefault((thread, ns, str(made)), set()).update(given)
 
@@ -561,6 +608,7 @@ class _SaverCalls:
         c = self.c
         if thread is not None:
             c.states(row, [thread], self.allowed())
+            self.read(row, thread)
             known = self.counted(thread)
             if known is not None and made is None:
                 self.length("aget_tuple latest", thread, len(known.get(ns, ())))
@@ -579,6 +627,7 @@ class _SaverCalls:
             c.mark("listing", row, "config None")
         if thread is not None:
             c.states(row, [thread], self.allowed())
+            self.read(row, thread)
             c.mark("listing", row, "thread")
             if not self.sync:
                 c.mark("namespaces", "alist", _ns_column(ns))
@@ -609,6 +658,7 @@ class _SaverCalls:
 
         def after(_: Any) -> None:
             c.deleted(thread)
+            self.changed(thread, "adelete_thread")
             for key in [k for k in c.scope.writes if k[0] == thread]:
                 del c.scope.writes[key]
             if thread not in c.scope.lost:
@@ -623,6 +673,7 @@ class _SaverCalls:
         c.mark("state", self.row("adelete_for_runs"), column)
         for thread in list(c.scope.threads):  # which threads it changes is not known
             c.forget(thread)
+        c.scope.changed_by.clear()
         return lambda _: c.scope.runs.difference_update(runs)
 
     def copy_thread(self, source: Any, target: Any) -> Any:
@@ -635,6 +686,7 @@ class _SaverCalls:
         self.begin(target)
 
         def after(_: Any) -> None:
+            self.changed(target, "acopy_thread")
             if existed:
                 c.wrote(target)
             if known is None or not empty:
@@ -657,6 +709,7 @@ class _SaverCalls:
 
         def after(_: Any) -> None:
             for thread in threads:
+                self.changed(thread, "aprune")
                 if strategy == "delete":
                     c.deleted(thread)
                 known = c.scope.threads.get(thread)
@@ -914,6 +967,8 @@ class _StorageProbe:
         result = await self._writing("save", [workflow, *others], checkpoint)
         c.wrote(cid)
         c.wrote(("workflow", workflow))
+        for name in (cid, ("workflow", workflow), *(("workflow", o) for o in others)):
+            c.changed(name, "save")
         scope.members.setdefault(workflow, set()).add(cid)
         for other in others:  # the id moved to this workflow
             c.forget(other)
@@ -924,6 +979,7 @@ class _StorageProbe:
     async def load(self, checkpoint_id: Any) -> Any:
         c = self._ck
         c.states("load", [str(checkpoint_id)])
+        c.after("load", str(checkpoint_id))
         result = await self._call("load", checkpoint_id)
         state = getattr(result, "state", None)
         if isinstance(state, dict):
@@ -936,6 +992,9 @@ class _StorageProbe:
         c.states("delete", [cid])
         of = [w for w, ids in c.scope.members.items() if cid in ids]
         result = await self._writing("delete", of, checkpoint_id)
+        c.changed(cid, "delete")
+        for workflow in of:
+            c.changed(("workflow", workflow), "delete")
         if result or c.scope.state.get(cid) == "present":
             c.deleted(cid)
         for workflow in of:
@@ -948,6 +1007,7 @@ class _StorageProbe:
     async def _by_workflow(self, method: str, workflow_name: str) -> Any:
         c, workflow = self._ck, str(workflow_name)
         c.states(method, [("workflow", workflow)])
+        c.after(method, ("workflow", workflow))
         if workflow in c.scope.counted and c.counts(workflow):
             c.length(method, len(c.scope.members.get(workflow, ())))
         return await self._call(method, workflow_name=workflow_name)

@@ -68,7 +68,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..checks import fail
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
-from .coverage import lengths
+from .coverage import SAVER_READS_AFTER, SAVER_WRITES_BEFORE, lengths
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
@@ -991,6 +991,60 @@ async def _put_run(saver: Any, thread: str, run: str, values: dict[str, Any]) ->
     return checkpoint["id"]
 
 
+_Seen = tuple[str | None, dict[tuple[str, str], Any]] | None | list[Any]
+
+
+async def _read_as(saver: Any, row: str, thread: str, checkpoint_id: str) -> _Seen:
+    """What ``row`` (one of `SAVER_READS_AFTER`) reads of ``thread``: each tuple's id and
+    pending writes (``checkpoint_id`` for a read by id)."""
+    if row == "alist":
+        return [(_id_of(t), _writes(t)) async for t in saver.alist(config_of(thread))]
+    t = await get(saver, thread, checkpoint_id if row == "aget_tuple by id" else None)
+    return None if t is None else (_id_of(t), _writes(t))
+
+
+async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None:
+    """``row`` of a thread just before and right after ``write`` changed it (one of
+    `SAVER_WRITES_BEFORE`); what is wrong with the second answer, or None."""
+    thread, source = base, f"{base}-source"
+    first = await put(saver, source if write == "acopy_thread" else thread, {"v": 1})
+    second = await put(saver, source if write == "acopy_thread" else thread, {"v": 2}, parent=first)
+    ids, writes = [first, second], {}  # what the thread holds after the write, oldest first
+    read = {"aput_writes": second, "adelete_thread": second, "acopy_thread": second}.get(
+        write, first
+    )
+    new, versions = checkpoint_of(saver, {"v": 3})
+    if write == "aput":
+        read, ids = new["id"], [first, second, new["id"]]
+    elif write == "adelete_thread":
+        ids = []
+    elif write == "aprune":
+        ids = [second]
+    elif write == "aput_writes":
+        writes = {second: {("after", "ch"): "after"}}
+    await _read_as(saver, row, thread, read)  # what a saver may keep, as a caller's reads leave it
+    if write == "aput":
+        await saver.aput(config_of(thread, second), new, {"source": "loop", "step": 2}, versions)
+    elif write == "aput_writes":
+        await saver.aput_writes(config_of(thread, second), [("ch", "after")], task_id="after")
+    elif write == "adelete_thread":
+        await saver.adelete_thread(thread)
+    elif write == "acopy_thread":
+        await saver.acopy_thread(source, thread)
+    else:
+        await saver.aprune([thread])
+    expected: _Seen
+    if row == "alist":
+        expected = [(i, writes.get(i, {})) for i in reversed(ids)]
+    else:
+        pick = read if row == "aget_tuple by id" else (ids[-1] if ids else None)
+        expected = (pick, writes.get(pick, {})) if pick in ids else None
+    got = await _read_as(saver, row, thread, read)
+    if got == expected:
+        return None
+    return f"{row} right after {write}: expected {expected!r}, got {got!r}"
+
+
 async def _every_call(saver: Any, has: set[str], a: str, b: str) -> None:
     """Each async method once on threads ``a`` and ``b``, which are in the same state.
 
@@ -1106,6 +1160,37 @@ class SaverSweepTests(SaverFixtures):
                     run = f"run-{uuid6().hex}"
                     await _put_run(saver, f"{thread}-sync-run", run, {"v": "run"})
                     await asyncio.to_thread(saver.delete_for_runs, [run])
+
+    async def test_sweep_every_read_after_every_kind_of_write(
+        self, instance: Any, thread: str
+    ) -> None:
+        """Each read of a thread (``aget_tuple`` by id and latest, ``alist``) right after each
+        kind of write changed it (``aput``, ``aput_writes``, ``adelete_thread``,
+        ``acopy_thread`` into it, ``aprune``), and once just before that write: a saver that
+        caches what it read and forgets the cache on some writes answers from before them
+        (a latest tuple kept past an ``aput_writes`` hides the pending writes a resume
+        needs, and the finished tasks run again)."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no aput or no aget_tuple")
+        wrong = [
+            found
+            for write in SAVER_WRITES_BEFORE
+            if write in has
+            for n, row in enumerate(SAVER_READS_AFTER)
+            if row.split()[0] in has
+            and (found := await _read_after(saver, f"{thread}-{write}-{n}", write, row))
+        ]
+        if wrong:
+            fail(
+                "every read answers what the last write left, whatever that write was",
+                expected="each read right after each write to answer as LangGraph's savers do",
+                observed="; ".join(wrong),
+                detail="a saver that keeps what it read (a latest tuple, a listing) must "
+                "forget it on every write that changes the thread: aput, aput_writes, "
+                "adelete_thread, acopy_thread into it, aprune",
+            )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(
         self, instance: Any, thread: str

@@ -481,6 +481,60 @@ class ReadsOnePageOfWritesSaver(PagedSaver):
 
 
 # -- agent-framework -----------------------------------------------------------------------------
+class CachedLatestSaver(HeldSaver):
+    """Correct: keeps each thread's latest tuple once read, and forgets it on every write
+    that changes the thread (``aput``, ``aput_writes``, ``adelete_thread``)."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.latest: dict[tuple[str, str], CheckpointTuple | None] = {}
+
+    def forget(self, thread: str, write: str) -> None:
+        """``write`` changed ``thread``: its latest tuple is read again."""
+        for key in [k for k in self.latest if k[0] == thread]:
+            del self.latest[key]
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        if conf.get("checkpoint_id"):
+            return await super().aget_tuple(config)
+        key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")))
+        if key not in self.latest:
+            self.latest[key] = await super().aget_tuple(config)
+        return copy.deepcopy(self.latest[key])
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        result = await super().aput(config, checkpoint, metadata, new_versions)
+        self.forget(str(config["configurable"]["thread_id"]), "aput")
+        return result
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await super().aput_writes(config, writes, task_id, task_path)
+        self.forget(str(config["configurable"]["thread_id"]), "aput_writes")
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await super().adelete_thread(thread_id)
+        self.forget(str(thread_id), "adelete_thread")
+
+
+class LatestCachedPastWritesSaver(CachedLatestSaver):
+    """Bug: the latest tuple kept is forgotten by ``aput`` but not by ``aput_writes``
+    (the writes live in another table): a resume reads the latest checkpoint without
+    the pending writes of the tasks that finished, and runs them again."""
+
+    def forget(self, thread: str, write: str) -> None:
+        if write != "aput_writes":
+            super().forget(thread, write)
+
+
 class HeldStorage(InMemoryCheckpointStorage):
     """Correct: agent-framework's InMemoryCheckpointStorage on a shared, holdable backend."""
 
@@ -547,6 +601,55 @@ class LatestByPrefixStorage(HeldStorage):
         if not mine:
             return None
         return copy.deepcopy(max(mine, key=lambda c: datetime.fromisoformat(c.timestamp)))
+
+
+class CachedReadsStorage(HeldStorage):
+    """Correct: keeps each workflow's listings and latest checkpoint once read, and
+    forgets them on every save and delete."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.kept: dict[tuple[str, str], Any] = {}
+
+    def forget(self, write: str) -> None:
+        """``write`` changed a checkpoint: every kept answer is read again."""
+        self.kept.clear()
+
+    async def _kept(self, what: str, workflow_name: str) -> Any:
+        key = (what, workflow_name)
+        if key not in self.kept:
+            read = getattr(super(), what)
+            self.kept[key] = await read(workflow_name=workflow_name)
+        return copy.deepcopy(self.kept[key])
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        return await self._kept("get_latest", workflow_name)  # type: ignore[no-any-return]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return await self._kept("list_checkpoints", workflow_name)  # type: ignore[no-any-return]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return await self._kept("list_checkpoint_ids", workflow_name)  # type: ignore[no-any-return]
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        saved = await super().save(checkpoint)
+        self.forget("save")
+        return saved
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        deleted = await super().delete(checkpoint_id)
+        self.forget("delete")
+        return deleted
+
+
+class CachedPastDeleteStorage(CachedReadsStorage):
+    """Bug: the kept answers are forgotten by ``save`` but not by ``delete``: after the
+    newest checkpoint is deleted, ``get_latest`` still gives it (a resume from a
+    checkpoint that is gone), and the listings still list it."""
+
+    def forget(self, write: str) -> None:
+        if write != "delete":
+            super().forget(write)
 
 
 class PagedStorage(HeldStorage):

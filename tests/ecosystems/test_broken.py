@@ -18,6 +18,20 @@ RUNS = int(os.environ.get("CHECKPOINTKIT_PROOF_RUNS", "1"))
 
 # case: (broken class, correct twin, ecosystem, the test that must fail, words of its reason)
 CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
+    "latest-cached-past-aput-writes": (
+        broken.LatestCachedPastWritesSaver,
+        broken.CachedLatestSaver,
+        "langgraph",
+        "test_sweep_every_read_after_every_kind_of_write",
+        "aget_tuple latest right after aput_writes",
+    ),
+    "reads-cached-past-delete": (
+        broken.CachedPastDeleteStorage,
+        broken.CachedReadsStorage,
+        "agent-framework",
+        "test_sweep_every_read_after_every_kind_of_write",
+        "get_latest right after delete",
+    ),
     "alist-returns-cached-objects": (
         broken.ListsCachedObjectsSaver,
         broken.HeldSaver,
