@@ -254,6 +254,16 @@ _PUNCTUATION = frozenset(" %+?#:*~=;&@$,'\"[]")
 _NEIGHBOURS = frozenset("-./0")
 
 
+def state_rows(conditional_put: bool, conditional_delete: bool) -> list[str]:
+    """The rows of ``state`` (and ``after``) that the conditional capabilities allow."""
+    return [
+        row
+        for row in STATE_ROWS
+        if (conditional_put or not row.startswith("put ") or row == "put overwrite")
+        and (conditional_delete or not row.startswith("delete if-match"))
+    ]
+
+
 def passed_on(given: Iterable[str], batch: list[str]) -> Iterable[str]:
     """What a wrapper that read ``given`` into ``batch`` hands the adapter: a one-shot
     iterator again where ``given`` was one (an adapter that reads its keys twice must meet
@@ -436,11 +446,8 @@ class Reach:
         """Every reachable cell, in report order."""
         caps = self.capabilities
         out: list[Cell] = []
-        for row in STATE_ROWS:
-            if row.startswith("put ") and row != "put overwrite" and not caps.conditional_put:
-                continue
-            if row.startswith("delete if-match") and not caps.conditional_delete:
-                continue
+        rows = state_rows(caps.conditional_put, caps.conditional_delete)
+        for row in rows:
             for state in STATES:
                 if state == "reopened" and not (caps.durable and self.reopens):
                     continue
@@ -451,11 +458,7 @@ class Reach:
                 if row.endswith("stale") and state == "missing":
                     continue  # a key never written has no stale version
                 out.append(("state", row, state))
-        for row in STATE_ROWS:
-            if row.startswith("put ") and row != "put overwrite" and not caps.conditional_put:
-                continue
-            if row.startswith("delete if-match") and not caps.conditional_delete:
-                continue
+        for row in rows:
             for write in AFTER_WRITES:
                 if write in ("create", "if-match put") and not caps.conditional_put:
                     continue

@@ -38,7 +38,6 @@ from .coverage import (
     AFTER_WRITES,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_VALUE,
-    STATE_ROWS,
     batch_cap,
     batch_label,
     batch_sizes,
@@ -46,6 +45,7 @@ from .coverage import (
     measuring_waits,
     size_classes,
     size_label,
+    state_rows,
     value_shapes,
 )
 from .fixtures import (
@@ -255,15 +255,25 @@ async def _check_row(
         )
 
 
-def _rows(conditional_put: bool, conditional_delete: bool) -> list[str]:
-    rows = []
-    for row in STATE_ROWS:
-        if row.startswith("put ") and row != "put overwrite" and not conditional_put:
-            continue
-        if row.startswith("delete if-match") and not conditional_delete:
-            continue
-        rows.append(row)
-    return rows
+_ROW_CLAUSES = (
+    "put.overwrite",
+    "put.create.missing",
+    "put.create.existing",
+    "put.if-match.current",
+    "put.if-match.stale",
+    "put.if-match.missing",
+    "put.refused-changes-nothing",
+    "get.missing",
+    "delete.existing",
+    "delete.missing",
+    "delete.if-match.current",
+    "delete.if-match.stale",
+    "delete.if-match.missing",
+    "delete-many.count",
+    "list.reflects-writes",
+    "version.exact-match",
+)
+"""The clauses `_check_row` holds an operation to, in whatever state its key is."""
 
 
 class SemanticSweepTests(StorageFixtures):
@@ -271,24 +281,7 @@ class SemanticSweepTests(StorageFixtures):
 
     conformance_group: ClassVar[str | None] = "semantics"
 
-    @checks(
-        "put.overwrite",
-        "put.create.missing",
-        "put.create.existing",
-        "put.if-match.current",
-        "put.if-match.stale",
-        "put.if-match.missing",
-        "put.refused-changes-nothing",
-        "get.missing",
-        "delete.existing",
-        "delete.missing",
-        "delete.if-match.current",
-        "delete.if-match.stale",
-        "delete.if-match.missing",
-        "delete-many.count",
-        "list.reflects-writes",
-        "version.exact-match",
-    )
+    @checks(*_ROW_CLAUSES)
     async def test_every_operation_answers_right_in_every_key_state(
         self,
         storage: Storage,
@@ -297,27 +290,13 @@ class SemanticSweepTests(StorageFixtures):
     ) -> None:
         """Missing, present and just-deleted keys, each operation and mode once on each."""
         fallback = await storage.put("sweep-version-sample", b"x")
-        for row in _rows(supports_conditional_put, supports_conditional_delete):
+        for row in state_rows(supports_conditional_put, supports_conditional_delete):
             for state in ("missing", "present", "deleted"):
                 name = f"sweep/{row.replace(' ', '-')}/{state}"
                 key = await _prepare(storage, name, state)
                 await _check_row(storage, row, key, fallback)
 
-    @checks(
-        "put.overwrite",
-        "put.create.missing",
-        "put.create.existing",
-        "put.if-match.current",
-        "put.if-match.stale",
-        "put.if-match.missing",
-        "get.missing",
-        "delete.existing",
-        "delete.missing",
-        "delete.if-match.current",
-        "delete.if-match.stale",
-        "delete-many.count",
-        "list.reflects-writes",
-    )
+    @checks(*_ROW_CLAUSES)
     async def test_every_operation_answers_right_after_every_kind_of_write(
         self,
         storage: Storage,
@@ -331,7 +310,7 @@ class SemanticSweepTests(StorageFixtures):
         write paths answers from before the write (the ``after`` matrix)."""
         fallback = await storage.put("sweep-version-sample", b"x")
         for write in _writes(supports_conditional_put, supports_conditional_delete):
-            for row in _rows(supports_conditional_put, supports_conditional_delete):
+            for row in state_rows(supports_conditional_put, supports_conditional_delete):
                 if row.endswith("current") and write.endswith(("delete", "delete_many")):
                     continue  # a deleted key has no current version
                 name = f"after/{write.replace(' ', '-')}/{row.replace(' ', '-')}"
@@ -359,7 +338,7 @@ class SemanticSweepTests(StorageFixtures):
                 "the target cannot open a second storage at the same location (its factory "
                 "takes no location=), so nothing was used after a reopen"
             )
-        rows = _rows(supports_conditional_put, supports_conditional_delete)
+        rows = state_rows(supports_conditional_put, supports_conditional_delete)
         keys: dict[tuple[str, str], _Key] = {}
         # a large value too: adapters store those another way (in parts, blocks, staged)
         large = random.Random(7).randbytes(min(REOPEN_LARGE, max_value_of(storage_target)))

@@ -127,48 +127,7 @@ class UnavailableTests(StorageFixtures):
                 await client.put(key, value)
             context = f"while the backend was down ({outage.name})"
             async with outage.down(raw_storage(client)):
-                started = time.monotonic()
-                scope = asyncio.timeout(UNAVAILABLE_BOUND)
-                try:
-                    with backend_down():
-                        async with scope:
-                            answer = await case.start(client)
-                except StorageUnavailable as exc:
-                    error: StorageUnavailable = exc
-                except TimeoutError as exc:
-                    if not scope.expired():
-                        _wrong(op, case.key, exc, context)
-                    fail(
-                        f"a {op} must raise StorageUnavailable when its backend is down",
-                        key=case.key,
-                        expected=f"StorageUnavailable within {UNAVAILABLE_BOUND:g} s",
-                        observed=f"it had not returned after {UNAVAILABLE_BOUND:g} s ({context})",
-                        detail="An adapter bounds every call (a deadline over its retries), "
-                        "then raises StorageUnavailable",
-                    )
-                except Exception as exc:
-                    _wrong(op, case.key, exc, context)
-                else:
-                    fail(
-                        f"a {op} must raise StorageUnavailable when its backend is down",
-                        key=case.key,
-                        expected="StorageUnavailable",
-                        observed=f"it answered {describe(answer)} after "
-                        f"{time.monotonic() - started:.3f} s ({context}), as if the backend "
-                        "had been asked",
-                        detail="The backend could not be asked, so the answer was made up: an "
-                        "adapter that reads an error (a missing directory, a refused connection) "
-                        "as 'not there' or 'nothing listed' must raise StorageUnavailable instead",
-                    )
-                if error.__cause__ is None:
-                    fail(
-                        "StorageUnavailable must chain the backend's own error",
-                        key=case.key,
-                        expected="its __cause__ to be the backend's error",
-                        observed=f"{describe(error)} has no __cause__ ({context})",
-                        detail="Raise it with 'raise StorageUnavailable(...) from exc', so that "
-                        "the traceback shows what failed",
-                    )
+                error = await _raises_unavailable(op, case.key, context, case.start(client))
             expect_no_secret(
                 secrets_of(None if target is None else target.spec),
                 f"the StorageUnavailable of a {op} {context}",
@@ -286,51 +245,70 @@ class UnavailableTests(StorageFixtures):
                 )
             listing = client.list("down-pages/")
             seen = [await anext(listing), await anext(listing)]  # the first page, backend up
+
+            async def rest() -> str:
+                keys_after = [key async for key in listing]
+                return f"{len(seen) + len(keys_after)} of the 5 keys, the listing cut short"
+
             context = f"while the backend was down ({outage.name}), after its first page"
             async with outage.down(raw_storage(client)):
-                scope = asyncio.timeout(UNAVAILABLE_BOUND)
-                try:
-                    with backend_down():
-                        async with scope:
-                            seen += [key async for key in listing]
-                except StorageUnavailable as exc:
-                    if exc.__cause__ is None:
-                        fail(
-                            "StorageUnavailable must chain the backend's own error",
-                            key=keys[2],
-                            expected="its __cause__ to be the backend's error",
-                            observed=f"{describe(exc)} has no __cause__ ({context})",
-                        )
-                except TimeoutError as exc:
-                    if not scope.expired():
-                        _wrong("list", keys[2], exc, context)
-                    fail(
-                        "a listing's next page must raise StorageUnavailable when its backend "
-                        "is down",
-                        key=keys[2],
-                        expected=f"StorageUnavailable within {UNAVAILABLE_BOUND:g} s",
-                        observed=f"it had not returned after {UNAVAILABLE_BOUND:g} s",
-                    )
-                except Exception as exc:
-                    _wrong("list", keys[2], exc, context)
-                else:
-                    fail(
-                        "a listing's next page must raise StorageUnavailable when its backend "
-                        "is down",
-                        key=keys[2],
-                        expected="StorageUnavailable",
-                        observed=f"the listing ended after {len(seen)} of the 5 keys "
-                        f"({context}), as if it were whole: {seen!r}",
-                        detail="A paginator that ends the listing on a failed continuation "
-                        "answers a listing cut short; raise StorageUnavailable from the "
-                        "backend's error instead",
-                    )
+                await _raises_unavailable("listing's next page", keys[2], context, rest())
             await expect_keys(
                 client,
                 keys,
                 prefix="down-pages/",
                 promise="once the backend is back, a listing must get its own answer",
             )
+
+
+async def _raises_unavailable(
+    op: str, key: str, context: str, call: Awaitable[Any]
+) -> StorageUnavailable:
+    """The ``StorageUnavailable`` that ``call`` (``op`` with its backend down) must raise
+    within `UNAVAILABLE_BOUND`, chaining the backend's error; anything else fails."""
+    __tracebackhide__ = True
+    started = time.monotonic()
+    scope = asyncio.timeout(UNAVAILABLE_BOUND)
+    try:
+        with backend_down():
+            async with scope:
+                answer = await call
+    except StorageUnavailable as exc:
+        error = exc
+    except TimeoutError as exc:
+        if not scope.expired():
+            _wrong(op, key, exc, context)
+        fail(
+            f"a {op} must raise StorageUnavailable when its backend is down",
+            key=key,
+            expected=f"StorageUnavailable within {UNAVAILABLE_BOUND:g} s",
+            observed=f"it had not returned after {UNAVAILABLE_BOUND:g} s ({context})",
+            detail="An adapter bounds every call (a deadline over its retries), "
+            "then raises StorageUnavailable",
+        )
+    except Exception as exc:
+        _wrong(op, key, exc, context)
+    else:
+        fail(
+            f"a {op} must raise StorageUnavailable when its backend is down",
+            key=key,
+            expected="StorageUnavailable",
+            observed=f"it answered {describe(answer)} after "
+            f"{time.monotonic() - started:.3f} s ({context}), as if the backend had been asked",
+            detail="The backend could not be asked, so the answer was made up: an adapter "
+            "that reads an error (a missing directory, a refused connection) as 'not there', "
+            "'nothing listed' or the end of a listing must raise StorageUnavailable instead",
+        )
+    if error.__cause__ is None:
+        fail(
+            "StorageUnavailable must chain the backend's own error",
+            key=key,
+            expected="its __cause__ to be the backend's error",
+            observed=f"{describe(error)} has no __cause__ ({context})",
+            detail="Raise it with 'raise StorageUnavailable(...) from exc', so that "
+            "the traceback shows what failed",
+        )
+    return error
 
 
 def _failing(op: Operation, outage: Outage | None) -> Outage:
