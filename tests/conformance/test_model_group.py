@@ -37,6 +37,7 @@ from .broken.model_bugs import (
     ListSkipsAfterMissingStartAfter,
     OffsetPagedListing,
     Utf16Order,
+    VersionsRestartAfterDeleteMany,
 )
 
 HERE = Path(__file__).parent
@@ -51,9 +52,10 @@ BUGS = {
     "list-skips-after-missing-start-after": ListSkipsAfterMissingStartAfter,
     "utf16-order": Utf16Order,
     "delete-many-leaves-tombstones": DeleteManyLeavesTombstones,
+    "versions-restart-after-delete-many": VersionsRestartAfterDeleteMany,
 }
 
-MODEL_ONLY = ["delete-many-leaves-tombstones"]
+MODEL_ONLY = ["versions-restart-after-delete-many"]
 """The broken adapters that every other group passes (semantics also catches list-skips and,
 since the corpus's pitfall tests, delete-many-counts-repeats; since the key-shape sweep has
 keys either side of U+FFFF, utf16-order)."""

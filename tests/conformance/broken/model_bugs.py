@@ -22,6 +22,7 @@ __all__ = [
     "ListSkipsAfterMissingStartAfter",
     "OffsetPagedListing",
     "Utf16Order",
+    "VersionsRestartAfterDeleteMany",
 ]
 
 
@@ -68,6 +69,37 @@ class DeleteManyLeavesTombstones(IOMemoryStorage):
                 self._data.keys.remove(key)
                 existed += 1
         self._marked.update(keys)
+        return existed
+
+
+class VersionsRestartAfterDeleteMany(IOMemoryStorage):
+    """Bug: versions count the writes of each key (a counter in the key's row); ``delete``
+    keeps the row as a tombstone with its counter, ``delete_many`` removes the rows: a
+    key written again after a ``delete_many`` repeats the versions it had, and an if-match
+    put with a version from before the ``delete_many`` wins."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._writes: dict[str, int] = {}
+
+    def _store(self, key: str, data: bytes) -> str:
+        d = self._data
+        self._writes[key] = self._writes.get(key, 0) + 1
+        version = str(self._writes[key])
+        if key not in d.values:
+            bisect.insort(d.keys, key)
+        d.values[key] = (data, version)
+        return version
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        await self._io()  # the one DELETE of the rows
+        values, existed = self._data.values, 0
+        for key in set(keys):
+            if key in values:
+                del values[key]
+                self._data.keys.remove(key)
+                existed += 1
+            self._writes.pop(key, None)
         return existed
 
 
