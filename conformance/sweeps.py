@@ -166,6 +166,57 @@ def _writes(conditional_put: bool, conditional_delete: bool) -> list[str]:
     ]
 
 
+async def _first_calls_answer(
+    target: Target, location: str | None, stored: dict[str, bytes]
+) -> None:
+    """Each operation as the first call of a storage of its own at ``location``, which
+    holds ``stored`` (``first/a``, ``first/d``, ``first/e``, or nothing)."""
+    __tracebackhide__ = True
+    expected: dict[str, object] = {
+        "put": "a version",
+        "create-only put": "a version",
+        "get": stored.get("first/a", NotFound),
+        "delete": "first/d" in stored,
+        "delete_many": int("first/e" in stored),
+        "list": ["first/a"] if stored else [],  # d and e deleted by then
+    }
+    # Each storage stays in its context until the end: a target may clean the location up
+    # when a storage leaves it.
+    async with contextlib.AsyncExitStack() as contexts:
+        for name, want in expected.items():
+            fresh = await contexts.enter_async_context(target.open(location=location))
+            got: object
+            try:
+                if name in ("put", "create-only put"):
+                    mode: PutMode = "create" if name == "create-only put" else "overwrite"
+                    version = await fresh.put(f"first/{name[0]}", b"x", mode=mode)
+                    got = "a version" if isinstance(version, str) and version else version
+                elif name == "get":
+                    got = (await fresh.get("first/a")).data
+                elif name == "delete":
+                    got = await fresh.delete("first/d")
+                elif name == "delete_many":
+                    got = await delete_many_of(fresh, ["first/e"])
+                else:
+                    got = await _listed(fresh, "first/")
+            except NotFound:
+                got = NotFound
+            if got != want:
+                fail(
+                    "every operation must answer right as a fresh storage's first call",
+                    key="first/",
+                    expected=f"{name} to answer {describe(want)}"
+                    + (" (data written through an earlier storage)" if stored else ""),
+                    observed=f"it answered {describe(got)}",
+                )
+            if stored:  # the later calls' expectations stay exact; the location ends empty
+                for key in {"put": ["first/p"], "create-only put": ["first/c"]}.get(name, []):
+                    await fresh.delete(key)
+                if name == "list":
+                    await fresh.delete("first/a")
+            await fresh.aclose()
+
+
 def _version(key: _Key, which: str, fallback: str) -> str:
     if which == _CURRENT and key.current is not None:
         return key.current
@@ -316,6 +367,41 @@ class SemanticSweepTests(StorageFixtures):
                 name = f"after/{write.replace(' ', '-')}/{row.replace(' ', '-')}"
                 key = await _after(storage, name, write)
                 await _check_row(storage, row, key, fallback, _WRITE_NAMES[write])
+
+    @checks(
+        "put.returns-version",
+        "get.missing",
+        "delete.existing",
+        "delete.missing",
+        "delete-many.count",
+        "list.reflects-writes",
+    )
+    async def test_every_operation_answers_right_as_the_first_call_of_a_fresh_storage(
+        self, storage_target: Target | None
+    ) -> None:
+        """Each operation as the first call of a storage object of its own (what opens
+        its client, connections, files or schema), on data written through an earlier
+        storage at the same location where the target can open one, else on a fresh one:
+        a put and a create-only put answer a version, a get the value (or ``NotFound``), a
+        delete and a ``delete_many`` whether the key existed, a listing its keys. A client
+        that answers before it has loaded what is stored (an index read lazily, a schema
+        checked after the first query) answers "missing" here."""
+        if storage_target is None:
+            not_exercised(
+                "the target supplies no factory, so no operation was a fresh storage's first"
+            )
+        if not storage_target.reopens:
+            await _first_calls_answer(storage_target, None, {})
+            return
+        location = new_location()
+        stored = {"first/a": b"first value", "first/d": b"to delete", "first/e": b"to delete"}
+        # The writer is closed before the fresh storages open; it leaves its context only at
+        # the end, which a target may use to clean the location up.
+        async with storage_target.open(location=location) as writer:
+            for key, value in stored.items():
+                await writer.put(key, value)
+            await writer.aclose()
+            await _first_calls_answer(storage_target, location, stored)
 
     @checks("cap.durable", "put.if-match.current", "delete.if-match.current", "get.missing")
     async def test_every_operation_answers_right_after_a_reopen(

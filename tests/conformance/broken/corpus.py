@@ -1291,6 +1291,14 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVLaterPageErrorEndsListing),
     ),
     _m(
+        "listing-index-built-by-the-first-write",
+        kv_dict.ListingIndexBuiltByTheFirstWrite,
+        kv_dict.DurableDictKV,
+        SEM,
+        "test_every_operation_answers_right_as_the_first_call_of_a_fresh_storage",
+        "list.reflects-writes",
+    ),
+    _m(
         "continuation-kept-on-the-storage",
         kv_dict.ContinuationOnTheStorage,
         D,

@@ -944,6 +944,27 @@ class DurableDictKV(DictKV):
 _GLOBAL_COUNTER = itertools.count(1)
 
 
+class ListingIndexBuiltByTheFirstWrite(DurableDictKV):
+    """Bug: the sorted key index that listings read is kept in the storage object and
+    built from the durable data by its first write (a rebuild hooked on the write path):
+    a fresh storage's listing before any write finds nothing."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.durable_keys, self.keys = self.keys, []
+
+    def _build(self) -> None:
+        self.keys = self.durable_keys
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        self._build()
+        return await super()._put(key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        self._build()
+        return await super()._delete(key, if_match)
+
+
 class LargeValuesSpilledToTheProcess(DurableDictKV):
     """Bug: a value over 256 KiB is spilled to a temporary area of the storage object (a
     temporary file deleted at close) and the durable store holds a reference to it: after
