@@ -493,9 +493,9 @@ class CapabilityTests(StorageFixtures):
                 began = time.monotonic()
                 version = await _write_as(storage, key, how, version, write)
                 await _read_until(storage, key, began, read_for, how, write, past)
-                # the next write's reads go on past this write's expiry, counted from when
-                # it returned (the latest moment the backend can count it from)
-                past = time.monotonic() + TTL_SECONDS + 0.25
+                # the next write's reads go on until one starts past this write's expiry,
+                # counted from when it returned (the latest moment a backend counts it from)
+                past = time.monotonic() + TTL_SECONDS
             if not conditional:
                 return
             deadline = time.monotonic() + TTL_SECONDS + 5
@@ -599,12 +599,14 @@ async def _read_until(
     past: float = 0.0,
 ) -> None:
     """Read ``key`` every 50 ms until ``fraction`` of the ttl after ``began`` (when its write
-    started), and at least until ``past``: every read that starts before 3/4 of the ttl
-    must find it."""
+    started), and until a read has started at ``past`` or later: every read that starts
+    before 3/4 of the ttl must find it."""
     kept_until = began + 0.75 * TTL_SECONDS
-    stop = max(began + fraction * TTL_SECONDS, past)
-    while (started := time.monotonic()) < stop:
+    stop = began + fraction * TTL_SECONDS
+    read_past = False  # a read started at ``past`` or later
+    while (started := time.monotonic()) < stop or not read_past:
         found = await get_or_none(storage, key)
+        read_past = read_past or started >= past
         if found is None and started < kept_until:
             fail(
                 "ttl: a key must stay until ttl after its last write",
