@@ -127,8 +127,16 @@ STORAGE_WRITES = ("save", "delete")
 NAMESPACED = ("aput", "aput_writes", "aget_tuple by id", "aget_tuple latest", "alist")
 SAVER_READS_AFTER = ("aget_tuple by id", "aget_tuple latest", "alist")
 """The rows of a saver's ``after`` matrix."""
-SAVER_WRITES_BEFORE = ("aput", "aput_writes", "adelete_thread", "acopy_thread", "aprune")
-"""The columns of a saver's ``after`` matrix: the write that last changed a thread."""
+SAVER_WRITES_BEFORE = (
+    "aput",
+    "aput_writes",
+    "adelete_thread",
+    "acopy_thread",
+    "aprune",
+    "source deleted",
+)
+"""The columns of a saver's ``after`` matrix: the write that last changed a thread
+(``source deleted``: ``adelete_thread`` of the thread it was copied from)."""
 STORAGE_READS_AFTER = ("load", "list_checkpoints", "list_checkpoint_ids", "get_latest")
 """The rows of a storage's ``after`` matrix."""
 NAMESPACES = ("root", "child")
@@ -250,9 +258,14 @@ class EcosystemReach:
             if self.ecosystem == "langgraph"
             else (STORAGE_READS_AFTER, STORAGE_WRITES)
         )
+        needs = {"source deleted": ("acopy_thread", "adelete_thread")}
         for row in reads:
             if row.split()[0] in has:
-                out += [("after", row, write) for write in writes if write in has]
+                out += [
+                    ("after", row, write)
+                    for write in writes
+                    if all(m in has for m in needs.get(write, (write,)))
+                ]
         if self.ecosystem == "langgraph":
             for row in NAMESPACED:
                 if row.split()[0] in has:
@@ -386,6 +399,7 @@ class _Scope:
     counted: set[str] = field(default_factory=set)
     busy: dict[Any, int] = field(default_factory=dict)  # name -> its writes in flight
     changed_by: dict[Any, str] = field(default_factory=dict)  # name -> its last write
+    copied_from: dict[str, str] = field(default_factory=dict)  # a copy -> its source thread
     lost: set[Any] = field(default_factory=set)  # names no longer counted (`forget`)
 
 
@@ -659,6 +673,9 @@ class _SaverCalls:
         def after(_: Any) -> None:
             c.deleted(thread)
             self.changed(thread, "adelete_thread")
+            for copy, source in list(c.scope.copied_from.items()):
+                if source == thread and not self.sync:
+                    c.changed(copy, "source deleted")
             for key in [k for k in c.scope.writes if k[0] == thread]:
                 del c.scope.writes[key]
             if thread not in c.scope.lost:
@@ -687,6 +704,7 @@ class _SaverCalls:
 
         def after(_: Any) -> None:
             self.changed(target, "acopy_thread")
+            c.scope.copied_from[target] = source
             if existed:
                 c.wrote(target)
             if known is None or not empty:

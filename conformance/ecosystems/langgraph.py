@@ -1007,12 +1007,16 @@ async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None
     """``row`` of a thread just before and right after ``write`` changed it (one of
     `SAVER_WRITES_BEFORE`); what is wrong with the second answer, or None."""
     thread, source = base, f"{base}-source"
-    first = await put(saver, source if write == "acopy_thread" else thread, {"v": 1})
-    second = await put(saver, source if write == "acopy_thread" else thread, {"v": 2}, parent=first)
-    ids, writes = [first, second], {}  # what the thread holds after the write, oldest first
-    read = {"aput_writes": second, "adelete_thread": second, "acopy_thread": second}.get(
-        write, first
-    )
+    copied = write in ("acopy_thread", "source deleted")
+    first = await put(saver, source if copied else thread, {"v": 1})
+    second = await put(saver, source if copied else thread, {"v": 2}, parent=first)
+    ids: list[str] = [first, second]  # what the thread holds after the write, oldest first
+    writes: dict[str, dict[tuple[str, str], Any]] = {}
+    read = first if write in ("aput", "aprune") else second
+    if write == "source deleted":  # a copy of a thread whose newest checkpoint has a write
+        await saver.aput_writes(config_of(source, second), [("ch", "copied")], task_id="copied")
+        await saver.acopy_thread(source, thread)
+        writes = {second: {("copied", "ch"): "copied"}}
     new, versions = checkpoint_of(saver, {"v": 3})
     if write == "aput":
         read, ids = new["id"], [first, second, new["id"]]
@@ -1031,6 +1035,8 @@ async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None
         await saver.adelete_thread(thread)
     elif write == "acopy_thread":
         await saver.acopy_thread(source, thread)
+    elif write == "source deleted":
+        await saver.adelete_thread(source)
     else:
         await saver.aprune([thread])
     expected: _Seen
@@ -1166,18 +1172,21 @@ class SaverSweepTests(SaverFixtures):
     ) -> None:
         """Each read of a thread (``aget_tuple`` by id and latest, ``alist``) right after each
         kind of write changed it (``aput``, ``aput_writes``, ``adelete_thread``,
-        ``acopy_thread`` into it, ``aprune``), and once just before that write: a saver that
-        caches what it read and forgets the cache on some writes answers from before them
-        (a latest tuple kept past an ``aput_writes`` hides the pending writes a resume
-        needs, and the finished tasks run again)."""
+        ``acopy_thread`` into it, ``aprune``, and ``adelete_thread`` of the thread it was
+        copied from), and once just before that write: a saver that caches what it read
+        and forgets the cache on some writes answers from before them (a latest tuple kept
+        past an ``aput_writes`` hides the pending writes a resume needs, and the finished
+        tasks run again), and one that deletes a thread's checkpoints or writes by
+        checkpoint id alone deletes its copies' too (a copy keeps the ids)."""
         saver = instance
         has = set(implemented_methods(saver))
         if not {"aput", "aget_tuple"} <= has:
             pytest.skip("the saver implements no aput or no aget_tuple")
+        needs = {"source deleted": {"acopy_thread", "adelete_thread"}}
         wrong = [
             found
             for write in SAVER_WRITES_BEFORE
-            if write in has
+            if needs.get(write, {write}) <= has
             for n, row in enumerate(SAVER_READS_AFTER)
             if row.split()[0] in has
             and (found := await _read_after(saver, f"{thread}-{write}-{n}", write, row))
@@ -1189,7 +1198,8 @@ class SaverSweepTests(SaverFixtures):
                 observed="; ".join(wrong),
                 detail="a saver that keeps what it read (a latest tuple, a listing) must "
                 "forget it on every write that changes the thread: aput, aput_writes, "
-                "adelete_thread, acopy_thread into it, aprune",
+                "adelete_thread, acopy_thread into it, aprune; and a thread's delete must "
+                "match the thread, not only the checkpoint ids, which a copy keeps",
             )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(

@@ -535,6 +535,36 @@ class LatestCachedPastWritesSaver(CachedLatestSaver):
             super().forget(thread, write)
 
 
+class CopyingSaver(HeldSaver):
+    """Correct: ``acopy_thread`` copies a thread's checkpoints, writes and blobs (keeping
+    their checkpoint ids, as LangGraph's savers do)."""
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.backend.io()
+        for ns, saved in self.storage.get(source_thread_id, {}).items():
+            self.storage[target_thread_id][ns].update(copy.deepcopy(dict(saved)))
+        for key, value in list(self.writes.items()):
+            if key[0] == source_thread_id:
+                self.writes[(target_thread_id, *key[1:])] = copy.deepcopy(value)
+        for key, blob in list(self.blobs.items()):
+            if key[0] == source_thread_id:
+                self.blobs[(target_thread_id, *key[1:])] = blob
+
+
+class DeletesCopiesSaver(CopyingSaver):
+    """Bug: ``adelete_thread`` deletes the thread's checkpoints by checkpoint id wherever
+    they are (a ``DELETE ... WHERE checkpoint_id IN (...)`` that forgets the thread): a
+    copy, which keeps the ids, loses them with its source."""
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        ids = {cid for saved in self.storage.get(thread_id, {}).values() for cid in saved}
+        for namespaces in self.storage.values():
+            for saved in namespaces.values():
+                for cid in ids:
+                    saved.pop(cid, None)
+        await super().adelete_thread(thread_id)
+
+
 class HeldStorage(InMemoryCheckpointStorage):
     """Correct: agent-framework's InMemoryCheckpointStorage on a shared, holdable backend."""
 

@@ -25,6 +25,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_every_read_after_every_kind_of_write",
         "aget_tuple latest right after aput_writes",
     ),
+    "delete-thread-deletes-its-copies": (
+        broken.DeletesCopiesSaver,
+        broken.CopyingSaver,
+        "langgraph",
+        "test_sweep_every_read_after_every_kind_of_write",
+        "right after source deleted",
+    ),
     "reads-cached-past-delete": (
         broken.CachedPastDeleteStorage,
         broken.CachedReadsStorage,
