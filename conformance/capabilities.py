@@ -452,18 +452,14 @@ class CapabilityTests(StorageFixtures):
             await first.put(key, b"short-lived")
         written = time.monotonic()
         async with target.open(location=location, ttl=TTL_SECONDS) as second:
-            deadline = written + TTL_SECONDS + 5
-            while await get_or_none(second, key) is not None:
-                if time.monotonic() >= deadline:
-                    fail(
-                        "ttl: a key must keep its expiry when the storage is opened again",
-                        key=key,
-                        expected=f"it gone within {TTL_SECONDS + 5:g} s of its write (ttl "
-                        f"{TTL_SECONDS:g} s), read through a storage opened after the one "
-                        "that wrote it was closed",
-                        observed="still there",
-                    )
-                await asyncio.sleep(0.1)
+            await _until_gone(
+                second,
+                key,
+                written,
+                "ttl: a key must keep its expiry when the storage is opened again",
+                f"of its write (ttl {TTL_SECONDS:g} s), read through a storage opened after "
+                "the one that wrote it was closed",
+            )
 
     @checks("ttl.not-early")
     async def test_declared_ttl_keeps_a_key_until_ttl_after_its_last_write(
@@ -498,16 +494,9 @@ class CapabilityTests(StorageFixtures):
                 past = time.monotonic() + TTL_SECONDS
             if not conditional:
                 return
-            deadline = time.monotonic() + TTL_SECONDS + 5
-            while await get_or_none(storage, key) is not None:
-                if time.monotonic() >= deadline:
-                    fail(
-                        "ttl: a key must expire",
-                        key=key,
-                        expected=f"it gone within {TTL_SECONDS + 5:g} s of its last write",
-                        observed="still there",
-                    )
-                await asyncio.sleep(0.05)
+            await _until_gone(
+                storage, key, time.monotonic(), "ttl: a key must expire", "of its last write"
+            )
             began = time.monotonic()
             await storage.put(key, b"created again", mode="create")
             await _read_until(storage, key, began, 0.75, "create-only put after it expired", 4)
@@ -587,6 +576,22 @@ async def _write_as(storage: Storage, key: str, how: str, version: str, write: i
     if how == "if-match put":
         return await storage.put(key, data, mode=IfMatch(version))
     return await storage.put(key, data)
+
+
+async def _until_gone(storage: Storage, key: str, written: float, promise: str, since: str) -> None:
+    """Read ``key`` every 50 ms until it is gone; fail if it is still there ``TTL_SECONDS +
+    5`` s after ``written`` (``since`` says what that moment was)."""
+    __tracebackhide__ = True
+    deadline = written + TTL_SECONDS + 5
+    while await get_or_none(storage, key) is not None:
+        if time.monotonic() >= deadline:
+            fail(
+                promise,
+                key=key,
+                expected=f"it gone within {TTL_SECONDS + 5:g} s {since}",
+                observed="still there",
+            )
+        await asyncio.sleep(0.05)
 
 
 async def _read_until(

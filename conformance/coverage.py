@@ -176,6 +176,8 @@ AFTER_WRITES = ("overwrite", "create", "if-match put", "delete", "if-match delet
 """The columns of ``after``: the kind of write that last changed a key."""
 EXPIRY_ROWS = ("put overwrite", "put create", "put if-match")
 """The rows of ``expiry``: the write that gave a key its expiry."""
+_EXPIRY_ROW = dict(zip(AFTER_WRITES[:3], EXPIRY_ROWS, strict=True))
+"""The row of ``expiry`` of each put among `AFTER_WRITES`."""
 EXPIRY_COLUMNS = ("kept", "expired")
 """The columns of ``expiry``: an operation before the key's expiry and past the one its
 write before had (``kept``), and one past its expiry (``expired``)."""
@@ -261,6 +263,23 @@ def state_rows(conditional_put: bool, conditional_delete: bool) -> list[str]:
         for row in STATE_ROWS
         if (conditional_put or not row.startswith("put ") or row == "put overwrite")
         and (conditional_delete or not row.startswith("delete if-match"))
+    ]
+
+
+def after_pairs(conditional_put: bool, conditional_delete: bool) -> list[tuple[str, str]]:
+    """The cells of ``after`` that the conditional capabilities allow, as ``(row, write)``
+    in report order: a deleted key has no current version to give."""
+    writes = [
+        w
+        for w in AFTER_WRITES
+        if (conditional_put or w not in ("create", "if-match put"))
+        and (conditional_delete or w != "if-match delete")
+    ]
+    return [
+        (row, write)
+        for row in state_rows(conditional_put, conditional_delete)
+        for write in writes
+        if not (row.endswith("current") and write.endswith(("delete", "delete_many")))
     ]
 
 
@@ -458,15 +477,10 @@ class Reach:
                 if row.endswith("stale") and state == "missing":
                     continue  # a key never written has no stale version
                 out.append(("state", row, state))
-        for row in rows:
-            for write in AFTER_WRITES:
-                if write in ("create", "if-match put") and not caps.conditional_put:
-                    continue
-                if write == "if-match delete" and not caps.conditional_delete:
-                    continue
-                if row.endswith("current") and write.startswith(("delete", "if-match delete")):
-                    continue  # no current version to give
-                out.append(("after", row, write))
+        out += [
+            ("after", row, write)
+            for row, write in after_pairs(caps.conditional_put, caps.conditional_delete)
+        ]
         if caps.ttl and self.expires:
             for row in EXPIRY_ROWS:
                 if row == "put overwrite" or caps.conditional_put:
@@ -539,7 +553,6 @@ class _Scope:
     large: dict[str, str] = field(default_factory=dict)  # keys holding a large value: its row
     expiry: dict[str, float] = field(default_factory=dict)  # key -> when it expires
     renewed: dict[str, float] = field(default_factory=dict)  # key -> its earlier expiry
-    expiry_by: dict[str, str] = field(default_factory=dict)  # key -> the write that set it
     changed_by: dict[str, str] = field(default_factory=dict)  # key -> its last write's kind
 
 
@@ -745,7 +758,9 @@ class CoverageProbe:
     def _mark_expiry(self, key: str, state: str | None) -> None:
         """The ``expiry`` cell of an operation on ``key`` in ``state``, if it has one."""
         scope = self._scope
-        written = scope.expiry_by.get(key)
+        if key not in scope.expiry:  # not written through a storage opened with ttl
+            return
+        written = _EXPIRY_ROW.get(scope.changed_by.get(key, ""))
         if written is None:
             return
         if state == "expired":
@@ -889,15 +904,12 @@ class CoverageProbe:
             scope.writer[key] = self._id
             earlier = scope.expiry.pop(key, None)
             scope.renewed.pop(key, None)
-            scope.expiry_by.pop(key, None)
             if self._ttl is not None:
                 scope.expiry[key] = _clock() + self._ttl
-                if write is not None:
-                    scope.expiry_by[key] = f"put {write.removesuffix(' put')}"
                 if earlier is not None:
                     scope.renewed[key] = earlier
         if state != "present":
-            for expiries in (scope.expiry, scope.renewed, scope.expiry_by):
+            for expiries in (scope.expiry, scope.renewed):
                 expiries.pop(key, None)
 
     def _mark_shape(self, data: bytes, column: str) -> None:
@@ -1197,13 +1209,12 @@ class _ProbedListing:
             states = set(found.values())
             if not seen:
                 scope = probe._scope
-                for k in scope.deleted:
-                    if k.startswith(prefix):
-                        probe._mark_after("list", k, "deleted")
+                deleted = [k for k in scope.deleted if k.startswith(prefix)]
+                for k in deleted:
+                    probe._mark_after("list", k, "deleted")
                 expired = any(
                     k.startswith(prefix) and probe._state(k) == "expired" for k in scope.expiry
                 )
-                deleted = any(k.startswith(prefix) for k in scope.deleted)
                 states.add("expired" if expired else "deleted" if deleted else "missing")
             for state in states - {None}:
                 probe._mark("state", "list", state)  # type: ignore[arg-type]

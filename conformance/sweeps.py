@@ -38,6 +38,7 @@ from .coverage import (
     AFTER_WRITES,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_VALUE,
+    after_pairs,
     batch_cap,
     batch_label,
     batch_sizes,
@@ -154,16 +155,6 @@ _WRITE_NAMES = {
     "if-match delete": "an if-match delete",
     "delete_many": "a delete_many()",
 }
-
-
-def _writes(conditional_put: bool, conditional_delete: bool) -> list[str]:
-    """The kinds of write (`AFTER_WRITES`) the capabilities allow."""
-    return [
-        w
-        for w in AFTER_WRITES
-        if (conditional_put or w not in ("create", "if-match put"))
-        and (conditional_delete or w != "if-match delete")
-    ]
 
 
 async def _first_calls_answer(
@@ -360,13 +351,12 @@ class SemanticSweepTests(StorageFixtures):
         write: an adapter that caches reads or listings and forgets the cache on some
         write paths answers from before the write (the ``after`` matrix)."""
         fallback = await storage.put("sweep-version-sample", b"x")
-        for write in _writes(supports_conditional_put, supports_conditional_delete):
-            for row in state_rows(supports_conditional_put, supports_conditional_delete):
-                if row.endswith("current") and write.endswith(("delete", "delete_many")):
-                    continue  # a deleted key has no current version
-                name = f"after/{write.replace(' ', '-')}/{row.replace(' ', '-')}"
-                key = await _after(storage, name, write)
-                await _check_row(storage, row, key, fallback, _WRITE_NAMES[write])
+        pairs = after_pairs(supports_conditional_put, supports_conditional_delete)
+        # write by write (a stable sort of the report's row-by-row order)
+        for row, write in sorted(pairs, key=lambda pair: AFTER_WRITES.index(pair[1])):
+            name = f"after/{write.replace(' ', '-')}/{row.replace(' ', '-')}"
+            key = await _after(storage, name, write)
+            await _check_row(storage, row, key, fallback, _WRITE_NAMES[write])
 
     @checks(
         "put.returns-version",

@@ -60,7 +60,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..checks import fail
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
-from .coverage import STORAGE_READS_AFTER, STORAGE_WRITES, implemented, lengths
+from .coverage import STORAGE_READS_AFTER, implemented, lengths, writes_before
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
@@ -1117,8 +1117,7 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
         has = set(implemented(storage, "agent-framework")[0])
         wrong = [
             found
-            for write in STORAGE_WRITES
-            if write in has
+            for write in writes_before("agent-framework", has)
             for n, row in enumerate(STORAGE_READS_AFTER)
             if row in has
             and (found := await _read_after(storage, f"{name}-{write}-{n}", write, row))

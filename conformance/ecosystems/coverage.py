@@ -87,6 +87,7 @@ __all__ = [
     "lengths",
     "probe",
     "set_held",
+    "writes_before",
 ]
 
 STATES = ("missing", "existing", "after delete", "other instance", "reopened")
@@ -178,6 +179,14 @@ def lengths(cap: int) -> list[int]:
     return sorted(n for n in out if n <= cap)
 
 
+def writes_before(ecosystem: str, has: AbstractSet[str]) -> list[str]:
+    """The columns of ``after`` that the methods an instance implements (``has``) allow."""
+    if ecosystem != "langgraph":
+        return [w for w in STORAGE_WRITES if w in has]
+    needs = {"source deleted": ("acopy_thread", "adelete_thread")}
+    return [w for w in SAVER_WRITES_BEFORE if all(m in has for m in needs.get(w, (w,)))]
+
+
 def _length_columns(ecosystem: str, has: AbstractSet[str]) -> list[str]:
     """The ``lengths`` columns of the methods an instance implements."""
     if ecosystem != "langgraph":
@@ -253,19 +262,11 @@ class EcosystemReach:
             if method in has:
                 for row in _rows(method):
                     out += [("state", row, s) for s in self._states(method)]
-        reads, writes = (
-            (SAVER_READS_AFTER, SAVER_WRITES_BEFORE)
-            if self.ecosystem == "langgraph"
-            else (STORAGE_READS_AFTER, STORAGE_WRITES)
-        )
-        needs = {"source deleted": ("acopy_thread", "adelete_thread")}
+        reads = SAVER_READS_AFTER if self.ecosystem == "langgraph" else STORAGE_READS_AFTER
+        writes = writes_before(self.ecosystem, has)
         for row in reads:
             if row.split()[0] in has:
-                out += [
-                    ("after", row, write)
-                    for write in writes
-                    if all(m in has for m in needs.get(write, (write,)))
-                ]
+                out += [("after", row, write) for write in writes]
         if self.ecosystem == "langgraph":
             for row in NAMESPACED:
                 if row.split()[0] in has:

@@ -68,7 +68,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..checks import fail
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
-from .coverage import SAVER_READS_AFTER, SAVER_WRITES_BEFORE, lengths
+from .coverage import SAVER_READS_AFTER, lengths, writes_before
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
@@ -1012,33 +1012,29 @@ async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None
     second = await put(saver, source if copied else thread, {"v": 2}, parent=first)
     ids: list[str] = [first, second]  # what the thread holds after the write, oldest first
     writes: dict[str, dict[tuple[str, str], Any]] = {}
-    read = first if write in ("aput", "aprune") else second
     if write == "source deleted":  # a copy of a thread whose newest checkpoint has a write
         await saver.aput_writes(config_of(source, second), [("ch", "copied")], task_id="copied")
         await saver.acopy_thread(source, thread)
         writes = {second: {("copied", "ch"): "copied"}}
     new, versions = checkpoint_of(saver, {"v": 3})
-    if write == "aput":
-        read, ids = new["id"], [first, second, new["id"]]
-    elif write == "adelete_thread":
-        ids = []
-    elif write == "aprune":
-        ids = [second]
-    elif write == "aput_writes":
-        writes = {second: {("after", "ch"): "after"}}
+    read = {"aput": new["id"], "aprune": first}.get(write, second)
     await _read_as(saver, row, thread, read)  # what a saver may keep, as a caller's reads leave it
     if write == "aput":
         await saver.aput(config_of(thread, second), new, {"source": "loop", "step": 2}, versions)
+        ids.append(new["id"])
     elif write == "aput_writes":
         await saver.aput_writes(config_of(thread, second), [("ch", "after")], task_id="after")
+        writes = {second: {("after", "ch"): "after"}}
     elif write == "adelete_thread":
         await saver.adelete_thread(thread)
+        ids = []
     elif write == "acopy_thread":
         await saver.acopy_thread(source, thread)
     elif write == "source deleted":
         await saver.adelete_thread(source)
     else:
         await saver.aprune([thread])
+        ids = [second]
     expected: _Seen
     if row == "alist":
         expected = [(i, writes.get(i, {})) for i in reversed(ids)]
@@ -1182,11 +1178,9 @@ class SaverSweepTests(SaverFixtures):
         has = set(implemented_methods(saver))
         if not {"aput", "aget_tuple"} <= has:
             pytest.skip("the saver implements no aput or no aget_tuple")
-        needs = {"source deleted": {"acopy_thread", "adelete_thread"}}
         wrong = [
             found
-            for write in SAVER_WRITES_BEFORE
-            if needs.get(write, {write}) <= has
+            for write in writes_before("langgraph", has)
             for n, row in enumerate(SAVER_READS_AFTER)
             if row.split()[0] in has
             and (found := await _read_after(saver, f"{thread}-{write}-{n}", write, row))

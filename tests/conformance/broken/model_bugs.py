@@ -26,18 +26,26 @@ __all__ = [
 ]
 
 
+def _remove(storage: IOMemoryStorage, keys: list[str]) -> int:
+    """Remove every stored key of ``keys`` at once, as one batch request does; how many
+    distinct keys were stored."""
+    values, existed = storage._data.values, 0
+    for key in set(keys):
+        if key in values:
+            del values[key]
+            storage._data.keys.remove(key)
+            existed += 1
+    return existed
+
+
 class DeleteManyCountsRepeats(IOMemoryStorage):
     """Bug: one batch request (``DEL k1 k2 ...``) whose count is computed up front,
     one per key given that exists: a key given twice is counted twice."""
 
     async def _delete_many(self, keys: list[str]) -> int:
         await self._io()
-        values = self._data.values
-        existed = sum(1 for key in keys if key in values)
-        for key in set(keys):
-            if key in values:
-                del values[key]
-                self._data.keys.remove(key)
+        existed = sum(1 for key in keys if key in self._data.values)
+        _remove(self, keys)
         return existed
 
 
@@ -62,14 +70,8 @@ class DeleteManyLeavesTombstones(IOMemoryStorage):
 
     async def _delete_many(self, keys: list[str]) -> int:
         await self._io()  # the one UPDATE
-        values, existed = self._data.values, 0
-        for key in set(keys):
-            if key in values:
-                del values[key]
-                self._data.keys.remove(key)
-                existed += 1
         self._marked.update(keys)
-        return existed
+        return _remove(self, keys)
 
 
 class VersionsRestartAfterDeleteMany(IOMemoryStorage):
@@ -93,14 +95,9 @@ class VersionsRestartAfterDeleteMany(IOMemoryStorage):
 
     async def _delete_many(self, keys: list[str]) -> int:
         await self._io()  # the one DELETE of the rows
-        values, existed = self._data.values, 0
-        for key in set(keys):
-            if key in values:
-                del values[key]
-                self._data.keys.remove(key)
-                existed += 1
+        for key in keys:
             self._writes.pop(key, None)
-        return existed
+        return _remove(self, keys)
 
 
 class ListSkipsAfterMissingStartAfter(IOMemoryStorage):
