@@ -17,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import ClassVar
 
 import pytest
@@ -38,8 +39,9 @@ from .checks import (
     get_or_none,
 )
 from .clauses import checks
+from .coverage import large_sizes
 from .fixtures import StorageFixtures, not_exercised, raw_storage, scaled, unmeasured
-from .sweeps import _bogus_version, put_or_refused
+from .sweeps import REOPEN_LARGE, _bogus_version, max_value_of, put_or_refused
 from .target import Target, new_location
 
 __all__ = ["CapabilityTests"]
@@ -472,11 +474,17 @@ class CapabilityTests(StorageFixtures):
         write before (a write that keeps the key's expiry, Redis's ``KEEPTTL`` in a
         compare-and-set script, lets it expire early). Then, once it has expired, it is
         created again and read for 3/4 of the ttl (a create-only put over an expired item
-        that a backend has yet to remove must give it a new expiry)."""
+        that a backend has yet to remove must give it a new expiry). A second key, written
+        alongside it each time with the same large value (about 1 MiB), must read back whole
+        as long (an adapter that keeps a large value in parts, written only where no part
+        holds their bytes yet, leaves them the expiry of their first write)."""
         _undeclared(supports_ttl, "ttl")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
-        key = "cap/ttl-kept/k"
+        key, large_key = "cap/ttl-kept/k", "cap/ttl-kept/large"
+        size = max(s for s in large_sizes(max_value_of(target)) if s <= REOPEN_LARGE)
+        large = random.Random(11).randbytes(size)
+        keys = {key: None, large_key: large}
         async with target.open(ttl=TTL_SECONDS) as storage:
             conditional = storage.capabilities.conditional_put
             writes = (
@@ -484,22 +492,25 @@ class CapabilityTests(StorageFixtures):
                 if conditional
                 else (("put", 0.6), ("overwrite", 0.75))
             )
-            version, past = "", 0.0
+            versions, past = {k: "" for k in keys}, 0.0
             for write, (how, read_for) in enumerate(writes, 1):
                 began = time.monotonic()
-                version = await _write_as(storage, key, how, version, write)
-                await _read_until(storage, key, began, read_for, how, write, past)
+                for k, data in keys.items():
+                    versions[k] = await _write_as(storage, k, how, versions[k], write, data)
+                await _read_until(storage, keys, began, read_for, how, write, past)
                 # the next write's reads go on until one starts past this write's expiry,
                 # counted from when it returned (the latest moment a backend counts it from)
                 past = time.monotonic() + TTL_SECONDS
             if not conditional:
                 return
-            await _until_gone(
-                storage, key, time.monotonic(), "ttl: a key must expire", "of its last write"
-            )
+            for k in keys:
+                await _until_gone(
+                    storage, k, time.monotonic(), "ttl: a key must expire", "of its last write"
+                )
             began = time.monotonic()
             await storage.put(key, b"created again", mode="create")
-            await _read_until(storage, key, began, 0.75, "create-only put after it expired", 4)
+            await storage.put(large_key, large, mode="create")
+            await _read_until(storage, keys, began, 0.75, "create-only put after it expired", 4)
 
     @checks("cap.indexed-list")
     async def test_declared_indexed_list_is_flat_in_the_number_of_keys(
@@ -568,9 +579,12 @@ class CapabilityTests(StorageFixtures):
             )
 
 
-async def _write_as(storage: Storage, key: str, how: str, version: str, write: int) -> str:
-    """Write ``key`` as ``how`` says (an if-match put with ``version``); its new version."""
-    data = f"write {write}".encode()
+async def _write_as(
+    storage: Storage, key: str, how: str, version: str, write: int, data: bytes | None = None
+) -> str:
+    """Write ``data`` (by default, one naming the ``write``) to ``key`` as ``how`` says (an
+    if-match put with ``version``); its new version."""
+    data = f"write {write}".encode() if data is None else data
     if how == "create-only put":
         return await storage.put(key, data, mode="create")
     if how == "if-match put":
@@ -596,29 +610,38 @@ async def _until_gone(storage: Storage, key: str, written: float, promise: str, 
 
 async def _read_until(
     storage: Storage,
-    key: str,
+    keys: Mapping[str, bytes | None],
     began: float,
     fraction: float,
     how: str,
     write: int,
     past: float = 0.0,
 ) -> None:
-    """Read ``key`` every 50 ms until ``fraction`` of the ttl after ``began`` (when its write
-    started), and until a read has started at ``past`` or later: every read that starts
-    before 3/4 of the ttl must find it."""
+    """Read ``keys`` every 50 ms until ``fraction`` of the ttl after ``began`` (when their
+    writes started), and until a read has started at ``past`` or later: every read that
+    starts before 3/4 of the ttl must find each key, holding its value where one is given."""
     kept_until = began + 0.75 * TTL_SECONDS
     stop = began + fraction * TTL_SECONDS
-    read_past = False  # a read started at ``past`` or later
+    read_past = False  # a round of reads started at ``past`` or later
     while (started := time.monotonic()) < stop or not read_past:
-        found = await get_or_none(storage, key)
-        read_past = read_past or started >= past
-        if found is None and started < kept_until:
+        for key, data in keys.items():
+            read = time.monotonic()
+            found = await get_or_none(storage, key)
+            if read >= kept_until:
+                continue
+            if found is None:
+                observed = f"gone for a get that started {read - began:.2f} s after it"
+            elif data is not None and found.data != data:
+                observed = f"{len(found.data):,} bytes, not the {len(data):,} it wrote"
+            else:
+                continue
             fail(
                 "ttl: a key must stay until ttl after its last write",
                 key=key,
-                expected=f"it readable for {TTL_SECONDS:g} s after write {write} ({how})",
-                observed=f"gone for a get that started {started - began:.2f} s after it",
+                expected=f"it readable, whole, for {TTL_SECONDS:g} s after write {write} ({how})",
+                observed=observed,
             )
+        read_past = read_past or started >= past
         await asyncio.sleep(0.05)
 
 

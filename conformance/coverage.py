@@ -27,7 +27,10 @@ matrices and records them in the process-wide `coverage`:
     (``kept``: the write renewed it; a create-only put, of a key that had
     expired), and one past it (``expired``). A write that keeps the expiry
     the key had (Redis's ``KEEPTTL``) or sets none (a ``SET`` without
-    ``PX``) is wrong in one of them.
+    ``PX``) is wrong in one of them. A row ``large value``: a key holding
+    one of the sizes of ``large values``, whichever put wrote it (an
+    adapter that keeps such a value in parts gives them an expiry of their
+    own).
 ``lifecycle``
     each operation while another task writes the same key (a listing: a key
     of its prefix), while another client (a second storage object at the same
@@ -174,9 +177,10 @@ STATE_ROWS = (*PUT_ROWS, "get", *DELETE_ROWS, "delete_many", "list")
 STATES = ("missing", "present", "deleted", "reopened", "expired")
 AFTER_WRITES = ("overwrite", "create", "if-match put", "delete", "if-match delete", "delete_many")
 """The columns of ``after``: the kind of write that last changed a key."""
-EXPIRY_ROWS = ("put overwrite", "put create", "put if-match")
-"""The rows of ``expiry``: the write that gave a key its expiry."""
-_EXPIRY_ROW = dict(zip(AFTER_WRITES[:3], EXPIRY_ROWS, strict=True))
+EXPIRY_ROWS = ("put overwrite", "put create", "put if-match", "large value")
+"""The rows of ``expiry``: the write that gave a key its expiry, and a key that holds a
+large value."""
+_EXPIRY_ROW = dict(zip(AFTER_WRITES[:3], EXPIRY_ROWS[:3], strict=True))
 """The row of ``expiry`` of each put among `AFTER_WRITES`."""
 EXPIRY_COLUMNS = ("kept", "expired")
 """The columns of ``expiry``: an operation before the key's expiry and past the one its
@@ -483,7 +487,7 @@ class Reach:
         ]
         if caps.ttl and self.expires:
             for row in EXPIRY_ROWS:
-                if row == "put overwrite" or caps.conditional_put:
+                if row in ("put overwrite", "large value") or caps.conditional_put:
                     out += [("expiry", row, column) for column in EXPIRY_COLUMNS]
         for op in OPS:
             for event in EVENTS:
@@ -763,10 +767,15 @@ class CoverageProbe:
         written = _EXPIRY_ROW.get(scope.changed_by.get(key, ""))
         if written is None:
             return
+        rows = [written, "large value"] if key in scope.large else [written]
         if state == "expired":
-            self._mark("expiry", written, "expired")
+            column = "expired"
         elif state in ("present", "reopened") and _clock() >= scope.renewed.get(key, math.inf):
-            self._mark("expiry", written, "kept")
+            column = "kept"
+        else:
+            return
+        for row in rows:
+            self._mark("expiry", row, column)
 
     def _mark_after(self, row: str, key: str, state: str | None) -> None:
         """The ``after`` cell of ``row`` on ``key``, if its last write is known."""

@@ -1239,6 +1239,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.expires",
     ),
     _m(
+        "parts-keep-their-first-expiry",
+        kv_dict.PartsKeepTheirFirstExpiry,
+        kv_dict.ExpiringPartsKV,
+        CAP,
+        "test_declared_ttl_keeps_a_key_until_ttl_after_its_last_write",
+        "ttl.not-early",
+    ),
+    _m(
         "expired-keys-found-but-by-get",
         kv_dict.ExpiredKeysStillListed,
         kv_dict.ExpiringDictKV,

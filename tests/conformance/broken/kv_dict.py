@@ -14,6 +14,7 @@ import asyncio
 import bisect
 import contextlib
 import fnmatch
+import hashlib
 import itertools
 import re
 import socket
@@ -1825,6 +1826,73 @@ class CreateSetsNoExpiry(_ExpiryByMode):
 
     def _expiry(self, name: str) -> float | None:
         return None if self.mode == "create" else super()._expiry(name)
+
+
+class ExpiringPartsKV(ExpiringDictKV):
+    """Correct: a value over `PART` bytes is kept as content-addressed parts (one part for
+    every value that holds its bytes, as an adapter stores large values on a backend with a
+    size limit per item), the key's item naming them; every write gives each part it names
+    the key's new expiry, unless the part already outlives it (Redis ``SET ... PX`` each
+    time, or ``PEXPIRE ... GT``)."""
+
+    PART: ClassVar[int] = 256 * 1024
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self.parts: dict[str, bytes] = {}
+        self.part_expires: dict[str, float] = {}
+        self.manifests: dict[str, list[str]] = {}  # key's name -> the digests of its parts
+
+    def _keep_part(self, digest: str, chunk: bytes, expiry: float | None) -> None:
+        """Write the part ``digest`` with ``expiry`` (the key's), or renew the one there."""
+        self.parts[digest] = chunk
+        if expiry is not None:
+            self.part_expires[digest] = max(expiry, self.part_expires.get(digest, expiry))
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        if len(data) <= self.PART:
+            self.manifests.pop(name, None)
+            super()._store(name, data, version)
+            return
+        super()._store(name, b"", version)
+        expiry = self.expires.get(name)
+        digests = []
+        for start in range(0, len(data), self.PART):
+            chunk = bytes(data[start : start + self.PART])
+            digest = hashlib.sha256(chunk).hexdigest()
+            self._keep_part(digest, chunk, expiry)
+            digests.append(digest)
+        self.manifests[name] = digests
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.manifests.pop(name, None)  # its parts go when they expire
+
+    async def _round_trip(self) -> None:
+        await super()._round_trip()
+        now = _now()
+        for digest in [d for d, deadline in self.part_expires.items() if now >= deadline]:
+            del self.parts[digest], self.part_expires[digest]
+
+    async def _get(self, key: str) -> GetResult:
+        found = await super()._get(key)
+        digests = self.manifests.get(self._name(key))
+        if digests is None:
+            return found
+        if any(digest not in self.parts for digest in digests):
+            raise NotFound(f"key {key!r} not found (its parts expired)")
+        return GetResult(b"".join(self.parts[digest] for digest in digests), found.version)
+
+
+class PartsKeepTheirFirstExpiry(ExpiringPartsKV):
+    """Bug: a part is written only when no part holds its bytes yet (``SET ... NX PX``,
+    which saves rewriting the bytes of an unchanged value): a large value written again,
+    the same bytes, keeps the parts of its first write and their expiry, and is gone at
+    that expiry for every get (its item, renewed, is still listed)."""
+
+    def _keep_part(self, digest: str, chunk: bytes, expiry: float | None) -> None:
+        if digest not in self.parts:
+            super()._keep_part(digest, chunk, expiry)
 
 
 class ExpiredKeysStillListed(ExpiringDictKV):
