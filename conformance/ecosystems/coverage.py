@@ -22,7 +22,9 @@ cells of these matrices:
     each reading method against the kind of write that last changed what it
     reads: a LangGraph thread's ``aget_tuple`` (by id, latest) and ``alist``
     after ``aput``, ``aput_writes``, ``adelete_thread``, ``acopy_thread`` (into
-    it) and ``aprune``; an agent-framework checkpoint's ``load`` and a
+    it), ``aprune``, ``adelete_for_runs`` (of a run that wrote its newest
+    checkpoint) and ``adelete_thread`` of the thread it was copied from
+    (``source deleted``); an agent-framework checkpoint's ``load`` and a
     workflow's listings and ``get_latest`` after ``save`` and ``delete``. A
     saver that caches what it read and forgets the cache on some writes only
     answers from before the others.
@@ -134,10 +136,12 @@ SAVER_WRITES_BEFORE = (
     "adelete_thread",
     "acopy_thread",
     "aprune",
+    "adelete_for_runs",
     "source deleted",
 )
 """The columns of a saver's ``after`` matrix: the write that last changed a thread
-(``source deleted``: ``adelete_thread`` of the thread it was copied from)."""
+(``adelete_for_runs``: of a run that wrote its newest checkpoint; ``source deleted``:
+``adelete_thread`` of the thread it was copied from)."""
 STORAGE_READS_AFTER = ("load", "list_checkpoints", "list_checkpoint_ids", "get_latest")
 """The rows of a storage's ``after`` matrix."""
 NAMESPACES = ("root", "child")
@@ -391,7 +395,7 @@ class _Scope:
     state: dict[Any, str] = field(default_factory=dict)  # name -> "present" | "deleted"
     writer: dict[Any, int] = field(default_factory=dict)  # name -> probe that wrote it
     closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
-    runs: set[str] = field(default_factory=set)  # run ids put (LangGraph)
+    runs: dict[str, set[str]] = field(default_factory=dict)  # a run id put -> its threads
     members: dict[str, set[str]] = field(default_factory=dict)  # workflow -> checkpoint ids
     # what is known exactly, for ``lengths``: a thread -> namespace -> checkpoint ids, a
     # (thread, namespace, checkpoint id) -> its writes' (task, index), workflows counted
@@ -588,8 +592,8 @@ class _SaverCalls:
                 if counts and made is not None and (fresh or thread in scope.threads):
                     scope.threads.setdefault(thread, {}).setdefault(ns, set()).add(str(made))
             run = (metadata or {}).get("run_id") if isinstance(metadata, dict) else None
-            if run is not None:
-                c.scope.runs.add(str(run))
+            if run is not None and thread is not None:
+                c.scope.runs.setdefault(str(run), set()).add(thread)
 
         return after
 
@@ -689,10 +693,21 @@ class _SaverCalls:
         runs = [str(r) for r in run_ids or ()]
         column = "existing" if any(r in c.scope.runs for r in runs) else "missing"
         c.mark("state", self.row("adelete_for_runs"), column)
-        for thread in list(c.scope.threads):  # which threads it changes is not known
+        # the threads of the runs' checkpoints put with a run id in their metadata; others
+        # may hold some (a run id from the config), so nothing is counted or classified after
+        threads = {t for r in runs for t in c.scope.runs.get(r, ())}
+        for thread in list(c.scope.threads):
             c.forget(thread)
-        c.scope.changed_by.clear()
-        return lambda _: c.scope.runs.difference_update(runs)
+        self.begin(*threads)
+
+        def after(_: Any) -> None:
+            c.scope.changed_by.clear()
+            for thread in threads:
+                self.changed(thread, "adelete_for_runs")
+            for run in runs:
+                c.scope.runs.pop(run, None)
+
+        return after
 
     def copy_thread(self, source: Any, target: Any) -> Any:
         c, source, target = self.c, str(source), str(target)
@@ -706,6 +721,9 @@ class _SaverCalls:
         def after(_: Any) -> None:
             self.changed(target, "acopy_thread")
             c.scope.copied_from[target] = source
+            for threads in c.scope.runs.values():  # the copy holds the source's runs too
+                if source in threads:
+                    threads.add(target)
             if existed:
                 c.wrote(target)
             if known is None or not empty:

@@ -54,6 +54,7 @@ try:
     from langgraph.checkpoint.base import (
         BaseCheckpointSaver,
         Checkpoint,
+        CheckpointMetadata,
         CheckpointTuple,
         empty_checkpoint,
     )
@@ -144,12 +145,15 @@ async def put(
     *,
     parent: str | None = None,
     step: int = 0,
+    run: str | None = None,
 ) -> str:
-    """``aput`` a checkpoint of ``values`` on ``thread`` after ``parent``; its id."""
+    """``aput`` a checkpoint of ``values`` on ``thread`` after ``parent`` (its metadata
+    naming the run ``run``, if given); its id."""
     checkpoint, versions = checkpoint_of(saver, values)
-    await saver.aput(
-        config_of(thread, parent), checkpoint, {"source": "loop", "step": step}, versions
-    )
+    metadata = CheckpointMetadata(source="loop", step=step)
+    if run is not None:
+        metadata["run_id"] = run
+    await saver.aput(config_of(thread, parent), checkpoint, metadata, versions)
     return checkpoint["id"]
 
 
@@ -983,14 +987,6 @@ _BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
 """Channel values of the ``sizes`` matrix: 0 bytes, 1 KiB and 1 MiB."""
 
 
-async def _put_run(saver: Any, thread: str, run: str, values: dict[str, Any]) -> str:
-    """``aput`` a checkpoint whose metadata names the run ``run``; its id."""
-    checkpoint, versions = checkpoint_of(saver, values)
-    metadata = {"source": "loop", "step": 0, "run_id": run}
-    await saver.aput(config_of(thread), checkpoint, metadata, versions)
-    return checkpoint["id"]
-
-
 _Seen = tuple[str | None, dict[tuple[str, str], Any]] | None | list[Any]
 
 
@@ -1008,8 +1004,9 @@ async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None
     `SAVER_WRITES_BEFORE`); what is wrong with the second answer, or None."""
     thread, source = base, f"{base}-source"
     copied = write in ("acopy_thread", "source deleted")
-    first = await put(saver, source if copied else thread, {"v": 1})
-    second = await put(saver, source if copied else thread, {"v": 2}, parent=first)
+    runs = (f"{base}-run-1", f"{base}-run-2")  # the runs that wrote the first and the second
+    first = await put(saver, source if copied else thread, {"v": 1}, run=runs[0])
+    second = await put(saver, source if copied else thread, {"v": 2}, parent=first, run=runs[1])
     ids: list[str] = [first, second]  # what the thread holds after the write, oldest first
     writes: dict[str, dict[tuple[str, str], Any]] = {}
     if write == "source deleted":  # a copy of a thread whose newest checkpoint has a write
@@ -1032,6 +1029,9 @@ async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None
         await saver.acopy_thread(source, thread)
     elif write == "source deleted":
         await saver.adelete_thread(source)
+    elif write == "adelete_for_runs":
+        await saver.adelete_for_runs([runs[1]])
+        ids = [first]
     else:
         await saver.aprune([thread])
         ids = [second]
@@ -1136,7 +1136,7 @@ class SaverSweepTests(SaverFixtures):
             if "adelete_for_runs" in has:
                 run = f"run-{uuid6().hex}"
                 kept = await put(saver, f"{thread}-kept", {"v": "kept"})
-                await _put_run(saver, f"{thread}-run", run, {"v": "run"})
+                await put(saver, f"{thread}-run", {"v": "run"}, run=run)
                 await saver.adelete_for_runs([run])
                 if await get(saver, f"{thread}-run") is not None:
                     fail(
@@ -1160,7 +1160,7 @@ class SaverSweepTests(SaverFixtures):
                 await asyncio.to_thread(_every_sync_call, saver, sync, c, d)  # after delete
                 if "delete_for_runs" in sync:
                     run = f"run-{uuid6().hex}"
-                    await _put_run(saver, f"{thread}-sync-run", run, {"v": "run"})
+                    await put(saver, f"{thread}-sync-run", {"v": "run"}, run=run)
                     await asyncio.to_thread(saver.delete_for_runs, [run])
 
     async def test_sweep_every_read_after_every_kind_of_write(
@@ -1168,11 +1168,13 @@ class SaverSweepTests(SaverFixtures):
     ) -> None:
         """Each read of a thread (``aget_tuple`` by id and latest, ``alist``) right after each
         kind of write changed it (``aput``, ``aput_writes``, ``adelete_thread``,
-        ``acopy_thread`` into it, ``aprune``, and ``adelete_thread`` of the thread it was
-        copied from), and once just before that write: a saver that caches what it read
-        and forgets the cache on some writes answers from before them (a latest tuple kept
-        past an ``aput_writes`` hides the pending writes a resume needs, and the finished
-        tasks run again), and one that deletes a thread's checkpoints or writes by
+        ``acopy_thread`` into it, ``aprune``, ``adelete_for_runs`` of the run that wrote
+        its newest checkpoint, and ``adelete_thread`` of the thread it was copied from),
+        and once just before that write: a saver that caches what it read and forgets the
+        cache on some writes answers from before them (a latest tuple kept past an
+        ``aput_writes`` hides the pending writes a resume needs, and the finished tasks run
+        again; one kept past ``adelete_for_runs`` is a checkpoint it deleted), and one that
+        deletes a thread's checkpoints or writes by
         checkpoint id alone deletes its copies' too (a copy keeps the ids)."""
         saver = instance
         has = set(implemented_methods(saver))
@@ -1192,8 +1194,9 @@ class SaverSweepTests(SaverFixtures):
                 observed="; ".join(wrong),
                 detail="a saver that keeps what it read (a latest tuple, a listing) must "
                 "forget it on every write that changes the thread: aput, aput_writes, "
-                "adelete_thread, acopy_thread into it, aprune; and a thread's delete must "
-                "match the thread, not only the checkpoint ids, which a copy keeps",
+                "adelete_thread, acopy_thread into it, aprune, adelete_for_runs; and a "
+                "thread's delete must match the thread, not only the checkpoint ids, which "
+                "a copy keeps",
             )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(
@@ -1533,7 +1536,7 @@ class SaverHeldSweepTests(SaverFixtures):
             if location is not None:  # something for the call to write, delete or copy
                 async with eco_target.open(location=location) as setup:
                     for i in range(2):
-                        ids.append(await _put_run(setup, t, run, {"v": i}))
+                        ids.append(await put(setup, t, {"v": i}, run=run))
             known = ids[-1] if ids else str(uuid6(clock_seq=-1))
 
             def call(

@@ -565,6 +565,44 @@ class DeletesCopiesSaver(CopyingSaver):
         await super().adelete_thread(thread_id)
 
 
+class RunsSaver(HeldSaver):
+    """Correct: ``adelete_for_runs`` deletes each checkpoint whose metadata names one of
+    the runs, and its pending writes, and keeps the thread's other checkpoints."""
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.backend.io()
+        runs = {str(run) for run in run_ids}
+        for thread, namespaces in list(self.storage.items()):
+            for ns, saved in namespaces.items():
+                for cid, (_, metadata, _) in list(saved.items()):
+                    if str(self.serde.loads_typed(metadata).get("run_id")) in runs:
+                        self._delete_checkpoint(thread, ns, cid)
+
+    def _delete_checkpoint(self, thread: str, ns: str, checkpoint_id: str) -> None:
+        """Delete one checkpoint of ``thread`` and its pending writes."""
+        self.storage[thread][ns].pop(checkpoint_id, None)
+        self.writes.pop((thread, ns, checkpoint_id), None)
+
+
+class CachedLatestRunsSaver(CachedLatestSaver, RunsSaver):
+    """Correct: the cached latest tuple of each thread that ``adelete_for_runs`` changed
+    is forgotten too."""
+
+    def _delete_checkpoint(self, thread: str, ns: str, checkpoint_id: str) -> None:
+        super()._delete_checkpoint(thread, ns, checkpoint_id)
+        self.forget(thread, "adelete_for_runs")
+
+
+class LatestCachedPastRunDeletionSaver(CachedLatestRunsSaver):
+    """Bug: ``adelete_for_runs`` forgets no cached latest tuple (which threads a run
+    touched is not known without reading them): the latest checkpoint read after it is
+    one it deleted."""
+
+    def forget(self, thread: str, write: str) -> None:
+        if write != "adelete_for_runs":
+            super().forget(thread, write)
+
+
 class HeldStorage(InMemoryCheckpointStorage):
     """Correct: agent-framework's InMemoryCheckpointStorage on a shared, holdable backend."""
 

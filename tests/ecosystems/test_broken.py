@@ -25,6 +25,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_every_read_after_every_kind_of_write",
         "aget_tuple latest right after aput_writes",
     ),
+    "latest-cached-past-delete-for-runs": (
+        broken.LatestCachedPastRunDeletionSaver,
+        broken.CachedLatestRunsSaver,
+        "langgraph",
+        "test_sweep_every_read_after_every_kind_of_write",
+        "aget_tuple latest right after adelete_for_runs",
+    ),
     "delete-thread-deletes-its-copies": (
         broken.DeletesCopiesSaver,
         broken.CopyingSaver,
