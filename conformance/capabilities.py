@@ -68,10 +68,14 @@ _AFTER_EXPIRY = (
     "if-match put of a bogus version",
     "conditional delete of its last version",
     "conditional delete of a bogus version",
+    "listing past expired keys",
 )
 """The operations that `test_declared_ttl_expires_keys` runs once on a key of their own, once
 a listing of its scope shows it gone (each changes the key while it is there): with the
-watchers, every row of the ``state`` matrix on an expired key."""
+watchers, every row of the ``state`` matrix on an expired key; and listings of a key written
+after the key and four more of its scope expired."""
+_EXPIRED_SIBLINGS = 4
+"""How many keys besides its own the scope of ``listing past expired keys`` has."""
 
 INDEXED_LIST_FACTOR = 4.0
 """How many times slower than its reference an indexed listing may be."""
@@ -336,13 +340,16 @@ class CapabilityTests(StorageFixtures):
         version (``False``, where it was ``PreconditionFailed``), and a get of a key last
         written by a create-only put and of one last written by an if-match put (a write
         that sets no expiry, a ``SET`` without ``PX``, leaves a key that never expires).
-        Eight more keys, watched
+        Nine more keys, watched
         by a listing of their scope; once it shows one gone, its operation must find it
         gone too (a backend that removes expired items late, DynamoDB's TTL, still holds
         it): a delete (``False``), a ``delete_many`` (counts 0), an overwrite (writes), an
         if-match put with its last version, a stale one or one never minted
         (``PreconditionFailed``), a conditional delete with its last version or one never
-        minted (``False``)."""
+        minted (``False``); and a key written once it and the four others of its scope
+        expired must be listed, by a listing of one key too (an adapter that filters
+        expired items out of a page read by the limit, and takes a short page for the
+        last, lists nothing)."""
         _undeclared(supports_ttl, "ttl")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
@@ -364,6 +371,8 @@ class CapabilityTests(StorageFixtures):
             for probe in _AFTER_EXPIRY:  # a stale version and the last one
                 versions[probe] = await storage.put(f"cap/ttl-{probe}/k", b"first")
                 last[probe] = await storage.put(f"cap/ttl-{probe}/k", b"short-lived")
+            for n in range(_EXPIRED_SIBLINGS):  # listed before the key written after expiry
+                await storage.put(f"cap/ttl-listing past expired keys/k{n}", b"short-lived")
             written = time.monotonic()
             await expect_value(
                 storage,
@@ -482,9 +491,11 @@ class CapabilityTests(StorageFixtures):
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         key, large_key = "cap/ttl-kept/k", "cap/ttl-kept/large"
-        size = max(s for s in large_sizes(max_value_of(target)) if s <= REOPEN_LARGE)
-        large = random.Random(11).randbytes(size)
-        keys = {key: None, large_key: large}
+        sizes = [s for s in large_sizes(max_value_of(target)) if s <= REOPEN_LARGE]
+        large = random.Random(11).randbytes(max(sizes, default=0))
+        keys: dict[str, bytes | None] = {key: None}
+        if large:  # a target whose values are all smaller has no large value to renew
+            keys[large_key] = large
         async with target.open(ttl=TTL_SECONDS) as storage:
             conditional = storage.capabilities.conditional_put
             writes = (
@@ -509,7 +520,8 @@ class CapabilityTests(StorageFixtures):
                 )
             began = time.monotonic()
             await storage.put(key, b"created again", mode="create")
-            await storage.put(large_key, large, mode="create")
+            if large:
+                await storage.put(large_key, large, mode="create")
             await _read_until(storage, keys, began, 0.75, "create-only put after it expired", 4)
 
     @checks("cap.indexed-list")
@@ -649,7 +661,8 @@ async def _finds_expired(storage: Storage, probe: str, key: str, stale: str, las
     """``probe`` (one of `_AFTER_EXPIRY`) of ``key``, which a listing showed expired, finds
     nothing: a delete ``False``, a ``delete_many`` 0, an if-match put ``PreconditionFailed``
     (with the key's last version, a stale one or one never minted), a conditional delete
-    ``False``; an overwrite writes a new value."""
+    ``False``; an overwrite writes a new value; a key written after it, and after the other
+    keys of its scope expired, is listed."""
     observed: str | None
     bogus = _bogus_version(last, (stale, last))  # neither of the versions the key had
     if probe.startswith("if-match put"):
@@ -669,6 +682,22 @@ async def _finds_expired(storage: Storage, probe: str, key: str, stale: str, las
         found = await storage.delete(key)
         observed = None if found is False else f"{found!r}"
         expected = "False (a delete of a missing key)"
+    elif probe == "listing past expired keys":
+        scope, live = key.rpartition("/")[0] + "/", key.rpartition("/")[0] + "/z"
+        await storage.put(live, b"after expiry")
+        listed = {
+            "a listing": [k async for k in storage.list(scope)],
+            "limit=1": [k async for k in storage.list(scope, limit=1)],
+            f"start_after={key!r}, limit=1": [
+                k async for k in storage.list(scope, start_after=key, limit=1)
+            ],
+        }
+        wrong = [f"{how}: {keys}" for how, keys in listed.items() if keys != [live]]
+        observed = "; ".join(wrong) or None
+        expected = (
+            f"[{live!r}] from each listing of {scope!r} (a key written after the "
+            f"{_EXPIRED_SIBLINGS + 1} before it expired)"
+        )
     elif probe == "overwrite":
         await storage.put(key, b"after expiry")
         got = await get_or_none(storage, key)
@@ -680,8 +709,10 @@ async def _finds_expired(storage: Storage, probe: str, key: str, stale: str, las
         expected = "0 (a delete_many of a missing key)"
     if observed is not None:
         fail(
-            f"ttl: an expired key must be missing for every operation ({probe}), once a "
-            "listing no longer shows it",
+            "ttl: a listing must go on past the expired keys of its range"
+            if probe == "listing past expired keys"
+            else f"ttl: an expired key must be missing for every operation ({probe}), once "
+            "a listing no longer shows it",
             key=key,
             expected=expected,
             observed=observed,

@@ -64,7 +64,11 @@ CLAUSES: tuple[Clause, ...] = (
     Clause("put.round-trip", "put stores the exact bytes; get returns them, at every size"),
     Clause("put.returns-version", "put returns the new version, the one get then reports"),
     Clause("put.atomic", "a reader sees the whole old value or the whole new one, never a part"),
-    Clause("put.bytes-like", "bytearray and memoryview data are accepted and read back as bytes"),
+    Clause(
+        "put.bytes-like",
+        "bytearray and memoryview data are accepted and read back as bytes, as they were "
+        "when the put returned",
+    ),
     # -- get ------------------------------------------------------------------------------
     Clause("get.missing", "get of a missing key raises NotFound, which is also a KeyError"),
     # -- delete ---------------------------------------------------------------------------

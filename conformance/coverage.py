@@ -41,7 +41,11 @@ matrices and records them in the process-wide `coverage`:
     opens its client, connections, files or schema), while the backend is
     down, a listing read on, past its first page, once the backend went
     down (``down at a later page``), and one read on while another listing
-    of the same storage object is open (``another listing open``);
+    of the same storage object is open (``another listing open``), and
+    one that returns a key after keys of its range that expired (``past
+    expired keys``: a backend that filters expired items out of a page
+    read by the limit answers a short page, or an empty one, before the
+    end);
     ``aclose()`` itself after
     another, while another runs, cancelled, and as a first call (of a storage
     never used).
@@ -197,6 +201,7 @@ EVENTS = (
     "backend down",
     "down at a later page",
     "another listing open",
+    "past expired keys",
 )
 ACLOSE_EVENTS = ("during aclose", "after aclose", "cancelled", "first call")
 """The ``lifecycle`` columns of ``aclose()`` itself (``during aclose``: a second call
@@ -487,6 +492,8 @@ class Reach:
         ]
         if caps.ttl and self.expires:
             for row in EXPIRY_ROWS:
+                if row == "large value" and not large_sizes(self.max_value):
+                    continue  # no value large enough to write
                 if row in ("put overwrite", "large value") or caps.conditional_put:
                     out += [("expiry", row, column) for column in EXPIRY_COLUMNS]
         for op in OPS:
@@ -501,6 +508,10 @@ class Reach:
                     op == "list" and op in self.down and self.paging
                 ):
                     continue  # a listing's next page, after one read while the backend was up
+                if event == "past expired keys" and not (
+                    op == "list" and caps.ttl and self.expires
+                ):
+                    continue  # a listing that returns a key after keys that expired
                 if event == "another client writing" and not (caps.shared and self.reopens):
                     continue  # no second client on the same data
                 out.append(("lifecycle", op, event))
@@ -1211,6 +1222,15 @@ class _ProbedListing:
             if large is not None:
                 probe._mark("large values", large, "listed")
         if isinstance(prefix, str) and not self._concurrent and not probe._closing:
+            after = self._args[1]
+            if seen and any(
+                k.startswith(prefix)
+                and (not isinstance(after, str) or k > after)
+                and k < seen[-1]
+                and probe._state(k) == "expired"
+                for k in probe._scope.expiry
+            ):
+                probe._mark("lifecycle", "list", "past expired keys")
             found = {k: probe._state(k) for k in seen}  # what the listing found
             for k, state in found.items():
                 probe._mark_expiry(k, state)

@@ -115,9 +115,15 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
 
     @checks("put.bytes-like")
     async def test_bytes_like_data_is_stored_as_bytes(self, storage: Storage) -> None:
-        await storage.put("ba", bytearray(b"from bytearray"))  # type: ignore[arg-type]
-        await storage.put("mv", memoryview(b"from memoryview"))  # type: ignore[arg-type]
-        promise = "bytes-like data must be accepted and read back as bytes"
+        """A bytearray and a memoryview (of a bytearray) are stored as they were when the
+        put returned: the caller then reuses its buffer, and nothing stored changes (an
+        adapter that keeps the object given, and copies it to bytes on a get, answers the
+        caller's later bytes)."""
+        given, under = bytearray(b"from bytearray"), bytearray(b"from memoryview")
+        await storage.put("ba", given)  # type: ignore[arg-type]
+        await storage.put("mv", memoryview(under))  # type: ignore[arg-type]
+        given[:], under[:] = b"REUSED BUFFER!", b"REUSED BUFFER!!"  # a buffer used again
+        promise = "bytes-like data must be accepted and read back as bytes, as it was put"
         await expect_value(storage, "ba", b"from bytearray", promise=promise)
         await expect_value(storage, "mv", b"from memoryview", promise=promise)
 

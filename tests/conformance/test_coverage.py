@@ -375,3 +375,50 @@ async def test_the_probe_records_which_write_gave_an_expired_or_renewed_key_its_
     assert Reach(caps, reopens=False, expires=False).cells() == [
         c for c in Reach(caps, reopens=False).cells() if c[0] != "expiry"
     ]
+    # a key that holds a large value (1 KiB + 1 here) has the row "large value" as well
+    reach = Reach(caps, reopens=False, max_value=2048, expires=True)
+    assert {("expiry", "large value", c) for c in ("kept", "expired")} <= set(reach.cells())
+    rec, now[0] = CoverageRecorder(), 200.0
+    async with CoverageProbe(MemoryStorage(), "t", reach, into=rec, ttl=10) as s:
+        await s.put("big", b"x" * 1025)  # expires at 210
+        now[0] = 205
+        await s.put("big", b"x" * 1025)  # expires at 215, renewing 210
+        now[0] = 211
+        await s.get("big")
+        assert {c for c in _cells(rec) if c[0] == "expiry"} == {
+            ("expiry", "put overwrite", "kept"),
+            ("expiry", "large value", "kept"),
+        }
+        now[0] = 215
+        await s.get("big")
+        assert ("expiry", "large value", "expired") in _cells(rec)
+
+
+async def test_the_probe_records_a_listing_that_returns_a_key_past_expired_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``lifecycle``/``past expired keys``: a listing that returns a key after keys of its
+    range that expired (not one whose ``start_after`` passes them, nor one of a ttl-less
+    target, where the cell is unreachable)."""
+    from checkpointkit.conformance import coverage as module
+
+    now = [100.0]
+    monkeypatch.setattr(module, "_clock", lambda: now[0])
+    cell = ("lifecycle", "list", "past expired keys")
+    caps = Capabilities(ttl=True, settles_cancelled_writes=True)
+    assert cell not in Reach(caps, reopens=False).cells()
+    reach = Reach(caps, reopens=False, expires=True)
+    assert cell in reach.cells()
+    rec = CoverageRecorder()
+    async with CoverageProbe(MemoryStorage(), "t", reach, into=rec, ttl=10) as s:
+        await s.put("p/a", b"1")
+        await s.put("p/b", b"1")  # both expire at 110
+        now[0] = 111
+        await s.put("p/c", b"1")
+        assert [k async for k in s.list("p/", start_after="p/b")] == ["p/c"]
+        assert cell not in _cells(rec)  # start_after passed the expired keys
+        assert [k async for k in s.list("p/c")] == ["p/c"]
+        assert cell not in _cells(rec)  # none of its range expired
+        async for _ in s.list("p/"):  # MemoryStorage keeps them: the range has expired keys
+            pass
+        assert cell in _cells(rec)

@@ -507,6 +507,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.bytes-like",
     ),
     _m(
+        "caller-buffer-kept-by-reference",
+        kv_plain.KeepsTheCallersBuffer,
+        P,
+        SEM,
+        "test_bytes_like_data_is_stored_as_bytes",
+        "put.bytes-like",
+    ),
+    _m(
         "put-not-atomic",
         adapters.NonAtomicPut,
         IO,
@@ -1245,6 +1253,14 @@ MUTANTS: tuple[Mutant, ...] = (
         CAP,
         "test_declared_ttl_keeps_a_key_until_ttl_after_its_last_write",
         "ttl.not-early",
+    ),
+    _m(
+        "expired-items-end-the-listing",
+        kv_dict.ExpiredItemsEndTheListing,
+        kv_dict.LateEvictionKV,
+        CAP,
+        "test_declared_ttl_expires_keys",
+        "ttl.expires",
     ),
     _m(
         "expired-keys-found-but-by-get",

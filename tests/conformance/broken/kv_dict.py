@@ -1960,6 +1960,19 @@ class LateEvictionKV(ExpiringDictKV):
         return self._live(name)
 
 
+class ExpiredItemsEndTheListing(LateEvictionKV):
+    """Bug: a page that the filter of expired items left shorter than the limit is taken
+    for the last (DynamoDB's ``Query`` with ``Limit`` applies it before the
+    ``FilterExpression``, and the adapter stops at a short page instead of at no
+    ``LastEvaluatedKey``): the live keys after a run of expired ones are never listed."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        return ListPage(page.keys, page.cursor if len(page.keys) == limit else None)
+
+
 class ConditionsIgnoreExpiry(LateEvictionKV):
     """Bug: an if-match put and a conditional delete test the version alone (a
     ``ConditionExpression`` of ``version = :v`` without ``expires > :now``): with the last

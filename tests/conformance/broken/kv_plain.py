@@ -256,6 +256,16 @@ class KeepsBytearray(PlainKV):
         return super()._data(key, data)
 
 
+class KeepsTheCallersBuffer(KeepsBytearray):
+    """Bug: a bytearray or memoryview is stored by reference and copied to bytes on a get
+    (so every get answers bytes): once the caller reuses its buffer, the stored value is
+    the buffer's new bytes."""
+
+    async def get(self, key: str) -> GetResult:
+        found = await super().get(key)
+        return GetResult(bytes(found.data), found.version)
+
+
 class UnknownModeOverwrites(PlainKV):
     """Bug: any mode other than create and IfMatch is treated as overwrite."""
 
