@@ -1198,7 +1198,7 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
 
 
 class CheckpointStorageHeldSweepTests(CheckpointStorageFixtures):
-    """Every writing method, cancelled while the backend is held."""
+    """Every writing and reading method, cancelled while the backend is held."""
 
     conformance_group: ClassVar[str | None] = "cancellation"
 
@@ -1225,11 +1225,7 @@ class CheckpointStorageHeldSweepTests(CheckpointStorageFixtures):
                 )
                 await h.release()
                 await finish(outcome.task)
-            if (
-                outcome.result.startswith("raised")
-                or outcome.result == "still running"
-                or (outcome.result == "cancelled" and outcome.seconds > cancel_bound)
-            ):
+            if outcome.late(cancel_bound):
                 late.append(f"{method} {outcome.result} after {outcome.seconds:.2f} s")
         if late:
             fail(
@@ -1238,6 +1234,53 @@ class CheckpointStorageHeldSweepTests(CheckpointStorageFixtures):
                 observed="; ".join(late),
                 detail="do not catch CancelledError (re-raise it after cleanup), and do not "
                 "wait for the backend inside a shield or a thread join",
+            )
+
+
+    async def test_sweep_every_read_cancelled_while_held(
+        self, eco_target: EcosystemTarget, location: str | None, name: str, cancel_bound: float
+    ) -> None:
+        """``load``, ``list_checkpoints``, ``list_checkpoint_ids`` and ``get_latest``, each
+        cancelled while the backend is held: each raises ``CancelledError`` within the
+        bound, and once the backend answers again the same instance's next calls (a
+        ``save`` of another workflow, then the same read of it) get their own answers (a
+        storage with one connection that leaves a cancelled read's reply on it hands that
+        reply to the next read)."""
+        need(eco_target.holds, no_hold_reason(eco_target))
+        wrong: list[str] = []
+        for n, row in enumerate(STORAGE_READS_AFTER):
+            cancelled, after = f"{name}-{n}-cancelled", f"{name}-{n}-after"
+            known = str(uuid.uuid4())
+            if location is not None:  # something for the cancelled read to find
+                async with eco_target.open(location=location) as setup:
+                    known = str(await setup.save(_with_id(cancelled, known, {"v": "old"})))
+            async with held(eco_target, location) as h:
+                assert h is not None
+                outcome = await cancel_while_held(
+                    partial(_read_as, h.instance, row, cancelled, known),
+                    wait=max(5.0, 10 * cancel_bound),
+                )
+                await h.release()
+                await finish(outcome.task)
+                mine = await save_one(h.instance, after, {"v": "after"})
+                got = await _read_as(h.instance, row, after, mine)
+            if outcome.late(cancel_bound):
+                wrong.append(f"{row} {outcome.result} after {outcome.seconds:.2f} s")
+            expected = [mine] if row.startswith("list") else mine
+            if got != expected:
+                wrong.append(
+                    f"the {row} that followed answered {got!r} for workflow {after!r}, "
+                    f"expected {expected!r}"
+                )
+        if wrong:
+            fail(
+                "a cancelled read must raise CancelledError promptly while the backend is "
+                "held, and leave the next call its own answer",
+                expected=f"CancelledError within {cancel_bound:g} s from every read, then "
+                "the next read's own answer",
+                observed="; ".join(wrong),
+                detail="a read cancelled before its reply came must leave no unread reply on "
+                "the connection (close or reset it), nor wait for the reply inside a shield",
             )
 
 

@@ -24,26 +24,32 @@ cells of these matrices:
     after ``aput``, ``aput_writes``, ``adelete_thread``, ``acopy_thread`` (into
     it), ``aprune``, ``adelete_for_runs`` (of a run that wrote its newest
     checkpoint) and ``adelete_thread`` of the thread it was copied from
-    (``source deleted``); an agent-framework checkpoint's ``load`` and a
-    workflow's listings and ``get_latest`` after ``save`` and ``delete``. A
-    saver that caches what it read and forgets the cache on some writes only
-    answers from before the others.
+    (``source deleted``), and the sync twins of each against the sync twins
+    of each and the async methods (LangGraph's sync runner, ``get_state`` and
+    ``update_state`` call them on the saver an async run uses); an
+    agent-framework checkpoint's ``load`` and a workflow's listings and
+    ``get_latest`` after ``save`` and ``delete``. A saver that caches what it
+    read and forgets the cache on some writes only answers from before the
+    others.
 ``namespaces`` (LangGraph)
     ``aput``, ``aput_writes``, ``aget_tuple`` and ``alist`` in the root
     namespace and in a child one.
 ``listing`` (LangGraph)
     ``alist`` (and ``list``) of every thread (config None), of one thread,
-    with ``filter``, ``before`` and ``limit``.
+    with ``filter``, ``before`` and ``limit``, and with each combination of
+    them.
 ``sizes`` (both)
     a channel value, write or state value of 0 bytes, 1 KiB and 1 MiB put
     and read back.
 ``lifecycle`` (both)
-    each writing method cancelled while the backend is held; unreachable for
-    a method that returned while held (the target's hold does not hold it).
+    each writing and reading method cancelled while the backend is held;
+    unreachable for a method that returned while held (the target's hold does
+    not hold it: a hold of writes alone, a read served from a cache).
 ``lengths`` (both)
     how many checkpoints a call must go through, at each of `lengths`: a
     LangGraph thread's ``alist`` (whole, with ``limit``, with ``before``: the
-    row is how many it must yield), ``aget_tuple`` of its latest, its
+    row is how many it must yield), ``aget_tuple`` of its latest, the same
+    reads through the sync twins (``list``, ``get_tuple``), its
     ``adelete_thread``, ``acopy_thread`` and ``aprune``, and ``pending
     writes`` (``aget_tuple`` of a checkpoint holding that many writes); an
     agent-framework workflow's ``list_checkpoints``, ``list_checkpoint_ids``
@@ -117,6 +123,8 @@ SAVER_WRITES = (
     "acopy_thread",
     "aprune",
 )
+SAVER_HELD = (*SAVER_WRITES, "aget_tuple", "alist")
+"""The rows of a saver's ``lifecycle`` matrix: each writing and reading method."""
 STORAGE_METHODS = (
     "save",
     "load",
@@ -128,24 +136,36 @@ STORAGE_METHODS = (
 """An agent-framework ``CheckpointStorage``'s methods."""
 STORAGE_WRITES = ("save", "delete")
 NAMESPACED = ("aput", "aput_writes", "aget_tuple by id", "aget_tuple latest", "alist")
-SAVER_READS_AFTER = ("aget_tuple by id", "aget_tuple latest", "alist")
-"""The rows of a saver's ``after`` matrix."""
+_SAVER_READS = ("aget_tuple by id", "aget_tuple latest", "alist")
+SAVER_READS_AFTER = (*_SAVER_READS, *(read[1:] for read in _SAVER_READS))
+"""The rows of a saver's ``after`` matrix: each read, async and sync."""
+_SAVER_WRITES = ("aput", "aput_writes", "adelete_thread", "acopy_thread", "aprune")
 SAVER_WRITES_BEFORE = (
-    "aput",
-    "aput_writes",
-    "adelete_thread",
-    "acopy_thread",
-    "aprune",
+    *_SAVER_WRITES,
     "adelete_for_runs",
     "source deleted",
+    *(write[1:] for write in (*_SAVER_WRITES, "adelete_for_runs")),
 )
-"""The columns of a saver's ``after`` matrix: the write that last changed a thread
-(``adelete_for_runs``: of a run that wrote its newest checkpoint; ``source deleted``:
-``adelete_thread`` of the thread it was copied from)."""
+"""The columns of a saver's ``after`` matrix: the write that last changed a thread, async
+and sync (``adelete_for_runs``: of a run that wrote its newest checkpoint; ``source
+deleted``: ``adelete_thread`` of the thread it was copied from)."""
 STORAGE_READS_AFTER = ("load", "list_checkpoints", "list_checkpoint_ids", "get_latest")
 """The rows of a storage's ``after`` matrix."""
 NAMESPACES = ("root", "child")
-LIST_OPTIONS = ("config None", "thread", "filter", "before", "limit")
+LIST_OPTIONS = (
+    "config None",
+    "thread",
+    "filter",
+    "before",
+    "limit",
+    "filter + before",
+    "filter + limit",
+    "before + limit",
+    "filter + before + limit",
+)
+"""The columns of ``listing``: what an ``alist`` (or ``list``) selects by, each option and
+each combination of them (a saver that applies ``limit`` before a ``filter`` it checks
+itself answers fewer checkpoints than the limit)."""
 SIZES = (0, 1024, 1024 * 1024)
 """The value sizes of the ``sizes`` matrix."""
 HELD = "cancelled while held"
@@ -169,6 +189,10 @@ SAVER_LENGTH_COLUMNS = (
     "adelete_thread",
     "acopy_thread",
     "aprune",
+    "list",
+    "list limit",
+    "list before",
+    "get_tuple latest",
 )
 STORAGE_LENGTH_COLUMNS = ("list_checkpoints", "list_checkpoint_ids", "get_latest")
 _SIZE_LABELS = {size: size_label(size) for size in SIZES}
@@ -286,7 +310,7 @@ class EcosystemReach:
         for n in lengths(self.max_length):
             out += [("lengths", str(n), c) for c in _length_columns(self.ecosystem, has)]
         if self.holds:
-            for method in SAVER_WRITES if self.ecosystem == "langgraph" else STORAGE_WRITES:
+            for method in SAVER_HELD if self.ecosystem == "langgraph" else STORAGE_METHODS:
                 if method in has:
                     out.append(("lifecycle", method, HELD))
         return out
@@ -294,7 +318,7 @@ class EcosystemReach:
     def reachable(self, exercised: AbstractSet[Cell]) -> list[Cell]:
         """`cells`, without the held cells of a method that the hold did not hold.
 
-        A writing method that returned while the backend was held (the
+        A method that returned while the backend was held (the
         ``("held", method, "returned")`` marker) and was never cancelled while
         held is not stopped by the target's hold (it holds other requests, or
         the method needs no round trip): it cannot be in flight under it.
@@ -559,17 +583,22 @@ class _SaverCalls:
         return c.scope.threads.get(thread)
 
     def length(self, column: str, thread: str, n: int | None) -> None:
-        if not self.sync and self.counted(thread) is not None:
+        """The ``lengths`` cell of ``column`` (an async method's; a sync call marks its
+        twin's column, where there is one) when ``thread`` is counted."""
+        if self.sync:
+            column = column[1:]
+            if column not in SAVER_LENGTH_COLUMNS:
+                return
+        if self.counted(thread) is not None:
             self.c.length(column, n)
 
     def changed(self, thread: str, method: str) -> None:
-        """``thread`` was changed by ``method`` (a sync twin's write is not classified)."""
-        self.c.changed(thread, None if self.sync else method)
+        """``thread`` was changed by ``method`` (its sync twin's name, for a sync call)."""
+        self.c.changed(thread, self.row(method))
 
     def read(self, row: str, thread: str) -> None:
-        """The ``after`` cell of an async read of ``thread``."""
-        if not self.sync:
-            self.c.after(row, thread)
+        """The ``after`` cell of a read of ``thread`` (``row`` names it, sync or async)."""
+        self.c.after(row, thread)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any) -> Any:
         thread, ns = _thread(config)
@@ -660,9 +689,15 @@ class _SaverCalls:
                 n = len(ids) if limit is None else min(len(ids), int(limit))
                 column = "alist before" if end else "alist limit" if limit is not None else "alist"
                 self.length(column, thread, n)
-        for option, value in (("filter", filter), ("before", before), ("limit", limit)):
-            if value is not None:
-                c.mark("listing", row, option)
+        given = [
+            option
+            for option, value in (("filter", filter), ("before", before), ("limit", limit))
+            if value is not None
+        ]
+        for option in given:
+            c.mark("listing", row, option)
+        if len(given) > 1:
+            c.mark("listing", row, " + ".join(given))
         return None
 
     def _total(self, thread: str) -> int | None:
@@ -679,8 +714,8 @@ class _SaverCalls:
             c.deleted(thread)
             self.changed(thread, "adelete_thread")
             for copy, source in list(c.scope.copied_from.items()):
-                if source == thread and not self.sync:
-                    c.changed(copy, "source deleted")
+                if source == thread:  # the column is the async delete's
+                    c.changed(copy, None if self.sync else "source deleted")
             for key in [k for k in c.scope.writes if k[0] == thread]:
                 del c.scope.writes[key]
             if thread not in c.scope.lost:
@@ -781,8 +816,17 @@ def _saver_method(method: str) -> Any:
 
         async def alist(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
             classify(self, args, kwargs)
-            async for item in self._inner.alist(*args, **kwargs):
-                yield item
+            c: _Classifier = self._ck
+            held = c.held
+            try:
+                async for item in self._inner.alist(*args, **kwargs):
+                    yield item
+            except asyncio.CancelledError:
+                if held or c.held:
+                    c.mark("lifecycle", method, HELD)
+                raise
+            if held and c.held:
+                c.mark("held", method, "returned")
 
         return alist
     if method == "list":
@@ -821,7 +865,7 @@ def _saver_method(method: str) -> Any:
             if isinstance(exc, asyncio.CancelledError) and (held or c.held):
                 c.mark("lifecycle", method, HELD)
             raise
-        if held and c.held and method in SAVER_WRITES:
+        if held and c.held and method in SAVER_HELD:
             c.mark("held", method, "returned")
         if calls.after is not None:
             calls.after(result)
@@ -970,7 +1014,7 @@ class _StorageProbe:
             if held or c.held:
                 c.mark("lifecycle", method, HELD)
             raise
-        if held and c.held and method in STORAGE_WRITES:
+        if held and c.held:
             c.mark("held", method, "returned")
         return result
 

@@ -258,6 +258,16 @@ class CancelOutcome:
     """``cancelled``, ``returned`` (cancellation swallowed) or ``raised X``."""
     task: asyncio.Task[Any]
 
+    def late(self, bound: float) -> bool:
+        """Whether the call failed its cancellation: it raised another error, ran on, or
+        raised ``CancelledError`` more than ``bound`` seconds after ``cancel()`` (one that
+        returned was not held: the cancel came after its answer)."""
+        return (
+            self.result.startswith("raised")
+            or self.result == "still running"
+            or (self.result == "cancelled" and self.seconds > bound)
+        )
+
 
 async def cancel_while_held(
     make: Callable[[], Coroutine[Any, Any, Any]],

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...registry import open_storage
-from ...storage import PutMode, Storage
+from ...storage import GetResult, PutMode, Storage
 from ..styles import StorageWrapper
 from .coverage import DEFAULT_MAX_LENGTH
 from .target import EcosystemTarget
@@ -151,7 +151,8 @@ _GATES: dict[str, asyncio.Event] = {}
 
 
 class _Gated(StorageWrapper):
-    """Writes wait while the location's gate is closed (the checkpointkit rows' hold)."""
+    """Every call waits while the location's gate is closed (the checkpointkit rows' hold):
+    writes and reads, so that a saver's or storage's reads can be cancelled while held."""
 
     def __init__(self, inner: Storage, location: str | None) -> None:
         super().__init__(inner)
@@ -171,6 +172,25 @@ class _Gated(StorageWrapper):
     async def delete(self, key: str, *, if_match: str | None = None) -> bool:
         await self._wait()
         return await super().delete(key, if_match=if_match)
+
+    async def get(self, key: str) -> GetResult:
+        await self._wait()
+        return await super().get(key)
+
+    def list(
+        self, prefix: str = "", *, start_after: str | None = None, limit: int | None = None
+    ) -> AsyncIterator[str]:
+        return self._listed(super().list(prefix, start_after=start_after, limit=limit))
+
+    async def _listed(self, keys: AsyncIterator[str]) -> AsyncIterator[str]:
+        try:
+            await self._wait()
+            async for key in keys:
+                yield key
+        finally:
+            close = getattr(keys, "aclose", None)
+            if close is not None:
+                await close()
 
 
 @asynccontextmanager

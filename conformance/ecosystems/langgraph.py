@@ -45,7 +45,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Annotated, Any, ClassVar, TypedDict
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 import pytest
 
@@ -990,56 +990,72 @@ _BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
 _Seen = tuple[str | None, dict[tuple[str, str], Any]] | None | list[Any]
 
 
+async def _call(saver: Any, method: str, *args: Any) -> Any:
+    """``method`` of ``saver``: awaited, or a sync twin run in a thread (as LangGraph's
+    sync runner calls it, away from the event loop)."""
+    if method.startswith("a"):  # no sync twin's name starts with "a"
+        return await getattr(saver, method)(*args)
+    return await asyncio.to_thread(getattr(saver, method), *args)
+
+
 async def _read_as(saver: Any, row: str, thread: str, checkpoint_id: str) -> _Seen:
     """What ``row`` (one of `SAVER_READS_AFTER`) reads of ``thread``: each tuple's id and
     pending writes (``checkpoint_id`` for a read by id)."""
     if row == "alist":
         return [(_id_of(t), _writes(t)) async for t in saver.alist(config_of(thread))]
-    t = await get(saver, thread, checkpoint_id if row == "aget_tuple by id" else None)
+    if row == "list":
+        return await asyncio.to_thread(
+            lambda: [(_id_of(t), _writes(t)) for t in saver.list(config_of(thread))]
+        )
+    method, _, how = row.partition(" ")
+    t = await _call(saver, method, config_of(thread, checkpoint_id if how == "by id" else None))
     return None if t is None else (_id_of(t), _writes(t))
 
 
 async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None:
     """``row`` of a thread just before and right after ``write`` changed it (one of
-    `SAVER_WRITES_BEFORE`); what is wrong with the second answer, or None."""
+    `SAVER_WRITES_BEFORE`, an async method or a sync twin); what is wrong with the second
+    answer, or None."""
     thread, source = base, f"{base}-source"
-    copied = write in ("acopy_thread", "source deleted")
+    kind = write if write.startswith("a") or write == "source deleted" else f"a{write}"
+    copied = kind in ("acopy_thread", "source deleted")
     runs = (f"{base}-run-1", f"{base}-run-2")  # the runs that wrote the first and the second
     first = await put(saver, source if copied else thread, {"v": 1}, run=runs[0])
     second = await put(saver, source if copied else thread, {"v": 2}, parent=first, run=runs[1])
     ids: list[str] = [first, second]  # what the thread holds after the write, oldest first
     writes: dict[str, dict[tuple[str, str], Any]] = {}
-    if write == "source deleted":  # a copy of a thread whose newest checkpoint has a write
+    if kind == "source deleted":  # a copy of a thread whose newest checkpoint has a write
         await saver.aput_writes(config_of(source, second), [("ch", "copied")], task_id="copied")
         await saver.acopy_thread(source, thread)
         writes = {second: {("copied", "ch"): "copied"}}
     new, versions = checkpoint_of(saver, {"v": 3})
-    read = {"aput": new["id"], "aprune": first}.get(write, second)
+    read = {"aput": new["id"], "aprune": first}.get(kind, second)
     await _read_as(saver, row, thread, read)  # what a saver may keep, as a caller's reads leave it
-    if write == "aput":
-        await saver.aput(config_of(thread, second), new, {"source": "loop", "step": 2}, versions)
+    if kind == "aput":
+        metadata = CheckpointMetadata(source="loop", step=2)
+        await _call(saver, write, config_of(thread, second), new, metadata, versions)
         ids.append(new["id"])
-    elif write == "aput_writes":
-        await saver.aput_writes(config_of(thread, second), [("ch", "after")], task_id="after")
+    elif kind == "aput_writes":
+        await _call(saver, write, config_of(thread, second), [("ch", "after")], "after")
         writes = {second: {("after", "ch"): "after"}}
-    elif write == "adelete_thread":
-        await saver.adelete_thread(thread)
+    elif kind == "adelete_thread":
+        await _call(saver, write, thread)
         ids = []
-    elif write == "acopy_thread":
-        await saver.acopy_thread(source, thread)
-    elif write == "source deleted":
+    elif kind == "acopy_thread":
+        await _call(saver, write, source, thread)
+    elif kind == "source deleted":
         await saver.adelete_thread(source)
-    elif write == "adelete_for_runs":
-        await saver.adelete_for_runs([runs[1]])
+    elif kind == "adelete_for_runs":
+        await _call(saver, write, [runs[1]])
         ids = [first]
     else:
-        await saver.aprune([thread])
+        await _call(saver, write, [thread])
         ids = [second]
     expected: _Seen
-    if row == "alist":
+    if row in ("alist", "list"):
         expected = [(i, writes.get(i, {})) for i in reversed(ids)]
     else:
-        pick = read if row == "aget_tuple by id" else (ids[-1] if ids else None)
+        pick = read if row.endswith("by id") else (ids[-1] if ids else None)
         expected = (pick, writes.get(pick, {})) if pick in ids else None
     got = await _read_as(saver, row, thread, read)
     if got == expected:
@@ -1255,6 +1271,81 @@ class SaverSweepTests(SaverFixtures):
                     "latest checkpoint and when listing",
                 )
 
+    async def test_sweep_every_combination_of_listing_options(
+        self, instance: Any, thread: str
+    ) -> None:
+        """Six checkpoints of one thread, their metadata ``source`` alternating ``input``
+        and ``loop`` (the newest ``loop``): ``alist`` (and ``list``) with a ``filter`` of
+        ``input``, ``before`` and ``limit`` two and three at once select what each selects
+        alone, newest first, and then at most ``limit`` of them
+        (``aget_state_history(filter=..., limit=...)`` passes both; a saver that reads
+        ``limit`` rows and then checks the filter itself gives fewer, and one whose fast
+        path for ``limit=1`` reads the latest checkpoint skips the filter)."""
+        saver = instance
+        made: list[tuple[str, str]] = []  # (id, source), oldest first
+        parent = None
+        for step in range(6):
+            source: Literal["input", "loop"] = "input" if step % 2 == 0 else "loop"
+            checkpoint, versions = checkpoint_of(saver, {"step": step})
+            metadata = CheckpointMetadata(source=source, step=step)
+            await saver.aput(config_of(thread, parent), checkpoint, metadata, versions)
+            parent = checkpoint["id"]
+            made.append((parent, source))
+        newest_first = list(reversed(made))
+        cut = made[4][0]  # before the fifth checkpoint
+
+        def expected(filtered: bool, before: bool, limit: int | None) -> list[str]:
+            ids = [
+                i
+                for i, source in newest_first
+                if (not filtered or source == "input") and (not before or i < cut)
+            ]
+            return ids[:limit]
+
+        combos = [
+            (True, True, None),
+            (True, False, 1),
+            (True, False, 2),
+            (False, True, 2),
+            (True, True, 1),
+        ]
+
+        def options(filtered: bool, before: bool, limit: int | None) -> dict[str, Any]:
+            return {
+                "filter": {"source": "input"} if filtered else None,
+                "before": config_of(thread, cut) if before else None,
+                "limit": limit,
+            }
+
+        def name(filtered: bool, before: bool, limit: int | None) -> str:
+            given = [("filter", filtered), ("before", before), ("limit", limit is not None)]
+            return " + ".join(o for o, on in given if on) + (f" ({limit})" if limit else "")
+
+        wrong = []
+        for combo in combos:
+            got = [_id_of(t) async for t in saver.alist(config_of(thread), **options(*combo))]
+            if got != expected(*combo):
+                wrong.append(f"alist {name(*combo)}: {got}, expected {expected(*combo)}")
+        if "list" in set(implemented_methods(saver)):
+
+            def listed(combo: tuple[bool, bool, int | None]) -> list[str | None]:
+                return [_id_of(t) for t in saver.list(config_of(thread), **options(*combo))]
+
+            for combo in combos:
+                got_sync = await asyncio.to_thread(listed, combo)
+                if got_sync != expected(*combo):
+                    wrong.append(f"list {name(*combo)}: {got_sync}, expected {expected(*combo)}")
+        if wrong:
+            fail(
+                "alist's filter, before and limit combine: each selects, then limit counts",
+                expected=f"the checkpoints each combination selects, of {len(made)} whose "
+                "source alternates input and loop, the newest loop",
+                observed="; ".join(wrong),
+                detail="apply the metadata filter and before in the query, or read on "
+                "until limit checkpoints passed them: a limit applied to the rows before "
+                "they are filtered gives fewer",
+            )
+
     async def test_next_versions_keep_increasing_as_langgraph_compares_them(
         self, instance: Any
     ) -> None:
@@ -1353,12 +1444,12 @@ class SaverSweepTests(SaverFixtures):
         rows = lengths(eco_target.max_length)
         for n in rows:
             await _grow(saver, thread, ids, n)
-            await _check_thread(saver, thread, ids)
+            await _check_thread(saver, has, thread, ids)
             if "aput_writes" in has:
                 await _check_writes(saver, f"{thread}-w", writes, n)
             await _whole_thread_calls(saver, has, f"{thread}-{n}", n)
         await _grow(saver, thread, ids, rows[-1] + 1)
-        await _check_options(saver, thread, ids, rows)
+        await _check_options(saver, has, thread, ids, rows)
 
     async def test_sweep_other_instance_and_reopened(
         self, eco_target: EcosystemTarget, location: str | None, thread: str
@@ -1389,14 +1480,33 @@ async def _grow(saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], n:
         ids.append(await put(saver, thread, {"n": len(ids)}, parent=parent, step=len(ids)))
 
 
-async def _check_thread(saver: BaseCheckpointSaver[Any], thread: str, ids: list[str]) -> None:
+def _sync_ids(saver: BaseCheckpointSaver[Any], config: RunnableConfig, **options: Any) -> Any:
+    """The ids that the sync ``list`` gives, newest first (run it in a thread)."""
+    return [_id_of(t) for t in saver.list(config, **options)]
+
+
+async def _check_thread(
+    saver: BaseCheckpointSaver[Any], has: set[str], thread: str, ids: list[str]
+) -> None:
     """``alist`` and ``aget_tuple`` of the latest of a thread whose checkpoints are ``ids``
-    (oldest first)."""
-    listed = await _ids(saver, thread)
-    latest = _id_of(await get(saver, thread))
-    wrong = [] if listed == ids[::-1] else [f"alist gave {counted(listed, ids[::-1])}"]
-    if latest != ids[-1]:
-        wrong.append(f"aget_tuple gave {'none' if latest is None else 'an older one'}")
+    (oldest first), and their sync twins where the saver has them."""
+    reads = {"alist": await _ids(saver, thread)}
+    latest = {"aget_tuple": _id_of(await get(saver, thread))}
+    if "list" in has:
+        reads["list"] = await asyncio.to_thread(_sync_ids, saver, config_of(thread))
+    if "get_tuple" in has:
+        got = await asyncio.to_thread(saver.get_tuple, config_of(thread))
+        latest["get_tuple"] = _id_of(got)
+    wrong = [
+        f"{method} gave {counted(listed, ids[::-1])}"
+        for method, listed in reads.items()
+        if listed != ids[::-1]
+    ]
+    wrong += [
+        f"{method} gave {'none' if got_id is None else 'an older one'}"
+        for method, got_id in latest.items()
+        if got_id != ids[-1]
+    ]
     if wrong:
         fail(
             f"every checkpoint of a thread of {len(ids)} is listed, newest first, and the "
@@ -1408,27 +1518,44 @@ async def _check_thread(saver: BaseCheckpointSaver[Any], thread: str, ids: list[
 
 
 async def _check_options(
-    saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], rows: list[int]
+    saver: BaseCheckpointSaver[Any], has: set[str], thread: str, ids: list[str], rows: list[int]
 ) -> None:
-    """``alist`` with ``limit=n`` and with ``before`` the checkpoint after the ``n`` oldest,
-    for each ``n`` of ``rows``, of a thread of ``ids`` (oldest first, more than any row)."""
+    """``alist`` (and the sync ``list``, where the saver has it) with ``limit=n`` and with
+    ``before`` the checkpoint after the ``n`` oldest, for each ``n`` of ``rows``, of a
+    thread of ``ids`` (oldest first, more than any row)."""
     newest = ids[::-1]
     config = config_of(thread)
     for n in rows:
-        limited = [_id_of(t) async for t in saver.alist(config, limit=n)]
-        before = [_id_of(t) async for t in saver.alist(config, before=config_of(thread, ids[n]))]
-        wrong = [
-            f"{what} gave {counted(got, want)}"
-            for what, got, want in (
-                (f"alist(limit={n})", limited, newest[:n]),
-                (f"alist(before=checkpoint {n + 1})", before, ids[:n][::-1]),
+        cut = config_of(thread, ids[n])
+        want = {"limit": newest[:n], "before": ids[:n][::-1]}
+        got = {
+            f"alist(limit={n})": (
+                "limit",
+                [_id_of(t) async for t in saver.alist(config, limit=n)],
+            ),
+            f"alist(before=checkpoint {n + 1})": (
+                "before",
+                [_id_of(t) async for t in saver.alist(config, before=cut)],
+            ),
+        }
+        if "list" in has:
+            got[f"list(limit={n})"] = (
+                "limit",
+                await asyncio.to_thread(_sync_ids, saver, config, limit=n),
             )
-            if got != want
+            got[f"list(before=checkpoint {n + 1})"] = (
+                "before",
+                await asyncio.to_thread(_sync_ids, saver, config, before=cut),
+            )
+        wrong = [
+            f"{what} gave {counted(listed, want[kind])}"
+            for what, (kind, listed) in got.items()
+            if listed != want[kind]
         ]
         if wrong:
             fail(
-                f"alist with limit or before yields all {n} checkpoints it selects of a thread "
-                f"of {len(ids)}, however many pages the backend answers in",
+                f"alist (and list) with limit or before yields all {n} checkpoints it selects of a "
+                f"thread of {len(ids)}, however many pages the backend answers in",
                 expected=f"the {n} newest with limit={n}, the {n} oldest with before "
                 f"checkpoint {n + 1}",
                 observed="; ".join(wrong),
@@ -1507,7 +1634,7 @@ def implemented_methods(saver: Any) -> tuple[str, ...]:
 
 
 class SaverHeldSweepTests(SaverFixtures):
-    """Every writing method, cancelled while the backend is held."""
+    """Every writing and reading method, cancelled while the backend is held."""
 
     conformance_group: ClassVar[str | None] = "cancellation"
 
@@ -1562,11 +1689,7 @@ class SaverHeldSweepTests(SaverFixtures):
                 )
                 await h.release()
                 await finish(outcome.task)
-            if (
-                outcome.result.startswith("raised")
-                or outcome.result == "still running"
-                or (outcome.result == "cancelled" and outcome.seconds > cancel_bound)
-            ):
+            if outcome.late(cancel_bound):
                 late.append(f"{method} {outcome.result} after {outcome.seconds:.2f} s")
         if late:
             fail(
@@ -1575,6 +1698,55 @@ class SaverHeldSweepTests(SaverFixtures):
                 observed="; ".join(late),
                 detail="do not catch CancelledError (re-raise it after cleanup), and do not "
                 "wait for the backend's reply inside a shield, a thread join or a cursor's close",
+            )
+
+    async def test_sweep_every_read_cancelled_while_held(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str, cancel_bound: float
+    ) -> None:
+        """``aget_tuple`` (by id and latest) and ``alist``, each cancelled while the backend
+        is held: each raises ``CancelledError`` within the bound, and once the backend
+        answers again the same instance's next calls (an ``aput`` of another thread, then
+        the same read of it) get their own answers (a saver with one connection that
+        leaves a cancelled read's reply on it hands that reply to the next read)."""
+        need(eco_target.holds, no_hold_reason(eco_target))
+        async with eco_target.open(location=location) as probe:  # which methods it has
+            has = set(implemented_methods(probe))
+        wrong: list[str] = []
+        for n, row in enumerate(r for r in SAVER_READS_AFTER if r.startswith("a")):
+            if row.split()[0] not in has or "aput" not in has:
+                continue
+            cancelled, after = f"{thread}-{n}-cancelled", f"{thread}-{n}-after"
+            known = str(uuid6(clock_seq=-1))
+            if location is not None:  # something for the cancelled read to find
+                async with eco_target.open(location=location) as setup:
+                    known = await put(setup, cancelled, {"v": "cancelled"})
+            async with held(eco_target, location) as h:
+                assert h is not None
+                outcome = await cancel_while_held(
+                    partial(_read_as, h.instance, row, cancelled, known),
+                    wait=max(5.0, 10 * cancel_bound),
+                )
+                await h.release()
+                await finish(outcome.task)
+                mine = await put(h.instance, after, {"v": "after"})
+                got = await _read_as(h.instance, row, after, mine)
+            if outcome.late(cancel_bound):
+                wrong.append(f"{row} {outcome.result} after {outcome.seconds:.2f} s")
+            expected: _Seen = [(mine, {})] if row == "alist" else (mine, {})
+            if got != expected:
+                wrong.append(
+                    f"the {row} that followed answered {got!r} for thread {after!r}, "
+                    f"expected {expected!r}"
+                )
+        if wrong:
+            fail(
+                "a cancelled read must raise CancelledError promptly while the backend is "
+                "held, and leave the next call its own answer",
+                expected=f"CancelledError within {cancel_bound:g} s from every read, then "
+                "the next read's own answer",
+                observed="; ".join(wrong),
+                detail="a read cancelled before its reply came must leave no unread reply on "
+                "the connection (close or reset it), nor wait for the reply inside a shield",
             )
 
 

@@ -16,7 +16,7 @@ import json
 import os
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -75,6 +75,43 @@ async def hold(location: str | None) -> AsyncIterator[None]:
     finally:
         b.gate = None
         gate.set()
+
+
+class Connection:
+    """One connection to a backend: each request answered in the order sent, its reply
+    taken by whichever call reads the connection next. A call cancelled before its reply
+    came drops the connection (the next call opens another), unless ``keeps_replies``."""
+
+    def __init__(self, backend: Backend, *, keeps_replies: bool) -> None:
+        self.backend = backend
+        self.keeps_replies = keeps_replies
+        self.replies: asyncio.Queue[Any] = asyncio.Queue()
+        self.sent: set[asyncio.Task[None]] = set()
+
+    async def ask(self, compute: Callable[[], Awaitable[Any]]) -> Any:
+        """Send a request that the backend answers with ``compute()`` (its value or its
+        error); read the next reply."""
+        replies = self.replies
+
+        async def serve() -> None:
+            await self.backend.io()
+            try:
+                replies.put_nowait((True, await compute()))
+            except Exception as exc:  # the error is the reply
+                replies.put_nowait((False, exc))
+
+        task = asyncio.ensure_future(serve())
+        self.sent.add(task)
+        task.add_done_callback(self.sent.discard)
+        try:
+            ok, reply = await replies.get()
+        except asyncio.CancelledError:
+            if not self.keeps_replies:
+                self.replies = asyncio.Queue()
+            raise
+        if not ok:
+            raise reply
+        return reply
 
 
 # -- LangGraph ------------------------------------------------------------------------------------
@@ -468,6 +505,27 @@ class ListsOnePageSaver(PagedSaver):
     follows = frozenset({"delete", "writes"})
 
 
+class SyncListsOnePageSaver(PagedSaver):
+    """Bug: the sync ``list``, written apart from ``alist`` (as savers with a sync and an
+    async module are), reads the first page of a thread's checkpoints and never asks for
+    the next; ``alist`` follows the continuation."""
+
+    follows = frozenset({"delete", "writes"})
+
+    async def alist(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        await asyncio.sleep(0)
+        found = list(InMemorySaver.list(self, config, filter=filter, before=before))
+        for t in (pages(found, True) if config else found)[:limit]:
+            yield t
+
+
 class DeletesOnePageSaver(PagedSaver):
     """Bug: adelete_thread deletes the first page of the thread's checkpoints only."""
 
@@ -483,7 +541,8 @@ class ReadsOnePageOfWritesSaver(PagedSaver):
 # -- agent-framework -----------------------------------------------------------------------------
 class CachedLatestSaver(HeldSaver):
     """Correct: keeps each thread's latest tuple once read, and forgets it on every write
-    that changes the thread (``aput``, ``aput_writes``, ``adelete_thread``)."""
+    that changes the thread (``aput``, ``aput_writes``, ``adelete_thread`` and their sync
+    twins)."""
 
     def __init__(self, *, location: str | None = None) -> None:
         super().__init__(location=location)
@@ -524,6 +583,27 @@ class CachedLatestSaver(HeldSaver):
         await super().adelete_thread(thread_id)
         self.forget(str(thread_id), "adelete_thread")
 
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        result = super().put(config, checkpoint, metadata, new_versions)
+        self.forget(str(config["configurable"]["thread_id"]), "put")
+        return result
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        self.forget(str(config["configurable"]["thread_id"]), "put_writes")
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        self.forget(str(thread_id), "delete_thread")
+
 
 class LatestCachedPastWritesSaver(CachedLatestSaver):
     """Bug: the latest tuple kept is forgotten by ``aput`` but not by ``aput_writes``
@@ -531,7 +611,17 @@ class LatestCachedPastWritesSaver(CachedLatestSaver):
     the pending writes of the tasks that finished, and runs them again."""
 
     def forget(self, thread: str, write: str) -> None:
-        if write != "aput_writes":
+        if write not in ("aput_writes", "put_writes"):
+            super().forget(thread, write)
+
+
+class LatestCachedPastSyncWritesSaver(CachedLatestSaver):
+    """Bug: the latest tuple that the async reads keep is forgotten by the async writes
+    only: after a sync ``put`` (LangGraph's ``update_state``, or a sync run on the same
+    saver), ``aget_tuple`` answers the checkpoint before it."""
+
+    def forget(self, thread: str, write: str) -> None:
+        if write.startswith("a"):
             super().forget(thread, write)
 
 
@@ -563,6 +653,44 @@ class DeletesCopiesSaver(CopyingSaver):
                 for cid in ids:
                     saved.pop(cid, None)
         await super().adelete_thread(thread_id)
+
+
+class LimitBeforeFilterSaver(HeldSaver):
+    """Bug: a listing reads ``limit`` checkpoints and then checks the metadata filter
+    itself (metadata kept as a blob the query cannot look into): with both, it gives
+    fewer checkpoints than the limit, or none, where older ones match."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for t in super().list(config, before=before, limit=limit):
+            if not filter or all(t.metadata.get(k) == v for k, v in filter.items()):
+                yield t
+
+
+class LatestFastPathSaver(HeldSaver):
+    """Bug: a listing of one checkpoint with no ``before`` takes a fast path, the thread's
+    latest checkpoint, and skips the metadata filter: ``filter`` with ``limit=1`` gives
+    the latest checkpoint whether it matches or not."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if config is not None and limit == 1 and before is None:
+            latest = self.get_tuple(config)
+            yield from [latest] if latest is not None else []
+            return
+        yield from super().list(config, filter=filter, before=before, limit=limit)
 
 
 class RunsSaver(HeldSaver):
@@ -601,6 +729,44 @@ class LatestCachedPastRunDeletionSaver(CachedLatestRunsSaver):
     def forget(self, thread: str, write: str) -> None:
         if write != "adelete_for_runs":
             super().forget(thread, write)
+
+
+class OneConnectionSaver(HeldSaver):
+    """Correct: reads are requests on one connection (`Connection`), which a read
+    cancelled before its reply came drops."""
+
+    keeps_replies: ClassVar[bool] = False
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.connection = Connection(self.backend, keeps_replies=self.keeps_replies)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        async def read() -> CheckpointTuple | None:
+            return self.get_tuple(config)
+
+        return await self.connection.ask(read)  # type: ignore[no-any-return]
+
+    async def alist(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async def read() -> list[CheckpointTuple]:
+            return list(self.list(config, filter=filter, before=before, limit=limit))
+
+        for t in await self.connection.ask(read):
+            yield t
+
+
+class ReplyLeftOnConnectionSaver(OneConnectionSaver):
+    """Bug: a read cancelled before its reply came leaves the connection as it is: its
+    reply, when it comes, is the next read's answer (another thread's checkpoint)."""
+
+    keeps_replies = True
 
 
 class HeldStorage(InMemoryCheckpointStorage):
@@ -669,6 +835,46 @@ class LatestByPrefixStorage(HeldStorage):
         if not mine:
             return None
         return copy.deepcopy(max(mine, key=lambda c: datetime.fromisoformat(c.timestamp)))
+
+
+class OneConnectionStorage(HeldStorage):
+    """Correct: reads are requests on one connection (`Connection`), which a read
+    cancelled before its reply came drops."""
+
+    keeps_replies: ClassVar[bool] = False
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.connection = Connection(self.backend, keeps_replies=self.keeps_replies)
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        return await self.connection.ask(  # type: ignore[no-any-return]
+            lambda: super(OneConnectionStorage, self).load(checkpoint_id)
+        )
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        return await self.connection.ask(  # type: ignore[no-any-return]
+            lambda: super(OneConnectionStorage, self).get_latest(workflow_name=workflow_name)
+        )
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return await self.connection.ask(  # type: ignore[no-any-return]
+            lambda: super(OneConnectionStorage, self).list_checkpoints(workflow_name=workflow_name)
+        )
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return await self.connection.ask(  # type: ignore[no-any-return]
+            lambda: super(OneConnectionStorage, self).list_checkpoint_ids(
+                workflow_name=workflow_name
+            )
+        )
+
+
+class ReplyLeftOnConnectionStorage(OneConnectionStorage):
+    """Bug: a read cancelled before its reply came leaves the connection as it is: its
+    reply, when it comes, is the next read's answer (another workflow's)."""
+
+    keeps_replies = True
 
 
 class CachedReadsStorage(HeldStorage):

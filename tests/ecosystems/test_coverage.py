@@ -149,7 +149,12 @@ def test_reachability_follows_what_the_target_offers() -> None:
     assert not [c for c in bare.cells() if c[0] == "lifecycle"]
     assert ("state", "aput", "reopened") in full.cells()
     assert ("lifecycle", "adelete_thread", "cancelled while held") in full.cells()
-    assert ("lifecycle", "aget_tuple", "cancelled while held") not in full.cells()  # a read
+    assert ("lifecycle", "aget_tuple", "cancelled while held") in full.cells()  # a read too
+    assert ("lifecycle", "aprune", "cancelled while held") not in full.cells()  # not offered
+    # a read that returned while held (the hold holds writes alone) leaves its cell out
+    returned = {("held", "alist", "returned")}
+    assert ("lifecycle", "alist", "cancelled while held") not in full.reachable(returned)
+    assert any(n.startswith("alist cancelled while held") for n in full.unreachable(returned))
     assert any("no hold" in n for n in bare.unreachable()) and not full.unreachable()
 
 

@@ -1,10 +1,10 @@
-"""A cancelled AsyncPostgresSaver write is still running while the server does not answer.
+"""A cancelled AsyncPostgresSaver call is still running while the server does not answer.
 
 Standalone reproduction (langgraph-checkpoint-postgres and a PostgreSQL server
 you can reach over TCP; no checkpointkit needed):
 
     pip install langgraph-checkpoint-postgres "psycopg[binary]"
-    python langgraph_postgres_cancelled_write_hangs.py postgresql://user:pw@127.0.0.1:5432/db
+    python langgraph_postgres_cancelled_call_hangs.py postgresql://user:pw@127.0.0.1:5432/db
 
 (or set ``DATABASE_URL`` instead of giving the URL). The script creates
 LangGraph's tables in that database if they are not there (``setup()``), and
@@ -15,8 +15,9 @@ listens on 127.0.0.1 and forwards to the server. After a checkpoint has been put
 through it, the proxy stops forwarding (bytes are read and held, never
 delivered: a server, or a network, that stopped answering). Then each of
 ``aput``, ``aput_writes``, ``adelete_thread`` and ``aprune`` (when the saver
-has it) is started on its own saver and proxy, and cancelled as soon as the
-proxy holds its request (an event, so no guessed sleep). Each is still running
+has it), and the reads ``aget_tuple`` and ``alist``, is started on its own
+saver and proxy, and cancelled as soon as the proxy holds its request (an
+event, so no guessed sleep). Each is still running
 2 s after ``task.cancel()``: psycopg answers the cancel by sending the server a
 cancel request and then waiting for the query to end (up to 5 s each), both
 through the same unanswering path, before it lets ``CancelledError`` through.
@@ -115,7 +116,15 @@ def call(saver: AsyncPostgresSaver, method: str, thread: str, checkpoint_id: str
         return saver.aput_writes(config(thread, checkpoint_id), [("ch", "v")], task_id="task")
     if method == "adelete_thread":
         return saver.adelete_thread(thread)
+    if method == "aget_tuple":
+        return saver.aget_tuple(config(thread))
+    if method == "alist":
+        return _listed(saver, thread)
     return saver.aprune([thread])
+
+
+async def _listed(saver: AsyncPostgresSaver, thread: str) -> list[Any]:
+    return [t async for t in saver.alist(config(thread))]
 
 
 async def cancel_while_stalled(
@@ -181,7 +190,9 @@ async def main(url: str, hold: float) -> int:
     async with AsyncPostgresSaver.from_conn_string(url) as saver:
         await saver.setup()  # LangGraph's tables, once, without the proxy
         methods = [
-            m for m in ("aput", "aput_writes", "adelete_thread", "aprune") if hasattr(saver, m)
+            m
+            for m in ("aput", "aput_writes", "adelete_thread", "aprune", "aget_tuple", "alist")
+            if hasattr(saver, m)
         ]
     results = await asyncio.gather(*(cancel_while_stalled(url, upstream, m, hold) for m in methods))
     for line, _ in results:
