@@ -65,6 +65,7 @@ from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
     EcosystemFixtures,
+    cancel_a_read_then_read_again,
     cancel_at_each_step,
     cancel_while_held,
     counted,
@@ -1013,6 +1014,11 @@ def _with_id(workflow_name: str, checkpoint_id: str, state: dict[str, Any]) -> W
     return cp
 
 
+async def _read_by(storage: Any, workflow: str, checkpoint_id: str, *, row: str) -> Any:
+    """`_read_as`, ``row`` given last."""
+    return await _read_as(storage, row, workflow, checkpoint_id)
+
+
 async def _read_as(storage: Any, row: str, workflow: str, checkpoint_id: str) -> Any:
     """What ``row`` (one of `STORAGE_READS_AFTER`) reads: the ids it gives."""
     if row == "load":
@@ -1254,16 +1260,15 @@ class CheckpointStorageHeldSweepTests(CheckpointStorageFixtures):
             if location is not None:  # something for the cancelled read to find
                 async with eco_target.open(location=location) as setup:
                     known = str(await setup.save(_with_id(cancelled, known, {"v": "old"})))
-            async with held(eco_target, location) as h:
-                assert h is not None
-                outcome = await cancel_while_held(
-                    partial(_read_as, h.instance, row, cancelled, known),
-                    wait=max(5.0, 10 * cancel_bound),
-                )
-                await h.release()
-                await finish(outcome.task)
-                mine = await save_one(h.instance, after, {"v": "after"})
-                got = await _read_as(h.instance, row, after, mine)
+            outcome, mine, got = await cancel_a_read_then_read_again(
+                eco_target,
+                location,
+                partial(_read_by, row=row),
+                partial(save_one, state={"v": "after"}),
+                (cancelled, after),
+                known,
+                cancel_bound,
+            )
             if outcome.late(cancel_bound):
                 wrong.append(f"{row} {outcome.result} after {outcome.seconds:.2f} s")
             expected = [mine] if row.startswith("list") else mine

@@ -468,6 +468,16 @@ class _Classifier:
             if state in allowed:
                 self.mark("state", row, state)
 
+    def held_call(self, method: str, held: bool, cancelled: bool) -> None:
+        """A call of ``method`` ended (``cancelled`` or returned); ``held``: the backend was
+        held when it began. Cancelled while held, it exercises its ``lifecycle`` cell;
+        returned with the backend held from start to end, it shows that the target's hold
+        does not hold it (the ``("held", method, "returned")`` marker)."""
+        if cancelled and (held or self.held):
+            self.mark("lifecycle", method, HELD)
+        elif not cancelled and held and self.held:
+            self.mark("held", method, "returned")
+
     def changed(self, name: Any, write: str | None) -> None:
         """``name`` was last changed by ``write`` (None: by a write not classified)."""
         if write is None:
@@ -822,11 +832,9 @@ def _saver_method(method: str) -> Any:
                 async for item in self._inner.alist(*args, **kwargs):
                     yield item
             except asyncio.CancelledError:
-                if held or c.held:
-                    c.mark("lifecycle", method, HELD)
+                c.held_call(method, held, cancelled=True)
                 raise
-            if held and c.held:
-                c.mark("held", method, "returned")
+            c.held_call(method, held, cancelled=False)
 
         return alist
     if method == "list":
@@ -862,11 +870,10 @@ def _saver_method(method: str) -> Any:
             result = await getattr(self._inner, method)(*args, **kwargs)
         except BaseException as exc:
             calls.end(False)
-            if isinstance(exc, asyncio.CancelledError) and (held or c.held):
-                c.mark("lifecycle", method, HELD)
+            if isinstance(exc, asyncio.CancelledError):
+                c.held_call(method, held, cancelled=True)
             raise
-        if held and c.held and method in SAVER_HELD:
-            c.mark("held", method, "returned")
+        c.held_call(method, held, cancelled=False)
         if calls.after is not None:
             calls.after(result)
         calls.end(True)
@@ -1011,11 +1018,9 @@ class _StorageProbe:
         try:
             result = await getattr(self._inner, method)(*args, **kwargs)
         except asyncio.CancelledError:
-            if held or c.held:
-                c.mark("lifecycle", method, HELD)
+            c.held_call(method, held, cancelled=True)
             raise
-        if held and c.held:
-            c.mark("held", method, "returned")
+        c.held_call(method, held, cancelled=False)
         return result
 
     async def _writing(self, method: str, names: list[str], *args: Any) -> Any:

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import version
 from typing import Any, ClassVar
 
@@ -38,6 +39,7 @@ __all__ = [
     "PAGES_HINT",
     "CancelOutcome",
     "EcosystemFixtures",
+    "cancel_a_read_then_read_again",
     "cancel_while_held",
     "counted",
     "crash_writer",
@@ -310,6 +312,30 @@ async def cancel_while_held(
     else:
         result = "returned"
     return CancelOutcome(seconds, True, result, task)
+
+
+async def cancel_a_read_then_read_again(
+    target: EcosystemTarget,
+    location: str | None,
+    read: Callable[[Any, str, str], Coroutine[Any, Any, Any]],
+    write: Callable[[Any, str], Awaitable[str]],
+    names: tuple[str, str],
+    known: str,
+    bound: float,
+) -> tuple[CancelOutcome, str, Any]:
+    """``read(instance, names[0], known)`` cancelled while the backend is held; once it is
+    released, ``write(instance, names[1])`` and ``read`` of what it wrote, on the same
+    instance. Returns the cancelled read's outcome, what the write returned and what the
+    second read answered."""
+    async with held(target, location) as h:
+        assert h is not None
+        outcome = await cancel_while_held(
+            partial(read, h.instance, names[0], known), wait=max(5.0, 10 * bound)
+        )
+        await h.release()
+        await finish(outcome.task)
+        written = await write(h.instance, names[1])
+        return outcome, written, await read(h.instance, names[1], written)
 
 
 async def finish(task: asyncio.Task[Any], seconds: float = 30.0) -> None:

@@ -74,6 +74,7 @@ from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
     EcosystemFixtures,
+    cancel_a_read_then_read_again,
     cancel_at_each_step,
     cancel_while_held,
     counted,
@@ -998,6 +999,11 @@ async def _call(saver: Any, method: str, *args: Any) -> Any:
     return await asyncio.to_thread(getattr(saver, method), *args)
 
 
+async def _read_by(saver: Any, thread: str, checkpoint_id: str, *, row: str) -> _Seen:
+    """`_read_as`, ``row`` given last."""
+    return await _read_as(saver, row, thread, checkpoint_id)
+
+
 async def _read_as(saver: Any, row: str, thread: str, checkpoint_id: str) -> _Seen:
     """What ``row`` (one of `SAVER_READS_AFTER`) reads of ``thread``: each tuple's id and
     pending writes (``checkpoint_id`` for a read by id)."""
@@ -1720,16 +1726,15 @@ class SaverHeldSweepTests(SaverFixtures):
             if location is not None:  # something for the cancelled read to find
                 async with eco_target.open(location=location) as setup:
                     known = await put(setup, cancelled, {"v": "cancelled"})
-            async with held(eco_target, location) as h:
-                assert h is not None
-                outcome = await cancel_while_held(
-                    partial(_read_as, h.instance, row, cancelled, known),
-                    wait=max(5.0, 10 * cancel_bound),
-                )
-                await h.release()
-                await finish(outcome.task)
-                mine = await put(h.instance, after, {"v": "after"})
-                got = await _read_as(h.instance, row, after, mine)
+            outcome, mine, got = await cancel_a_read_then_read_again(
+                eco_target,
+                location,
+                partial(_read_by, row=row),
+                partial(put, values={"v": "after"}),
+                (cancelled, after),
+                known,
+                cancel_bound,
+            )
             if outcome.late(cancel_bound):
                 wrong.append(f"{row} {outcome.result} after {outcome.seconds:.2f} s")
             expected: _Seen = [(mine, {})] if row == "alist" else (mine, {})
