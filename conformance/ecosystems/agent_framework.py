@@ -1035,9 +1035,13 @@ def _id(cp: WorkflowCheckpoint | None) -> str | None:
     return None if cp is None else str(cp.checkpoint_id)
 
 
-async def _read_after(storage: Any, workflow: str, write: str, row: str) -> str | None:
+async def _read_after(
+    storage: Any, workflow: str, write: str, row: str, writer: Any = None
+) -> str | None:
     """``row`` of a workflow of two checkpoints just before and right after ``write`` (a
-    ``save`` of a newer one, a ``delete`` of the newest); what is wrong, or None."""
+    ``save`` of a newer one, a ``delete`` of the newest), through ``writer`` if given
+    (another instance on the same data); what is wrong, or None."""
+    by = storage if writer is None else writer
     at = datetime.now(UTC)
     made = [checkpoint(workflow, {"v": i}, at=at + timedelta(milliseconds=i)) for i in range(3)]
     for cp in made[:2]:
@@ -1046,9 +1050,9 @@ async def _read_after(storage: Any, workflow: str, write: str, row: str) -> str 
     read = ids[2] if write == "save" else ids[1]
     await _read_as(storage, row, workflow, read)  # what a storage may keep, as reads leave it
     if write == "save":
-        await storage.save(made[2])
+        await by.save(made[2])
     else:
-        await storage.delete(ids[1])
+        await by.delete(ids[1])
         ids = ids[:1]
     if row == "load":
         expected: Any = read if read in ids else None
@@ -1059,7 +1063,8 @@ async def _read_after(storage: Any, workflow: str, write: str, row: str) -> str 
     got = await _read_as(storage, row, workflow, read)
     if got == expected:
         return None
-    return f"{row} right after {write}: expected {expected!r}, got {got!r}"
+    through = "" if writer is None else " through another instance"
+    return f"{row} right after {write}{through}: expected {expected!r}, got {got!r}"
 
 
 async def _every_call(storage: Any, workflow: str, a: str, b: str) -> None:
@@ -1135,6 +1140,45 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                 observed="; ".join(wrong),
                 detail="a storage that keeps what it read (a latest checkpoint, a listing) "
                 "must forget it on every write: save and delete",
+            )
+
+    async def test_sweep_every_read_after_another_instances_write(
+        self, eco_target: EcosystemTarget, location: str | None, name: str
+    ) -> None:
+        """The reads of the sweep before, through one instance, and a ``save`` or a
+        ``delete`` through a second instance on the same data, in between: a storage that
+        keeps what it read in the instance answers from before the other instance's write
+        (two workers of one deployment)."""
+        need(
+            location is not None,
+            "the factory takes no location: no second instance on the same data",
+        )
+        async with (
+            eco_target.open(location=location) as storage,
+            eco_target.open(location=location) as other,
+        ):
+            has = set(implemented(storage, "agent-framework")[0])
+            wrong = [
+                found
+                for write in writes_before("agent-framework", has)
+                for n, row in enumerate(STORAGE_READS_AFTER)
+                if row in has
+                and (
+                    found := await _read_after(
+                        storage, f"{name}-{write}-{n}", write, row, writer=other
+                    )
+                )
+            ]
+        if wrong:
+            fail(
+                "every read answers what the last write left, also one made through another "
+                "instance",
+                expected="each read right after each write of another instance on the same "
+                "data to answer what the storage holds",
+                observed="; ".join(wrong),
+                detail="what an instance keeps of what it read must be checked against the "
+                "backend, or kept where every instance's writes forget it: another process "
+                "writes the same workflows",
             )
 
     async def test_sweep_value_sizes(self, instance: Any, name: str) -> None:

@@ -28,7 +28,9 @@ cells of these matrices:
     of each and the async methods (LangGraph's sync runner, ``get_state`` and
     ``update_state`` call them on the saver an async run uses); an
     agent-framework checkpoint's ``load`` and a workflow's listings and
-    ``get_latest`` after ``save`` and ``delete``. A saver that caches what it
+    ``get_latest`` after ``save`` and ``delete``; and `BY_ANOTHER_INSTANCE`,
+    a read through an instance that read the same thread or checkpoint before
+    another instance on the same data changed it. A saver that caches what it
     read and forgets the cache on some writes only answers from before the
     others.
 ``namespaces`` (LangGraph)
@@ -149,6 +151,10 @@ SAVER_WRITES_BEFORE = (
 """The columns of a saver's ``after`` matrix: the write that last changed a thread, async
 and sync (``adelete_for_runs``: of a run that wrote its newest checkpoint; ``source
 deleted``: ``adelete_thread`` of the thread it was copied from)."""
+BY_ANOTHER_INSTANCE = "by another instance"
+"""The column of ``after`` of a read through an instance that read the same thread or
+checkpoint before another instance on the same data changed it (a cache kept in the
+instance answers from before that write)."""
 STORAGE_READS_AFTER = ("load", "list_checkpoints", "list_checkpoint_ids", "get_latest")
 """The rows of a storage's ``after`` matrix."""
 NAMESPACES = ("root", "child")
@@ -292,6 +298,8 @@ class EcosystemReach:
                     out += [("state", row, s) for s in self._states(method)]
         reads = SAVER_READS_AFTER if self.ecosystem == "langgraph" else STORAGE_READS_AFTER
         writes = writes_before(self.ecosystem, has)
+        if self.reopens:
+            writes = [*writes, BY_ANOTHER_INSTANCE]
         for row in reads:
             if row.split()[0] in has:
                 out += [("after", row, write) for write in writes]
@@ -420,6 +428,9 @@ class _Scope:
     writer: dict[Any, int] = field(default_factory=dict)  # name -> probe that wrote it
     closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
     runs: dict[str, set[str]] = field(default_factory=dict)  # a run id put -> its threads
+    read_by: dict[Any, set[int]] = field(default_factory=dict)  # name -> probes that read it
+    stale_for: dict[Any, set[int]] = field(default_factory=dict)  # name -> probes that read
+    # it before another probe's write changed it (a cache of theirs would be stale)
     members: dict[str, set[str]] = field(default_factory=dict)  # workflow -> checkpoint ids
     # what is known exactly, for ``lengths``: a thread -> namespace -> checkpoint ids, a
     # (thread, namespace, checkpoint id) -> its writes' (task, index), workflows counted
@@ -479,17 +490,23 @@ class _Classifier:
             self.mark("held", method, "returned")
 
     def changed(self, name: Any, write: str | None) -> None:
-        """``name`` was last changed by ``write`` (None: by a write not classified)."""
+        """``name`` was last changed by ``write`` (None: by a write not classified), through
+        this instance: the instances that read it before read it again after another's."""
+        self.scope.stale_for[name] = self.scope.read_by.pop(name, set()) - {self.id}
         if write is None:
             self.scope.changed_by.pop(name, None)
         else:
             self.scope.changed_by[name] = write
 
     def after(self, row: str, name: Any) -> None:
-        """The ``after`` cell of reading ``name`` by ``row``, if its last write is known."""
+        """The ``after`` cells of reading ``name`` by ``row``: of its last write, if known,
+        and `BY_ANOTHER_INSTANCE` if this instance read it before another one's write."""
         write = self.scope.changed_by.get(name)
         if write is not None:
             self.mark("after", row, write)
+        if self.id in self.scope.stale_for.get(name, ()):
+            self.mark("after", row, BY_ANOTHER_INSTANCE)
+        self.scope.read_by.setdefault(name, set()).add(self.id)
 
     def wrote(self, name: Any) -> None:
         self.scope.state[name] = "present"

@@ -1018,10 +1018,13 @@ async def _read_as(saver: Any, row: str, thread: str, checkpoint_id: str) -> _Se
     return None if t is None else (_id_of(t), _writes(t))
 
 
-async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None:
+async def _read_after(
+    saver: Any, base: str, write: str, row: str, writer: Any = None
+) -> str | None:
     """``row`` of a thread just before and right after ``write`` changed it (one of
-    `SAVER_WRITES_BEFORE`, an async method or a sync twin); what is wrong with the second
-    answer, or None."""
+    `SAVER_WRITES_BEFORE`, an async method or a sync twin), through ``writer`` if given
+    (another instance on the same data); what is wrong with the second answer, or None."""
+    by = saver if writer is None else writer
     thread, source = base, f"{base}-source"
     kind = write if write.startswith("a") or write == "source deleted" else f"a{write}"
     copied = kind in ("acopy_thread", "source deleted")
@@ -1039,23 +1042,23 @@ async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None
     await _read_as(saver, row, thread, read)  # what a saver may keep, as a caller's reads leave it
     if kind == "aput":
         metadata = CheckpointMetadata(source="loop", step=2)
-        await _call(saver, write, config_of(thread, second), new, metadata, versions)
+        await _call(by, write, config_of(thread, second), new, metadata, versions)
         ids.append(new["id"])
     elif kind == "aput_writes":
-        await _call(saver, write, config_of(thread, second), [("ch", "after")], "after")
+        await _call(by, write, config_of(thread, second), [("ch", "after")], "after")
         writes = {second: {("after", "ch"): "after"}}
     elif kind == "adelete_thread":
-        await _call(saver, write, thread)
+        await _call(by, write, thread)
         ids = []
     elif kind == "acopy_thread":
-        await _call(saver, write, source, thread)
+        await _call(by, write, source, thread)
     elif kind == "source deleted":
-        await saver.adelete_thread(source)
+        await by.adelete_thread(source)
     elif kind == "adelete_for_runs":
-        await _call(saver, write, [runs[1]])
+        await _call(by, write, [runs[1]])
         ids = [first]
     else:
-        await _call(saver, write, [thread])
+        await _call(by, write, [thread])
         ids = [second]
     expected: _Seen
     if row in ("alist", "list"):
@@ -1066,7 +1069,8 @@ async def _read_after(saver: Any, base: str, write: str, row: str) -> str | None
     got = await _read_as(saver, row, thread, read)
     if got == expected:
         return None
-    return f"{row} right after {write}: expected {expected!r}, got {got!r}"
+    through = "" if writer is None else " through another instance"
+    return f"{row} right after {write}{through}: expected {expected!r}, got {got!r}"
 
 
 async def _every_call(saver: Any, has: set[str], a: str, b: str) -> None:
@@ -1219,6 +1223,49 @@ class SaverSweepTests(SaverFixtures):
                 "adelete_thread, acopy_thread into it, aprune, adelete_for_runs; and a "
                 "thread's delete must match the thread, not only the checkpoint ids, which "
                 "a copy keeps",
+            )
+
+    async def test_sweep_every_read_after_another_instances_write(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str
+    ) -> None:
+        """The reads of the sweep before (async and sync), through one instance, and each
+        kind of async write through a second instance on the same data, in between: a saver
+        that keeps what it read in the instance (a latest tuple, a listing) answers from
+        before the other instance's write (two workers of one deployment: one resumes a
+        thread from a checkpoint the other has moved past)."""
+        need(
+            location is not None,
+            "the factory takes no location: no second instance on the same data",
+        )
+        async with (
+            eco_target.open(location=location) as saver,
+            eco_target.open(location=location) as other,
+        ):
+            has = set(implemented_methods(saver))
+            if not {"aput", "aget_tuple"} <= has:
+                pytest.skip("the saver implements no aput or no aget_tuple")
+            wrong = [
+                found
+                for write in writes_before("langgraph", has)
+                if write.startswith("a") or write == "source deleted"
+                for n, row in enumerate(SAVER_READS_AFTER)
+                if row.split()[0] in has
+                and (
+                    found := await _read_after(
+                        saver, f"{thread}-{write}-{n}", write, row, writer=other
+                    )
+                )
+            ]
+        if wrong:
+            fail(
+                "every read answers what the last write left, also one made through another "
+                "instance",
+                expected="each read right after each write of another instance on the same "
+                "data to answer as LangGraph's savers do",
+                observed="; ".join(wrong),
+                detail="what an instance keeps of what it read (a latest tuple, a listing) "
+                "must be checked against the backend, or kept where every instance's "
+                "writes forget it: another process writes the same threads",
             )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(

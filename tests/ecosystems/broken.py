@@ -47,6 +47,7 @@ class Backend:
         self.blobs: dict[Any, Any] = {}
         self.checkpoints: dict[str, WorkflowCheckpoint] = {}
         self.head: dict[str, str] = {}
+        self.cached: dict[Any, Any] = {}  # a cache kept with the data (a server's)
         self.gate: asyncio.Event | None = None
 
     async def io(self) -> None:
@@ -540,13 +541,14 @@ class ReadsOnePageOfWritesSaver(PagedSaver):
 
 # -- agent-framework -----------------------------------------------------------------------------
 class CachedLatestSaver(HeldSaver):
-    """Correct: keeps each thread's latest tuple once read, and forgets it on every write
-    that changes the thread (``aput``, ``aput_writes``, ``adelete_thread`` and their sync
-    twins)."""
+    """Correct: keeps each thread's latest tuple once read, with the data (a cache that
+    every instance on the location shares, as a cache server is), and forgets it on every
+    write that changes the thread (``aput``, ``aput_writes``, ``adelete_thread`` and their
+    sync twins)."""
 
     def __init__(self, *, location: str | None = None) -> None:
         super().__init__(location=location)
-        self.latest: dict[tuple[str, str], CheckpointTuple | None] = {}
+        self.latest: dict[Any, CheckpointTuple | None] = self.backend.cached
 
     def forget(self, thread: str, write: str) -> None:
         """``write`` changed ``thread``: its latest tuple is read again."""
@@ -603,6 +605,16 @@ class CachedLatestSaver(HeldSaver):
     def delete_thread(self, thread_id: str) -> None:
         super().delete_thread(thread_id)
         self.forget(str(thread_id), "delete_thread")
+
+
+class LatestCachedPerInstanceSaver(CachedLatestSaver):
+    """Bug: the latest tuples are kept in the instance, forgotten by its own writes only:
+    after another instance on the same data (another worker) writes a thread, this one
+    answers the latest checkpoint from before that write."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.latest = {}
 
 
 class LatestCachedPastWritesSaver(CachedLatestSaver):
@@ -878,12 +890,13 @@ class ReplyLeftOnConnectionStorage(OneConnectionStorage):
 
 
 class CachedReadsStorage(HeldStorage):
-    """Correct: keeps each workflow's listings and latest checkpoint once read, and
-    forgets them on every save and delete."""
+    """Correct: keeps each workflow's listings and latest checkpoint once read, with the
+    data (shared by every instance on the location), and forgets them on every save and
+    delete."""
 
     def __init__(self, *, location: str | None = None) -> None:
         super().__init__(location=location)
-        self.kept: dict[tuple[str, str], Any] = {}
+        self.kept: dict[Any, Any] = self.backend.cached
 
     def forget(self, write: str) -> None:
         """``write`` changed a checkpoint: every kept answer is read again."""
@@ -914,6 +927,15 @@ class CachedReadsStorage(HeldStorage):
         deleted = await super().delete(checkpoint_id)
         self.forget("delete")
         return deleted
+
+
+class ReadsCachedPerInstanceStorage(CachedReadsStorage):
+    """Bug: the kept answers live in the instance, forgotten by its own writes only: after
+    another instance on the same data saves or deletes, this one answers from before."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.kept = {}
 
 
 class CachedPastDeleteStorage(CachedReadsStorage):

@@ -74,6 +74,20 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_threads_of_every_length",
         "list gave 100 of 101",
     ),
+    "latest-cached-per-instance": (
+        broken.LatestCachedPerInstanceSaver,
+        broken.CachedLatestSaver,
+        "langgraph",
+        "test_sweep_every_read_after_another_instances_write",
+        "aget_tuple latest right after aput through another instance",
+    ),
+    "reads-cached-per-instance": (
+        broken.ReadsCachedPerInstanceStorage,
+        broken.CachedReadsStorage,
+        "agent-framework",
+        "test_sweep_every_read_after_another_instances_write",
+        "get_latest right after delete through another instance",
+    ),
     "delete-thread-deletes-its-copies": (
         broken.DeletesCopiesSaver,
         broken.CopyingSaver,
