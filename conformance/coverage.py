@@ -19,7 +19,11 @@ matrices and records them in the process-wide `coverage`:
     write that last changed its key: an overwrite, a create-only put, an
     if-match put, a delete, an if-match delete, a ``delete_many``. An
     adapter that caches reads or listings and forgets the cache on some
-    write paths only answers wrong after the others.
+    write paths only answers wrong after the others. A column ``another
+    client``: an operation through a storage object that used the key
+    before a second one at the same location (of a ``shared`` adapter)
+    wrote it; a cache kept in each client object, forgotten by its own
+    writes only, answers from before the other's write.
 ``expiry``
     a key of a storage opened with ``ttl``, by the write that gave it its
     expiry (an overwrite, a create-only put, an if-match put): an operation
@@ -181,6 +185,9 @@ STATE_ROWS = (*PUT_ROWS, "get", *DELETE_ROWS, "delete_many", "list")
 STATES = ("missing", "present", "deleted", "reopened", "expired")
 AFTER_WRITES = ("overwrite", "create", "if-match put", "delete", "if-match delete", "delete_many")
 """The columns of ``after``: the kind of write that last changed a key."""
+ANOTHER_CLIENT = "another client"
+"""The column of ``after`` of an operation through a storage object that used its key
+before another storage object at the same location wrote it."""
 EXPIRY_ROWS = ("put overwrite", "put create", "put if-match", "large value")
 """The rows of ``expiry``: the write that gave a key its expiry, and a key that holds a
 large value."""
@@ -490,6 +497,8 @@ class Reach:
             ("after", row, write)
             for row, write in after_pairs(caps.conditional_put, caps.conditional_delete)
         ]
+        if caps.shared and self.reopens:
+            out += [("after", row, ANOTHER_CLIENT) for row in rows]
         if caps.ttl and self.expires:
             for row in EXPIRY_ROWS:
                 if row == "large value" and not large_sizes(self.max_value):
@@ -569,6 +578,9 @@ class _Scope:
     expiry: dict[str, float] = field(default_factory=dict)  # key -> when it expires
     renewed: dict[str, float] = field(default_factory=dict)  # key -> its earlier expiry
     changed_by: dict[str, str] = field(default_factory=dict)  # key -> its last write's kind
+    used_by: dict[str, set[int]] = field(default_factory=dict)  # key -> probes that used it
+    # since its last write; and the probes that had used it before another one's write
+    stale_for: dict[str, set[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -789,10 +801,16 @@ class CoverageProbe:
             self._mark("expiry", row, column)
 
     def _mark_after(self, row: str, key: str, state: str | None) -> None:
-        """The ``after`` cell of ``row`` on ``key``, if its last write is known."""
-        write = self._scope.changed_by.get(key)
+        """The ``after`` cells of ``row`` on ``key``, if its last write is known: of that
+        write, and `ANOTHER_CLIENT` if this probe used the key before another one wrote
+        it."""
+        scope = self._scope
+        write = scope.changed_by.get(key)
         if write is not None and state is not None:
             self._mark("after", row, write)
+            if self._id in scope.stale_for.get(key, ()):
+                self._mark("after", row, ANOTHER_CLIENT)
+        scope.used_by.setdefault(key, set()).add(self._id)
 
     def _version_kind(self, key: str, version: str) -> str:
         seen = self._scope.versions.get(key, [])
@@ -913,6 +931,7 @@ class CoverageProbe:
         scope = self._scope
         if write is not None:
             scope.changed_by[key] = write
+            scope.stale_for[key] = scope.used_by.pop(key, set()) - {self._id}
         scope.state[key] = state
         if state == "deleted":
             scope.deleted.add(key)

@@ -116,10 +116,12 @@ async def _prepare(storage: Storage, name: str, state: str) -> _Key:
     return key
 
 
-async def _after(storage: Storage, name: str, write: str) -> _Key:
+async def _after(storage: Storage, name: str, write: str, writer: Storage | None = None) -> _Key:
     """A key whose last change was ``write`` (one of `AFTER_WRITES`), read and listed just
-    before it: a create-only put of a deleted key; a put, an if-match put or a delete of a
-    key that holds one value."""
+    before it through ``storage``: a create-only put of a deleted key; a put, an if-match
+    put or a delete of a key that holds one value; made through ``writer`` if given
+    (another client at the same location)."""
+    by = storage if writer is None else writer
     key = _Key(name)
     first, second = b"first value of " + name.encode(), b"second value of " + name.encode()
     key.stale = await storage.put(name, first)
@@ -136,14 +138,14 @@ async def _after(storage: Storage, name: str, write: str) -> _Key:
             if write == "if-match put"
             else "overwrite"
         )
-        key.current = await storage.put(name, second, mode=mode)
+        key.current = await by.put(name, second, mode=mode)
         key.value = second
     elif write == "delete":
-        await storage.delete(name)
+        await by.delete(name)
     elif write == "if-match delete":
-        await storage.delete(name, if_match=key.stale)
+        await by.delete(name, if_match=key.stale)
     else:
-        await delete_many_of(storage, [name])
+        await delete_many_of(by, [name])
     return key
 
 
@@ -357,6 +359,36 @@ class SemanticSweepTests(StorageFixtures):
             name = f"after/{write.replace(' ', '-')}/{row.replace(' ', '-')}"
             key = await _after(storage, name, write)
             await _check_row(storage, row, key, fallback, _WRITE_NAMES[write])
+
+    @checks(*_ROW_CLAUSES, "cap.shared")
+    async def test_every_operation_answers_right_after_another_clients_write(
+        self,
+        storage: Storage,
+        observer: Storage,
+        supports_shared: bool,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """Each operation and mode once through one client on a key right after a second
+        client at the same location changed it by each kind of write, the key read and
+        listed through the first just before that write: an adapter that keeps what a
+        client object read (a get, a listing page, whether a key exists) and forgets it
+        on that object's own writes only answers from before the other client's write
+        (two processes of one deployment; the ``another client`` column of ``after``)."""
+        if not supports_shared:
+            pytest.skip("the adapter does not declare shared")
+        if observer is storage:
+            not_exercised(
+                "the target cannot open a second storage at the same location (its factory "
+                "takes no location=), so no other client wrote"
+            )
+        fallback = await storage.put("sweep-version-sample", b"x")
+        pairs = after_pairs(supports_conditional_put, supports_conditional_delete)
+        for row, write in sorted(pairs, key=lambda pair: AFTER_WRITES.index(pair[1])):
+            name = f"after-another/{write.replace(' ', '-')}/{row.replace(' ', '-')}"
+            key = await _after(storage, name, write, writer=observer)
+            where = f"{_WRITE_NAMES[write]} through another client"
+            await _check_row(storage, row, key, fallback, where)
 
     @checks(
         "put.returns-version",

@@ -1074,6 +1074,91 @@ class VersionedBatchDelete(SharedDictKV):
         return existed
 
 
+class _ReadCache:
+    """What gets and listing pages answered, kept for the next same call."""
+
+    def __init__(self) -> None:
+        self.gets: dict[str, GetResult] = {}
+        self.pages: dict[tuple[str, str | None, Any, int], ListPage] = {}
+
+
+class CachedReadsKV(SharedDictKV):
+    """Correct: keeps what gets and listing pages answered in a cache that every client of
+    its location uses (a cache server in front of the backend), and each client's writes
+    forget what they change there."""
+
+    cache_gets: ClassVar[bool] = True
+    cache_pages: ClassVar[bool] = True
+    _caches: ClassVar[dict[str, _ReadCache]] = {}
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.cache = self._cache_of(location)
+
+    def _cache_of(self, location: str | None) -> _ReadCache:
+        return _ReadCache() if location is None else self._caches.setdefault(location, _ReadCache())
+
+    def _forget(self, key: str) -> None:
+        self.cache.gets.pop(key, None)
+        self.cache.pages.clear()
+
+    async def _get(self, key: str) -> GetResult:
+        kept = self.cache.gets.get(key) if self.cache_gets else None
+        if kept is not None:
+            await self._round_trip()
+            return kept
+        got = await super()._get(key)
+        if self.cache_gets:
+            self.cache.gets[key] = got
+        return got
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        kept = self.cache.pages.get((prefix, start_after, cursor, limit))
+        if kept is not None and self.cache_pages:
+            await self._round_trip()
+            return kept
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        if self.cache_pages:
+            self.cache.pages[prefix, start_after, cursor, limit] = page
+        return page
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        try:
+            return await super()._put(key, data, mode)
+        finally:
+            self._forget(key)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        try:
+            return await super()._delete(key, if_match)
+        finally:
+            self._forget(key)
+
+
+class GetsCachedPerClient(CachedReadsKV):
+    """Bug: each client object keeps what its gets answered, and forgets it on its own
+    writes only (a read cache in the client, as a process-local LRU): a get after another
+    client's write answers from before it."""
+
+    cache_pages = False
+
+    def _cache_of(self, location: str | None) -> _ReadCache:
+        return _ReadCache()
+
+
+class ListingsCachedPerClient(CachedReadsKV):
+    """Bug: each client object keeps the listing pages it read, and forgets them on its
+    own writes only: a listing after another client created or deleted a key answers from
+    before it."""
+
+    cache_gets = False
+
+    def _cache_of(self, location: str | None) -> _ReadCache:
+        return _ReadCache()
+
+
 class DeclaresSharedPrivate(DictKV):
     """Bug: declares ``shared``, but every client object has data of its own."""
 
