@@ -77,6 +77,7 @@ from .harness import (
     need,
     no_hold_reason,
 )
+from .ids import ID_GROUPS
 from .target import EcosystemTarget
 
 __all__ = [
@@ -1067,6 +1068,71 @@ async def _read_after(
     return f"{row} right after {write}{through}: expected {expected!r}, got {got!r}"
 
 
+def _who(name: str) -> str:
+    """A workflow name for a message (a long one shortened)."""
+    return ascii(name) if len(name) <= 40 else ascii(f"{name[:16]}...{name[-8:]}")
+
+
+async def _workflows_kept_apart(storage: Any, has: set[str], names: list[str]) -> list[str]:
+    """Two checkpoints of each workflow of ``names``, each read back by every method that
+    names a workflow; then the first workflow's deleted, the others read again. What is
+    wrong, or []."""
+    wrong: list[str] = []
+    at = datetime.now(UTC)
+    made: dict[str, list[str]] = {}  # workflow -> its checkpoint ids, oldest first
+    for n, name in enumerate(names):
+        cps = [
+            checkpoint(name, {"name": name}, at=at + timedelta(milliseconds=2 * n + i))
+            for i in range(2)
+        ]
+        for cp in cps:
+            await storage.save(cp)
+        made[name] = [str(cp.checkpoint_id) for cp in cps]
+
+    async def check(name: str, expected: list[str], when: str) -> None:
+        if "list_checkpoint_ids" in has:
+            ids = sorted(str(i) for i in await storage.list_checkpoint_ids(workflow_name=name))
+            if ids != sorted(expected):
+                others = sum(i not in expected for i in ids)
+                wrong.append(
+                    f"list_checkpoint_ids of {_who(name)}{when}: {len(ids)} ids "
+                    f"({others} of other workflows), not its {len(expected)}"
+                )
+        if "list_checkpoints" in has:
+            listed = await storage.list_checkpoints(workflow_name=name)
+            ids = sorted(str(c.checkpoint_id) for c in listed)
+            if ids != sorted(expected) or any(c.workflow_name != name for c in listed):
+                others = sum(i not in expected for i in ids)
+                wrong.append(
+                    f"list_checkpoints of {_who(name)}{when}: {len(ids)} checkpoints "
+                    f"({others} of other workflows), not its {len(expected)}"
+                )
+        if "get_latest" in has:
+            latest = await storage.get_latest(workflow_name=name)
+            newest = expected[-1] if expected else None
+            if _id(latest) != newest or (latest is not None and latest.workflow_name != name):
+                wrong.append(f"get_latest of {_who(name)}{when}: {_id(latest)}, not {newest}")
+        if "load" in has and expected:
+            loaded = await load_or_none(storage, expected[-1])
+            if loaded is None or loaded.workflow_name != name or loaded.state != {"name": name}:
+                wrong.append(
+                    f"load of a checkpoint of {_who(name)}{when}: "
+                    f"{None if loaded is None else _who(loaded.workflow_name)}"
+                )
+
+    for name in names:
+        await check(name, made[name], "")
+    if "delete" in has:
+        for cid in made[names[0]]:
+            await storage.delete(cid)
+        made[names[0]] = []
+        for name in names:
+            await check(
+                name, made[name], f" after the checkpoints of {_who(names[0])} were deleted"
+            )
+    return wrong
+
+
 async def _every_call(storage: Any, workflow: str, a: str, b: str) -> None:
     """Each method once: reads of ``a`` and of ``workflow``, then a save of ``a`` and a
     delete of ``b`` (``a``, ``b`` and the workflow in the same state). Checks what the
@@ -1181,6 +1247,35 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                 "writes the same workflows",
             )
 
+    async def test_sweep_workflow_names_of_every_shape(self, instance: Any, name: str) -> None:
+        """Workflows whose names differ only where a backend's comparison does not look (a
+        ``LIKE``, a glob or a regular expression; a collation that folds case or pads
+        spaces; Unicode normalization; a 255-character column) or hold characters with a
+        meaning in a key, a path or a query: each group side by side, every method that
+        names a workflow on each, and one workflow's checkpoints deleted among them (the
+        ``ids`` matrix). A workflow's name is the application's: a title, a file name."""
+        has = set(implemented(instance, "agent-framework")[0])
+        if "save" not in has:
+            pytest.skip("the storage implements no save")
+        wrong: list[str] = []
+        for n, (row, suffixes) in enumerate(ID_GROUPS.items()):
+            found = await _workflows_kept_apart(
+                instance, has, [f"{name}.{n}-{s}" for s in suffixes]
+            )
+            wrong += [f"{row}: {w}" for w in found]
+        if wrong:
+            fail(
+                "each workflow's checkpoints are its own, whatever characters its name holds",
+                expected="every listing and get_latest to answer the workflow it names, "
+                "exactly, and a delete to change that workflow alone",
+                observed="; ".join(wrong[:8])
+                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                detail="compare workflow names as exact strings: never by a pattern (escape "
+                "LIKE, glob and regular-expression characters), a collation that folds case "
+                "or trailing spaces, a normalized form or a prefix cut to a column's length; "
+                "escape query and path syntax",
+            )
+
     async def test_sweep_value_sizes(self, instance: Any, name: str) -> None:
         cp = checkpoint(name, dict(_BIG))
         await instance.save(cp)
@@ -1285,7 +1380,6 @@ class CheckpointStorageHeldSweepTests(CheckpointStorageFixtures):
                 detail="do not catch CancelledError (re-raise it after cleanup), and do not "
                 "wait for the backend inside a shield or a thread join",
             )
-
 
     async def test_sweep_every_read_cancelled_while_held(
         self, eco_target: EcosystemTarget, location: str | None, name: str, cancel_bound: float

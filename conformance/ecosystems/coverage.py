@@ -36,6 +36,15 @@ cells of these matrices:
 ``namespaces`` (LangGraph)
     ``aput``, ``aput_writes``, ``aget_tuple`` and ``alist`` in the root
     namespace and in a child one.
+``ids`` (both)
+    the thread ids (LangGraph) or workflow names (agent-framework) a call
+    names, by shape (`ID_ROWS`): twins that a ``LIKE``, a glob or a regular
+    expression, a case-folding or space-padding collation, Unicode
+    normalization or a 255-character column takes for one id (marked only
+    while both twins are known to the location), and ids holding path or key
+    separators, query syntax, control characters or non-ASCII characters;
+    against each method that names one (LangGraph's async methods, and
+    ``alist every thread``: a tuple of ``alist(None)`` naming it).
 ``listing`` (LangGraph)
     ``alist`` (and ``list``) of every thread (config None), of one thread,
     with ``filter``, ``before`` and ``limit``, and with each combination of
@@ -81,6 +90,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..coverage import Cell, CoverageRecorder, active_recorder, size_label
+from .ids import ID_ROWS, IdShapes
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",
@@ -201,6 +211,20 @@ SAVER_LENGTH_COLUMNS = (
     "get_tuple latest",
 )
 STORAGE_LENGTH_COLUMNS = ("list_checkpoints", "list_checkpoint_ids", "get_latest")
+SAVER_ID_COLUMNS = (
+    "aput",
+    "aput_writes",
+    "aget_tuple",
+    "alist",
+    "alist every thread",
+    "adelete_thread",
+    "acopy_thread",
+    "aprune",
+)
+"""The columns of a saver's ``ids`` matrix: each async method naming a thread, and a tuple
+of ``alist(None)`` naming one."""
+STORAGE_ID_COLUMNS = ("save", "list_checkpoints", "list_checkpoint_ids", "get_latest")
+"""The columns of a storage's ``ids`` matrix: the methods naming a workflow."""
 _SIZE_LABELS = {size: size_label(size) for size in SIZES}
 
 
@@ -268,8 +292,17 @@ class EcosystemReach:
     def matrices(self) -> tuple[str, ...]:
         """The matrices of the ecosystem, in report order."""
         if self.ecosystem == "langgraph":
-            return ("state", "after", "namespaces", "listing", "sizes", "lengths", "lifecycle")
-        return ("state", "after", "sizes", "lengths", "lifecycle")
+            return (
+                "state",
+                "after",
+                "namespaces",
+                "listing",
+                "ids",
+                "sizes",
+                "lengths",
+                "lifecycle",
+            )
+        return ("state", "after", "ids", "sizes", "lengths", "lifecycle")
 
     def _deletes(self) -> bool:
         """Whether the instance can delete (a thread or a checkpoint)."""
@@ -310,9 +343,12 @@ class EcosystemReach:
             for method in ("alist", "list"):
                 if method in has:
                     out += [("listing", method, option) for option in LIST_OPTIONS]
+            named = [c for c in SAVER_ID_COLUMNS if c.split()[0] in has]
             columns: tuple[str, ...] = ("aput", "aput_writes", "aget_tuple")
         else:
+            named = [c for c in STORAGE_ID_COLUMNS if c in has]
             columns = ("save", "load")
+        out += [("ids", row, column) for row in ID_ROWS for column in named]
         for size in SIZES:
             out += [("sizes", _SIZE_LABELS[size], m) for m in columns if m in has]
         for n in lengths(self.max_length):
@@ -441,6 +477,7 @@ class _Scope:
     changed_by: dict[Any, str] = field(default_factory=dict)  # name -> its last write
     copied_from: dict[str, str] = field(default_factory=dict)  # a copy -> its source thread
     lost: set[Any] = field(default_factory=set)  # names no longer counted (`forget`)
+    ids: IdShapes = field(default_factory=IdShapes)  # thread ids, workflow names: their rows
 
 
 _SCOPES: dict[str, _Scope] = {}
@@ -507,6 +544,12 @@ class _Classifier:
         if self.id in self.scope.stale_for.get(name, ()):
             self.mark("after", row, BY_ANOTHER_INSTANCE)
         self.scope.read_by.setdefault(name, set()).add(self.id)
+
+    def ids(self, column: str, name: str | None) -> None:
+        """The ``ids`` cells of a call of ``column`` naming ``name`` (a thread, a workflow)."""
+        if isinstance(name, str):
+            for row in self.scope.ids.rows(name):
+                self.mark("ids", row, column)
 
     def wrote(self, name: Any) -> None:
         self.scope.state[name] = "present"
@@ -585,9 +628,16 @@ class _SaverCalls:
         self.sync = sync
         self.writing: list[str] = []  # the threads this call writes (`_Classifier.begin`)
         self.after: Callable[[Any], None] | None = None  # learns from the answer
+        self.each: Callable[[Any], None] | None = None  # learns from each tuple listed
 
     def row(self, method: str) -> str:
         return method[1:] if self.sync else method
+
+    def named(self, method: str, *threads: str | None) -> None:
+        """The ``ids`` cells of an async call of ``method`` naming ``threads``."""
+        if not self.sync:
+            for thread in threads:
+                self.c.ids(method, thread)
 
     def allowed(self) -> tuple[str, ...]:
         return SYNC_STATES if self.sync else STATES
@@ -633,6 +683,7 @@ class _SaverCalls:
         if thread is not None:
             c.states(row, [thread], self.allowed())
             self.begin(thread)
+        self.named("aput", thread)
         if not self.sync:
             c.mark("namespaces", "aput", _ns_column(ns))
             c.sizes("aput", (checkpoint or {}).get("channel_values", {}).values())
@@ -659,6 +710,7 @@ class _SaverCalls:
         if thread is not None:
             c.states(self.row("aput_writes"), [thread], self.allowed())
             self.begin(thread)
+        self.named("aput_writes", thread)
         if not self.sync:
             c.mark("namespaces", "aput_writes", _ns_column(ns))
             c.sizes("aput_writes", (w[1] for w in writes or () if len(w) > 1))
@@ -681,6 +733,7 @@ class _SaverCalls:
         made = (config or {}).get("configurable", {}).get("checkpoint_id")
         row = f"{self.row('aget_tuple')} {'by id' if made else 'latest'}"
         c = self.c
+        self.named("aget_tuple", thread)
         if thread is not None:
             c.states(row, [thread], self.allowed())
             self.read(row, thread)
@@ -698,8 +751,11 @@ class _SaverCalls:
     def list(self, config: Any, filter: Any, before: Any, limit: Any) -> Any:
         thread, ns = _thread(config)
         c, row = self.c, self.row("alist")
+        self.named("alist", thread)
         if config is None:
             c.mark("listing", row, "config None")
+            if not self.sync:
+                self.each = lambda t: c.ids("alist every thread", _thread(t.config)[0])
         if thread is not None:
             c.states(row, [thread], self.allowed())
             self.read(row, thread)
@@ -734,6 +790,7 @@ class _SaverCalls:
     def delete_thread(self, thread_id: Any) -> Any:
         c, thread = self.c, str(thread_id)
         c.states(self.row("adelete_thread"), [thread], self.allowed())
+        self.named("adelete_thread", thread)
         self.length("adelete_thread", thread, self._total(thread))
         self.begin(thread)
 
@@ -774,6 +831,7 @@ class _SaverCalls:
     def copy_thread(self, source: Any, target: Any) -> Any:
         c, source, target = self.c, str(source), str(target)
         c.states(self.row("acopy_thread"), [source], self.allowed())
+        self.named("acopy_thread", source, target)
         self.length("acopy_thread", source, self._total(source))
         existed = c.state_of(source) not in ("missing", "after delete")
         known = self.counted(source)
@@ -802,6 +860,7 @@ class _SaverCalls:
         c = self.c
         threads = [str(t) for t in thread_ids or ()]
         c.states(self.row("aprune"), threads, self.allowed())
+        self.named("aprune", *threads)
         for thread in threads:
             self.length("aprune", thread, self._total(thread))
         self.begin(*threads)
@@ -842,11 +901,13 @@ def _saver_method(method: str) -> Any:
     if method == "alist":
 
         async def alist(self: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            classify(self, args, kwargs)
+            each = _quiet(classify(self, args, kwargs).each)
             c: _Classifier = self._ck
             held = c.held
             try:
                 async for item in self._inner.alist(*args, **kwargs):
+                    if each is not None:
+                        each(item)
                     yield item
             except asyncio.CancelledError:
                 c.held_call(method, held, cancelled=True)
@@ -1063,6 +1124,7 @@ class _StorageProbe:
         except Exception:  # not a checkpoint: the storage's to refuse
             return await self._call("save", checkpoint)
         c.states("save", [cid])
+        c.ids("save", workflow)
         c.sizes("save", state.values())
         scope = c.scope
         fresh = scope.state.get(("workflow", workflow)) in (None, "deleted")
@@ -1110,6 +1172,7 @@ class _StorageProbe:
     async def _by_workflow(self, method: str, workflow_name: str) -> Any:
         c, workflow = self._ck, str(workflow_name)
         c.states(method, [("workflow", workflow)])
+        c.ids(method, workflow)
         c.after(method, ("workflow", workflow))
         if workflow in c.scope.counted and c.counts(workflow):
             c.length(method, len(c.scope.members.get(workflow, ())))

@@ -86,6 +86,7 @@ from .harness import (
     need,
     no_hold_reason,
 )
+from .ids import ID_GROUPS
 from .target import EcosystemTarget
 
 __all__ = [
@@ -1073,6 +1074,89 @@ async def _read_after(
     return f"{row} right after {write}{through}: expected {expected!r}, got {got!r}"
 
 
+def _who(thread: str) -> str:
+    """A thread id for a message (a long one shortened)."""
+    return ascii(thread) if len(thread) <= 40 else ascii(f"{thread[:16]}...{thread[-8:]}")
+
+
+async def _threads_kept_apart(saver: Any, has: set[str], threads: list[str]) -> list[str]:
+    """Two checkpoints (and a pending write) on each of ``threads``, each read back by
+    every method that names a thread; then a copy of the first, a prune of the second and
+    a delete of the first, the others read again after each. What is wrong, or []."""
+    wrong: list[str] = []
+    made: dict[str, list[str]] = {}  # thread -> its checkpoint ids, newest first
+    for t in threads:
+        first = await put(saver, t, {"id": t})
+        second = await put(saver, t, {"id": t}, parent=first, step=1)
+        made[t] = [second, first]
+        if "aput_writes" in has:
+            await saver.aput_writes(config_of(t, second), [("who", t)], "task")
+
+    async def check(t: str, expected: list[str], when: str) -> None:
+        latest = await get(saver, t)
+        newest = expected[0] if expected else None
+        if _id_of(latest) != newest:
+            wrong.append(f"aget_tuple of {_who(t)}{when}: {_id_of(latest)}, not {newest}")
+        elif latest is not None and latest.checkpoint["channel_values"].get("id") != t:
+            wrong.append(f"aget_tuple of {_who(t)}{when}: another thread's values")
+        elif (
+            latest is not None and "aput_writes" in has and _writes(latest) != {("task", "who"): t}
+        ):
+            wrong.append(f"aget_tuple of {_who(t)}{when}: pending writes {_writes(latest)!r}")
+        if expected:
+            by_id = _id_of(await get(saver, t, expected[-1]))
+            if by_id != expected[-1]:
+                wrong.append(f"aget_tuple of {_who(t)} by id{when}: {by_id}")
+        if "alist" in has:
+            listed = await _ids(saver, t)
+            if listed != expected:
+                others = sum(i not in expected for i in listed)
+                wrong.append(
+                    f"alist of {_who(t)}{when}: {len(listed)} checkpoints ({others} of other "
+                    f"threads), not its {len(expected)}"
+                )
+
+    for t in threads:
+        await check(t, made[t], "")
+    if "alist" in has:
+        ours = {cid: t for t in threads for cid in made[t]}
+        seen: dict[str, int] = {}
+        async for tup in saver.alist(None):
+            cid = _id_of(tup)
+            if cid in ours:
+                seen[cid] = seen.get(cid, 0) + 1
+                named = tup.config["configurable"]["thread_id"]
+                if named != ours[cid]:
+                    wrong.append(
+                        f"alist(None) names {_who(named)} for a checkpoint of {_who(ours[cid])}"
+                    )
+        if {cid for cid, n in seen.items() if n == 1} != set(ours):
+            wrong.append(
+                f"alist(None) gave {sum(seen.values())} of the {len(ours)} checkpoints once each"
+            )
+    expected = {t: list(made[t]) for t in threads}
+    if "acopy_thread" in has:
+        copy = f"{threads[0]}(copy)"
+        await saver.acopy_thread(threads[0], copy)
+        if "alist" in has and await _ids(saver, copy) != made[threads[0]]:
+            wrong.append(
+                f"acopy_thread of {_who(threads[0])}: the copy lists {await _ids(saver, copy)}"
+            )
+        for t in threads:
+            await check(t, expected[t], f" after acopy_thread of {_who(threads[0])}")
+    if "aprune" in has and len(threads) > 1:
+        await saver.aprune([threads[1]], strategy="keep_latest")
+        expected[threads[1]] = made[threads[1]][:1]
+        for t in threads:
+            await check(t, expected[t], f" after aprune of {_who(threads[1])}")
+    if "adelete_thread" in has:
+        await saver.adelete_thread(threads[0])
+        expected[threads[0]] = []
+        for t in threads:
+            await check(t, expected[t], f" after adelete_thread of {_who(threads[0])}")
+    return wrong
+
+
 async def _every_call(saver: Any, has: set[str], a: str, b: str) -> None:
     """Each async method once on threads ``a`` and ``b``, which are in the same state.
 
@@ -1266,6 +1350,35 @@ class SaverSweepTests(SaverFixtures):
                 detail="what an instance keeps of what it read (a latest tuple, a listing) "
                 "must be checked against the backend, or kept where every instance's "
                 "writes forget it: another process writes the same threads",
+            )
+
+    async def test_sweep_thread_ids_of_every_shape(self, instance: Any, thread: str) -> None:
+        """Threads whose ids differ only where a backend's comparison does not look (a
+        ``LIKE``, a glob or a regular expression; a collation that folds case or pads
+        spaces; Unicode normalization; a 255-character column) or hold characters with a
+        meaning in a key, a path or a query: each group side by side, every method that
+        names a thread on each, a copy, a prune and a delete among them (the ``ids``
+        matrix). A thread id is whatever the application chooses: a user id, an e-mail
+        address, a title."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no aput or no aget_tuple")
+        wrong: list[str] = []
+        for n, (row, suffixes) in enumerate(ID_GROUPS.items()):
+            found = await _threads_kept_apart(saver, has, [f"{thread}.{n}-{s}" for s in suffixes])
+            wrong += [f"{row}: {w}" for w in found]
+        if wrong:
+            fail(
+                "each thread's checkpoints are its own, whatever characters its id holds",
+                expected="every read to answer the thread it names, exactly, and every "
+                "write, copy, prune and delete to change that thread alone",
+                observed="; ".join(wrong[:8])
+                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                detail="compare thread ids as exact strings (bytes): never by a pattern "
+                "(escape LIKE, glob and regular-expression characters, or do not match), "
+                "a collation that folds case or trailing spaces, a normalized form or a "
+                "prefix cut to a column's length; escape query and path syntax",
             )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(

@@ -2,9 +2,9 @@
 
 Every saver here keeps its data in a :class:`Backend` shared by location (so a
 second instance sees it) whose writes wait while the backend is held (the
-targets' ``hold``). The correct twins are :class:`HeldSaver` and
-:class:`HeldStorage`; each broken class differs from its twin in one bug,
-named in its docstring.
+targets' ``hold``). The correct twins are :class:`HeldSaver`,
+:class:`HeldStorage` and the other classes whose docstring begins "Correct";
+each broken class differs from its twin in one bug, named in its docstring.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import copy
 import json
 import os
 import random
+import re
+import unicodedata
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -379,13 +381,15 @@ class UnpaddedVersionSaver(HeldSaver):
         return f"{number + 1}.{random.random():016}"
 
 
-class ThreadPrefixSaver(HeldSaver):
-    """Bug: a thread's checkpoints are found and deleted by the prefix of its id (as a key
-    prefix ``thread:{id}`` queried without a separator): thread ``t1`` lists and deletes
-    the checkpoints of ``t10``."""
+class ThreadsComparedSaver(HeldSaver):
+    """Correct: a thread's checkpoints are listed and deleted by comparing each stored
+    thread id with the one asked for (as a query's ``WHERE`` does), exactly."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored == asked
 
     def _threads(self, thread_id: Any) -> list[Any]:
-        return [t for t in list(self.storage) if str(t).startswith(str(thread_id))]
+        return [t for t in list(self.storage) if self._same(str(t), str(thread_id))]
 
     def list(  # type: ignore[override]
         self,
@@ -409,6 +413,63 @@ class ThreadPrefixSaver(HeldSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         await self.backend.io()
         self.delete_thread(thread_id)
+
+
+class ThreadPrefixSaver(ThreadsComparedSaver):
+    """Bug: a thread's checkpoints are found and deleted by the prefix of its id (as a key
+    prefix ``thread:{id}`` queried without a separator): thread ``t1`` lists and deletes
+    the checkpoints of ``t10``."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored.startswith(asked)
+
+
+def _like(pattern: str, text: str) -> bool:
+    """SQL ``text LIKE pattern``, without an escape character."""
+    rx = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(rx, text, re.S) is not None
+
+
+class ThreadsMatchedByLikeSaver(ThreadsComparedSaver):
+    """Bug: threads are found with ``thread_id LIKE ?`` (to share one query with a prefix
+    search), the id not escaped: ``_`` and ``%`` in a thread id are wildcards, and thread
+    ``t_1`` lists and deletes the checkpoints of ``ta1``."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return _like(asked, stored)
+
+
+class ThreadsCaseFoldedSaver(ThreadsComparedSaver):
+    """Bug: thread ids compared under a case-insensitive collation (MySQL's default
+    ``utf8mb4_0900_ai_ci``, SQL Server's ``SQL_Latin1_General_CP1_CI_AS``): threads
+    ``Case`` and ``case`` list and delete each other's checkpoints."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored.casefold() == asked.casefold()
+
+
+class ThreadsPaddedSaver(ThreadsComparedSaver):
+    """Bug: thread ids compared with trailing spaces ignored (SQL Server's ``=``, a ``PAD
+    SPACE`` collation, a ``CHAR(n)`` column): threads ``w`` and ``w `` are one."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored.rstrip(" ") == asked.rstrip(" ")
+
+
+class ThreadsNormalizedSaver(ThreadsComparedSaver):
+    """Bug: thread ids compared in Unicode normal form (a macOS file name, a search
+    engine's keyword normalizer): ``caf\u00e9`` and ``cafe\u0301`` are one thread."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return unicodedata.normalize("NFC", stored) == unicodedata.normalize("NFC", asked)
+
+
+class ThreadsCutTo255Saver(ThreadsComparedSaver):
+    """Bug: thread ids compared in their first 255 characters (a ``VARCHAR(255)`` column
+    that cuts, an index on a prefix): two long ids that share them are one thread."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored[:255] == asked[:255]
 
 
 class NamespaceBlindLatestSaver(HeldSaver):
@@ -835,6 +896,45 @@ class ListsStoredObjectsStorage(HeldStorage):
 
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
         return [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
+
+
+class WorkflowsComparedStorage(HeldStorage):
+    """Correct: a workflow's checkpoints are found by comparing each stored workflow name
+    with the one asked for (as a query's ``WHERE`` does), exactly."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored == asked
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [
+            copy.deepcopy(c)
+            for c in self._checkpoints.values()
+            if self._same(c.workflow_name, workflow_name)
+        ]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in await self.list_checkpoints(workflow_name=workflow_name)]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = await self.list_checkpoints(workflow_name=workflow_name)
+        return max(mine, key=lambda c: datetime.fromisoformat(c.timestamp)) if mine else None
+
+
+class WorkflowsMatchedByLikeStorage(WorkflowsComparedStorage):
+    """Bug: workflows are found with ``workflow_name LIKE ?``, the name not escaped: the
+    workflow ``report_1`` lists ``reportA1``'s checkpoints, and ``100%`` every name that
+    begins with ``100``."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return _like(asked, stored)
+
+
+class WorkflowsCaseFoldedStorage(WorkflowsComparedStorage):
+    """Bug: workflow names compared under a case-insensitive collation: ``Report`` and
+    ``report`` list each other's checkpoints, and the latest of one is the other's."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored.casefold() == asked.casefold()
 
 
 class LatestByPrefixStorage(HeldStorage):

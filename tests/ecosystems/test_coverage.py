@@ -23,6 +23,7 @@ from checkpointkit.conformance.ecosystems.coverage import (
     lengths,
     probe,
 )
+from checkpointkit.conformance.ecosystems.ids import ID_GROUPS, LONG, IdShapes
 from checkpointkit.conformance.ecosystems.known import ROWS
 from checkpointkit.conformance.ecosystems.langgraph import config_of, put
 from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
@@ -277,3 +278,30 @@ async def test_a_thread_is_counted_only_while_none_of_its_writes_failed() -> Non
     assert found is not None
     cells = {c for c in found[1] if c[0] == "lengths"}
     assert cells == {("lengths", "2", "alist")}
+
+
+def test_an_id_is_a_twin_only_once_its_twin_is_known() -> None:
+    """The ``ids`` matrix's twin rows are marked for an id only while an id that some
+    comparison takes for the same one is known to the location; its own shapes at once."""
+    shapes = IdShapes()
+    assert shapes.rows("t-Case") == set()
+    assert shapes.rows("t-case") == {"case twins"}
+    assert shapes.rows("t-Case") == {"case twins"}  # the first learns of its twin
+    assert shapes.rows("t_1") == set() and shapes.rows("ta1") == {"wildcard twins"}
+    assert shapes.rows("t_1") == {"wildcard twins"}  # LIKE 't_1' matches 'ta1'
+    assert shapes.rows("w") == set() and shapes.rows("w ") == {
+        "trailing-space twins",
+        "query syntax",
+    }
+    assert shapes.rows("caf\u00e9") == {"non-ASCII"}
+    assert shapes.rows("cafe\u0301") == {"normalization twins", "non-ASCII"}
+    long = "x" * (LONG + 1)
+    assert shapes.rows(long + "1") == set() and shapes.rows(long + "2") == {"long twins"}
+    assert shapes.rows("a/b") == {"separators"} and shapes.rows("c\t1") == {"control characters"}
+    # the sweep's groups: every id of a twin row has a twin in its group
+    for row, suffixes in ID_GROUPS.items():
+        group = IdShapes()
+        ids = [f"base.{row}-{s}" for s in suffixes]
+        for i in ids:
+            group.rows(i)
+        assert all(row in group.rows(i) for i in ids), row
