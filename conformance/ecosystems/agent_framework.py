@@ -1090,21 +1090,16 @@ async def _workflows_kept_apart(storage: Any, has: set[str], names: list[str]) -
         made[name] = [str(cp.checkpoint_id) for cp in cps]
 
     async def check(name: str, expected: list[str], when: str) -> None:
-        if "list_checkpoint_ids" in has:
-            ids = sorted(str(i) for i in await storage.list_checkpoint_ids(workflow_name=name))
-            if ids != sorted(expected):
+        for method in ("list_checkpoint_ids", "list_checkpoints"):
+            if method not in has:
+                continue
+            listed = await getattr(storage, method)(workflow_name=name)
+            ids = sorted(str(getattr(c, "checkpoint_id", c)) for c in listed)
+            names = {getattr(c, "workflow_name", name) for c in listed}
+            if ids != sorted(expected) or names - {name}:
                 others = sum(i not in expected for i in ids)
                 wrong.append(
-                    f"list_checkpoint_ids of {_who(name)}{when}: {len(ids)} ids "
-                    f"({others} of other workflows), not its {len(expected)}"
-                )
-        if "list_checkpoints" in has:
-            listed = await storage.list_checkpoints(workflow_name=name)
-            ids = sorted(str(c.checkpoint_id) for c in listed)
-            if ids != sorted(expected) or any(c.workflow_name != name for c in listed):
-                others = sum(i not in expected for i in ids)
-                wrong.append(
-                    f"list_checkpoints of {_who(name)}{when}: {len(ids)} checkpoints "
+                    f"{method} of {_who(name)}{when}: {len(ids)} ids "
                     f"({others} of other workflows), not its {len(expected)}"
                 )
         if "get_latest" in has:
@@ -1131,6 +1126,19 @@ async def _workflows_kept_apart(storage: Any, has: set[str], names: list[str]) -
                 name, made[name], f" after the checkpoints of {_who(names[0])} were deleted"
             )
     return wrong
+
+
+async def _reads_after_each_write(storage: Any, name: str, writer: Any = None) -> list[str]:
+    """`_read_after` of each read after each write the storage implements (through
+    ``writer``, another instance, if given); what is wrong."""
+    has = set(implemented(storage, "agent-framework")[0])
+    return [
+        found
+        for write in writes_before("agent-framework", has)
+        for n, row in enumerate(STORAGE_READS_AFTER)
+        if row in has
+        and (found := await _read_after(storage, f"{name}-{write}-{n}", write, row, writer))
+    ]
 
 
 async def _every_call(storage: Any, workflow: str, a: str, b: str) -> None:
@@ -1190,15 +1198,7 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
         and once just before that write: a storage that caches what it read and forgets the
         cache on some writes answers from before them (a latest checkpoint kept past its
         ``delete`` resumes a workflow from a checkpoint that is gone)."""
-        storage = instance
-        has = set(implemented(storage, "agent-framework")[0])
-        wrong = [
-            found
-            for write in writes_before("agent-framework", has)
-            for n, row in enumerate(STORAGE_READS_AFTER)
-            if row in has
-            and (found := await _read_after(storage, f"{name}-{write}-{n}", write, row))
-        ]
+        wrong = await _reads_after_each_write(instance, name)
         if wrong:
             fail(
                 "every read answers what the last write left, whatever that write was",
@@ -1223,18 +1223,7 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
             eco_target.open(location=location) as storage,
             eco_target.open(location=location) as other,
         ):
-            has = set(implemented(storage, "agent-framework")[0])
-            wrong = [
-                found
-                for write in writes_before("agent-framework", has)
-                for n, row in enumerate(STORAGE_READS_AFTER)
-                if row in has
-                and (
-                    found := await _read_after(
-                        storage, f"{name}-{write}-{n}", write, row, writer=other
-                    )
-                )
-            ]
+            wrong = await _reads_after_each_write(storage, name, writer=other)
         if wrong:
             fail(
                 "every read answers what the last write left, also one made through another "

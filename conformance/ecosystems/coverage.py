@@ -45,6 +45,11 @@ cells of these matrices:
     separators, query syntax, control characters or non-ASCII characters;
     against each method that names one (LangGraph's async methods, and
     ``alist every thread``: a tuple of ``alist(None)`` naming it).
+``filters`` (LangGraph)
+    ``alist``'s ``filter`` by the shape of its key (`FILTER_ROWS`: LangGraph's
+    ``source`` and ``step``, an application's key, one with a dot, one with a
+    hyphen, one with a quote, a space and a non-ASCII letter) against the kind
+    of its value (`FILTER_COLUMNS`), and a filter of two keys.
 ``listing`` (LangGraph)
     ``alist`` (and ``list``) of every thread (config None), of one thread,
     with ``filter``, ``before`` and ``limit``, and with each combination of
@@ -90,6 +95,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..coverage import Cell, CoverageRecorder, active_recorder, size_label
+from .filters import FILTER_ROWS, column_of, columns_of, row_of
 from .ids import ID_ROWS, IdShapes
 
 __all__ = [
@@ -297,6 +303,7 @@ class EcosystemReach:
                 "after",
                 "namespaces",
                 "listing",
+                "filters",
                 "ids",
                 "sizes",
                 "lengths",
@@ -343,6 +350,8 @@ class EcosystemReach:
             for method in ("alist", "list"):
                 if method in has:
                     out += [("listing", method, option) for option in LIST_OPTIONS]
+            if "alist" in has:
+                out += [("filters", r, c) for r in FILTER_ROWS for c in columns_of(r)]
             named = [c for c in SAVER_ID_COLUMNS if c.split()[0] in has]
             columns: tuple[str, ...] = ("aput", "aput_writes", "aget_tuple")
         else:
@@ -777,11 +786,24 @@ class _SaverCalls:
             for option, value in (("filter", filter), ("before", before), ("limit", limit))
             if value is not None
         ]
+        if isinstance(filter, dict) and not self.sync:
+            self.filters(filter)
         for option in given:
             c.mark("listing", row, option)
         if len(given) > 1:
             c.mark("listing", row, " + ".join(given))
         return None
+
+    def filters(self, given: dict[Any, Any]) -> None:
+        """The ``filters`` cells of an ``alist`` filter."""
+        for key, value in given.items():
+            row, column = row_of(key), column_of(value)
+            if row is None:
+                continue
+            if column in columns_of(row):
+                self.c.mark("filters", row, column)
+            if len(given) > 1:
+                self.c.mark("filters", row, "with another key")
 
     def _total(self, thread: str) -> int | None:
         known = self.counted(thread)

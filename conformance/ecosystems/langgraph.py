@@ -70,6 +70,7 @@ from ..checks import fail
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
 from .coverage import SAVER_READS_AFTER, lengths, writes_before
+from .filters import FILTER_KEYS, FILTER_ROWS, FILTER_VALUES, REFUSABLE, columns_of
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
@@ -1157,6 +1158,22 @@ async def _threads_kept_apart(saver: Any, has: set[str], threads: list[str]) -> 
     return wrong
 
 
+async def _reads_after_each_write(saver: Any, thread: str, writer: Any = None) -> list[str]:
+    """`_read_after` of each read after each write the saver implements (through
+    ``writer``, another instance, the async writes only); what is wrong."""
+    has = set(implemented_methods(saver))
+    if not {"aput", "aget_tuple"} <= has:
+        pytest.skip("the saver implements no aput or no aget_tuple")
+    return [
+        found
+        for write in writes_before("langgraph", has)
+        if writer is None or write.startswith("a") or write == "source deleted"
+        for n, row in enumerate(SAVER_READS_AFTER)
+        if row.split()[0] in has
+        and (found := await _read_after(saver, f"{thread}-{write}-{n}", write, row, writer))
+    ]
+
+
 async def _every_call(saver: Any, has: set[str], a: str, b: str) -> None:
     """Each async method once on threads ``a`` and ``b``, which are in the same state.
 
@@ -1286,17 +1303,7 @@ class SaverSweepTests(SaverFixtures):
         again; one kept past ``adelete_for_runs`` is a checkpoint it deleted), and one that
         deletes a thread's checkpoints or writes by
         checkpoint id alone deletes its copies' too (a copy keeps the ids)."""
-        saver = instance
-        has = set(implemented_methods(saver))
-        if not {"aput", "aget_tuple"} <= has:
-            pytest.skip("the saver implements no aput or no aget_tuple")
-        wrong = [
-            found
-            for write in writes_before("langgraph", has)
-            for n, row in enumerate(SAVER_READS_AFTER)
-            if row.split()[0] in has
-            and (found := await _read_after(saver, f"{thread}-{write}-{n}", write, row))
-        ]
+        wrong = await _reads_after_each_write(instance, thread)
         if wrong:
             fail(
                 "every read answers what the last write left, whatever that write was",
@@ -1325,21 +1332,7 @@ class SaverSweepTests(SaverFixtures):
             eco_target.open(location=location) as saver,
             eco_target.open(location=location) as other,
         ):
-            has = set(implemented_methods(saver))
-            if not {"aput", "aget_tuple"} <= has:
-                pytest.skip("the saver implements no aput or no aget_tuple")
-            wrong = [
-                found
-                for write in writes_before("langgraph", has)
-                if write.startswith("a") or write == "source deleted"
-                for n, row in enumerate(SAVER_READS_AFTER)
-                if row.split()[0] in has
-                and (
-                    found := await _read_after(
-                        saver, f"{thread}-{write}-{n}", write, row, writer=other
-                    )
-                )
-            ]
+            wrong = await _reads_after_each_write(saver, thread, writer=other)
         if wrong:
             fail(
                 "every read answers what the last write left, also one made through another "
@@ -1379,6 +1372,74 @@ class SaverSweepTests(SaverFixtures):
                 "(escape LIKE, glob and regular-expression characters, or do not match), "
                 "a collation that folds case or trailing spaces, a normalized form or a "
                 "prefix cut to a column's length; escape query and path syntax",
+            )
+
+    async def test_sweep_metadata_filters_of_every_shape(self, instance: Any, thread: str) -> None:
+        """``alist(filter=...)`` on keys of every shape (LangGraph's ``source`` and
+        ``step``, an application's key, one with a dot, with a hyphen, with a quote, a
+        space and a non-ASCII letter) with values of every kind (a string, an integer,
+        a boolean, a string with quotes, a non-ASCII string), and with a second key:
+        each gives exactly the checkpoint whose metadata holds the key with that value,
+        beside a decoy of the same kind and one without the key (the ``filters``
+        matrix). A saver may refuse a key it cannot query with ``ValueError``, except a
+        plain identifier; it must not answer wrong."""
+        saver = instance
+        if "alist" not in set(implemented_methods(saver)):
+            pytest.skip("the saver implements no alist")
+        wrong: list[str] = []
+        steps = iter(range(100, 10_000))
+        for n, row in enumerate(FILTER_ROWS):
+            t, key = f"{thread}.m{n}", FILTER_KEYS[row]
+
+            async def put_with(metadata: dict[str, Any], t: str = t) -> str:
+                checkpoint, versions = checkpoint_of(saver, {"v": 1})
+                full = {"source": "loop", "step": next(steps), **metadata}
+                await saver.aput(config_of(t), checkpoint, full, versions)
+                return checkpoint["id"]
+
+            cases: list[tuple[dict[str, Any], str]] = []  # (filter, the one it selects)
+            for column in columns_of(row):
+                if column == "with another key":
+                    first, second = (
+                        ({"source": "fork", "step": 5}, {"source": "fork", "step": 6})
+                        if row == "source"
+                        else ({key: 9, "source": "input"}, {key: 9, "source": "loop"})
+                        if row == "step"
+                        else ({key: "both", "source": "input"}, {key: "both"})
+                    )
+                else:
+                    value, decoy = FILTER_VALUES[column]
+                    if row == "source":
+                        value, decoy = "input", "update"
+                    first, second = {key: value}, {key: decoy}
+                cases.append((first, await put_with(first)))
+                await put_with(second)
+            await put_with({})  # without the key (LangGraph's keys: their usual values)
+            for given, selected in cases:
+                try:
+                    got = [_id_of(x) async for x in saver.alist(config_of(t), filter=given)]
+                except ValueError as exc:
+                    if row not in REFUSABLE:
+                        wrong.append(f"filter {given!r}: raised {type(exc).__name__}: {exc}")
+                    continue  # refused, and said so
+                if got != [selected]:
+                    wrong.append(
+                        f"filter {given!r}: {len(got)} checkpoints"
+                        + ("" if selected in got else ", not the one that matches")
+                    )
+        if wrong:
+            fail(
+                "alist gives the checkpoints whose metadata holds each key of the filter "
+                "with an equal value, whatever the key's shape and the value's kind",
+                expected="each filter to select exactly the one checkpoint that matches it, "
+                "as LangGraph's InMemorySaver and AsyncPostgresSaver do (or a ValueError "
+                "for a key with a dot, a hyphen or other characters the saver cannot "
+                "query)",
+                observed="; ".join(wrong[:8])
+                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                detail="compare each metadata key as a literal name (a JSON path must quote "
+                'it: $."user.id"), compare values of the same kind (bind a number or a '
+                "boolean as such, not as JSON text), and never drop a key of the filter",
             )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(

@@ -472,6 +472,53 @@ class ThreadsCutTo255Saver(ThreadsComparedSaver):
         return stored[:255] == asked[:255]
 
 
+class FilterCheckedSaver(HeldSaver):
+    """Correct: ``alist``'s filter is checked on each checkpoint's metadata (as a query's
+    ``WHERE`` would): each key holds an equal value."""
+
+    def _holds(self, metadata: dict[str, Any], key: str, value: Any) -> bool:
+        return bool(metadata.get(key) == value)
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        given = 0
+        for t in super().list(config, before=before):
+            if filter and not all(self._holds(dict(t.metadata), k, v) for k, v in filter.items()):
+                continue
+            if limit is not None and given >= limit:
+                return
+            given += 1
+            yield t
+
+
+class DottedFilterKeysNestedSaver(FilterCheckedSaver):
+    """Bug: a filter's key is made into a JSON path (``json_extract(metadata, '$.' ||
+    key)``), so ``user.id`` is read as the field ``id`` of an object ``user``: a flat key
+    with a dot matches nothing, and no error says so."""
+
+    def _holds(self, metadata: dict[str, Any], key: str, value: Any) -> bool:
+        found: Any = metadata
+        for part in key.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        return bool(found == value)
+
+
+class BooleanFilterAsTextSaver(FilterCheckedSaver):
+    """Bug: a boolean in a filter is bound as its JSON text (``'true'``), and compared
+    with what the JSON path extracts, a boolean: a filter on a boolean matches nothing;
+    strings and numbers work."""
+
+    def _holds(self, metadata: dict[str, Any], key: str, value: Any) -> bool:
+        bound = json.dumps(value) if isinstance(value, bool) else value
+        return bool(metadata.get(key) == bound)
+
+
 class NamespaceBlindLatestSaver(HeldSaver):
     """Bug: the latest checkpoint of a thread is its greatest id in any namespace (``ORDER BY
     checkpoint_id DESC LIMIT 1`` without ``checkpoint_ns = ?``): a subgraph's newer

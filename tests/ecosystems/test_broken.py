@@ -179,6 +179,20 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_workflow_names_of_every_shape",
         "case twins: list_checkpoint_ids of",
     ),
+    "dotted-filter-keys-nested": (
+        broken.DottedFilterKeysNestedSaver,
+        broken.FilterCheckedSaver,
+        "langgraph",
+        "test_sweep_metadata_filters_of_every_shape",
+        "filter {'user.id': 'acme'}",
+    ),
+    "boolean-filter-as-text": (
+        broken.BooleanFilterAsTextSaver,
+        broken.FilterCheckedSaver,
+        "langgraph",
+        "test_sweep_metadata_filters_of_every_shape",
+        "filter {'tenant': True}",
+    ),
     "latest-blind-to-namespaces": (
         broken.NamespaceBlindLatestSaver,
         broken.HeldSaver,

@@ -47,6 +47,10 @@ SLOW_HOLD = {"langgraph-sqlite"}
 """Rows whose held calls end only at the backend's own timeout (SQLite's 5 s busy timeout):
 their held sweep runs in the results page's run, not here."""
 
+FAILS = {"langgraph-sqlite": {"test_sweep_metadata_filters_of_every_shape"}}
+"""The sweeps a row fails for a defect of its own (each in docs/ecosystem-conformance.md,
+with its reproduction): a failed sweep still exercises its cells."""
+
 
 @pytest.mark.parametrize("row_id", SWEPT)
 async def test_sweeps_exercise_every_reachable_cell_of_a_built_in_target(
@@ -57,7 +61,8 @@ async def test_sweeps_exercise_every_reachable_cell_of_a_built_in_target(
     pattern = "sweep and not held" if row_id in SLOW_HOLD else "sweep"
     with row.open() as target:
         report = await run(target, pattern=pattern)
-    assert report.ok, report.summary()
+    failed = {r.name for r in report.results if r.outcome == "failed"}
+    assert failed == FAILS.get(row_id, set()), report.summary()
     assert report.coverage is not None
     missing = report.coverage.missing
     if row_id in SLOW_HOLD:
