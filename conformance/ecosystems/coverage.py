@@ -49,7 +49,8 @@ cells of these matrices:
     ``alist``'s ``filter`` by the shape of its key (`FILTER_ROWS`: LangGraph's
     ``source`` and ``step``, an application's key, one with a dot, one with a
     hyphen, one with a quote, a space and a non-ASCII letter) against the kind
-    of its value (`FILTER_COLUMNS`), and a filter of two keys.
+    of its value (`FILTER_COLUMNS`), a filter of two keys, and a filter of
+    ``alist(None)`` (every thread).
 ``listing`` (LangGraph)
     ``alist`` (and ``list``) of every thread (config None), of one thread,
     with ``filter``, ``before`` and ``limit``, and with each combination of
@@ -787,15 +788,15 @@ class _SaverCalls:
             if value is not None
         ]
         if isinstance(filter, dict) and not self.sync:
-            self.filters(filter)
+            self.filters(filter, every=config is None)
         for option in given:
             c.mark("listing", row, option)
         if len(given) > 1:
             c.mark("listing", row, " + ".join(given))
         return None
 
-    def filters(self, given: dict[Any, Any]) -> None:
-        """The ``filters`` cells of an ``alist`` filter."""
+    def filters(self, given: dict[Any, Any], every: bool) -> None:
+        """The ``filters`` cells of an ``alist`` filter (``every``: of every thread)."""
         for key, value in given.items():
             row, column = row_of(key), column_of(value)
             if row is None:
@@ -804,6 +805,8 @@ class _SaverCalls:
                 self.c.mark("filters", row, column)
             if len(given) > 1:
                 self.c.mark("filters", row, "with another key")
+            if every:
+                self.c.mark("filters", row, "every thread")
 
     def _total(self, thread: str) -> int | None:
         known = self.counted(thread)

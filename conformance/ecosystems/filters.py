@@ -12,10 +12,12 @@ boolean the path extracts; a filter on a key outside an allow-list of LangGraph'
 is dropped, and every checkpoint answers.
 
 The ``filters`` matrix has a row per key shape (`FILTER_ROWS`) and a column per value
-kind (`FILTER_COLUMNS`), and ``with another key`` for a filter of two keys (each must
-hold). LangGraph's own keys take their own kinds only: ``source`` a string, ``step`` an
-integer. A saver may refuse a key it cannot query, out loud (``ValueError``), except a
-plain identifier (`REFUSABLE`); a wrong answer is never right.
+kind (`FILTER_COLUMNS`), ``with another key`` for a filter of two keys (each must
+hold), and ``every thread`` for the filter of ``alist(None, filter=...)``, which a SQL
+saver answers with another query than one thread's. LangGraph's own keys take their own
+kinds only: ``source`` a string, ``step`` an integer. A saver may refuse a key it cannot
+query, out loud (``ValueError``), except a plain identifier (`REFUSABLE`); a wrong answer
+is never right.
 """
 
 from __future__ import annotations
@@ -36,8 +38,17 @@ __all__ = [
 
 FILTER_ROWS: Final = ("source", "step", "custom key", "dotted key", "hyphenated key", "odd key")
 """The rows of ``filters``: the shape of a filter's key."""
-FILTER_COLUMNS: Final = ("str", "int", "bool", "quoted str", "non-ASCII str", "with another key")
-"""The columns of ``filters``: the kind of a filter's value, and a filter of two keys."""
+FILTER_COLUMNS: Final = (
+    "str",
+    "int",
+    "bool",
+    "quoted str",
+    "non-ASCII str",
+    "with another key",
+    "every thread",
+)
+"""The columns of ``filters``: the kind of a filter's value, a filter of two keys, and a
+filter of ``alist(None, ...)`` (every thread: another query than one thread's)."""
 FILTER_KEYS: Final[dict[str, str]] = {
     "source": "source",
     "step": "step",
@@ -67,9 +78,9 @@ _HYPHENATED: Final = re.compile(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)+")
 def columns_of(row: str) -> tuple[str, ...]:
     """The columns of ``row``: LangGraph's keys take their own kind only."""
     if row == "source":
-        return ("str", "with another key")
+        return ("str", "with another key", "every thread")
     if row == "step":
-        return ("int", "with another key")
+        return ("int", "with another key", "every thread")
     return FILTER_COLUMNS
 
 

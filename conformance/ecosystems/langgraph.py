@@ -1380,7 +1380,8 @@ class SaverSweepTests(SaverFixtures):
         space and a non-ASCII letter) with values of every kind (a string, an integer,
         a boolean, a string with quotes, a non-ASCII string), and with a second key:
         each gives exactly the checkpoint whose metadata holds the key with that value,
-        beside a decoy of the same kind and one without the key (the ``filters``
+        beside a decoy of the same kind and one without the key, and ``alist(None)``
+        with the same filter exactly those of every thread that match (the ``filters``
         matrix). A saver may refuse a key it cannot query with ``ValueError``, except a
         plain identifier; it must not answer wrong."""
         saver = instance
@@ -1388,6 +1389,8 @@ class SaverSweepTests(SaverFixtures):
             pytest.skip("the saver implements no alist")
         wrong: list[str] = []
         steps = iter(range(100, 10_000))
+        stored: dict[str, dict[str, Any]] = {}  # every checkpoint put -> its metadata
+        cases: list[tuple[str, str, dict[str, Any], str]] = []  # row, thread, filter, selected
         for n, row in enumerate(FILTER_ROWS):
             t, key = f"{thread}.m{n}", FILTER_KEYS[row]
 
@@ -1395,10 +1398,12 @@ class SaverSweepTests(SaverFixtures):
                 checkpoint, versions = checkpoint_of(saver, {"v": 1})
                 full = {"source": "loop", "step": next(steps), **metadata}
                 await saver.aput(config_of(t), checkpoint, full, versions)
+                stored[checkpoint["id"]] = full
                 return checkpoint["id"]
 
-            cases: list[tuple[dict[str, Any], str]] = []  # (filter, the one it selects)
             for column in columns_of(row):
+                if column == "every thread":
+                    continue  # each filter of the row, over every thread, below
                 if column == "with another key":
                     first, second = (
                         ({"source": "fork", "step": 5}, {"source": "fork", "step": 6})
@@ -1412,20 +1417,30 @@ class SaverSweepTests(SaverFixtures):
                     if row == "source":
                         value, decoy = "input", "update"
                     first, second = {key: value}, {key: decoy}
-                cases.append((first, await put_with(first)))
+                cases.append((row, t, first, await put_with(first)))
                 await put_with(second)
             await put_with({})  # without the key (LangGraph's keys: their usual values)
-            for given, selected in cases:
+        for row, t, given, selected in cases:
+            for config in (config_of(t), None):  # one thread, then every thread
                 try:
-                    got = [_id_of(x) async for x in saver.alist(config_of(t), filter=given)]
+                    got = [_id_of(x) async for x in saver.alist(config, filter=given)]
                 except ValueError as exc:
                     if row not in REFUSABLE:
                         wrong.append(f"filter {given!r}: raised {type(exc).__name__}: {exc}")
                     continue  # refused, and said so
-                if got != [selected]:
+                if config is not None and got != [selected]:
                     wrong.append(
                         f"filter {given!r}: {len(got)} checkpoints"
                         + ("" if selected in got else ", not the one that matches")
+                    )
+                ours = {i for i in got if i in stored}  # the location may hold others' too
+                matching = {
+                    i for i, md in stored.items() if all(md.get(k) == v for k, v in given.items())
+                }
+                if config is None and ours != matching:
+                    wrong.append(
+                        f"alist(None) with filter {given!r}: {len(ours)} of this test's "
+                        f"checkpoints, not the {len(matching)} that match"
                     )
         if wrong:
             fail(

@@ -519,6 +519,23 @@ class BooleanFilterAsTextSaver(FilterCheckedSaver):
         return bool(metadata.get(key) == bound)
 
 
+class FilterOfOneThreadOnlySaver(FilterCheckedSaver):
+    """Bug: the filter is applied in the query of one thread, and the query of every
+    thread (``alist(None, filter=...)``, another SQL statement) leaves it out: every
+    checkpoint answers."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        given = None if config is None else filter
+        yield from super().list(config, filter=given, before=before, limit=limit)
+
+
 class NamespaceBlindLatestSaver(HeldSaver):
     """Bug: the latest checkpoint of a thread is its greatest id in any namespace (``ORDER BY
     checkpoint_id DESC LIMIT 1`` without ``checkpoint_ns = ?``): a subgraph's newer

@@ -193,6 +193,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_metadata_filters_of_every_shape",
         "filter {'tenant': True}",
     ),
+    "filter-of-one-thread-only": (
+        broken.FilterOfOneThreadOnlySaver,
+        broken.FilterCheckedSaver,
+        "langgraph",
+        "test_sweep_metadata_filters_of_every_shape",
+        "alist(None) with filter {'source': 'input'}",
+    ),
     "latest-blind-to-namespaces": (
         broken.NamespaceBlindLatestSaver,
         broken.HeldSaver,
