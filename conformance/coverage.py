@@ -130,6 +130,7 @@ __all__ = [
     "CoverageProbe",
     "CoverageRecorder",
     "Reach",
+    "Readers",
     "Surface",
     "active_recorder",
     "backend_down",
@@ -562,6 +563,27 @@ _Known = Literal["missing", "present", "deleted", "unknown"]
 
 
 @dataclass
+class Readers:
+    """Which clients (probes, by id) used each name since its last write, and which had
+    used it before another client wrote it: a cache kept in such a client answers from
+    before that write. Shared by the storage probe (keys) and the ecosystem probes
+    (threads, checkpoints, workflows)."""
+
+    used_by: dict[Any, set[int]] = field(default_factory=dict)
+    stale_for: dict[Any, set[int]] = field(default_factory=dict)
+
+    def wrote(self, name: Any, by: int) -> None:
+        """``by`` changed ``name``: the other clients that used it have it stale."""
+        self.stale_for[name] = self.used_by.pop(name, set()) - {by}
+
+    def used(self, name: Any, by: int) -> bool:
+        """``by`` uses ``name``; whether it had used it before another client's write."""
+        stale = by in self.stale_for.get(name, ())
+        self.used_by.setdefault(name, set()).add(by)
+        return stale
+
+
+@dataclass
 class _Scope:
     """What the probes of one location saw of its keys."""
 
@@ -578,9 +600,7 @@ class _Scope:
     expiry: dict[str, float] = field(default_factory=dict)  # key -> when it expires
     renewed: dict[str, float] = field(default_factory=dict)  # key -> its earlier expiry
     changed_by: dict[str, str] = field(default_factory=dict)  # key -> its last write's kind
-    used_by: dict[str, set[int]] = field(default_factory=dict)  # key -> probes that used it
-    # since its last write; and the probes that had used it before another one's write
-    stale_for: dict[str, set[int]] = field(default_factory=dict)
+    readers: Readers = field(default_factory=Readers)  # who used each key since its write
 
 
 @dataclass
@@ -804,13 +824,12 @@ class CoverageProbe:
         """The ``after`` cells of ``row`` on ``key``, if its last write is known: of that
         write, and `ANOTHER_CLIENT` if this probe used the key before another one wrote
         it."""
-        scope = self._scope
-        write = scope.changed_by.get(key)
+        write = self._scope.changed_by.get(key)
+        stale = self._scope.readers.used(key, self._id)
         if write is not None and state is not None:
             self._mark("after", row, write)
-            if self._id in scope.stale_for.get(key, ()):
+            if stale:
                 self._mark("after", row, ANOTHER_CLIENT)
-        scope.used_by.setdefault(key, set()).add(self._id)
 
     def _version_kind(self, key: str, version: str) -> str:
         seen = self._scope.versions.get(key, [])
@@ -931,7 +950,7 @@ class CoverageProbe:
         scope = self._scope
         if write is not None:
             scope.changed_by[key] = write
-            scope.stale_for[key] = scope.used_by.pop(key, set()) - {self._id}
+            scope.readers.wrote(key, self._id)
         scope.state[key] = state
         if state == "deleted":
             scope.deleted.add(key)

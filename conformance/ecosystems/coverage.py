@@ -95,7 +95,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..coverage import Cell, CoverageRecorder, active_recorder, size_label
+from ..coverage import Cell, CoverageRecorder, Readers, active_recorder, size_label
 from .filters import FILTER_ROWS, column_of, columns_of, row_of
 from .ids import ID_ROWS, IdShapes
 
@@ -474,9 +474,7 @@ class _Scope:
     writer: dict[Any, int] = field(default_factory=dict)  # name -> probe that wrote it
     closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
     runs: dict[str, set[str]] = field(default_factory=dict)  # a run id put -> its threads
-    read_by: dict[Any, set[int]] = field(default_factory=dict)  # name -> probes that read it
-    stale_for: dict[Any, set[int]] = field(default_factory=dict)  # name -> probes that read
-    # it before another probe's write changed it (a cache of theirs would be stale)
+    readers: Readers = field(default_factory=Readers)  # who read each name since its write
     members: dict[str, set[str]] = field(default_factory=dict)  # workflow -> checkpoint ids
     # what is known exactly, for ``lengths``: a thread -> namespace -> checkpoint ids, a
     # (thread, namespace, checkpoint id) -> its writes' (task, index), workflows counted
@@ -539,7 +537,7 @@ class _Classifier:
     def changed(self, name: Any, write: str | None) -> None:
         """``name`` was last changed by ``write`` (None: by a write not classified), through
         this instance: the instances that read it before read it again after another's."""
-        self.scope.stale_for[name] = self.scope.read_by.pop(name, set()) - {self.id}
+        self.scope.readers.wrote(name, self.id)
         if write is None:
             self.scope.changed_by.pop(name, None)
         else:
@@ -551,9 +549,8 @@ class _Classifier:
         write = self.scope.changed_by.get(name)
         if write is not None:
             self.mark("after", row, write)
-        if self.id in self.scope.stale_for.get(name, ()):
+        if self.scope.readers.used(name, self.id):
             self.mark("after", row, BY_ANOTHER_INSTANCE)
-        self.scope.read_by.setdefault(name, set()).add(self.id)
 
     def ids(self, column: str, name: str | None) -> None:
         """The ``ids`` cells of a call of ``column`` naming ``name`` (a thread, a workflow)."""
