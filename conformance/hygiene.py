@@ -8,7 +8,10 @@
   in finalizers of async generators, ...);
 - a ``ResourceWarning`` was emitted (unclosed file, socket, client session);
 - a task created inside the block is still pending at the end, after a
-  ``gc.collect()`` and a few loop iterations;
+  ``gc.collect()`` and a few loop iterations (a task whose cancellation was
+  requested gets ``unwind_grace`` seconds more: a storage that settles a
+  cancelled write, or a runner that abandoned a cleanup at its bound, leaves it
+  unwinding for its declared grace; one that never ends is still a finding);
 - a thread started inside the block is still alive at the end.
 
 Each finding names where the leaked object was created, so that the fix is
@@ -52,6 +55,11 @@ class HygieneReport:
 ORIGIN_DEPTH = 8
 """Frames kept of where a task or coroutine was created."""
 
+UNWIND_GRACE = 2.0
+"""Seconds a cancelled task still pending at the end of the block may take to end: more
+than a storage's grace for settling a cancelled write (PostgreSQL's default is 0.25 s)
+under a loaded machine's delays."""
+
 _CREATED_AT: dict[int, list[traceback.FrameSummary]] = {}
 
 
@@ -90,7 +98,11 @@ def _context_site(context: dict[str, Any]) -> str:
 
 @asynccontextmanager
 async def hygiene(
-    *, settle_rounds: int = 20, check: bool = True, thread_grace: float = 1.0
+    *,
+    settle_rounds: int = 20,
+    check: bool = True,
+    thread_grace: float = 1.0,
+    unwind_grace: float = UNWIND_GRACE,
 ) -> AsyncIterator[HygieneReport]:
     """Check the enclosed block for leaks; raise `HygieneError` at exit.
 
@@ -98,6 +110,8 @@ async def hygiene(
         settle_rounds: loop iterations to let cleanup callbacks run before judging.
         check: raise at the end when something was found (else only report).
         thread_grace: seconds a thread started inside the block may take to end.
+        unwind_grace: seconds a task still pending at the end, whose cancellation was
+            requested, may take to end (a task nobody cancelled gets none).
 
     Raises:
         HygieneError: at exit, listing every finding, if ``check`` is true.
@@ -155,8 +169,23 @@ async def hygiene(
                 for _ in range(settle_rounds):
                     await asyncio.sleep(0)
                 current = asyncio.current_task()
-                for task in asyncio.all_tasks() - before_tasks:
-                    if task is not current and not task.done():
+                left = {
+                    task
+                    for task in asyncio.all_tasks() - before_tasks
+                    if task is not current and not task.done()
+                }
+                unwinding = {task for task in left if task.cancelling()}
+                if unwinding:
+                    await asyncio.wait(unwinding, timeout=unwind_grace)
+                for task in left:
+                    if task.done():
+                        continue
+                    if task in unwinding:
+                        report.findings.append(
+                            f"pending {_describe_task(task)}, still unwinding "
+                            f"{unwind_grace:g} s after its cancellation"
+                        )
+                    else:
                         report.findings.append(f"pending {_describe_task(task)}")
                 for thread in set(threading.enumerate()) - before_threads:
                     # asyncio's default executor keeps idle workers; they write nothing.

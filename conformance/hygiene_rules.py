@@ -75,6 +75,52 @@ class HygieneTests(StorageFixtures):
         await asyncio.gather(task, return_exceptions=True)
 
     @checks("hygiene.no-task-left")
+    async def test_hygiene_catches_cancelled_task_that_never_ends(self, storage: Storage) -> None:
+        release = asyncio.Event()
+
+        async def ignores_cancellation() -> None:
+            while not release.is_set():
+                try:
+                    await release.wait()
+                except asyncio.CancelledError:
+                    pass  # swallowed on purpose: it never ends while cancelled
+
+        async with hygiene(check=False, unwind_grace=0.05) as report:
+            task = asyncio.ensure_future(ignores_cancellation())
+            await asyncio.sleep(0)
+            task.cancel()
+        _expect_finding(report, "still unwinding", "a cancelled task that never ends")
+        release.set()
+        await asyncio.gather(task, return_exceptions=True)
+
+    @checks("hygiene.no-task-left")
+    async def test_hygiene_lets_a_cancelled_task_finish_unwinding(self, storage: Storage) -> None:
+        """A cancelled write that settles before it raises (a storage that declares
+        ``settles_cancelled_writes``), or a cleanup that a runner abandoned at its bound,
+        is still pending when the block ends: it is no leak if it ends within the grace."""
+        settled = asyncio.Event()
+
+        async def settles_then_raises() -> None:
+            try:
+                await asyncio.get_running_loop().create_future()
+            except asyncio.CancelledError:
+                await settled.wait()
+                raise
+
+        async with hygiene(check=False) as report:
+            task = asyncio.ensure_future(settles_then_raises())
+            await asyncio.sleep(0)
+            task.cancel()
+            # settled only after the block's own settling turns: the grace is what waits
+            asyncio.get_running_loop().call_later(0.05, settled.set)
+        if report.findings or not task.cancelled():
+            fail(
+                "the hygiene checker must let a cancelled task end within its grace",
+                expected="no finding, and the task cancelled by the block's end",
+                observed=f"findings {report.findings}, task done: {task.done()}",
+            )
+
+    @checks("hygiene.no-task-left")
     async def test_hygiene_catches_task_destroyed_while_pending(self, storage: Storage) -> None:
         async def wait_forever() -> None:
             await asyncio.get_running_loop().create_future()

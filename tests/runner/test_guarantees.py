@@ -8,6 +8,7 @@ Saves are held in flight with events (PutGate), never with sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import Awaitable, Callable
@@ -419,6 +420,53 @@ async def test_g5_cancel_just_before_save_task_starts(storage: Storage) -> None:
         await task
     gc.collect()
     # the hygiene fixture fails on "coroutine ... was never awaited" and pending tasks
+
+
+async def test_g5_release_abandoned_at_the_bound_ends_within_the_storages_grace(
+    storage: Storage,
+) -> None:
+    """A storage that settles a cancelled write before raising (PostgreSQL's fence waits up
+    to its ``cancel_grace``) outlasts the runner's bound on the teardown's release: the run
+    ends at the bound, the release is abandoned still unwinding, and ends by itself soon
+    after. Nothing is left pending (the hygiene fixture waits out the unwinding)."""
+    settle = 0.2  # more than the runner's moment of unwinding, well within hygiene's grace
+    armed = asyncio.Event()
+    held = asyncio.Event()
+
+    class SettlesCancelledWrites(StorageWrapper):
+        async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+            if armed.is_set() and key.endswith("/head"):
+                held.set()
+                try:
+                    await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    settled = asyncio.Event()
+                    asyncio.get_running_loop().call_later(settle, settled.set)
+                    while not settled.is_set():  # settling, through later cancellations too
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await settled.wait()
+                    raise
+            return await super().put(key, data, mode=mode)
+
+    outer: list[asyncio.Task[Any]] = []
+
+    @step(name="s")
+    async def s() -> int:
+        armed.set()
+        outer[0].cancel()
+        return 1
+
+    async def main(_: Any) -> int:
+        return await s()
+
+    wf = Workflow(main, storage=SettlesCancelledWrites(storage), cancel_timeout=0.1)
+    task = asyncio.create_task(wf.run(run_id="r1"))
+    outer.append(task)
+    started = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 1.0  # G4: the run ended at its bound
+    assert held.is_set()  # the release was held, then abandoned while it settled
 
 
 @pytest.mark.parametrize("path", ["success", "step-failure", "save-failure", "pause"])
