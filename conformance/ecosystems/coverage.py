@@ -49,8 +49,8 @@ cells of these matrices:
     ``alist``'s ``filter`` by the shape of its key (`FILTER_ROWS`: LangGraph's
     ``source`` and ``step``, an application's key, one with a dot, one with a
     hyphen, one with a quote, a space and a non-ASCII letter) against the kind
-    of its value (`FILTER_COLUMNS`), a filter of two keys, and a filter of
-    ``alist(None)`` (every thread).
+    of its value (`FILTER_COLUMNS`), a filter of two keys, a filter of
+    ``alist(None)`` (every thread), and a filter of the synchronous ``list``.
 ``listing`` (LangGraph)
     ``alist`` (and ``list``) of every thread (config None), of one thread,
     with ``filter``, ``before`` and ``limit``, and with each combination of
@@ -352,7 +352,12 @@ class EcosystemReach:
                 if method in has:
                     out += [("listing", method, option) for option in LIST_OPTIONS]
             if "alist" in has:
-                out += [("filters", r, c) for r in FILTER_ROWS for c in columns_of(r)]
+                out += [
+                    ("filters", r, c)
+                    for r in FILTER_ROWS
+                    for c in columns_of(r)
+                    if c != "sync list" or "list" in has
+                ]
             named = [c for c in SAVER_ID_COLUMNS if c.split()[0] in has]
             columns: tuple[str, ...] = ("aput", "aput_writes", "aget_tuple")
         else:
@@ -784,19 +789,23 @@ class _SaverCalls:
             for option, value in (("filter", filter), ("before", before), ("limit", limit))
             if value is not None
         ]
-        if isinstance(filter, dict) and not self.sync:
-            self.filters(filter, every=config is None)
+        if isinstance(filter, dict):
+            self.filters(filter, every=config is None, sync=self.sync)
         for option in given:
             c.mark("listing", row, option)
         if len(given) > 1:
             c.mark("listing", row, " + ".join(given))
         return None
 
-    def filters(self, given: dict[Any, Any], every: bool) -> None:
-        """The ``filters`` cells of an ``alist`` filter (``every``: of every thread)."""
+    def filters(self, given: dict[Any, Any], every: bool, sync: bool = False) -> None:
+        """The ``filters`` cells of an ``alist`` filter (``every``: of every thread;
+        ``sync``: of the synchronous ``list``, which marks its column only)."""
         for key, value in given.items():
             row, column = row_of(key), column_of(value)
             if row is None:
+                continue
+            if sync:
+                self.c.mark("filters", row, "sync list")
                 continue
             if column in columns_of(row):
                 self.c.mark("filters", row, column)

@@ -12,12 +12,14 @@ boolean the path extracts; a filter on a key outside an allow-list of LangGraph'
 is dropped, and every checkpoint answers.
 
 The ``filters`` matrix has a row per key shape (`FILTER_ROWS`) and a column per value
-kind (`FILTER_COLUMNS`), ``with another key`` for a filter of two keys (each must
-hold), and ``every thread`` for the filter of ``alist(None, filter=...)``, which a SQL
-saver answers with another query than one thread's. LangGraph's own keys take their own
-kinds only: ``source`` a string, ``step`` an integer. A saver may refuse a key it cannot
-query, out loud (``ValueError``), except a plain identifier (`REFUSABLE`); a wrong answer
-is never right.
+kind (`FILTER_COLUMNS`), ``with another key`` for a filter of two keys (each must hold),
+``every thread`` for the filter of ``alist(None, filter=...)``, which a SQL saver
+answers with another query than one thread's, and ``sync list`` for the same key through
+the synchronous ``list`` (``get_state_history`` of a graph run synchronously), which a
+saver with a synchronous and an asynchronous path builds its query twice. LangGraph's
+own keys take their own kinds only: ``source`` a string, ``step`` an integer. A saver
+may refuse a key it cannot query, out loud (``ValueError``), except a plain identifier
+(`REFUSABLE`); a wrong answer is never right.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ FILTER_COLUMNS: Final = (
     "non-ASCII str",
     "with another key",
     "every thread",
+    "sync list",
 )
-"""The columns of ``filters``: the kind of a filter's value, a filter of two keys, and a
-filter of ``alist(None, ...)`` (every thread: another query than one thread's)."""
+"""The columns of ``filters``: the kind of a filter's value, a filter of two keys, a
+filter of ``alist(None, ...)`` (every thread: another query than one thread's), and a
+filter of the synchronous ``list`` (reachable when the saver implements it)."""
 FILTER_KEYS: Final[dict[str, str]] = {
     "source": "source",
     "step": "step",
@@ -78,9 +82,9 @@ _HYPHENATED: Final = re.compile(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)+")
 def columns_of(row: str) -> tuple[str, ...]:
     """The columns of ``row``: LangGraph's keys take their own kind only."""
     if row == "source":
-        return ("str", "with another key", "every thread")
+        return ("str", "with another key", "every thread", "sync list")
     if row == "step":
-        return ("int", "with another key", "every thread")
+        return ("int", "with another key", "every thread", "sync list")
     return FILTER_COLUMNS
 
 

@@ -1375,15 +1375,15 @@ class SaverSweepTests(SaverFixtures):
             )
 
     async def test_sweep_metadata_filters_of_every_shape(self, instance: Any, thread: str) -> None:
-        """``alist(filter=...)`` on keys of every shape (LangGraph's ``source`` and
-        ``step``, an application's key, one with a dot, with a hyphen, with a quote, a
-        space and a non-ASCII letter) with values of every kind (a string, an integer,
-        a boolean, a string with quotes, a non-ASCII string), and with a second key:
-        each gives exactly the checkpoint whose metadata holds the key with that value,
-        beside a decoy of the same kind and one without the key, and ``alist(None)``
-        with the same filter exactly those of every thread that match (the ``filters``
-        matrix). A saver may refuse a key it cannot query with ``ValueError``, except a
-        plain identifier; it must not answer wrong."""
+        """``alist(filter=...)`` on keys of every shape (LangGraph's ``source`` and ``step``,
+        an application's key, one with a dot, with a hyphen, with a quote, a space and a
+        non-ASCII letter) with values of every kind (a string, an integer, a boolean, a
+        string with quotes, a non-ASCII string), and with a second key: each gives exactly
+        the checkpoint whose metadata holds the key with that value, beside a decoy of the
+        same kind and one without the key, and ``alist(None)`` with the same filter exactly
+        those of every thread that match; the synchronous ``list`` too, where the saver
+        implements it (the ``filters`` matrix). A saver may refuse a key it cannot query
+        with ``ValueError``, except a plain identifier; it must not answer wrong."""
         saver = instance
         if "alist" not in set(implemented_methods(saver)):
             pytest.skip("the saver implements no alist")
@@ -1402,8 +1402,8 @@ class SaverSweepTests(SaverFixtures):
                 return checkpoint["id"]
 
             for column in columns_of(row):
-                if column == "every thread":
-                    continue  # each filter of the row, over every thread, below
+                if column in ("every thread", "sync list"):
+                    continue  # each filter of the row, over every thread and by list, below
                 if column == "with another key":
                     first, second = (
                         ({"source": "fork", "step": 5}, {"source": "fork", "step": 6})
@@ -1420,32 +1420,46 @@ class SaverSweepTests(SaverFixtures):
                 cases.append((row, t, first, await put_with(first)))
                 await put_with(second)
             await put_with({})  # without the key (LangGraph's keys: their usual values)
+        sync = "list" in set(implemented_methods(saver))
+
+        def listed(config: RunnableConfig | None, given: dict[str, Any]) -> list[str | None]:
+            return [_id_of(x) for x in saver.list(config, filter=given)]
+
         for row, t, given, selected in cases:
-            for config in (config_of(t), None):  # one thread, then every thread
-                try:
-                    got = [_id_of(x) async for x in saver.alist(config, filter=given)]
-                except ValueError as exc:
-                    if row not in REFUSABLE:
-                        wrong.append(f"filter {given!r}: raised {type(exc).__name__}: {exc}")
-                    continue  # refused, and said so
-                if config is not None and got != [selected]:
-                    wrong.append(
-                        f"filter {given!r}: {len(got)} checkpoints"
-                        + ("" if selected in got else ", not the one that matches")
-                    )
-                ours = {i for i in got if i in stored}  # the location may hold others' too
-                matching = {
-                    i for i, md in stored.items() if all(md.get(k) == v for k, v in given.items())
-                }
-                if config is None and ours != matching:
-                    wrong.append(
-                        f"alist(None) with filter {given!r}: {len(ours)} of this test's "
-                        f"checkpoints, not the {len(matching)} that match"
-                    )
+            for how in ("alist", "list") if sync else ("alist",):
+                for config in (config_of(t), None):  # one thread, then every thread
+                    try:
+                        got = (
+                            [_id_of(x) async for x in saver.alist(config, filter=given)]
+                            if how == "alist"
+                            else await asyncio.to_thread(listed, config, given)
+                        )
+                    except ValueError as exc:
+                        if row not in REFUSABLE:
+                            wrong.append(
+                                f"{how} filter {given!r}: raised {type(exc).__name__}: {exc}"
+                            )
+                        continue  # refused, and said so
+                    if config is not None and got != [selected]:
+                        wrong.append(
+                            f"{how} filter {given!r}: {len(got)} checkpoints"
+                            + ("" if selected in got else ", not the one that matches")
+                        )
+                    ours = {i for i in got if i in stored}  # the location may hold others'
+                    matching = {
+                        i
+                        for i, md in stored.items()
+                        if all(md.get(k) == v for k, v in given.items())
+                    }
+                    if config is None and ours != matching:
+                        wrong.append(
+                            f"{how}(None) with filter {given!r}: {len(ours)} of this test's "
+                            f"checkpoints, not the {len(matching)} that match"
+                        )
         if wrong:
             fail(
-                "alist gives the checkpoints whose metadata holds each key of the filter "
-                "with an equal value, whatever the key's shape and the value's kind",
+                "alist (and list) gives the checkpoints whose metadata holds each key of "
+                "the filter with an equal value, whatever the key's shape and the value's kind",
                 expected="each filter to select exactly the one checkpoint that matches it, "
                 "as LangGraph's InMemorySaver and AsyncPostgresSaver do (or a ValueError "
                 "for a key with a dot, a hyphen or other characters the saver cannot "

@@ -536,6 +536,35 @@ class FilterOfOneThreadOnlySaver(FilterCheckedSaver):
         yield from super().list(config, filter=given, before=before, limit=limit)
 
 
+class SyncListBooleanFilterAsTextSaver(FilterCheckedSaver):
+    """Bug: the synchronous ``list`` builds its query apart from ``alist`` (as a saver with
+    a sync and an async connection does) and binds a boolean in a filter as its JSON text
+    there: ``alist`` selects right, ``list`` on a boolean matches nothing."""
+
+    def _holds(self, metadata: dict[str, Any], key: str, value: Any) -> bool:
+        return BooleanFilterAsTextSaver._holds(self, metadata, key, value)
+
+    async def alist(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        await asyncio.sleep(0)
+        given = 0
+        for t in InMemorySaver.list(self, config, before=before):
+            if filter and not all(
+                FilterCheckedSaver._holds(self, dict(t.metadata), k, v) for k, v in filter.items()
+            ):
+                continue
+            if limit is not None and given >= limit:
+                return
+            given += 1
+            yield t
+
+
 class NamespaceBlindLatestSaver(HeldSaver):
     """Bug: the latest checkpoint of a thread is its greatest id in any namespace (``ORDER BY
     checkpoint_id DESC LIMIT 1`` without ``checkpoint_ns = ?``): a subgraph's newer

@@ -200,6 +200,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_metadata_filters_of_every_shape",
         "alist(None) with filter {'source': 'input'}",
     ),
+    "sync-list-boolean-filter-as-text": (
+        broken.SyncListBooleanFilterAsTextSaver,
+        broken.FilterCheckedSaver,
+        "langgraph",
+        "test_sweep_metadata_filters_of_every_shape",
+        "list filter {'tenant': True}",
+    ),
     "latest-blind-to-namespaces": (
         broken.NamespaceBlindLatestSaver,
         broken.HeldSaver,
