@@ -387,15 +387,28 @@ def main() -> None:
         results[f"langgraph_per_step_{n}_us"] = lg * us if lg else None
         results[f"agent_framework_per_step_{n}_us"] = af * us if af else None
         table.add_row(
-            f"{n} no-op steps, memory", f"{ck * us:.1f} µs ({ck_cpu * us:.1f} µs CPU)",
-            f"bare await {floor * us:.2f} µs", f"{ck / floor:.0f}x floor", "≤ 20 µs CPU",
+            f"{n} no-op steps, memory",
+            f"{ck * us:.1f} µs ({ck_cpu * us:.1f} µs CPU)",
+            f"bare await {floor * us:.2f} µs",
+            f"{ck / floor:.0f}x floor",
+            "≤ 20 µs CPU",
         )
         if lg:
-            table.add_row(f"  vs LangGraph InMemorySaver ({n})", f"{ck * us:.1f} µs",
-                          f"{lg * us:.1f} µs", f"{lg / ck:.1f}x faster", "")
+            table.add_row(
+                f"  vs LangGraph InMemorySaver ({n})",
+                f"{ck * us:.1f} µs",
+                f"{lg * us:.1f} µs",
+                f"{lg / ck:.1f}x faster",
+                "",
+            )
         if af:
-            table.add_row(f"  vs agent-framework in-memory ({n})", f"{ck * us:.1f} µs",
-                          f"{af * us:.1f} µs", f"{af / ck:.1f}x faster", "")
+            table.add_row(
+                f"  vs agent-framework in-memory ({n})",
+                f"{ck * us:.1f} µs",
+                f"{af * us:.1f} µs",
+                f"{af / ck:.1f}x faster",
+                "",
+            )
 
     for kind in ("sqlite", "file"):
         raw, record = raw_put(kind, 200)
@@ -404,27 +417,43 @@ def main() -> None:
             commit = sqlite_floor if kind == "sqlite" else file_floor
             floor_put = commit(root, record, n=200, runs=3).via_thread
         results[f"{kind}_floor_us"] = floor_put * us
-        table.add_row(f"  floor: one {kind} commit of {record} B via a thread",
-                      f"{floor_put * us:.0f} µs", f"raw put {raw * us:.0f} µs",
-                      f"{raw / floor_put:.2f}x floor", "")
+        table.add_row(
+            f"  floor: one {kind} commit of {record} B via a thread",
+            f"{floor_put * us:.0f} µs",
+            f"raw put {raw * us:.0f} µs",
+            f"{raw / floor_put:.2f}x floor",
+            "",
+        )
         for n in (100, 1000) if args.quick else (100, 1000, 10_000):
             ck, stored, disk = per_step_durable(kind, n, 3)
             results[f"{kind}_per_step_{n}_us"] = ck * us
             results[f"{kind}_stored_bytes_per_step_{n}"] = stored
             results[f"{kind}_disk_bytes_per_step_{n}"] = disk
-            table.add_row(f"{n} no-op steps, {kind} + fsync", f"{ck * us:.0f} µs",
-                          f"one raw {record} B put at a time {raw * us:.0f} µs",
-                          f"{ck / raw:.2f}x put, {ck / floor_put:.2f}x floor",
-                          "≤ 500 µs, flat")
-            table.add_row(f"  bytes per step ({n}): stored / to the disk",
-                          f"{stored:.0f} B / {disk:.0f} B", "", "", "linear; ≤ 2 KiB to disk")
+            table.add_row(
+                f"{n} no-op steps, {kind} + fsync",
+                f"{ck * us:.0f} µs",
+                f"one raw {record} B put at a time {raw * us:.0f} µs",
+                f"{ck / raw:.2f}x put, {ck / floor_put:.2f}x floor",
+                "≤ 500 µs, flat",
+            )
+            table.add_row(
+                f"  bytes per step ({n}): stored / to the disk",
+                f"{stored:.0f} B / {disk:.0f} B",
+                "",
+                "",
+                "linear; ≤ 2 KiB to disk",
+            )
 
     raw_us, store_us = store_overhead(2000)
     results["raw_put_get_1k_us"] = raw_us * us
     results["store_put_get_1k_us"] = store_us * us
-    table.add_row("1 KiB put+get, memory", f"{store_us * us:.1f} µs (store)",
-                  f"{raw_us * us:.1f} µs (raw)", f"+{(store_us - raw_us) * us:.1f} µs",
-                  "overhead < 20 µs")
+    table.add_row(
+        "1 KiB put+get, memory",
+        f"{store_us * us:.1f} µs (store)",
+        f"{raw_us * us:.1f} µs (raw)",
+        f"+{(store_us - raw_us) * us:.1f} µs",
+        "overhead < 20 µs",
+    )
 
     size, save, load_t, codec_round, plain_round = save_load_big()
     results["big_state_bytes"] = size
@@ -435,18 +464,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=SCRATCH) as root:
         big_floor = file_floor(root, size, n=20, runs=3).via_thread
     results["big_state_floor_ms"] = big_floor * 1e3
-    table.add_row(f"save {size / 2**20:.2f} MiB state, file + fsync, with a lease",
-                  f"{save * 1e3:.1f} ms", f"floor: one file write of it {big_floor * 1e3:.1f} ms",
-                  f"{save / big_floor:.2f}x floor", "≤ 10 ms")
+    table.add_row(
+        f"save {size / 2**20:.2f} MiB state, file + fsync, with a lease",
+        f"{save * 1e3:.1f} ms",
+        f"floor: one file write of it {big_floor * 1e3:.1f} ms",
+        f"{save / big_floor:.2f}x floor",
+        "≤ 10 ms",
+    )
     table.add_row("  latest() of it (get + decode)", f"{load_t * 1e3:.1f} ms", "", "", "≤ 5 ms")
-    table.add_row("  encode + decode of it", f"{size / codec_round / 1e6:.0f} MB/s",
-                  f"msgspec alone {size / plain_round / 1e6:.0f} MB/s", "", "≥ 200 MB/s")
+    table.add_row(
+        "  encode + decode of it",
+        f"{size / codec_round / 1e6:.0f} MB/s",
+        f"msgspec alone {size / plain_round / 1e6:.0f} MB/s",
+        "",
+        "≥ 200 MB/s",
+    )
 
     lat = latest_times(latest_counts)
     for n, t in lat.items():
         results[f"file_latest_{n}_ms"] = t * 1e3
-        table.add_row(f"latest(run), file, {n} checkpoints", f"{t * 1e3:.3f} ms", "",
-                      f"{t / lat[latest_counts[0]]:.2f}x of 10", "≤ 0.2 ms, flat")
+        table.add_row(
+            f"latest(run), file, {n} checkpoints",
+            f"{t * 1e3:.3f} ms",
+            "",
+            f"{t / lat[latest_counts[0]]:.2f}x of 10",
+            "≤ 0.2 ms, flat",
+        )
     console.print(table)
     results["load_after"] = load()
     console.print(load())

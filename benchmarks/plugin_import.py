@@ -34,8 +34,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
     imports = sorted(_import_seconds() for _ in range(args.runs))
-    print(f"plugin import after pytest's: min {imports[0] * 1e3:.1f} ms, "
-          f"median {imports[len(imports) // 2] * 1e3:.1f} ms ({args.runs} runs)")
+    print(
+        f"plugin import after pytest's: min {imports[0] * 1e3:.1f} ms, "
+        f"median {imports[len(imports) // 2] * 1e3:.1f} ms ({args.runs} runs)"
+    )
 
 
 if __name__ == "__main__":

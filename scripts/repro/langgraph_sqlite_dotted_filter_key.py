@@ -38,17 +38,23 @@ async def found(saver: Any, key: str) -> int:
 
 async def main() -> int:
     memory = {key: await found(InMemorySaver(), key) for key in ("user-id", "user.id")}
-    print(f"InMemorySaver: filter on 'user-id' finds {memory['user-id']}, "
-          f"on 'user.id' finds {memory['user.id']}")
+    print(
+        f"InMemorySaver: filter on 'user-id' finds {memory['user-id']}, "
+        f"on 'user.id' finds {memory['user.id']}"
+    )
     with tempfile.TemporaryDirectory() as folder:
         path = str(Path(folder) / "graph.sqlite")
         async with AsyncSqliteSaver.from_conn_string(path) as saver:
             sqlite = {key: await found(saver, key) for key in ("user-id", "user.id")}
-    print(f"AsyncSqliteSaver: filter on 'user-id' finds {sqlite['user-id']}, "
-          f"on 'user.id' finds {sqlite['user.id']}")
+    print(
+        f"AsyncSqliteSaver: filter on 'user-id' finds {sqlite['user-id']}, "
+        f"on 'user.id' finds {sqlite['user.id']}"
+    )
     if sqlite["user.id"] != memory["user.id"]:
-        print("BUG: AsyncSqliteSaver's filter on the metadata key 'user.id' finds nothing "
-              "(read as the nested path $.user.id), with no error")
+        print(
+            "BUG: AsyncSqliteSaver's filter on the metadata key 'user.id' finds nothing "
+            "(read as the nested path $.user.id), with no error"
+        )
         return 1
     return 0
 

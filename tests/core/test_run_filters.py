@@ -56,9 +56,7 @@ class CountingStorage(MemoryStorage):
         return super().list(prefix, start_after=start_after, limit=limit)
 
 
-async def _run(
-    store: CheckpointStore, run_id: str, status: str | None, **metadata: Any
-) -> None:
+async def _run(store: CheckpointStore, run_id: str, status: str | None, **metadata: Any) -> None:
     """A run whose newest checkpoint has ``status`` (None: created, no checkpoint)."""
     await store.create_run(run_id, None)
     if status is not None:

@@ -57,8 +57,15 @@ def _mypy(tmp_path: Path) -> str:
     path.write_text(EXAMPLE)
     done = subprocess.run(
         [
-            sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-            "--cache-dir", str(tmp_path / "cache"), "--no-error-summary", str(path),
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-error-summary",
+            str(path),
         ],
         capture_output=True,
         text=True,

@@ -210,8 +210,10 @@ def test_the_readmes_install_commands_work_in_a_fresh_clone(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "PYTHON", "PIP"))}
     env |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "HOME": str(tmp_path)}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # python3
-    outputs = [_check(["bash", "-euo", "pipefail", "-c", line], cwd=clone, env=env).stdout
-               for line in lines[1:]]
+    outputs = [
+        _check(["bash", "-euo", "pipefail", "-c", line], cwd=clone, env=env).stdout
+        for line in lines[1:]
+    ]
     by_line = dict(zip(lines[1:], outputs, strict=True))
     help_text = by_line[".venv/bin/checkpointkit --help"]
     assert "conformance" in help_text and "migrate" in help_text

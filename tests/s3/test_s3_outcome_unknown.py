@@ -179,7 +179,7 @@ async def test_write_whose_retries_run_out_after_an_indeterminate_attempt_stays_
 
 
 async def test_overwrite_whose_reply_was_lost_is_not_repeated_over_a_later_write(
-    make_s3: Callable[..., S3Storage]
+    make_s3: Callable[..., S3Storage],
 ) -> None:
     """An overwrite lands, its reply is lost, another client writes meanwhile: repeating
     the overwrite would undo that later write (the linearizability group caught it).
