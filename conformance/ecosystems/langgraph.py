@@ -177,6 +177,15 @@ async def _ids(saver: BaseCheckpointSaver[Any], thread: str) -> list[str]:
     ]
 
 
+PENDING_WRITES: tuple[tuple[str, str, list[tuple[str, Any]]], ...] = (
+    ("task-b", "~b", [("log", "b1"), ("log", "b2"), ("other", {"n": 1}), ("log", "b3")]),
+    ("task-a", "~b", [("log", "a1"), ("log", "a2")]),
+    ("task-c", "~a", [("log", "c1")]),
+)
+"""The writes of `test_pending_writes_come_back_whole_and_in_order`: (task_id, task_path,
+the writes of one ``aput_writes`` call)."""
+
+
 def _writes(t: CheckpointTuple | None) -> dict[tuple[str, str], Any]:
     return {} if t is None else {(w[0], w[1]): w[2] for w in (t.pending_writes or [])}
 
@@ -567,21 +576,30 @@ class SaverConcurrencyTests(SaverFixtures):
         await second.aput_writes(config, [("ch", "second")], task_id="task")
         await instance.aput_writes(config, [("__error__", "old error")], task_id="task-e")
         await second.aput_writes(config, [("__error__", "new error")], task_id="task-e")
+        tasks = {"aput_writes": ("task", "task-e")}
+        if "put_writes" in set(implemented_methods(instance)):  # the same, by the sync method
+            tasks["put_writes"] = ("task-s", "task-se")
+            for saver, n in ((instance, "first"), (second, "second")):
+                await asyncio.to_thread(saver.put_writes, config, [("ch", n)], "task-s")
+            for saver, n in ((instance, "old error"), (second, "new error")):
+                await asyncio.to_thread(saver.put_writes, config, [("__error__", n)], "task-se")
         writes = _writes(await get(instance, thread, child))
-        if writes.get(("task", "ch")) != "first":
-            fail(
-                "a regular write of a (task, index) already stored is kept, not replaced",
-                expected="'first' (the first write of task 'task', index 0)",
-                observed=f"{writes.get(('task', 'ch'))!r}",
-                detail="LangGraph's savers skip a regular write whose (task_id, idx) exists",
-            )
-        if writes.get(("task-e", "__error__")) != "new error":
-            fail(
-                "a special write (error, interrupt) of a task replaces the earlier one",
-                expected="'new error'",
-                observed=f"{writes.get(('task-e', '__error__'))!r}",
-                detail="writes to special channels (negative index) overwrite",
-            )
+        for how, (regular, special) in tasks.items():
+            if writes.get((regular, "ch")) != "first":
+                fail(
+                    "a regular write of a (task, index) already stored is kept, not replaced",
+                    expected=f"'first' (the first write of task {regular!r}, index 0, by {how})",
+                    observed=f"{writes.get((regular, 'ch'))!r}",
+                    detail="LangGraph's savers skip a regular write whose (task_id, idx) "
+                    "exists, by put_writes as by aput_writes",
+                )
+            if writes.get((special, "__error__")) != "new error":
+                fail(
+                    "a special write (error, interrupt) of a task replaces the earlier one",
+                    expected=f"'new error' (by {how})",
+                    observed=f"{writes.get((special, '__error__'))!r}",
+                    detail="writes to special channels (negative index) overwrite",
+                )
 
 
 # -- isolation -----------------------------------------------------------------------------------
@@ -619,22 +637,42 @@ class SaverIsolationTests(SaverFixtures):
         self, instance: Any, thread: str
     ) -> None:
         checkpoint_id = await put(instance, thread, {"items": [1, 2, 3]})
+        config = config_of(thread, checkpoint_id)
+        await instance.aput_writes(config, [("ch", [1, 2])], task_id="t")
         first = await get(instance, thread, checkpoint_id)
         assert first is not None
         first.checkpoint["channel_values"]["items"].append(4)
         first.checkpoint["channel_values"]["extra"] = 1
+        first.metadata["extra"] = 1  # type: ignore[typeddict-unknown-key]
+        for write in first.pending_writes or []:
+            if isinstance(write[2], list):
+                write[2].append(99)
         async for listed in instance.alist(config_of(thread)):
             listed.checkpoint["channel_values"]["items"].append(5)
+            for write in listed.pending_writes or []:
+                if isinstance(write[2], list):
+                    write[2].append(98)
         again = await get(instance, thread, checkpoint_id)
         relisted = [t.checkpoint["channel_values"] async for t in instance.alist(config_of(thread))]
         stored = None if again is None else again.checkpoint["channel_values"]
-        if stored != {"items": [1, 2, 3]} or relisted != [{"items": [1, 2, 3]}]:
+        written = _writes(again).get(("t", "ch"))
+        extra = None if again is None else again.metadata.get("extra")
+        if (
+            stored != {"items": [1, 2, 3]}
+            or relisted != [{"items": [1, 2, 3]}]
+            or written != [1, 2]
+            or extra is not None
+        ):
             fail(
-                "mutating a loaded or listed checkpoint must change nothing stored",
-                expected="{'items': [1, 2, 3]} from aget_tuple and from alist",
-                observed=f"{stored} and {relisted}",
-                detail="deserialize a new object on every aget_tuple and alist; never return "
-                "the stored one",
+                "mutating a loaded or listed checkpoint, its metadata or its pending writes "
+                "must change nothing stored",
+                expected="{'items': [1, 2, 3]} from aget_tuple and from alist, the write "
+                "[1, 2], no metadata key 'extra'",
+                observed=f"{stored} and {relisted}, the write {written!r}, metadata "
+                f"'extra' {extra!r}",
+                detail="deserialize a new object on every aget_tuple and alist (the "
+                "checkpoint, its metadata and each pending write's value); never return the "
+                "stored one or one kept in a decode cache",
             )
 
     async def test_mutating_after_aput_writes_changes_nothing_stored(
@@ -1469,6 +1507,61 @@ class SaverSweepTests(SaverFixtures):
                 detail="compare each metadata key as a literal name (a JSON path must quote "
                 'it: $."user.id"), compare values of the same kind (bind a number or a '
                 "boolean as such, not as JSON text), and never drop a key of the filter",
+            )
+
+    async def test_pending_writes_come_back_whole_and_in_order(
+        self, instance: Any, thread: str
+    ) -> None:
+        """Three tasks' writes (`PENDING_WRITES`), two of them several to one channel in one
+        call (a node that sends twice, ``Command(update=[("log", a), ("log", b)])``): every
+        read (``aget_tuple``, ``alist``, and ``get_tuple`` and ``list`` where the saver has
+        them) gives every write once, each task's in the order of its call, as LangGraph
+        resumes a run with them. A writes table keyed by (task, channel) drops the second
+        write to a channel; a list read newest first gives a reducer its items reversed."""
+        saver = instance
+        checkpoint_id = await put(saver, thread, {"v": 0})
+        config = config_of(thread, checkpoint_id)
+        for task_id, task_path, writes in PENDING_WRITES:
+            await saver.aput_writes(config, writes, task_id=task_id, task_path=task_path)
+        expected = {
+            task_id: [(channel, value) for channel, value in writes]
+            for task_id, _, writes in PENDING_WRITES
+        }
+        has = set(implemented_methods(saver))
+        reads: dict[str, list[tuple[str, str, Any]]] = {}
+        got = await saver.aget_tuple(config)
+        reads["aget_tuple"] = list(got.pending_writes or []) if got is not None else []
+        async for t in saver.alist(config_of(thread)):
+            if _id_of(t) == checkpoint_id:
+                reads["alist"] = list(t.pending_writes or [])
+        if "get_tuple" in has:
+            synced = await asyncio.to_thread(saver.get_tuple, config)
+            reads["get_tuple"] = list(synced.pending_writes or []) if synced is not None else []
+        if "list" in has:
+
+            def listed() -> list[tuple[str, str, Any]]:
+                for t in saver.list(config_of(thread)):
+                    if _id_of(t) == checkpoint_id:
+                        return list(t.pending_writes or [])
+                return []
+
+            reads["list"] = await asyncio.to_thread(listed)
+        wrong = []
+        for how, pending in reads.items():
+            by_task: dict[str, list[tuple[str, Any]]] = {}
+            for task_id, channel, value in pending:
+                by_task.setdefault(task_id, []).append((channel, value))
+            if by_task != expected:
+                wrong.append(f"{how} gave {by_task}")
+        if wrong:
+            fail(
+                "every pending write comes back once, each task's in the order it was put",
+                expected=f"per task: {expected}",
+                observed="; ".join(wrong),
+                detail="key a write by (thread, namespace, checkpoint, task_id, idx), the idx "
+                "being its place in the aput_writes call (LangGraph's savers do), not by "
+                "its channel; read a checkpoint's writes back in (task_path, task_id, idx) "
+                "order (langgraph.checkpoint.base.writes_sort_key)",
             )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(

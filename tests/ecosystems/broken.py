@@ -32,6 +32,7 @@ from agent_framework import (
 from checkpointkit.conformance.ecosystems import EcosystemTarget
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     Checkpoint,
     CheckpointTuple,
@@ -349,6 +350,107 @@ class ReplacesFirstWriteSaver(HeldSaver):
                 self.serde.dumps_typed(value),
                 task_path,
             )
+
+
+class WritesKeyedByChannelSaver(HeldSaver):
+    """Bug: the writes table's key is (checkpoint, task_id, channel), not the write's index:
+    a task's second write to one channel in one call (two ``Send``s, ``Command(update=
+    [("log", a), ("log", b)])``) is dropped as if already stored."""
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        conf = config["configurable"]
+        key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        stored = self.writes[key]
+        for idx, (channel, value) in enumerate(writes):
+            index = WRITES_IDX_MAP.get(channel, idx)
+            if index >= 0 and any(w[0] == task_id and w[1] == channel for w in stored.values()):
+                continue  # "already stored": the key names the channel, not the index
+            stored[(task_id, index)] = (task_id, channel, self.serde.dumps_typed(value), task_path)
+
+
+class WritesNewestFirstSaver(HeldSaver):
+    """Bug: a checkpoint's pending writes are read back newest first (pushed onto a list with
+    ``LPUSH`` and read with ``LRANGE 0 -1``): each task's writes come in reverse order."""
+
+    def _ordered_writes(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[tuple[str, str, tuple[str, bytes], str]]:
+        return super()._ordered_writes(thread_id, checkpoint_ns, checkpoint_id)[::-1]
+
+
+class SyncPutWritesReplacesSaver(HeldSaver):
+    """Bug: the synchronous ``put_writes``, written apart from ``aput_writes``, upserts every
+    write (``INSERT OR REPLACE``): a regular write of a (task, index) already stored is
+    replaced; ``aput_writes`` keeps the first (``INSERT OR IGNORE``)."""
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self.backend.io()
+        InMemorySaver.put_writes(self, config, writes, task_id, task_path)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        conf = config["configurable"]
+        key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        for idx, (channel, value) in enumerate(writes):
+            self.writes[key][(task_id, WRITES_IDX_MAP.get(channel, idx))] = (
+                task_id,
+                channel,
+                self.serde.dumps_typed(value),
+                task_path,
+            )
+
+
+class SharedWriteValuesSaver(HeldSaver):
+    """Bug: decoded pending-write values are kept in a decode cache ("a write never changes
+    once stored") and handed out as they are: mutating a loaded write's value changes what
+    every later read of that checkpoint gives."""
+
+    def _cached(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
+        if t is None:
+            return None
+        conf = t.config["configurable"]
+        outer = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        cache = self.backend.cached
+        pending = []
+        for task_id, channel, typed, _ in self._ordered_writes(*outer):
+            key = (outer, task_id, channel, typed[1])
+            if key not in cache:
+                cache[key] = self.serde.loads_typed(typed)
+            pending.append((task_id, channel, cache[key]))
+        return t._replace(pending_writes=pending)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._cached(super().get_tuple(config))
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for t in super().list(config, filter=filter, before=before, limit=limit):
+            cached = self._cached(t)
+            assert cached is not None
+            yield cached
 
 
 class ListsCachedObjectsSaver(HeldSaver):
