@@ -214,6 +214,20 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_each_namespace_has_its_own_latest",
         "filter by checkpoint_ns",
     ),
+    "namespaces-found-by-prefix": (
+        broken.NamespacePrefixSaver,
+        broken.NamespacesComparedSaver,
+        "langgraph",
+        "test_sweep_namespaces_of_every_shape",
+        ("alist of namespace 'p:1': 6 checkpoints", "a key prefix needs a separator"),
+    ),
+    "namespace-bar-read-as-or": (
+        broken.NamespaceAlternativesSaver,
+        broken.NamespacesComparedSaver,
+        "langgraph",
+        "test_sweep_namespaces_of_every_shape",
+        ("aget_tuple latest of namespace 'p:1|c:2': ", "(of namespace 'p:1')", "reads | as OR"),
+    ),
     "list-checkpoints-returns-stored-objects": (
         broken.ListsStoredObjectsStorage,
         broken.HeldStorage,
