@@ -1655,25 +1655,33 @@ class SaverSweepTests(SaverFixtures):
     async def test_each_namespace_has_its_own_latest(self, instance: Any, thread: str) -> None:
         """A root checkpoint, then a newer one in a subgraph's namespace: the root's latest
         is still the root's (a saver that orders a thread's checkpoints by id, forgetting
-        the namespace, gives the subgraph's)."""
+        the namespace, gives the subgraph's), through ``aget_tuple`` and ``alist`` and,
+        where the saver implements them, the sync ``get_tuple`` and ``list`` (a graph run
+        synchronously, ``get_state``: a saver with a sync and an async path builds its
+        query twice)."""
         saver = instance
+        has = set(implemented_methods(saver))
         root = await put(saver, thread, {"where": "root"})
         checkpoint, versions = checkpoint_of(saver, {"where": "sub"})
         sub_config = config_of(thread, ns="sub:1")
         await saver.aput(sub_config, checkpoint, {"source": "loop", "step": 0}, versions)
         sub = checkpoint["id"]
+        wrong = []
         for ns, expected in (("", root), ("sub:1", sub)):
             config = config_of(thread, ns=ns)
-            latest = _id_of(await saver.aget_tuple(config))
-            listed = [_id_of(t) async for t in saver.alist(config)]
-            if latest != expected or listed != [expected]:
-                fail(
-                    "each namespace of a thread has its own latest checkpoint and listing",
-                    expected=f"namespace {ns!r}: latest {expected} and a listing of it alone",
-                    observed=f"latest {latest}, listing {listed}",
-                    detail="filter by checkpoint_ns as well as thread_id when reading the "
-                    "latest checkpoint and when listing",
-                )
+            reads = await _namespace_reads(saver, has, config)
+            for method, got in reads.items():
+                ids = [_id_of(t) for t in got] if isinstance(got, list) else _id_of(got)
+                if ids != ([expected] if isinstance(got, list) else expected):
+                    wrong.append(f"{method} of namespace {ns!r} gave {ids}, not {expected}")
+        if wrong:
+            fail(
+                "each namespace of a thread has its own latest checkpoint and listing",
+                expected=f"namespace '': {root} alone; namespace 'sub:1': {sub} alone",
+                observed="; ".join(wrong),
+                detail="filter by checkpoint_ns as well as thread_id when reading the "
+                "latest checkpoint and when listing, in the sync methods as in the async ones",
+            )
 
     async def test_sweep_every_combination_of_listing_options(
         self, instance: Any, thread: str
@@ -1779,18 +1787,24 @@ class SaverSweepTests(SaverFixtures):
         checkpoint, versions = checkpoint_of(saver, {"v": "child"})
         stored = await saver.aput(child, checkpoint, {"source": "loop", "step": 0}, versions)
         await saver.aput_writes(stored, [("ch", "child")], task_id="t")
-        by_id = await saver.aget_tuple(config_of(thread, checkpoint["id"], ns="child"))
-        latest = await saver.aget_tuple(child)
-        listed = [t async for t in saver.alist(child)]
-        if (
-            _id_of(by_id) != checkpoint["id"]
-            or _id_of(latest) != checkpoint["id"]
-            or [_id_of(t) for t in listed] != [checkpoint["id"]]
-        ):
+        reads = await _namespace_reads(
+            saver,
+            set(implemented_methods(saver)),
+            child,
+            config_of(thread, checkpoint["id"], ns="child"),
+        )
+        seen = {
+            method: [_id_of(t) for t in got] if isinstance(got, list) else [_id_of(got)]
+            for method, got in reads.items()
+        }
+        if any(ids != [checkpoint["id"]] for ids in seen.values()):
             fail(
                 "a checkpoint in a child namespace is read and listed in that namespace",
-                expected=f"{checkpoint['id']} by id, as the latest and as the one listed",
-                observed=f"{_id_of(by_id)}, {_id_of(latest)}, {[_id_of(t) for t in listed]}",
+                expected=f"{checkpoint['id']} by id, as the latest and as the one listed, "
+                "through the async reads and the sync ones",
+                observed="; ".join(f"{method}: {ids}" for method, ids in seen.items()),
+                detail="filter by checkpoint_ns as well as thread_id, in the sync methods as "
+                "in the async ones",
             )
         second = await put(saver, thread, dict(_BIG), parent=first, step=1)
         await saver.aput_writes(config_of(thread, second), list(_BIG.items()), task_id="big")

@@ -584,6 +584,16 @@ class NamespaceBlindLatestSaver(HeldSaver):
         return max(tuples, key=lambda t: t.config["configurable"]["checkpoint_id"], default=None)
 
 
+class SyncLatestNamespaceBlindSaver(NamespaceBlindLatestSaver):
+    """Bug: the sync ``get_tuple``'s latest query forgets ``checkpoint_ns = ?`` (the sync
+    module written apart from the async one): ``aget_tuple`` gives the namespace's own
+    latest checkpoint, ``get_tuple`` a subgraph's newer one for the root."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await asyncio.sleep(0)
+        return InMemorySaver.get_tuple(self, config)
+
+
 class NamespacesComparedSaver(HeldSaver):
     """Correct: the latest checkpoint and the listing of a namespace come from the stored
     namespaces that compare equal to the one asked for (as a query's ``WHERE`` does)."""

@@ -214,6 +214,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_each_namespace_has_its_own_latest",
         "filter by checkpoint_ns",
     ),
+    "sync-latest-blind-to-namespaces": (
+        broken.SyncLatestNamespaceBlindSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_each_namespace_has_its_own_latest",
+        ("get_tuple latest of namespace ''", "in the sync methods as in the async ones"),
+    ),
     "namespaces-found-by-prefix": (
         broken.NamespacePrefixSaver,
         broken.NamespacesComparedSaver,
