@@ -1683,6 +1683,41 @@ class SaverSweepTests(SaverFixtures):
                 "latest checkpoint and when listing, in the sync methods as in the async ones",
             )
 
+    async def test_a_subgraph_checkpoints_parent_config_names_its_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """Two checkpoints in a subgraph's namespace, the second put with the first as its
+        parent (as LangGraph's runner puts each step): every read of the second gives a
+        ``parent_config`` naming the thread, the subgraph's namespace and the first, as
+        LangGraph's ``InMemorySaver`` gives it (``get_state``'s ``parent_config``, and a
+        time travel to it, read that config; one naming the root namespace points at a
+        checkpoint that is not there)."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        await put(saver, thread, {"ns": ""})
+        ns = "sub:1"
+        first = await _put_in(saver, thread, ns, None)
+        second = await _put_in(saver, thread, ns, first)
+        reads = await _namespace_reads(
+            saver, has, config_of(thread, ns=ns), config_of(thread, second, ns)
+        )
+        want = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": first}
+        wrong = []
+        for method, got in reads.items():
+            found = [t for t in got if _id_of(t) == second] if isinstance(got, list) else [got]
+            parent = _parent_of(found[0]) if found and found[0] is not None else "no checkpoint"
+            if parent != want:
+                wrong.append(f"{method}: {parent!r}")
+        if wrong:
+            fail(
+                "a checkpoint's parent_config names its thread, its namespace and its parent",
+                expected=f"parent_config {{'configurable': {want!r}}}",
+                observed="; ".join(wrong),
+                detail="build parent_config from the thread_id, the checkpoint_ns and the "
+                "parent's checkpoint_id of the row (LangGraph's savers: "
+                "{'thread_id': ..., 'checkpoint_ns': ..., 'checkpoint_id': parent_id})",
+            )
+
     async def test_sweep_every_combination_of_listing_options(
         self, instance: Any, thread: str
     ) -> None:

@@ -594,6 +594,37 @@ class SyncLatestNamespaceBlindSaver(NamespaceBlindLatestSaver):
         return InMemorySaver.get_tuple(self, config)
 
 
+def _parent_in_root(t: CheckpointTuple) -> CheckpointTuple:
+    """``t`` with a ``parent_config`` of its thread and parent id alone."""
+    if t.parent_config is None:
+        return t
+    conf = t.parent_config["configurable"]
+    parent: RunnableConfig = {
+        "configurable": {"thread_id": conf["thread_id"], "checkpoint_id": conf["checkpoint_id"]}
+    }
+    return t._replace(parent_config=parent)
+
+
+class ParentConfigWithoutNamespaceSaver(HeldSaver):
+    """Bug: ``parent_config`` is built from the thread id and the parent's id alone: a
+    subgraph checkpoint's parent is named in the root namespace."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        got = super().get_tuple(config)
+        return None if got is None else _parent_in_root(got)
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for t in super().list(config, filter=filter, before=before, limit=limit):
+            yield _parent_in_root(t)
+
+
 class NamespacesComparedSaver(HeldSaver):
     """Correct: the latest checkpoint and the listing of a namespace come from the stored
     namespaces that compare equal to the one asked for (as a query's ``WHERE`` does)."""

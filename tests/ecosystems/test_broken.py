@@ -221,6 +221,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_each_namespace_has_its_own_latest",
         ("get_tuple latest of namespace ''", "in the sync methods as in the async ones"),
     ),
+    "parent-config-without-namespace": (
+        broken.ParentConfigWithoutNamespaceSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_subgraph_checkpoints_parent_config_names_its_namespace",
+        ("aget_tuple latest: {'thread_id'", "'checkpoint_ns': ''", "build parent_config"),
+    ),
     "namespaces-found-by-prefix": (
         broken.NamespacePrefixSaver,
         broken.NamespacesComparedSaver,
