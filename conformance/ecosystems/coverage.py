@@ -34,8 +34,11 @@ cells of these matrices:
     read and forgets the cache on some writes only answers from before the
     others.
 ``namespaces`` (LangGraph)
-    ``aput``, ``aput_writes``, ``aget_tuple`` and ``alist`` in the root
-    namespace and in a child one.
+    ``aput``, ``aput_writes``, ``aget_tuple`` (by id, latest) and ``alist``, and
+    the sync reads ``get_tuple`` and ``list``, by the shape of the namespace they
+    name (`NAMESPACE_COLUMNS`): the root, a subgraph's, a nested subgraph's, one
+    that shares a prefix with another of the same thread (marked only while both
+    are known to the location), one holding query syntax.
 ``ids`` (both)
     the thread ids (LangGraph) or workflow names (agent-framework) a call
     names, by shape (`ID_ROWS`): twins that a ``LIKE``, a glob or a regular
@@ -98,6 +101,7 @@ from typing import Any
 from ..coverage import Cell, CoverageRecorder, Readers, active_recorder, size_label
 from .filters import FILTER_ROWS, column_of, columns_of, row_of
 from .ids import ID_ROWS, IdShapes
+from .namespaces import NAMESPACE_COLUMNS, NamespaceShapes
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",
@@ -154,7 +158,18 @@ STORAGE_METHODS = (
 )
 """An agent-framework ``CheckpointStorage``'s methods."""
 STORAGE_WRITES = ("save", "delete")
-NAMESPACED = ("aput", "aput_writes", "aget_tuple by id", "aget_tuple latest", "alist")
+NAMESPACED = (
+    "aput",
+    "aput_writes",
+    "aget_tuple by id",
+    "aget_tuple latest",
+    "alist",
+    "get_tuple by id",
+    "get_tuple latest",
+    "list",
+)
+"""The rows of ``namespaces``: each method naming a namespace (the sync reads too: a saver
+with a sync and an async path builds its query twice)."""
 _SAVER_READS = ("aget_tuple by id", "aget_tuple latest", "alist")
 SAVER_READS_AFTER = (*_SAVER_READS, *(read[1:] for read in _SAVER_READS))
 """The rows of a saver's ``after`` matrix: each read, async and sync."""
@@ -174,7 +189,6 @@ checkpoint before another instance on the same data changed it (a cache kept in 
 instance answers from before that write)."""
 STORAGE_READS_AFTER = ("load", "list_checkpoints", "list_checkpoint_ids", "get_latest")
 """The rows of a storage's ``after`` matrix."""
-NAMESPACES = ("root", "child")
 LIST_OPTIONS = (
     "config None",
     "thread",
@@ -347,7 +361,7 @@ class EcosystemReach:
         if self.ecosystem == "langgraph":
             for row in NAMESPACED:
                 if row.split()[0] in has:
-                    out += [("namespaces", row, ns) for ns in NAMESPACES]
+                    out += [("namespaces", row, ns) for ns in NAMESPACE_COLUMNS]
             for method in ("alist", "list"):
                 if method in has:
                     out += [("listing", method, option) for option in LIST_OPTIONS]
@@ -491,6 +505,7 @@ class _Scope:
     copied_from: dict[str, str] = field(default_factory=dict)  # a copy -> its source thread
     lost: set[Any] = field(default_factory=set)  # names no longer counted (`forget`)
     ids: IdShapes = field(default_factory=IdShapes)  # thread ids, workflow names: their rows
+    namespaces: NamespaceShapes = field(default_factory=NamespaceShapes)  # of each thread
 
 
 _SCOPES: dict[str, _Scope] = {}
@@ -563,6 +578,12 @@ class _Classifier:
             for row in self.scope.ids.rows(name):
                 self.mark("ids", row, column)
 
+    def namespaces(self, row: str, thread: str | None, ns: str) -> None:
+        """The ``namespaces`` cells of a call of ``row`` naming ``ns`` of ``thread``."""
+        if thread is not None:
+            for column in self.scope.namespaces.columns(thread, ns):
+                self.mark("namespaces", row, column)
+
     def wrote(self, name: Any) -> None:
         self.scope.state[name] = "present"
         self.scope.writer[name] = self.id
@@ -619,10 +640,6 @@ def _thread(config: Any) -> tuple[str | None, str]:
     conf = (config or {}).get("configurable", {}) if isinstance(config, dict) else {}
     thread = conf.get("thread_id")
     return (None if thread is None else str(thread)), str(conf.get("checkpoint_ns") or "")
-
-
-def _ns_column(ns: str) -> str:
-    return "child" if ns else "root"
 
 
 def _tuple_values(t: Any) -> list[Any]:
@@ -697,7 +714,7 @@ class _SaverCalls:
             self.begin(thread)
         self.named("aput", thread)
         if not self.sync:
-            c.mark("namespaces", "aput", _ns_column(ns))
+            c.namespaces("aput", thread, ns)
             c.sizes("aput", (checkpoint or {}).get("channel_values", {}).values())
         scope = c.scope
         counts = thread is not None and thread not in scope.lost
@@ -724,7 +741,7 @@ class _SaverCalls:
             self.begin(thread)
         self.named("aput_writes", thread)
         if not self.sync:
-            c.mark("namespaces", "aput_writes", _ns_column(ns))
+            c.namespaces("aput_writes", thread, ns)
             c.sizes("aput_writes", (w[1] for w in writes or () if len(w) > 1))
         made = (config or {}).get("configurable", {}).get("checkpoint_id")
         if thread is None or made is None:
@@ -755,8 +772,8 @@ class _SaverCalls:
             elif known is not None and str(made) in known.get(ns, ()):
                 writes = c.scope.writes.get((thread, ns, str(made)), ())
                 self.length("pending writes", thread, len(writes))
+        c.namespaces(row, thread, ns)
         if not self.sync:
-            c.mark("namespaces", f"aget_tuple {'by id' if made else 'latest'}", _ns_column(ns))
             return lambda t: c.sizes("aget_tuple", _tuple_values(t))
         return None
 
@@ -772,8 +789,8 @@ class _SaverCalls:
             c.states(row, [thread], self.allowed())
             self.read(row, thread)
             c.mark("listing", row, "thread")
-            if not self.sync:
-                c.mark("namespaces", "alist", _ns_column(ns))
+            if "checkpoint_ns" in (config or {}).get("configurable", {}):
+                c.namespaces(row, thread, ns)
             known = self.counted(thread)
             if known is not None and not filter:
                 every = "checkpoint_ns" not in (config or {}).get("configurable", {})

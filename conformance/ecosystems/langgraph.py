@@ -88,6 +88,7 @@ from .harness import (
     no_hold_reason,
 )
 from .ids import ID_GROUPS
+from .namespaces import NAMESPACE_GROUPS
 from .target import EcosystemTarget
 
 __all__ = [
@@ -1196,6 +1197,120 @@ async def _threads_kept_apart(saver: Any, has: set[str], threads: list[str]) -> 
     return wrong
 
 
+async def _put_in(saver: Any, thread: str, ns: str, parent: str | None) -> str:
+    """``aput`` a checkpoint holding ``{"ns": ns}`` in namespace ``ns`` of ``thread``, after
+    ``parent`` (of the same namespace); its id."""
+    checkpoint, versions = checkpoint_of(saver, {"ns": ns})
+    metadata = CheckpointMetadata(source="loop", step=0 if parent is None else 1)
+    await saver.aput(config_of(thread, parent, ns), checkpoint, metadata, versions)
+    return checkpoint["id"]
+
+
+def _parent_of(t: CheckpointTuple) -> dict[str, Any] | None:
+    """The thread, namespace and checkpoint id that ``t``'s ``parent_config`` names (a
+    missing ``checkpoint_ns`` is the root's, as LangGraph reads it)."""
+    if t.parent_config is None:
+        return None
+    conf = t.parent_config.get("configurable", {})
+    return {
+        "thread_id": conf.get("thread_id"),
+        "checkpoint_ns": conf.get("checkpoint_ns", ""),
+        "checkpoint_id": conf.get("checkpoint_id"),
+    }
+
+
+async def _namespace_reads(
+    saver: Any, has: set[str], latest: RunnableConfig, by_id: RunnableConfig | None = None
+) -> dict[str, Any]:
+    """What each read the saver implements gives: ``aget_tuple`` and ``get_tuple`` of
+    ``latest`` (a config without a checkpoint id) and of ``by_id``, if given (a tuple or
+    None), ``alist`` and ``list`` of ``latest`` (the tuples). The sync reads run in a
+    thread, as LangGraph's sync runner calls them."""
+    reads: dict[str, Any] = {}
+    if "aget_tuple" in has:
+        reads["aget_tuple latest"] = await saver.aget_tuple(latest)
+        if by_id is not None:
+            reads["aget_tuple by id"] = await saver.aget_tuple(by_id)
+    if "alist" in has:
+        reads["alist"] = [t async for t in saver.alist(latest)]
+    if "get_tuple" in has:
+        reads["get_tuple latest"] = await asyncio.to_thread(saver.get_tuple, latest)
+        if by_id is not None:
+            reads["get_tuple by id"] = await asyncio.to_thread(saver.get_tuple, by_id)
+    if "list" in has:
+        reads["list"] = await asyncio.to_thread(lambda: list(saver.list(latest)))
+    return reads
+
+
+async def _namespaces_kept_apart(
+    saver: Any, has: set[str], thread: str, group: tuple[str, ...]
+) -> list[str]:
+    """Two checkpoints in each namespace of ``group`` of ``thread`` (the second the first's
+    child, with a pending write), each namespace read back by every read the saver
+    implements: its own checkpoints alone, with its values, its write and a
+    ``parent_config`` naming the thread, the namespace and the first. What is wrong, or []."""
+    made: dict[str, tuple[str, str]] = {}  # namespace -> (first, second)
+    for ns in group:
+        first = await _put_in(saver, thread, ns, None)
+        second = await _put_in(saver, thread, ns, first)
+        made[ns] = (first, second)
+        if "aput_writes" in has:
+            await saver.aput_writes(config_of(thread, second, ns), [("who", ns)], "task")
+    wrong: list[str] = []
+    for ns, (first, second) in made.items():
+        reads = await _namespace_reads(
+            saver, has, config_of(thread, ns=ns), config_of(thread, first, ns)
+        )
+        for method, got in reads.items():
+            if isinstance(got, list):
+                listed = [_id_of(t) for t in got]
+                if listed != [second, first]:
+                    others = sum(i not in (first, second) for i in listed)
+                    wrong.append(
+                        f"{method} of namespace {ns!r}: {len(listed)} checkpoints ({others} of "
+                        "other namespaces), not its 2"
+                    )
+                    continue
+                pairs = [(got[0], second, first), (got[1], first, None)]
+            elif method.endswith("by id"):
+                pairs = [(got, first, None)]
+            else:
+                pairs = [(got, second, first)]
+            for t, want, parent in pairs:
+                found = _namespace_tuple_wrong(t, thread, ns, want, parent, has)
+                if found:
+                    wrong.append(f"{method} of namespace {ns!r}: {found}")
+    return wrong
+
+
+def _namespace_tuple_wrong(
+    t: CheckpointTuple | None, thread: str, ns: str, want: str, parent: str | None, has: set[str]
+) -> str | None:
+    """What is wrong with ``t``, read as checkpoint ``want`` of namespace ``ns`` (put with
+    ``parent``; the newest holds a pending write), or None."""
+    if t is None:
+        return f"none, not {want}"
+    conf = t.config["configurable"]
+    if _id_of(t) != want:
+        whose = t.checkpoint["channel_values"].get("ns")
+        return f"{_id_of(t)} (of namespace {whose!r}), not {want}"
+    if t.checkpoint["channel_values"].get("ns") != ns:
+        return "another namespace's values"
+    if conf.get("checkpoint_ns", "") != ns:
+        return f"a config naming namespace {conf.get('checkpoint_ns')!r}"
+    writes = {("task", "who"): ns} if parent is not None and "aput_writes" in has else {}
+    if _writes(t) != writes:
+        return f"pending writes {_writes(t)!r}"
+    expected = (
+        None
+        if parent is None
+        else {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}
+    )
+    if _parent_of(t) != expected:
+        return f"parent_config naming {_parent_of(t)!r}, not {expected!r}"
+    return None
+
+
 async def _reads_after_each_write(saver: Any, thread: str, writer: Any = None) -> list[str]:
     """`_read_after` of each read after each write the saver implements (through
     ``writer``, another instance, the async writes only); what is wrong."""
@@ -1412,6 +1527,39 @@ class SaverSweepTests(SaverFixtures):
                 "prefix cut to a column's length; escape query and path syntax",
             )
 
+    async def test_sweep_namespaces_of_every_shape(self, instance: Any, thread: str) -> None:
+        """Namespaces side by side in one thread, as LangGraph's subgraphs make them
+        (``node:task``, nested ones joined by ``|``): the root beside a subgraph, its
+        nested subgraph and theirs; siblings sharing a prefix (``p:1``, ``p:10``); node
+        names holding wildcards, quotes, a space and path separators (the ``namespaces``
+        matrix). Each gets two checkpoints, the second the first's child with a pending
+        write; every read the saver implements (``aget_tuple`` latest and by id,
+        ``alist``, and the sync ``get_tuple`` and ``list``) gives the namespace's own
+        checkpoints alone, with a ``parent_config`` naming its namespace. A saver that
+        finds a namespace by key prefix reaches the nested ones; one that hands it
+        unescaped to RediSearch reads ``|`` as OR."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no aput or no aget_tuple")
+        wrong: list[str] = []
+        for n, (row, group) in enumerate(NAMESPACE_GROUPS.items()):
+            found = await _namespaces_kept_apart(saver, has, f"{thread}.ns{n}", group)
+            wrong += [f"{row}: {w}" for w in found]
+        if wrong:
+            fail(
+                "each namespace's checkpoints are its own, whatever its shape: nested, "
+                "sharing a prefix with another, or holding query syntax",
+                expected="every read of a namespace to give its own checkpoints alone, each "
+                "with a parent_config naming that namespace",
+                observed="; ".join(wrong[:8])
+                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                detail="compare checkpoint_ns as an exact string: a key prefix needs a "
+                "separator after the namespace (p:1 reaches p:1|c:2 and p:10 without one), "
+                "and a query needs it escaped (RediSearch reads | as OR, LIKE reads _ and "
+                "%); build parent_config from the row's thread, namespace and parent id",
+            )
+
     async def test_sweep_metadata_filters_of_every_shape(self, instance: Any, thread: str) -> None:
         """``alist(filter=...)`` on keys of every shape (LangGraph's ``source`` and ``step``,
         an application's key, one with a dot, with a hyphen, with a quote, a space and a
@@ -1600,25 +1748,68 @@ class SaverSweepTests(SaverFixtures):
     async def test_each_namespace_has_its_own_latest(self, instance: Any, thread: str) -> None:
         """A root checkpoint, then a newer one in a subgraph's namespace: the root's latest
         is still the root's (a saver that orders a thread's checkpoints by id, forgetting
-        the namespace, gives the subgraph's)."""
+        the namespace, gives the subgraph's), through ``aget_tuple`` and ``alist`` and,
+        where the saver implements them, the sync ``get_tuple`` and ``list`` (a graph run
+        synchronously, ``get_state``: a saver with a sync and an async path builds its
+        query twice)."""
         saver = instance
+        has = set(implemented_methods(saver))
         root = await put(saver, thread, {"where": "root"})
         checkpoint, versions = checkpoint_of(saver, {"where": "sub"})
         sub_config = config_of(thread, ns="sub:1")
         await saver.aput(sub_config, checkpoint, {"source": "loop", "step": 0}, versions)
         sub = checkpoint["id"]
+        wrong = []
         for ns, expected in (("", root), ("sub:1", sub)):
             config = config_of(thread, ns=ns)
-            latest = _id_of(await saver.aget_tuple(config))
-            listed = [_id_of(t) async for t in saver.alist(config)]
-            if latest != expected or listed != [expected]:
-                fail(
-                    "each namespace of a thread has its own latest checkpoint and listing",
-                    expected=f"namespace {ns!r}: latest {expected} and a listing of it alone",
-                    observed=f"latest {latest}, listing {listed}",
-                    detail="filter by checkpoint_ns as well as thread_id when reading the "
-                    "latest checkpoint and when listing",
-                )
+            reads = await _namespace_reads(saver, has, config)
+            for method, got in reads.items():
+                ids = [_id_of(t) for t in got] if isinstance(got, list) else _id_of(got)
+                if ids != ([expected] if isinstance(got, list) else expected):
+                    wrong.append(f"{method} of namespace {ns!r} gave {ids}, not {expected}")
+        if wrong:
+            fail(
+                "each namespace of a thread has its own latest checkpoint and listing",
+                expected=f"namespace '': {root} alone; namespace 'sub:1': {sub} alone",
+                observed="; ".join(wrong),
+                detail="filter by checkpoint_ns as well as thread_id when reading the "
+                "latest checkpoint and when listing, in the sync methods as in the async ones",
+            )
+
+    async def test_a_subgraph_checkpoints_parent_config_names_its_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """Two checkpoints in a subgraph's namespace, the second put with the first as its
+        parent (as LangGraph's runner puts each step): every read of the second gives a
+        ``parent_config`` naming the thread, the subgraph's namespace and the first, as
+        LangGraph's ``InMemorySaver`` gives it (``get_state``'s ``parent_config``, and a
+        time travel to it, read that config; one naming the root namespace points at a
+        checkpoint that is not there)."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        await put(saver, thread, {"ns": ""})
+        ns = "sub:1"
+        first = await _put_in(saver, thread, ns, None)
+        second = await _put_in(saver, thread, ns, first)
+        reads = await _namespace_reads(
+            saver, has, config_of(thread, ns=ns), config_of(thread, second, ns)
+        )
+        want = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": first}
+        wrong = []
+        for method, got in reads.items():
+            found = [t for t in got if _id_of(t) == second] if isinstance(got, list) else [got]
+            parent = _parent_of(found[0]) if found and found[0] is not None else "no checkpoint"
+            if parent != want:
+                wrong.append(f"{method}: {parent!r}")
+        if wrong:
+            fail(
+                "a checkpoint's parent_config names its thread, its namespace and its parent",
+                expected=f"parent_config {{'configurable': {want!r}}}",
+                observed="; ".join(wrong),
+                detail="build parent_config from the thread_id, the checkpoint_ns and the "
+                "parent's checkpoint_id of the row (LangGraph's savers: "
+                "{'thread_id': ..., 'checkpoint_ns': ..., 'checkpoint_id': parent_id})",
+            )
 
     async def test_sweep_every_combination_of_listing_options(
         self, instance: Any, thread: str
@@ -1724,18 +1915,24 @@ class SaverSweepTests(SaverFixtures):
         checkpoint, versions = checkpoint_of(saver, {"v": "child"})
         stored = await saver.aput(child, checkpoint, {"source": "loop", "step": 0}, versions)
         await saver.aput_writes(stored, [("ch", "child")], task_id="t")
-        by_id = await saver.aget_tuple(config_of(thread, checkpoint["id"], ns="child"))
-        latest = await saver.aget_tuple(child)
-        listed = [t async for t in saver.alist(child)]
-        if (
-            _id_of(by_id) != checkpoint["id"]
-            or _id_of(latest) != checkpoint["id"]
-            or [_id_of(t) for t in listed] != [checkpoint["id"]]
-        ):
+        reads = await _namespace_reads(
+            saver,
+            set(implemented_methods(saver)),
+            child,
+            config_of(thread, checkpoint["id"], ns="child"),
+        )
+        seen = {
+            method: [_id_of(t) for t in got] if isinstance(got, list) else [_id_of(got)]
+            for method, got in reads.items()
+        }
+        if any(ids != [checkpoint["id"]] for ids in seen.values()):
             fail(
                 "a checkpoint in a child namespace is read and listed in that namespace",
-                expected=f"{checkpoint['id']} by id, as the latest and as the one listed",
-                observed=f"{_id_of(by_id)}, {_id_of(latest)}, {[_id_of(t) for t in listed]}",
+                expected=f"{checkpoint['id']} by id, as the latest and as the one listed, "
+                "through the async reads and the sync ones",
+                observed="; ".join(f"{method}: {ids}" for method, ids in seen.items()),
+                detail="filter by checkpoint_ns as well as thread_id, in the sync methods as "
+                "in the async ones",
             )
         second = await put(saver, thread, dict(_BIG), parent=first, step=1)
         await saver.aput_writes(config_of(thread, second), list(_BIG.items()), task_id="big")

@@ -686,6 +686,109 @@ class NamespaceBlindLatestSaver(HeldSaver):
         return max(tuples, key=lambda t: t.config["configurable"]["checkpoint_id"], default=None)
 
 
+class SyncLatestNamespaceBlindSaver(NamespaceBlindLatestSaver):
+    """Bug: the sync ``get_tuple``'s latest query forgets ``checkpoint_ns = ?`` (the sync
+    module written apart from the async one): ``aget_tuple`` gives the namespace's own
+    latest checkpoint, ``get_tuple`` a subgraph's newer one for the root."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await asyncio.sleep(0)
+        return InMemorySaver.get_tuple(self, config)
+
+
+def _parent_in_root(t: CheckpointTuple) -> CheckpointTuple:
+    """``t`` with a ``parent_config`` of its thread and parent id alone."""
+    if t.parent_config is None:
+        return t
+    conf = t.parent_config["configurable"]
+    parent: RunnableConfig = {
+        "configurable": {"thread_id": conf["thread_id"], "checkpoint_id": conf["checkpoint_id"]}
+    }
+    return t._replace(parent_config=parent)
+
+
+class ParentConfigWithoutNamespaceSaver(HeldSaver):
+    """Bug: ``parent_config`` is built from the thread id and the parent's id alone: a
+    subgraph checkpoint's parent is named in the root namespace."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        got = super().get_tuple(config)
+        return None if got is None else _parent_in_root(got)
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for t in super().list(config, filter=filter, before=before, limit=limit):
+            yield _parent_in_root(t)
+
+
+class NamespacesComparedSaver(HeldSaver):
+    """Correct: the latest checkpoint and the listing of a namespace come from the stored
+    namespaces that compare equal to the one asked for (as a query's ``WHERE`` does)."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored == asked
+
+    def _namespaces(self, thread: str, ns: str) -> list[str]:
+        return [n for n in list(self.storage.get(thread, {})) if self._same(n, ns)]
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if get_checkpoint_id(config):
+            return super().get_tuple(config)
+        conf = config["configurable"]
+        found = [
+            super(NamespacesComparedSaver, self).get_tuple(
+                {"configurable": {**conf, "checkpoint_ns": n}}
+            )
+            for n in self._namespaces(conf["thread_id"], conf.get("checkpoint_ns", ""))
+        ]
+        tuples = [t for t in found if t is not None]
+        return max(tuples, key=lambda t: t.config["configurable"]["checkpoint_id"], default=None)
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if not config or config["configurable"].get("checkpoint_ns") is None:
+            yield from super().list(config, filter=filter, before=before, limit=limit)
+            return
+        conf = config["configurable"]
+        found: list[CheckpointTuple] = []
+        for n in self._namespaces(conf["thread_id"], conf["checkpoint_ns"]):
+            one: RunnableConfig = {"configurable": {**conf, "checkpoint_ns": n}}
+            found += super().list(one, filter=filter, before=before)
+        found.sort(key=lambda t: t.config["configurable"]["checkpoint_id"], reverse=True)
+        yield from found[:limit]
+
+
+class NamespacePrefixSaver(NamespacesComparedSaver):
+    """Bug: a namespace's checkpoints are found by the key prefix ``ckpt:{thread}:{ns}``
+    with nothing after the namespace (the root under a sentinel of its own): namespace
+    ``p:1`` also reaches its nested subgraph's ``p:1|c:2`` and its sibling ``p:10``, whose
+    newer checkpoints are then its latest."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored == asked if asked == "" else stored.startswith(asked)
+
+
+class NamespaceAlternativesSaver(NamespacesComparedSaver):
+    """Bug: the namespace goes unescaped into a RediSearch TAG query
+    ``@checkpoint_ns:{ns}``, where ``|`` is OR: the nested namespace ``p:1|c:2`` finds the
+    checkpoints of ``p:1`` (and of any ``c:2``), not its own."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored in asked.split("|")
+
+
 class NeverAwaitsSaver(HeldSaver):
     """Bug: aput calls its flush coroutine without awaiting it."""
 

@@ -26,6 +26,12 @@ from checkpointkit.conformance.ecosystems.coverage import (
 from checkpointkit.conformance.ecosystems.ids import ID_GROUPS, LONG, IdShapes
 from checkpointkit.conformance.ecosystems.known import ROWS
 from checkpointkit.conformance.ecosystems.langgraph import config_of, put
+from checkpointkit.conformance.ecosystems.namespaces import (
+    NAMESPACE_COLUMNS,
+    NAMESPACE_GROUPS,
+    NamespaceShapes,
+    shapes_of,
+)
 from langgraph.checkpoint.conformance.capabilities import DetectedCapabilities
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -310,3 +316,31 @@ def test_an_id_is_a_twin_only_once_its_twin_is_known() -> None:
         for i in ids:
             group.rows(i)
         assert all(row in group.rows(i) for i in ids), row
+
+
+def test_a_namespace_is_a_prefix_twin_only_once_its_twin_is_known_in_its_thread() -> None:
+    """The ``namespaces`` matrix's ``prefix twins`` column is marked for a namespace only
+    while another of the same thread begins with it, or it with that one; its depth and
+    query syntax at once."""
+    shapes = NamespaceShapes()
+    assert shapes.columns("t", "") == {"root"}
+    assert shapes.columns("t", "p:1") == {"child"}
+    assert shapes.columns("u", "p:10") == {"child"}  # another thread: not a twin
+    assert shapes.columns("t", "p:10") == {"child", "prefix twins"}
+    assert shapes.columns("t", "p:1") == {"child", "prefix twins"}  # it learns of its twin
+    assert shapes.columns("t", "p:1|c:2") == {"nested", "prefix twins"}
+    assert shapes.columns("t", "") == {"root"}  # the root is no one's twin
+    assert shapes.columns("t", "agent_1:x") == {"child", "query syntax"}
+    # the sweep's groups: each is of the shape it names (nested: beside its parents)
+    for column, group in NAMESPACE_GROUPS.items():
+        seen = NamespaceShapes()
+        for ns in group:
+            seen.columns("t", ns)
+        having = [ns for ns in group if column in seen.columns("t", ns)]
+        shaped = [ns for ns in group if ns and (column != "nested" or "|" in ns)]
+        if column == "query syntax":
+            shaped.remove("agentX1:t")  # plain itself: the twin that LIKE 'agent_1:t' matches
+        assert having == shaped, column
+    assert {c for g in NAMESPACE_GROUPS.values() for ns in g for c in shapes_of(ns)} | {
+        "prefix twins"
+    } == set(NAMESPACE_COLUMNS)
