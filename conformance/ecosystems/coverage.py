@@ -54,7 +54,8 @@ cells of these matrices:
 ``listing`` (LangGraph)
     ``alist`` (and ``list``) of every thread (config None), of one thread,
     with ``filter``, ``before`` and ``limit``, and with each combination of
-    them.
+    them; and of a config naming a checkpoint (``checkpoint_id``), alone and
+    with each of the three.
 ``sizes`` (both)
     a channel value, write or state value of 0 bytes, 1 KiB and 1 MiB put
     and read back.
@@ -185,10 +186,16 @@ LIST_OPTIONS = (
     "filter + limit",
     "before + limit",
     "filter + before + limit",
+    "checkpoint id",
+    "checkpoint id + filter",
+    "checkpoint id + before",
+    "checkpoint id + limit",
 )
 """The columns of ``listing``: what an ``alist`` (or ``list``) selects by, each option and
 each combination of them (a saver that applies ``limit`` before a ``filter`` it checks
-itself answers fewer checkpoints than the limit)."""
+itself answers fewer checkpoints than the limit), and a config naming a checkpoint
+(``checkpoint_id``: that checkpoint alone), alone and with each option (a saver that
+builds its query from the thread and namespace lists the whole thread)."""
 SIZES = (0, 1024, 1024 * 1024)
 """The value sizes of the ``sizes`` matrix."""
 HELD = "cancelled while held"
@@ -768,16 +775,19 @@ class _SaverCalls:
             c.mark("listing", row, "config None")
             if not self.sync:
                 self.each = lambda t: c.ids("alist every thread", _thread(t.config)[0])
+        only = (config or {}).get("configurable", {}).get("checkpoint_id")
         if thread is not None:
             c.states(row, [thread], self.allowed())
             self.read(row, thread)
-            c.mark("listing", row, "thread")
+            c.mark("listing", row, "checkpoint id" if only else "thread")
             if not self.sync:
                 c.mark("namespaces", "alist", _ns_column(ns))
             known = self.counted(thread)
             if known is not None and not filter:
                 every = "checkpoint_ns" not in (config or {}).get("configurable", {})
                 ids = [i for n, got in known.items() if every or n == ns for i in got]
+                if only:
+                    ids = [i for i in ids if i == str(only)]
                 end = (before or {}).get("configurable", {}).get("checkpoint_id")
                 if end is not None:
                     ids = [i for i in ids if i < str(end)]
@@ -793,6 +803,8 @@ class _SaverCalls:
             self.filters(filter, every=config is None, sync=self.sync)
         for option in given:
             c.mark("listing", row, option)
+            if thread is not None and only:
+                c.mark("listing", row, f"checkpoint id + {option}")
         if len(given) > 1:
             c.mark("listing", row, " + ".join(given))
         return None

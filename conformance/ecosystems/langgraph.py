@@ -991,6 +991,9 @@ _BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
 
 
 _Seen = tuple[str | None, dict[tuple[str, str], Any]] | None | list[Any]
+_Combo = tuple[int | None, bool, bool, int | None]
+"""A listing of the listing sweep: the index of the checkpoint its config names (None: the
+thread), whether it filters, whether it gives ``before``, its ``limit``."""
 
 
 async def _call(saver: Any, method: str, *args: Any) -> Any:
@@ -1536,7 +1539,11 @@ class SaverSweepTests(SaverFixtures):
         alone, newest first, and then at most ``limit`` of them
         (``aget_state_history(filter=..., limit=...)`` passes both; a saver that reads
         ``limit`` rows and then checks the filter itself gives fewer, and one whose fast
-        path for ``limit=1`` reads the latest checkpoint skips the filter)."""
+        path for ``limit=1`` reads the latest checkpoint skips the filter). A config that
+        names a checkpoint (``checkpoint_id``) lists that checkpoint alone, or nothing
+        where the filter or ``before`` leaves it out, as ``InMemorySaver`` and
+        ``AsyncPostgresSaver`` answer (a saver that builds its query from the thread and
+        namespace alone lists the whole thread)."""
         saver = instance
         made: list[tuple[str, str]] = []  # (id, source), oldest first
         parent = None
@@ -1550,42 +1557,57 @@ class SaverSweepTests(SaverFixtures):
         newest_first = list(reversed(made))
         cut = made[4][0]  # before the fifth checkpoint
 
-        def expected(filtered: bool, before: bool, limit: int | None) -> list[str]:
+        def expected(
+            named: int | None, filtered: bool, before: bool, limit: int | None
+        ) -> list[str]:
             ids = [
                 i
                 for i, source in newest_first
-                if (not filtered or source == "input") and (not before or i < cut)
+                if (named is None or i == made[named][0])
+                and (not filtered or source == "input")
+                and (not before or i < cut)
             ]
             return ids[:limit]
 
-        combos = [
-            (True, True, None),
-            (True, False, 1),
-            (True, False, 2),
-            (False, True, 2),
-            (True, True, 1),
+        combos: list[_Combo] = [
+            (None, True, True, None),
+            (None, True, False, 1),
+            (None, True, False, 2),
+            (None, False, True, 2),
+            (None, True, True, 1),
+            (2, False, False, None),  # an input checkpoint before the cut: itself
+            (2, True, False, None),
+            (3, True, False, None),  # a loop checkpoint: the filter leaves nothing
+            (2, False, True, None),
+            (5, False, True, None),  # the newest, not before the cut: nothing
+            (3, False, False, 1),
         ]
 
-        def options(filtered: bool, before: bool, limit: int | None) -> dict[str, Any]:
+        def options(
+            named: int | None, filtered: bool, before: bool, limit: int | None
+        ) -> dict[str, Any]:
             return {
+                "config": config_of(thread, None if named is None else made[named][0]),
                 "filter": {"source": "input"} if filtered else None,
                 "before": config_of(thread, cut) if before else None,
                 "limit": limit,
             }
 
-        def name(filtered: bool, before: bool, limit: int | None) -> str:
-            given = [("filter", filtered), ("before", before), ("limit", limit is not None)]
-            return " + ".join(o for o, on in given if on) + (f" ({limit})" if limit else "")
+        def name(named: int | None, filtered: bool, before: bool, limit: int | None) -> str:
+            given = [] if named is None else [f"checkpoint id ({named + 1} of 6)"]
+            on = (("filter", filtered), ("before", before), ("limit", limit is not None))
+            given += [option for option, chosen in on if chosen]
+            return " + ".join(given) + (f" ({limit})" if limit else "")
 
         wrong = []
         for combo in combos:
-            got = [_id_of(t) async for t in saver.alist(config_of(thread), **options(*combo))]
+            got = [_id_of(t) async for t in saver.alist(**options(*combo))]
             if got != expected(*combo):
                 wrong.append(f"alist {name(*combo)}: {got}, expected {expected(*combo)}")
         if "list" in set(implemented_methods(saver)):
 
-            def listed(combo: tuple[bool, bool, int | None]) -> list[str | None]:
-                return [_id_of(t) for t in saver.list(config_of(thread), **options(*combo))]
+            def listed(combo: _Combo) -> list[str | None]:
+                return [_id_of(t) for t in saver.list(**options(*combo))]
 
             for combo in combos:
                 got_sync = await asyncio.to_thread(listed, combo)
@@ -1593,13 +1615,16 @@ class SaverSweepTests(SaverFixtures):
                     wrong.append(f"list {name(*combo)}: {got_sync}, expected {expected(*combo)}")
         if wrong:
             fail(
-                "alist's filter, before and limit combine: each selects, then limit counts",
+                "alist's config checkpoint_id, filter, before and limit combine: each "
+                "selects, then limit counts",
                 expected=f"the checkpoints each combination selects, of {len(made)} whose "
                 "source alternates input and loop, the newest loop",
                 observed="; ".join(wrong),
                 detail="apply the metadata filter and before in the query, or read on "
                 "until limit checkpoints passed them: a limit applied to the rows before "
-                "they are filtered gives fewer",
+                "they are filtered gives fewer; and a config's checkpoint_id selects that "
+                "checkpoint alone (add checkpoint_id = ? to the query, beside thread_id and "
+                "checkpoint_ns, as InMemorySaver and AsyncPostgresSaver do)",
             )
 
     async def test_next_versions_keep_increasing_as_langgraph_compares_them(

@@ -859,6 +859,26 @@ class LatestFastPathSaver(HeldSaver):
         yield from super().list(config, filter=filter, before=before, limit=limit)
 
 
+class ListIgnoresConfigIdSaver(HeldSaver):
+    """Bug: a listing's query is built from the config's ``thread_id`` and
+    ``checkpoint_ns`` only (as MongoDBSaver's is): a config naming a checkpoint
+    (``checkpoint_id``) lists every checkpoint of the thread, where LangGraph's savers
+    list that checkpoint alone."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if config:
+            conf = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
+            config = {**config, "configurable": conf}
+        yield from super().list(config, filter=filter, before=before, limit=limit)
+
+
 class RunsSaver(HeldSaver):
     """Correct: ``adelete_for_runs`` deletes each checkpoint whose metadata names one of
     the runs, and its pending writes, and keeps the thread's other checkpoints."""

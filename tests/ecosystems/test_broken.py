@@ -39,6 +39,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_every_combination_of_listing_options",
         "alist filter + limit (2)",
     ),
+    "list-ignores-config-checkpoint-id": (
+        broken.ListIgnoresConfigIdSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_sweep_every_combination_of_listing_options",
+        ("alist checkpoint id (3 of 6):", "add checkpoint_id = ? to the query"),
+    ),
     "latest-cached-past-sync-writes": (
         broken.LatestCachedPastSyncWritesSaver,
         broken.CachedLatestSaver,
