@@ -23,8 +23,11 @@ cells of these matrices:
     reads: a LangGraph thread's ``aget_tuple`` (by id, latest) and ``alist``
     after ``aput``, ``aput_writes``, ``adelete_thread``, ``acopy_thread`` (into
     it), ``aprune``, ``adelete_for_runs`` (of a run that wrote its newest
-    checkpoint) and ``adelete_thread`` of the thread it was copied from
-    (``source deleted``), and the sync twins of each against the sync twins
+    checkpoint), ``adelete_thread`` of the thread it was copied from
+    (``source deleted``), and ``acopy_thread`` into it or ``aput`` on it after
+    ``adelete_thread`` deleted it (``deleted, then copied again``, ``deleted,
+    then put again``: a delete that leaves pending writes behind shows them
+    there), and the sync twins of each against the sync twins
     of each and the async methods (LangGraph's sync runner, ``get_state`` and
     ``update_state`` call them on the saver an async run uses); an
     agent-framework checkpoint's ``load`` and a workflow's listings and
@@ -164,11 +167,17 @@ SAVER_WRITES_BEFORE = (
     *_SAVER_WRITES,
     "adelete_for_runs",
     "source deleted",
+    "deleted, then copied again",
+    "deleted, then put again",
     *(write[1:] for write in (*_SAVER_WRITES, "adelete_for_runs")),
 )
 """The columns of a saver's ``after`` matrix: the write that last changed a thread, async
 and sync (``adelete_for_runs``: of a run that wrote its newest checkpoint; ``source
-deleted``: ``adelete_thread`` of the thread it was copied from)."""
+deleted``: ``adelete_thread`` of the thread it was copied from; ``deleted, then copied
+again`` and ``deleted, then put again``: ``acopy_thread`` into a thread, or ``aput`` on
+it, after ``adelete_thread`` deleted it, so that what the delete left behind shows)."""
+SAVER_SEQUENCES = ("source deleted", "deleted, then copied again", "deleted, then put again")
+"""The columns of ``after`` that name a sequence of async writes, not one method."""
 BY_ANOTHER_INSTANCE = "by another instance"
 """The column of ``after`` of a read through an instance that read the same thread or
 checkpoint before another instance on the same data changed it (a cache kept in the
@@ -255,7 +264,11 @@ def writes_before(ecosystem: str, has: AbstractSet[str]) -> list[str]:
     """The columns of ``after`` that the methods an instance implements (``has``) allow."""
     if ecosystem != "langgraph":
         return [w for w in STORAGE_WRITES if w in has]
-    needs = {"source deleted": ("acopy_thread", "adelete_thread")}
+    needs = {
+        "source deleted": ("acopy_thread", "adelete_thread"),
+        "deleted, then copied again": ("acopy_thread", "adelete_thread"),
+        "deleted, then put again": ("aput", "adelete_thread"),
+    }
     return [w for w in SAVER_WRITES_BEFORE if all(m in has for m in needs.get(w, (w,)))]
 
 
@@ -709,12 +722,16 @@ class _SaverCalls:
         scope = c.scope
         counts = thread is not None and thread not in scope.lost
         fresh = counts and scope.state.get(thread) in (None, "deleted")
+        again = not self.sync and thread is not None and scope.state.get(thread) == "deleted"
         made = (checkpoint or {}).get("id") if isinstance(checkpoint, dict) else None
 
         def after(_: Any) -> None:
             if thread is not None:
                 c.wrote(thread)
-                self.changed(thread, "aput")
+                if again:
+                    c.changed(thread, "deleted, then put again")
+                else:
+                    self.changed(thread, "aput")
                 if counts and made is not None and (fresh or thread in scope.threads):
                     scope.threads.setdefault(thread, {}).setdefault(ns, set()).add(str(made))
             run = (metadata or {}).get("run_id") if isinstance(metadata, dict) else None
@@ -879,10 +896,14 @@ class _SaverCalls:
         existed = c.state_of(source) not in ("missing", "after delete")
         known = self.counted(source)
         empty = c.scope.state.get(target) in (None, "deleted") and target not in c.scope.lost
+        again = not self.sync and c.scope.state.get(target) == "deleted"
         self.begin(target)
 
         def after(_: Any) -> None:
-            self.changed(target, "acopy_thread")
+            if again:
+                c.changed(target, "deleted, then copied again")
+            else:
+                self.changed(target, "acopy_thread")
             c.scope.copied_from[target] = source
             for threads in c.scope.runs.values():  # the copy holds the source's runs too
                 if source in threads:

@@ -69,7 +69,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..checks import fail
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
-from .coverage import SAVER_READS_AFTER, lengths, writes_before
+from .coverage import SAVER_READS_AFTER, SAVER_SEQUENCES, lengths, writes_before
 from .filters import FILTER_KEYS, FILTER_ROWS, FILTER_VALUES, REFUSABLE, columns_of
 from .harness import (
     LENGTHS_HINT,
@@ -1031,19 +1031,28 @@ async def _read_after(
     (another instance on the same data); what is wrong with the second answer, or None."""
     by = saver if writer is None else writer
     thread, source = base, f"{base}-source"
-    kind = write if write.startswith("a") or write == "source deleted" else f"a{write}"
-    copied = kind in ("acopy_thread", "source deleted")
+    kind = write if write.startswith("a") or write in SAVER_SEQUENCES else f"a{write}"
+    copied = kind in ("acopy_thread", "source deleted", "deleted, then copied again")
     runs = (f"{base}-run-1", f"{base}-run-2")  # the runs that wrote the first and the second
     first = await put(saver, source if copied else thread, {"v": 1}, run=runs[0])
     second = await put(saver, source if copied else thread, {"v": 2}, parent=first, run=runs[1])
     ids: list[str] = [first, second]  # what the thread holds after the write, oldest first
     writes: dict[str, dict[tuple[str, str], Any]] = {}
-    if kind == "source deleted":  # a copy of a thread whose newest checkpoint has a write
+    if kind in ("source deleted", "deleted, then copied again"):
+        # a copy of a thread whose newest checkpoint has a write
         await saver.aput_writes(config_of(source, second), [("ch", "copied")], task_id="copied")
         await saver.acopy_thread(source, thread)
         writes = {second: {("copied", "ch"): "copied"}}
+    if kind in ("deleted, then copied again", "deleted, then put again"):
+        # what the thread gets of its own before it is deleted: writes on both checkpoints
+        for made in (first, second):
+            await saver.aput_writes(config_of(thread, made), [("ch", "stale")], task_id="stale")
     new, versions = checkpoint_of(saver, {"v": 3})
+    again = kind == "deleted, then put again"
+    kept = await get(saver, thread, first) if again else None  # to be put back as it was
     read = {"aput": new["id"], "aprune": first}.get(kind, second)
+    if kind in ("deleted, then copied again", "deleted, then put again"):
+        read = first  # where the source has no write: a write left by the delete shows
     await _read_as(saver, row, thread, read)  # what a saver may keep, as a caller's reads leave it
     if kind == "aput":
         metadata = CheckpointMetadata(source="loop", step=2)
@@ -1059,6 +1068,15 @@ async def _read_after(
         await _call(by, write, source, thread)
     elif kind == "source deleted":
         await by.adelete_thread(source)
+    elif kind == "deleted, then copied again":  # the copy deleted, then made again
+        await by.adelete_thread(thread)
+        await by.acopy_thread(source, thread)
+    elif kind == "deleted, then put again":  # deleted, then its first checkpoint put back
+        await by.adelete_thread(thread)
+        if kept is not None:
+            versions = kept.checkpoint["channel_versions"]
+            await by.aput(config_of(thread), kept.checkpoint, kept.metadata, versions)
+        ids = [first]
     elif kind == "adelete_for_runs":
         await _call(by, write, [runs[1]])
         ids = [first]
@@ -1170,11 +1188,16 @@ async def _reads_after_each_write(saver: Any, thread: str, writer: Any = None) -
     return [
         found
         for write in writes_before("langgraph", has)
-        if writer is None or write.startswith("a") or write == "source deleted"
+        if writer is None or write.startswith("a") or write in SAVER_SEQUENCES
         for n, row in enumerate(SAVER_READS_AFTER)
         if row.split()[0] in has
-        and (found := await _read_after(saver, f"{thread}-{write}-{n}", write, row, writer))
+        and (found := await _read_after(saver, f"{thread}-{_slug(write)}-{n}", write, row, writer))
     ]
+
+
+def _slug(write: str) -> str:
+    """A column of ``after`` as part of a thread id (no space, no comma)."""
+    return "-".join(write.replace(",", "").split())
 
 
 async def _every_call(saver: Any, has: set[str], a: str, b: str) -> None:
@@ -1299,13 +1322,17 @@ class SaverSweepTests(SaverFixtures):
         """Each read of a thread (``aget_tuple`` by id and latest, ``alist``) right after each
         kind of write changed it (``aput``, ``aput_writes``, ``adelete_thread``,
         ``acopy_thread`` into it, ``aprune``, ``adelete_for_runs`` of the run that wrote
-        its newest checkpoint, and ``adelete_thread`` of the thread it was copied from),
+        its newest checkpoint, ``adelete_thread`` of the thread it was copied from, and
+        ``adelete_thread`` of a thread with writes of its own followed by ``acopy_thread``
+        into it again or ``aput`` of its first checkpoint as it was),
         and once just before that write: a saver that caches what it read and forgets the
         cache on some writes answers from before them (a latest tuple kept past an
         ``aput_writes`` hides the pending writes a resume needs, and the finished tasks run
         again; one kept past ``adelete_for_runs`` is a checkpoint it deleted), and one that
         deletes a thread's checkpoints or writes by
-        checkpoint id alone deletes its copies' too (a copy keeps the ids)."""
+        checkpoint id alone deletes its copies' too (a copy keeps the ids); one whose
+        delete leaves the thread's pending writes shows them again once the thread holds
+        those checkpoint ids again."""
         wrong = await _reads_after_each_write(instance, thread)
         if wrong:
             fail(
@@ -1314,9 +1341,11 @@ class SaverSweepTests(SaverFixtures):
                 observed="; ".join(wrong),
                 detail="a saver that keeps what it read (a latest tuple, a listing) must "
                 "forget it on every write that changes the thread: aput, aput_writes, "
-                "adelete_thread, acopy_thread into it, aprune, adelete_for_runs; and a "
+                "adelete_thread, acopy_thread into it, aprune, adelete_for_runs; a "
                 "thread's delete must match the thread, not only the checkpoint ids, which "
-                "a copy keeps",
+                "a copy keeps; and it must delete the thread's pending writes and blobs with "
+                "its checkpoints, or a thread deleted and copied again, or whose checkpoints "
+                "are put back, shows the old writes",
             )
 
     async def test_sweep_every_read_after_another_instances_write(

@@ -821,6 +821,17 @@ class DeletesCopiesSaver(CopyingSaver):
         await super().adelete_thread(thread_id)
 
 
+class DeleteLeavesWritesSaver(CopyingSaver):
+    """Bug: ``delete_thread`` deletes the thread's checkpoints and blobs but forgets the
+    writes table: a thread deleted and then copied again from its template (or whose
+    checkpoints are put back) shows the old pending writes."""
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.storage.pop(thread_id, None)
+        for key in [k for k in self.blobs if isinstance(k, tuple) and k and k[0] == thread_id]:
+            del self.blobs[key]
+
+
 class LimitBeforeFilterSaver(HeldSaver):
     """Bug: a listing reads ``limit`` checkpoints and then checks the metadata filter
     itself (metadata kept as a blob the query cannot look into): with both, it gives

@@ -102,6 +102,17 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_every_read_after_every_kind_of_write",
         "right after source deleted",
     ),
+    "delete-thread-leaves-writes": (
+        broken.DeleteLeavesWritesSaver,
+        broken.CopyingSaver,
+        "langgraph",
+        "test_sweep_every_read_after_every_kind_of_write",
+        (
+            "aget_tuple by id right after deleted, then copied again",
+            "aget_tuple by id right after deleted, then put again",
+            "delete the thread's pending writes",
+        ),
+    ),
     "reads-cached-past-delete": (
         broken.CachedPastDeleteStorage,
         broken.CachedReadsStorage,
