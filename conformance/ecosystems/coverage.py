@@ -60,8 +60,8 @@ cells of these matrices:
     them; and of a config naming a checkpoint (``checkpoint_id``), alone and
     with each of the three.
 ``sizes`` (both)
-    a channel value, write or state value of 0 bytes, 1 KiB and 1 MiB put
-    and read back.
+    a channel value, write or state value of 0 bytes, 1 KiB, 1 MiB and
+    4 MiB put and read back.
 ``lifecycle`` (both)
     each writing and reading method cancelled while the backend is held;
     unreachable for a method that returned while held (the target's hold does
@@ -205,8 +205,10 @@ each combination of them (a saver that applies ``limit`` before a ``filter`` it 
 itself answers fewer checkpoints than the limit), and a config naming a checkpoint
 (``checkpoint_id``: that checkpoint alone), alone and with each option (a saver that
 builds its query from the thread and namespace lists the whole thread)."""
-SIZES = (0, 1024, 1024 * 1024)
-"""The value sizes of the ``sizes`` matrix."""
+SIZES = (0, 1024, 1024 * 1024, 4 * 1024 * 1024)
+"""The value sizes of the ``sizes`` matrix: 4 MiB is past the common item limits (1 MiB,
+DynamoDB's 400 KB) and past ten parts of 256 KiB (parts read back in the text order of
+their keys, ``part10`` before ``part2``, come back out of order)."""
 HELD = "cancelled while held"
 DEFAULT_MAX_LENGTH = 1025
 """The most checkpoints the ``lengths`` matrix puts in one thread or workflow, unless the

@@ -74,6 +74,7 @@ from .filters import FILTER_KEYS, FILTER_ROWS, FILTER_VALUES, REFUSABLE, columns
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
+    SIZES_HINT,
     EcosystemFixtures,
     cancel_a_read_then_read_again,
     cancel_at_each_step,
@@ -86,6 +87,8 @@ from .harness import (
     library,
     need,
     no_hold_reason,
+    read_back_wrong,
+    sized_values,
 )
 from .ids import ID_GROUPS
 from .target import EcosystemTarget
@@ -986,8 +989,6 @@ class SaverScenarioTests(SaverFixtures):
 
 
 # -- sweeps: every cell of the coverage matrices --------------------------------------------------
-_BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
-"""Channel values of the ``sizes`` matrix: 0 bytes, 1 KiB and 1 MiB."""
 
 
 _Seen = tuple[str | None, dict[tuple[str, str], Any]] | None | list[Any]
@@ -1698,19 +1699,27 @@ class SaverSweepTests(SaverFixtures):
                 expected=f"{checkpoint['id']} by id, as the latest and as the one listed",
                 observed=f"{_id_of(by_id)}, {_id_of(latest)}, {[_id_of(t) for t in listed]}",
             )
-        second = await put(saver, thread, dict(_BIG), parent=first, step=1)
-        await saver.aput_writes(config_of(thread, second), list(_BIG.items()), task_id="big")
+        sized = sized_values()
+        second = await put(saver, thread, dict(sized), parent=first, step=1)
+        big = list(sized.items())
+        await saver.aput_writes(config_of(thread, second), big, task_id="big")
         got = await get(saver, thread, second)
         values = {} if got is None else got.checkpoint["channel_values"]
         writes = _writes(got)
-        for name, value in _BIG.items():
-            if values.get(name) != value or writes.get(("big", name)) != value:
-                fail(
-                    "channel values and writes of 0 bytes, 1 KiB and 1 MiB are read back whole",
-                    expected=f"{len(value)} bytes in {name!r}",
-                    observed=f"{len(values.get(name) or '')} and "
-                    f"{len(writes.get(('big', name)) or '')} bytes",
-                )
+        wrong = [
+            f"{what} {name!r} read back as {found}"
+            for name, value in sized.items()
+            for what, read in (("channel", values.get(name)), ("write", writes.get(("big", name))))
+            if (found := read_back_wrong(value, read))
+        ]
+        if wrong:
+            fail(
+                "channel values and writes of 0 bytes, 1 KiB, 1 MiB and 4 MiB are read back whole",
+                expected="each value as put: "
+                + ", ".join(f"{len(v):,} characters in {n!r}" for n, v in sized.items()),
+                observed="; ".join(wrong),
+                detail=SIZES_HINT,
+            )
         newest = [_id_of(t) async for t in saver.alist(config_of(thread), limit=1)]
         before = [
             _id_of(t)

@@ -584,6 +584,42 @@ class NamespaceBlindLatestSaver(HeldSaver):
         return max(tuples, key=lambda t: t.config["configurable"]["checkpoint_id"], default=None)
 
 
+CHUNK = 256 * 1024
+"""Bytes per chunk of `ChunkedSaver`'s channel blobs (a DynamoDB item is at most 400 KB)."""
+
+
+class ChunkedSaver(HeldSaver):
+    """Correct: a channel blob larger than `CHUNK` is kept as numbered chunks of `CHUNK`
+    bytes and read back in the order of their numbers."""
+
+    def _order(self, n: int) -> list[int]:
+        """The order in which the ``n`` chunks of a blob are read back."""
+        return list(range(n))
+
+    def _load_blobs(
+        self, thread_id: str, checkpoint_ns: str, versions: dict[str, Any]
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for channel, version in versions.items():
+            stored = self.blobs.get((thread_id, checkpoint_ns, channel, version))
+            if stored is None or stored[0] == "empty":
+                continue
+            kind, data = stored
+            chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
+            out[channel] = self.serde.loads_typed(
+                (kind, b"".join(chunks[i] for i in self._order(len(chunks))))
+            )
+        return out
+
+
+class ChunksInTextOrderSaver(ChunkedSaver):
+    """Bug: the chunks are read back sorted by their keys as text (``chunk#10`` before
+    ``chunk#2``): a value of more than ten chunks (2.5 MiB) comes back out of order."""
+
+    def _order(self, n: int) -> list[int]:
+        return sorted(range(n), key=str)
+
+
 class NeverAwaitsSaver(HeldSaver):
     """Bug: aput calls its flush coroutine without awaiting it."""
 
