@@ -64,6 +64,7 @@ from .coverage import STORAGE_READS_AFTER, implemented, lengths, writes_before
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
+    SIZES_HINT,
     EcosystemFixtures,
     cancel_a_read_then_read_again,
     cancel_at_each_step,
@@ -76,6 +77,8 @@ from .harness import (
     library,
     need,
     no_hold_reason,
+    read_back_wrong,
+    sized_values,
 )
 from .ids import ID_GROUPS
 from .target import EcosystemTarget
@@ -1005,10 +1008,6 @@ class CheckpointStorageScenarioTests(CheckpointStorageFixtures):
 
 
 # -- sweeps: every cell of the coverage matrices --------------------------------------------------
-_BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
-"""State values of the ``sizes`` matrix: 0 bytes, 1 KiB and 1 MiB."""
-
-
 def _with_id(workflow_name: str, checkpoint_id: str, state: dict[str, Any]) -> WorkflowCheckpoint:
     cp = checkpoint(workflow_name, state)
     cp.checkpoint_id = checkpoint_id
@@ -1266,16 +1265,24 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
             )
 
     async def test_sweep_value_sizes(self, instance: Any, name: str) -> None:
-        cp = checkpoint(name, dict(_BIG))
+        sized = sized_values()
+        cp = checkpoint(name, dict(sized))
         await instance.save(cp)
         got = await load_or_none(instance, cp.checkpoint_id)
-        for key, value in _BIG.items():
-            if got is None or got.state.get(key) != value:
-                fail(
-                    "state values of 0 bytes, 1 KiB and 1 MiB are loaded back whole",
-                    expected=f"{len(value)} bytes in {key!r}",
-                    observed="nothing" if got is None else f"{len(got.state.get(key) or '')}",
-                )
+        state = {} if got is None else dict(got.state or {})
+        wrong = [
+            f"{key!r} loaded back as {found}"
+            for key, value in sized.items()
+            if (found := read_back_wrong(value, state.get(key)))
+        ]
+        if got is None or wrong:
+            fail(
+                "state values of 0 bytes, 1 KiB, 1 MiB and 4 MiB are loaded back whole",
+                expected="each value as saved: "
+                + ", ".join(f"{len(v):,} characters in {k!r}" for k, v in sized.items()),
+                observed="nothing" if got is None else "; ".join(wrong),
+                detail=SIZES_HINT,
+            )
 
     @slow(300, LENGTHS_HINT)
     async def test_sweep_workflows_of_every_length(

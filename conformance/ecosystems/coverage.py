@@ -23,8 +23,11 @@ cells of these matrices:
     reads: a LangGraph thread's ``aget_tuple`` (by id, latest) and ``alist``
     after ``aput``, ``aput_writes``, ``adelete_thread``, ``acopy_thread`` (into
     it), ``aprune``, ``adelete_for_runs`` (of a run that wrote its newest
-    checkpoint) and ``adelete_thread`` of the thread it was copied from
-    (``source deleted``), and the sync twins of each against the sync twins
+    checkpoint), ``adelete_thread`` of the thread it was copied from
+    (``source deleted``), and ``acopy_thread`` into it or ``aput`` on it after
+    ``adelete_thread`` deleted it (``deleted, then copied again``, ``deleted,
+    then put again``: a delete that leaves pending writes behind shows them
+    there), and the sync twins of each against the sync twins
     of each and the async methods (LangGraph's sync runner, ``get_state`` and
     ``update_state`` call them on the saver an async run uses); an
     agent-framework checkpoint's ``load`` and a workflow's listings and
@@ -57,10 +60,11 @@ cells of these matrices:
 ``listing`` (LangGraph)
     ``alist`` (and ``list``) of every thread (config None), of one thread,
     with ``filter``, ``before`` and ``limit``, and with each combination of
-    them.
+    them; and of a config naming a checkpoint (``checkpoint_id``), alone and
+    with each of the three.
 ``sizes`` (both)
-    a channel value, write or state value of 0 bytes, 1 KiB and 1 MiB put
-    and read back.
+    a channel value, write or state value of 0 bytes, 1 KiB, 1 MiB and
+    4 MiB put and read back.
 ``lifecycle`` (both)
     each writing and reading method cancelled while the backend is held;
     unreachable for a method that returned while held (the target's hold does
@@ -178,11 +182,17 @@ SAVER_WRITES_BEFORE = (
     *_SAVER_WRITES,
     "adelete_for_runs",
     "source deleted",
+    "deleted, then copied again",
+    "deleted, then put again",
     *(write[1:] for write in (*_SAVER_WRITES, "adelete_for_runs")),
 )
 """The columns of a saver's ``after`` matrix: the write that last changed a thread, async
 and sync (``adelete_for_runs``: of a run that wrote its newest checkpoint; ``source
-deleted``: ``adelete_thread`` of the thread it was copied from)."""
+deleted``: ``adelete_thread`` of the thread it was copied from; ``deleted, then copied
+again`` and ``deleted, then put again``: ``acopy_thread`` into a thread, or ``aput`` on
+it, after ``adelete_thread`` deleted it, so that what the delete left behind shows)."""
+SAVER_SEQUENCES = ("source deleted", "deleted, then copied again", "deleted, then put again")
+"""The columns of ``after`` that name a sequence of async writes, not one method."""
 BY_ANOTHER_INSTANCE = "by another instance"
 """The column of ``after`` of a read through an instance that read the same thread or
 checkpoint before another instance on the same data changed it (a cache kept in the
@@ -199,12 +209,20 @@ LIST_OPTIONS = (
     "filter + limit",
     "before + limit",
     "filter + before + limit",
+    "checkpoint id",
+    "checkpoint id + filter",
+    "checkpoint id + before",
+    "checkpoint id + limit",
 )
 """The columns of ``listing``: what an ``alist`` (or ``list``) selects by, each option and
 each combination of them (a saver that applies ``limit`` before a ``filter`` it checks
-itself answers fewer checkpoints than the limit)."""
-SIZES = (0, 1024, 1024 * 1024)
-"""The value sizes of the ``sizes`` matrix."""
+itself answers fewer checkpoints than the limit), and a config naming a checkpoint
+(``checkpoint_id``: that checkpoint alone), alone and with each option (a saver that
+builds its query from the thread and namespace lists the whole thread)."""
+SIZES = (0, 1024, 1024 * 1024, 4 * 1024 * 1024)
+"""The value sizes of the ``sizes`` matrix: 4 MiB is past the common item limits (1 MiB,
+DynamoDB's 400 KB) and past ten parts of 256 KiB (parts read back in the text order of
+their keys, ``part10`` before ``part2``, come back out of order)."""
 HELD = "cancelled while held"
 DEFAULT_MAX_LENGTH = 1025
 """The most checkpoints the ``lengths`` matrix puts in one thread or workflow, unless the
@@ -262,7 +280,11 @@ def writes_before(ecosystem: str, has: AbstractSet[str]) -> list[str]:
     """The columns of ``after`` that the methods an instance implements (``has``) allow."""
     if ecosystem != "langgraph":
         return [w for w in STORAGE_WRITES if w in has]
-    needs = {"source deleted": ("acopy_thread", "adelete_thread")}
+    needs = {
+        "source deleted": ("acopy_thread", "adelete_thread"),
+        "deleted, then copied again": ("acopy_thread", "adelete_thread"),
+        "deleted, then put again": ("aput", "adelete_thread"),
+    }
     return [w for w in SAVER_WRITES_BEFORE if all(m in has for m in needs.get(w, (w,)))]
 
 
@@ -719,12 +741,16 @@ class _SaverCalls:
         scope = c.scope
         counts = thread is not None and thread not in scope.lost
         fresh = counts and scope.state.get(thread) in (None, "deleted")
+        again = not self.sync and thread is not None and scope.state.get(thread) == "deleted"
         made = (checkpoint or {}).get("id") if isinstance(checkpoint, dict) else None
 
         def after(_: Any) -> None:
             if thread is not None:
                 c.wrote(thread)
-                self.changed(thread, "aput")
+                if again:
+                    c.changed(thread, "deleted, then put again")
+                else:
+                    self.changed(thread, "aput")
                 if counts and made is not None and (fresh or thread in scope.threads):
                     scope.threads.setdefault(thread, {}).setdefault(ns, set()).add(str(made))
             run = (metadata or {}).get("run_id") if isinstance(metadata, dict) else None
@@ -785,16 +811,19 @@ class _SaverCalls:
             c.mark("listing", row, "config None")
             if not self.sync:
                 self.each = lambda t: c.ids("alist every thread", _thread(t.config)[0])
+        only = (config or {}).get("configurable", {}).get("checkpoint_id")
         if thread is not None:
             c.states(row, [thread], self.allowed())
             self.read(row, thread)
-            c.mark("listing", row, "thread")
+            c.mark("listing", row, "checkpoint id" if only else "thread")
             if "checkpoint_ns" in (config or {}).get("configurable", {}):
                 c.namespaces(row, thread, ns)
             known = self.counted(thread)
             if known is not None and not filter:
                 every = "checkpoint_ns" not in (config or {}).get("configurable", {})
                 ids = [i for n, got in known.items() if every or n == ns for i in got]
+                if only:
+                    ids = [i for i in ids if i == str(only)]
                 end = (before or {}).get("configurable", {}).get("checkpoint_id")
                 if end is not None:
                     ids = [i for i in ids if i < str(end)]
@@ -810,6 +839,8 @@ class _SaverCalls:
             self.filters(filter, every=config is None, sync=self.sync)
         for option in given:
             c.mark("listing", row, option)
+            if thread is not None and only:
+                c.mark("listing", row, f"checkpoint id + {option}")
         if len(given) > 1:
             c.mark("listing", row, " + ".join(given))
         return None
@@ -884,10 +915,14 @@ class _SaverCalls:
         existed = c.state_of(source) not in ("missing", "after delete")
         known = self.counted(source)
         empty = c.scope.state.get(target) in (None, "deleted") and target not in c.scope.lost
+        again = not self.sync and c.scope.state.get(target) == "deleted"
         self.begin(target)
 
         def after(_: Any) -> None:
-            self.changed(target, "acopy_thread")
+            if again:
+                c.changed(target, "deleted, then copied again")
+            else:
+                self.changed(target, "acopy_thread")
             c.scope.copied_from[target] = source
             for threads in c.scope.runs.values():  # the copy holds the source's runs too
                 if source in threads:

@@ -8,6 +8,7 @@ The saver (LangGraph) and storage (agent-framework) groups subclass
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import os
 import signal
@@ -37,6 +38,7 @@ from .target import EcosystemTarget
 __all__ = [
     "LENGTHS_HINT",
     "PAGES_HINT",
+    "SIZES_HINT",
     "CancelOutcome",
     "EcosystemFixtures",
     "cancel_a_read_then_read_again",
@@ -44,6 +46,8 @@ __all__ = [
     "counted",
     "crash_writer",
     "held",
+    "read_back_wrong",
+    "sized_values",
 ]
 
 
@@ -66,6 +70,41 @@ LENGTHS_HINT = (
     "100 and 101 items)"
 )
 """What shortens the ``lengths`` sweeps for a slow backend."""
+
+SIZES_HINT = (
+    "store a value whole, or, where the backend limits an item (DynamoDB 400 KB, Cosmos DB "
+    "2 MB, many 1 MiB), split it in parts and read every part back in its numeric order "
+    "(part 10 after part 9, not after part 1: sort the keys as numbers, or pad them), then "
+    "check the length"
+)
+"""The fix a failure of the ``sizes`` sweeps suggests."""
+
+
+@functools.cache
+def sized_values() -> dict[str, str]:
+    """The values of the ``sizes`` matrix (`coverage.SIZES`), by channel or state key: 0
+    bytes, 1 KiB, 1 MiB and 4 MiB (past a 1 MiB or 400 KB item, and past ten parts of 256
+    KiB). The 4 MiB one is numbered lines (``0000000``, ``0000001``...), any two parts of
+    which differ, so that a value read back with its parts out of order is not equal; made
+    once, when first asked for."""
+    return {
+        "empty": "",
+        "kib": "k" * 1024,
+        "mib": "m" * (1 << 20),
+        "mib4": "".join(map("{:07d}\n".format, range((4 << 20) // 8))),
+    }
+
+
+def read_back_wrong(expected: str, got: Any) -> str | None:
+    """How the value ``got`` read back differs from the ``expected`` one put, or None."""
+    if got == expected:
+        return None
+    if not isinstance(got, str):
+        return f"{type(got).__name__} {got!r:.40}"
+    if len(got) != len(expected):
+        return f"{len(got):,} characters"
+    at = next(i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b)
+    return f"{len(got):,} characters, not in order from character {at:,} on"
 
 
 def counted(got: list[Any], expected: list[Any]) -> str:

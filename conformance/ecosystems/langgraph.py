@@ -69,11 +69,12 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..checks import fail
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
-from .coverage import SAVER_READS_AFTER, lengths, writes_before
+from .coverage import SAVER_READS_AFTER, SAVER_SEQUENCES, lengths, writes_before
 from .filters import FILTER_KEYS, FILTER_ROWS, FILTER_VALUES, REFUSABLE, columns_of
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
+    SIZES_HINT,
     EcosystemFixtures,
     cancel_a_read_then_read_again,
     cancel_at_each_step,
@@ -86,6 +87,8 @@ from .harness import (
     library,
     need,
     no_hold_reason,
+    read_back_wrong,
+    sized_values,
 )
 from .ids import ID_GROUPS
 from .namespaces import NAMESPACE_GROUPS
@@ -1025,11 +1028,12 @@ class SaverScenarioTests(SaverFixtures):
 
 
 # -- sweeps: every cell of the coverage matrices --------------------------------------------------
-_BIG = {"empty": "", "kib": "k" * 1024, "mib": "m" * (1024 * 1024)}
-"""Channel values of the ``sizes`` matrix: 0 bytes, 1 KiB and 1 MiB."""
 
 
 _Seen = tuple[str | None, dict[tuple[str, str], Any]] | None | list[Any]
+_Combo = tuple[int | None, bool, bool, int | None]
+"""A listing of the listing sweep: the index of the checkpoint its config names (None: the
+thread), whether it filters, whether it gives ``before``, its ``limit``."""
 
 
 async def _call(saver: Any, method: str, *args: Any) -> Any:
@@ -1067,19 +1071,28 @@ async def _read_after(
     (another instance on the same data); what is wrong with the second answer, or None."""
     by = saver if writer is None else writer
     thread, source = base, f"{base}-source"
-    kind = write if write.startswith("a") or write == "source deleted" else f"a{write}"
-    copied = kind in ("acopy_thread", "source deleted")
+    kind = write if write.startswith("a") or write in SAVER_SEQUENCES else f"a{write}"
+    copied = kind in ("acopy_thread", "source deleted", "deleted, then copied again")
     runs = (f"{base}-run-1", f"{base}-run-2")  # the runs that wrote the first and the second
     first = await put(saver, source if copied else thread, {"v": 1}, run=runs[0])
     second = await put(saver, source if copied else thread, {"v": 2}, parent=first, run=runs[1])
     ids: list[str] = [first, second]  # what the thread holds after the write, oldest first
     writes: dict[str, dict[tuple[str, str], Any]] = {}
-    if kind == "source deleted":  # a copy of a thread whose newest checkpoint has a write
+    if kind in ("source deleted", "deleted, then copied again"):
+        # a copy of a thread whose newest checkpoint has a write
         await saver.aput_writes(config_of(source, second), [("ch", "copied")], task_id="copied")
         await saver.acopy_thread(source, thread)
         writes = {second: {("copied", "ch"): "copied"}}
+    if kind in ("deleted, then copied again", "deleted, then put again"):
+        # what the thread gets of its own before it is deleted: writes on both checkpoints
+        for made in (first, second):
+            await saver.aput_writes(config_of(thread, made), [("ch", "stale")], task_id="stale")
     new, versions = checkpoint_of(saver, {"v": 3})
+    again = kind == "deleted, then put again"
+    kept = await get(saver, thread, first) if again else None  # to be put back as it was
     read = {"aput": new["id"], "aprune": first}.get(kind, second)
+    if kind in ("deleted, then copied again", "deleted, then put again"):
+        read = first  # where the source has no write: a write left by the delete shows
     await _read_as(saver, row, thread, read)  # what a saver may keep, as a caller's reads leave it
     if kind == "aput":
         metadata = CheckpointMetadata(source="loop", step=2)
@@ -1095,6 +1108,15 @@ async def _read_after(
         await _call(by, write, source, thread)
     elif kind == "source deleted":
         await by.adelete_thread(source)
+    elif kind == "deleted, then copied again":  # the copy deleted, then made again
+        await by.adelete_thread(thread)
+        await by.acopy_thread(source, thread)
+    elif kind == "deleted, then put again":  # deleted, then its first checkpoint put back
+        await by.adelete_thread(thread)
+        if kept is not None:
+            versions = kept.checkpoint["channel_versions"]
+            await by.aput(config_of(thread), kept.checkpoint, kept.metadata, versions)
+        ids = [first]
     elif kind == "adelete_for_runs":
         await _call(by, write, [runs[1]])
         ids = [first]
@@ -1320,11 +1342,16 @@ async def _reads_after_each_write(saver: Any, thread: str, writer: Any = None) -
     return [
         found
         for write in writes_before("langgraph", has)
-        if writer is None or write.startswith("a") or write == "source deleted"
+        if writer is None or write.startswith("a") or write in SAVER_SEQUENCES
         for n, row in enumerate(SAVER_READS_AFTER)
         if row.split()[0] in has
-        and (found := await _read_after(saver, f"{thread}-{write}-{n}", write, row, writer))
+        and (found := await _read_after(saver, f"{thread}-{_slug(write)}-{n}", write, row, writer))
     ]
+
+
+def _slug(write: str) -> str:
+    """A column of ``after`` as part of a thread id (no space, no comma)."""
+    return "-".join(write.replace(",", "").split())
 
 
 async def _every_call(saver: Any, has: set[str], a: str, b: str) -> None:
@@ -1449,13 +1476,17 @@ class SaverSweepTests(SaverFixtures):
         """Each read of a thread (``aget_tuple`` by id and latest, ``alist``) right after each
         kind of write changed it (``aput``, ``aput_writes``, ``adelete_thread``,
         ``acopy_thread`` into it, ``aprune``, ``adelete_for_runs`` of the run that wrote
-        its newest checkpoint, and ``adelete_thread`` of the thread it was copied from),
+        its newest checkpoint, ``adelete_thread`` of the thread it was copied from, and
+        ``adelete_thread`` of a thread with writes of its own followed by ``acopy_thread``
+        into it again or ``aput`` of its first checkpoint as it was),
         and once just before that write: a saver that caches what it read and forgets the
         cache on some writes answers from before them (a latest tuple kept past an
         ``aput_writes`` hides the pending writes a resume needs, and the finished tasks run
         again; one kept past ``adelete_for_runs`` is a checkpoint it deleted), and one that
         deletes a thread's checkpoints or writes by
-        checkpoint id alone deletes its copies' too (a copy keeps the ids)."""
+        checkpoint id alone deletes its copies' too (a copy keeps the ids); one whose
+        delete leaves the thread's pending writes shows them again once the thread holds
+        those checkpoint ids again."""
         wrong = await _reads_after_each_write(instance, thread)
         if wrong:
             fail(
@@ -1464,9 +1495,11 @@ class SaverSweepTests(SaverFixtures):
                 observed="; ".join(wrong),
                 detail="a saver that keeps what it read (a latest tuple, a listing) must "
                 "forget it on every write that changes the thread: aput, aput_writes, "
-                "adelete_thread, acopy_thread into it, aprune, adelete_for_runs; and a "
+                "adelete_thread, acopy_thread into it, aprune, adelete_for_runs; a "
                 "thread's delete must match the thread, not only the checkpoint ids, which "
-                "a copy keeps",
+                "a copy keeps; and it must delete the thread's pending writes and blobs with "
+                "its checkpoints, or a thread deleted and copied again, or whose checkpoints "
+                "are put back, shows the old writes",
             )
 
     async def test_sweep_every_read_after_another_instances_write(
@@ -1820,7 +1853,11 @@ class SaverSweepTests(SaverFixtures):
         alone, newest first, and then at most ``limit`` of them
         (``aget_state_history(filter=..., limit=...)`` passes both; a saver that reads
         ``limit`` rows and then checks the filter itself gives fewer, and one whose fast
-        path for ``limit=1`` reads the latest checkpoint skips the filter)."""
+        path for ``limit=1`` reads the latest checkpoint skips the filter). A config that
+        names a checkpoint (``checkpoint_id``) lists that checkpoint alone, or nothing
+        where the filter or ``before`` leaves it out, as ``InMemorySaver`` and
+        ``AsyncPostgresSaver`` answer (a saver that builds its query from the thread and
+        namespace alone lists the whole thread)."""
         saver = instance
         made: list[tuple[str, str]] = []  # (id, source), oldest first
         parent = None
@@ -1834,42 +1871,57 @@ class SaverSweepTests(SaverFixtures):
         newest_first = list(reversed(made))
         cut = made[4][0]  # before the fifth checkpoint
 
-        def expected(filtered: bool, before: bool, limit: int | None) -> list[str]:
+        def expected(
+            named: int | None, filtered: bool, before: bool, limit: int | None
+        ) -> list[str]:
             ids = [
                 i
                 for i, source in newest_first
-                if (not filtered or source == "input") and (not before or i < cut)
+                if (named is None or i == made[named][0])
+                and (not filtered or source == "input")
+                and (not before or i < cut)
             ]
             return ids[:limit]
 
-        combos = [
-            (True, True, None),
-            (True, False, 1),
-            (True, False, 2),
-            (False, True, 2),
-            (True, True, 1),
+        combos: list[_Combo] = [
+            (None, True, True, None),
+            (None, True, False, 1),
+            (None, True, False, 2),
+            (None, False, True, 2),
+            (None, True, True, 1),
+            (2, False, False, None),  # an input checkpoint before the cut: itself
+            (2, True, False, None),
+            (3, True, False, None),  # a loop checkpoint: the filter leaves nothing
+            (2, False, True, None),
+            (5, False, True, None),  # the newest, not before the cut: nothing
+            (3, False, False, 1),
         ]
 
-        def options(filtered: bool, before: bool, limit: int | None) -> dict[str, Any]:
+        def options(
+            named: int | None, filtered: bool, before: bool, limit: int | None
+        ) -> dict[str, Any]:
             return {
+                "config": config_of(thread, None if named is None else made[named][0]),
                 "filter": {"source": "input"} if filtered else None,
                 "before": config_of(thread, cut) if before else None,
                 "limit": limit,
             }
 
-        def name(filtered: bool, before: bool, limit: int | None) -> str:
-            given = [("filter", filtered), ("before", before), ("limit", limit is not None)]
-            return " + ".join(o for o, on in given if on) + (f" ({limit})" if limit else "")
+        def name(named: int | None, filtered: bool, before: bool, limit: int | None) -> str:
+            given = [] if named is None else [f"checkpoint id ({named + 1} of 6)"]
+            on = (("filter", filtered), ("before", before), ("limit", limit is not None))
+            given += [option for option, chosen in on if chosen]
+            return " + ".join(given) + (f" ({limit})" if limit else "")
 
         wrong = []
         for combo in combos:
-            got = [_id_of(t) async for t in saver.alist(config_of(thread), **options(*combo))]
+            got = [_id_of(t) async for t in saver.alist(**options(*combo))]
             if got != expected(*combo):
                 wrong.append(f"alist {name(*combo)}: {got}, expected {expected(*combo)}")
         if "list" in set(implemented_methods(saver)):
 
-            def listed(combo: tuple[bool, bool, int | None]) -> list[str | None]:
-                return [_id_of(t) for t in saver.list(config_of(thread), **options(*combo))]
+            def listed(combo: _Combo) -> list[str | None]:
+                return [_id_of(t) for t in saver.list(**options(*combo))]
 
             for combo in combos:
                 got_sync = await asyncio.to_thread(listed, combo)
@@ -1877,13 +1929,16 @@ class SaverSweepTests(SaverFixtures):
                     wrong.append(f"list {name(*combo)}: {got_sync}, expected {expected(*combo)}")
         if wrong:
             fail(
-                "alist's filter, before and limit combine: each selects, then limit counts",
+                "alist's config checkpoint_id, filter, before and limit combine: each "
+                "selects, then limit counts",
                 expected=f"the checkpoints each combination selects, of {len(made)} whose "
                 "source alternates input and loop, the newest loop",
                 observed="; ".join(wrong),
                 detail="apply the metadata filter and before in the query, or read on "
                 "until limit checkpoints passed them: a limit applied to the rows before "
-                "they are filtered gives fewer",
+                "they are filtered gives fewer; and a config's checkpoint_id selects that "
+                "checkpoint alone (add checkpoint_id = ? to the query, beside thread_id and "
+                "checkpoint_ns, as InMemorySaver and AsyncPostgresSaver do)",
             )
 
     async def test_next_versions_keep_increasing_as_langgraph_compares_them(
@@ -1934,19 +1989,27 @@ class SaverSweepTests(SaverFixtures):
                 detail="filter by checkpoint_ns as well as thread_id, in the sync methods as "
                 "in the async ones",
             )
-        second = await put(saver, thread, dict(_BIG), parent=first, step=1)
-        await saver.aput_writes(config_of(thread, second), list(_BIG.items()), task_id="big")
+        sized = sized_values()
+        second = await put(saver, thread, dict(sized), parent=first, step=1)
+        big = list(sized.items())
+        await saver.aput_writes(config_of(thread, second), big, task_id="big")
         got = await get(saver, thread, second)
         values = {} if got is None else got.checkpoint["channel_values"]
         writes = _writes(got)
-        for name, value in _BIG.items():
-            if values.get(name) != value or writes.get(("big", name)) != value:
-                fail(
-                    "channel values and writes of 0 bytes, 1 KiB and 1 MiB are read back whole",
-                    expected=f"{len(value)} bytes in {name!r}",
-                    observed=f"{len(values.get(name) or '')} and "
-                    f"{len(writes.get(('big', name)) or '')} bytes",
-                )
+        wrong = [
+            f"{what} {name!r} read back as {found}"
+            for name, value in sized.items()
+            for what, read in (("channel", values.get(name)), ("write", writes.get(("big", name))))
+            if (found := read_back_wrong(value, read))
+        ]
+        if wrong:
+            fail(
+                "channel values and writes of 0 bytes, 1 KiB, 1 MiB and 4 MiB are read back whole",
+                expected="each value as put: "
+                + ", ".join(f"{len(v):,} characters in {n!r}" for n, v in sized.items()),
+                observed="; ".join(wrong),
+                detail=SIZES_HINT,
+            )
         newest = [_id_of(t) async for t in saver.alist(config_of(thread), limit=1)]
         before = [
             _id_of(t)

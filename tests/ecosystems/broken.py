@@ -789,6 +789,42 @@ class NamespaceAlternativesSaver(NamespacesComparedSaver):
         return stored in asked.split("|")
 
 
+CHUNK = 256 * 1024
+"""Bytes per chunk of `ChunkedSaver`'s channel blobs (a DynamoDB item is at most 400 KB)."""
+
+
+class ChunkedSaver(HeldSaver):
+    """Correct: a channel blob larger than `CHUNK` is kept as numbered chunks of `CHUNK`
+    bytes and read back in the order of their numbers."""
+
+    def _order(self, n: int) -> list[int]:
+        """The order in which the ``n`` chunks of a blob are read back."""
+        return list(range(n))
+
+    def _load_blobs(
+        self, thread_id: str, checkpoint_ns: str, versions: dict[str, Any]
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for channel, version in versions.items():
+            stored = self.blobs.get((thread_id, checkpoint_ns, channel, version))
+            if stored is None or stored[0] == "empty":
+                continue
+            kind, data = stored
+            chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
+            out[channel] = self.serde.loads_typed(
+                (kind, b"".join(chunks[i] for i in self._order(len(chunks))))
+            )
+        return out
+
+
+class ChunksInTextOrderSaver(ChunkedSaver):
+    """Bug: the chunks are read back sorted by their keys as text (``chunk#10`` before
+    ``chunk#2``): a value of more than ten chunks (2.5 MiB) comes back out of order."""
+
+    def _order(self, n: int) -> list[int]:
+        return sorted(range(n), key=str)
+
+
 class NeverAwaitsSaver(HeldSaver):
     """Bug: aput calls its flush coroutine without awaiting it."""
 
@@ -1026,6 +1062,17 @@ class DeletesCopiesSaver(CopyingSaver):
         await super().adelete_thread(thread_id)
 
 
+class DeleteLeavesWritesSaver(CopyingSaver):
+    """Bug: ``delete_thread`` deletes the thread's checkpoints and blobs but forgets the
+    writes table: a thread deleted and then copied again from its template (or whose
+    checkpoints are put back) shows the old pending writes."""
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.storage.pop(thread_id, None)
+        for key in [k for k in self.blobs if isinstance(k, tuple) and k and k[0] == thread_id]:
+            del self.blobs[key]
+
+
 class LimitBeforeFilterSaver(HeldSaver):
     """Bug: a listing reads ``limit`` checkpoints and then checks the metadata filter
     itself (metadata kept as a blob the query cannot look into): with both, it gives
@@ -1061,6 +1108,26 @@ class LatestFastPathSaver(HeldSaver):
             latest = self.get_tuple(config)
             yield from [latest] if latest is not None else []
             return
+        yield from super().list(config, filter=filter, before=before, limit=limit)
+
+
+class ListIgnoresConfigIdSaver(HeldSaver):
+    """Bug: a listing's query is built from the config's ``thread_id`` and
+    ``checkpoint_ns`` only (as MongoDBSaver's is): a config naming a checkpoint
+    (``checkpoint_id``) lists every checkpoint of the thread, where LangGraph's savers
+    list that checkpoint alone."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if config:
+            conf = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
+            config = {**config, "configurable": conf}
         yield from super().list(config, filter=filter, before=before, limit=limit)
 
 

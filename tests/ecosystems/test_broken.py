@@ -39,6 +39,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_every_combination_of_listing_options",
         "alist filter + limit (2)",
     ),
+    "list-ignores-config-checkpoint-id": (
+        broken.ListIgnoresConfigIdSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_sweep_every_combination_of_listing_options",
+        ("alist checkpoint id (3 of 6):", "add checkpoint_id = ? to the query"),
+    ),
     "latest-cached-past-sync-writes": (
         broken.LatestCachedPastSyncWritesSaver,
         broken.CachedLatestSaver,
@@ -94,6 +101,17 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "langgraph",
         "test_sweep_every_read_after_every_kind_of_write",
         "right after source deleted",
+    ),
+    "delete-thread-leaves-writes": (
+        broken.DeleteLeavesWritesSaver,
+        broken.CopyingSaver,
+        "langgraph",
+        "test_sweep_every_read_after_every_kind_of_write",
+        (
+            "aget_tuple by id right after deleted, then copied again",
+            "aget_tuple by id right after deleted, then put again",
+            "delete the thread's pending writes",
+        ),
     ),
     "reads-cached-past-delete": (
         broken.CachedPastDeleteStorage,
@@ -283,6 +301,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "agent-framework",
         "test_get_latest_is_the_newest_by_timestamp",
         "the workflow's own",
+    ),
+    "chunks-read-back-in-text-order": (
+        broken.ChunksInTextOrderSaver,
+        broken.ChunkedSaver,
+        "langgraph",
+        "test_sweep_namespaces_listing_options_and_value_sizes",
+        ("channel 'mib4' read back as 4,194,304 characters, not in order", "numeric order"),
     ),
     "aput-swallows-cancellation": (
         broken.SwallowsCancelSaver,
