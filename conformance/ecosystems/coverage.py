@@ -418,7 +418,8 @@ class EcosystemReach:
         held is not stopped by the target's hold (it holds other requests, or
         the method needs no round trip): it cannot be in flight under it.
         """
-        return [c for c in self.cells() if c not in _not_held(exercised)]
+        not_held = set(_not_held(exercised))
+        return [c for c in self.cells() if c not in not_held]
 
     def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
         """Why rows and columns are unreachable: absent methods, what the target lacks."""

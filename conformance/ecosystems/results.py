@@ -132,7 +132,8 @@ def _coverage_lines(report: Report) -> list[str]:
             why.append("cancelled while held (no hold)")
         if reach.max_length < DEFAULT_MAX_LENGTH:
             why.append(f"lengths above {reach.max_length:,} (the row's `max_length`)")
-        free = [c[1] for c in reach.cells() if c not in cov.reachable]
+        reachable = set(cov.reachable)
+        free = [c[1] for c in reach.cells() if c not in reachable]
         if free:
             names = ", ".join(f"`{m}`" for m in free)
             why.append(f"{names} cancelled while held (the hold does not hold it)")
