@@ -1721,10 +1721,10 @@ class SaverSweepTests(SaverFixtures):
         if "list" in has:
 
             def listed() -> list[tuple[str, str, Any]]:
-                for t in saver.list(config_of(thread)):
-                    if _id_of(t) == checkpoint_id:
-                        return list(t.pending_writes or [])
-                return []
+                every = list(saver.list(config_of(thread)))  # whole: no listing left open
+                return next(
+                    (list(t.pending_writes or []) for t in every if _id_of(t) == checkpoint_id), []
+                )
 
             reads["list"] = await asyncio.to_thread(listed)
         wrong = []
