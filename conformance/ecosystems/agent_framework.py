@@ -802,7 +802,17 @@ async def _functional_sibling(storage: StyledStorage, reader: Any) -> None:
             "sibling failed: the save must be let finish",
         )
     PROBE["fail"] = False
-    await _siblings.build().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
+    resumed = await _siblings.build().run(
+        checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader
+    )
+    if resumed.get_outputs() != [3]:
+        fail(
+            "a run resumed from a checkpoint finishes the work it holds",
+            expected="output 3 (the completed step's 2 and the failed step's 1)",
+            observed=f"outputs {resumed.get_outputs()}, calls {PROBE['calls']}",
+            detail="load must give back every field that save was given (the state holds "
+            "the completed step's result)",
+        )
     if PROBE["calls"].count("completed") != 1:
         fail(
             "a resume must not run a completed step again",
@@ -831,8 +841,18 @@ async def _graph_sibling(storage: StyledStorage, reader: Any) -> None:
             observed="none is stored",
         )
     PROBE["fail"] = False
-    await _graph().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
+    resumed = await _graph().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
     calls = PROBE["calls"]
+    if 2 not in resumed.get_outputs() or calls.count("bad") != 2:
+        # checked first: a storage that lost the messages in flight resumes into a run that
+        # does nothing, which runs no completed executor again either
+        fail(
+            "a run resumed from a checkpoint delivers the messages it holds in flight",
+            expected="the failed executor run again, with output 2",
+            observed=f"outputs {resumed.get_outputs()}, calls {calls}",
+            detail="load must give back every field that save was given: the checkpoint's "
+            "messages are what the resumed superstep delivers",
+        )
     if calls.count("start") != 1 or calls.count("good") != 1:
         fail(
             "a resume must not run a completed executor again",
