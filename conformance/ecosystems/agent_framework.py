@@ -25,12 +25,15 @@ agent-framework's own ``InMemoryCheckpointStorage`` fails too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from enum import Enum
 from functools import partial
 from typing import Any, ClassVar, Literal
 
@@ -45,11 +48,14 @@ try:
         WorkflowCheckpoint,
         WorkflowCheckpointException,
         WorkflowContext,
+        WorkflowEvent,
+        WorkflowMessage,
         handler,
         step,
         workflow,
     )
     from agent_framework._feature_stage import ExperimentalWarning
+    from agent_framework._workflows._runner_context import MessageType
 except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the extra
     raise ModuleNotFoundError(
         f"the agent-framework groups need agent-framework ({_exc}); "
@@ -127,6 +133,115 @@ async def load_or_none(storage: Any, checkpoint_id: str) -> WorkflowCheckpoint |
         return await storage.load(checkpoint_id)  # type: ignore[no-any-return]
     except WorkflowCheckpointException:
         return None
+
+
+def every_field(workflow_name: str, checkpoint_id: str, n: int) -> WorkflowCheckpoint:
+    """A checkpoint with every field set, to values that differ for each ``n`` (1, 2...).
+
+    The values are of the kinds agent-framework's runner stores and its encoding
+    (``encode_checkpoint_value``) keeps: JSON values as they are, and tuples, sets,
+    bytes, datetimes, decimals, UUIDs, integers past 64 bits, enums, types and the
+    framework's own objects (a ``WorkflowMessage`` in flight, a pending
+    ``request_info`` event) pickled. Dictionary keys are strings: the encoding makes
+    every key a string.
+    """
+    at = datetime.now(UTC) + timedelta(seconds=n)
+    return WorkflowCheckpoint(
+        workflow_name=workflow_name,
+        graph_signature_hash=f"graph-{n}-{uuid.uuid4().hex}",
+        checkpoint_id=checkpoint_id,
+        previous_checkpoint_id=str(uuid.uuid4()),
+        timestamp=at.isoformat(),
+        messages={
+            f"executor-{n}": [
+                WorkflowMessage(
+                    data={"n": n, "pair": (n, f"{n}")},
+                    source_id=f"executor-{n}",
+                    target_id=f"executor-{n + 1}",
+                    type=MessageType.RESPONSE if n % 2 else MessageType.STANDARD,
+                    trace_contexts=[{"traceparent": f"00-{n:032x}-{n:016x}-01"}],
+                    source_span_ids=[f"span-{n}"],
+                )
+            ]
+        },
+        state={
+            "text": f"v{n} \u00e9 \U0001f389",
+            "int": n,
+            "big": 2**70 + n,
+            "float": n + 0.5,
+            "bool": n % 2 == 1,
+            "none": None,
+            "list": [n, "two", [3.0, None]],
+            "tuple": (n, "two"),
+            "set": {n, n + 1},
+            "frozenset": frozenset({"a", f"{n}"}),
+            "bytes": bytes([0, 255, n]),
+            "datetime": datetime(2025, 1, n, 12, 30, 45, 123456, tzinfo=UTC),
+            "date": date(2025, 1, n),
+            "timedelta": timedelta(seconds=n),
+            "decimal": Decimal(f"{n}.10"),
+            "uuid": uuid.UUID(int=n),
+            "nested": {"deep": {"list": [{"k": n}]}},
+            "_executor_state": {f"executor-{n}": {"count": n}},
+        },
+        pending_request_info_events={
+            f"request-{n}": WorkflowEvent.request_info(
+                f"request-{n}", f"executor-{n}", {"question": f"approve {n}?"}, bool
+            )
+        },
+        iteration_count=2 + n,
+        metadata={"superstep": 2 + n, "tags": [f"t{n}"], "at": at},
+        version=f"1.{n}",
+    )
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as nested tuples that compare equal when the values are the same, types
+    included (``True`` is not ``1``, a tuple not a list), objects by their fields."""
+    if isinstance(value, Enum):
+        return ("enum", type(value).__qualname__, value.name)
+    if isinstance(value, type):
+        return ("type", f"{value.__module__}:{value.__qualname__}")
+    if value is None or isinstance(value, str | int | float):
+        return (type(value).__name__, value)
+    if isinstance(value, dict):
+        items = [(_plain(k), _plain(v)) for k, v in value.items()]
+        return (type(value).__qualname__, tuple(sorted(items, key=repr)))
+    if isinstance(value, list | tuple):
+        return (type(value).__qualname__, tuple(_plain(v) for v in value))
+    if isinstance(value, set | frozenset):
+        return (type(value).__qualname__, tuple(sorted((_plain(v) for v in value), key=repr)))
+    if dataclasses.is_dataclass(value):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return (type(value).__qualname__, _plain(fields))
+    if hasattr(value, "__dict__"):
+        return (type(value).__qualname__, _plain(vars(value)))
+    return (type(value).__qualname__, repr(value))
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def differences(expected: WorkflowCheckpoint, got: WorkflowCheckpoint) -> list[str]:
+    """The fields (and keys of dictionary fields) in which ``got`` is not ``expected``."""
+    wrong: list[str] = []
+    for f in dataclasses.fields(WorkflowCheckpoint):
+        want, have = getattr(expected, f.name), getattr(got, f.name)
+        if _plain(want) == _plain(have):
+            continue
+        if isinstance(want, dict) and isinstance(have, dict) and want and have:
+            for key in sorted({*want, *have}, key=repr):
+                if key not in have:
+                    wrong.append(f"{f.name}[{key!r}] missing")
+                elif key not in want:
+                    wrong.append(f"{f.name}[{key!r}] not saved, {_short(have[key])}")
+                elif _plain(want[key]) != _plain(have[key]):
+                    wrong.append(f"{f.name}[{key!r}] {_short(have[key])}, not {_short(want[key])}")
+        else:
+            wrong.append(f"{f.name} {_short(have)}, not {_short(want)}")
+    return wrong
 
 
 # -- save styles and hangs ----------------------------------------------------------------------
@@ -313,6 +428,8 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
             )
 
     async def test_saving_an_id_again_replaces_it(self, instance: Any, name: str) -> None:
+        """A save of an existing id replaces that checkpoint: under the same workflow name,
+        and under another one (a store keyed by workflow and id keeps two records)."""
         cp = checkpoint(name, {"v": 1})
         await instance.save(cp)
         cp.state = {"v": 2}
@@ -325,6 +442,108 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
                 expected="state {'v': 2}, listed once",
                 observed=f"{None if got is None else got.state}, "
                 f"listed {ids.count(cp.checkpoint_id)} times",
+            )
+        other = f"{name}-moved"
+        cp.workflow_name, cp.state = other, {"v": 3}
+        await instance.save(cp)
+        got = await load_or_none(instance, cp.checkpoint_id)
+        before = await instance.list_checkpoint_ids(workflow_name=name)
+        after = await instance.list_checkpoint_ids(workflow_name=other)
+        latest = await instance.get_latest(workflow_name=name)
+        if (
+            got is None
+            or (got.workflow_name, got.state) != (other, {"v": 3})
+            or cp.checkpoint_id in before
+            or after.count(cp.checkpoint_id) != 1
+            or _id(latest) == cp.checkpoint_id
+        ):
+            fail(
+                "saving a checkpoint id again under another workflow name replaces it",
+                expected=f"load to give workflow {other!r} and state {{'v': 3}}, the id listed "
+                f"once under {other!r} and no longer under {name!r}",
+                observed=f"load gave {None if got is None else (got.workflow_name, got.state)}"
+                f", listed {before.count(cp.checkpoint_id)} times under {name!r} and "
+                f"{after.count(cp.checkpoint_id)} under {other!r}, and get_latest of {name!r} "
+                f"{'is' if _id(latest) == cp.checkpoint_id else 'is not'} it",
+                detail="a checkpoint id names one checkpoint whatever its workflow: key the "
+                "record by the id alone (a store partitioned by workflow name must delete the "
+                "record in the old partition)",
+            )
+
+    async def test_every_field_comes_back_from_every_read(self, instance: Any, name: str) -> None:
+        """A checkpoint with every field set (`every_field`), read back by ``load``,
+        ``get_latest`` and ``list_checkpoints``; then the same id saved again with every
+        field changed (its workflow name too), read back again."""
+        checkpoint_id = str(uuid.uuid4())
+        wrong: list[str] = []
+        for n, when, workflow in (
+            (1, "after save", name),
+            (2, "after saving the id again", f"{name}-again"),
+        ):
+            cp = every_field(workflow, checkpoint_id, n)
+            await instance.save(cp)
+            listed = [
+                c
+                for c in await instance.list_checkpoints(workflow_name=workflow)
+                if c.checkpoint_id == checkpoint_id
+            ]
+            for read, got in (
+                ("load", await load_or_none(instance, checkpoint_id)),
+                ("get_latest", await instance.get_latest(workflow_name=workflow)),
+                ("list_checkpoints", listed[0] if len(listed) == 1 else None),
+            ):
+                if got is None:
+                    wrong.append(
+                        f"{read} {when}: {'listed ' + str(len(listed)) if listed else 'nothing'}"
+                    )
+                    continue
+                found = differences(cp, got)
+                if found:
+                    shown = "; ".join(found[:4]) + (
+                        f" (and {len(found) - 4} more)" if len(found) > 4 else ""
+                    )
+                    wrong.append(f"{read} {when}: {shown}")
+        if wrong:
+            fail(
+                "every field of a checkpoint comes back as saved, from every read",
+                expected="load, get_latest and list_checkpoints each to give the checkpoint "
+                "whole (workflow_name, graph_signature_hash, previous_checkpoint_id, "
+                "timestamp, messages, state, pending_request_info_events, iteration_count, "
+                "metadata, version), also after the id is saved again with every field changed",
+                observed=" | ".join(wrong),
+                detail="store checkpoint.to_dict() whole, encoded with agent-framework's "
+                "encode_checkpoint_value (it keeps tuples, sets, datetimes and objects) and "
+                "decoded with decode_checkpoint_value, not json.dumps; a save of an existing "
+                "id replaces every field; list_checkpoints gives whole checkpoints, as load does",
+            )
+
+    async def test_deleting_a_checkpoint_keeps_the_rest_of_its_chain(
+        self, instance: Any, name: str
+    ) -> None:
+        """Three checkpoints linked by ``previous_checkpoint_id``, as the runner links them;
+        deleting the oldest (pruning a workflow's history) leaves the other two, and the
+        newest is still the latest."""
+        now = datetime.now(UTC)
+        chain: list[WorkflowCheckpoint] = []
+        for i in range(3):
+            cp = checkpoint(name, {"i": i}, at=now + timedelta(seconds=i))
+            cp.previous_checkpoint_id = chain[-1].checkpoint_id if chain else None
+            await instance.save(cp)
+            chain.append(cp)
+        await instance.delete(chain[0].checkpoint_id)
+        left = [c.checkpoint_id for c in chain[1:]]
+        ids = await instance.list_checkpoint_ids(workflow_name=name)
+        loaded = [_id(await load_or_none(instance, c)) for c in left]
+        latest = await instance.get_latest(workflow_name=name)
+        if sorted(ids) != sorted(left) or loaded != left or _id(latest) != left[-1]:
+            fail(
+                "deleting a checkpoint leaves the checkpoints that name it as their previous one",
+                expected=f"{left} listed and loaded, and {left[-1]} the latest, after the "
+                f"oldest of the chain ({chain[0].checkpoint_id}) was deleted",
+                observed=f"listed {sorted(ids)}, loaded {[i for i in loaded if i]}, latest "
+                f"{_id(latest)}",
+                detail="previous_checkpoint_id is a name, not a reference the store enforces: "
+                "no ON DELETE CASCADE (nor SET NULL) on it",
             )
 
 
@@ -802,7 +1021,17 @@ async def _functional_sibling(storage: StyledStorage, reader: Any) -> None:
             "sibling failed: the save must be let finish",
         )
     PROBE["fail"] = False
-    await _siblings.build().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
+    resumed = await _siblings.build().run(
+        checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader
+    )
+    if resumed.get_outputs() != [3]:
+        fail(
+            "a run resumed from a checkpoint finishes the work it holds",
+            expected="output 3 (the completed step's 2 and the failed step's 1)",
+            observed=f"outputs {resumed.get_outputs()}, calls {PROBE['calls']}",
+            detail="load must give back every field that save was given (the state holds "
+            "the completed step's result)",
+        )
     if PROBE["calls"].count("completed") != 1:
         fail(
             "a resume must not run a completed step again",
@@ -831,8 +1060,18 @@ async def _graph_sibling(storage: StyledStorage, reader: Any) -> None:
             observed="none is stored",
         )
     PROBE["fail"] = False
-    await _graph().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
+    resumed = await _graph().run(checkpoint_id=latest.checkpoint_id, checkpoint_storage=reader)
     calls = PROBE["calls"]
+    if 2 not in resumed.get_outputs() or calls.count("bad") != 2:
+        # checked first: a storage that lost the messages in flight resumes into a run that
+        # does nothing, which runs no completed executor again either
+        fail(
+            "a run resumed from a checkpoint delivers the messages it holds in flight",
+            expected="the failed executor run again, with output 2",
+            observed=f"outputs {resumed.get_outputs()}, calls {calls}",
+            detail="load must give back every field that save was given: the checkpoint's "
+            "messages are what the resumed superstep delivers",
+        )
     if calls.count("start") != 1 or calls.count("good") != 1:
         fail(
             "a resume must not run a completed executor again",
@@ -1127,6 +1366,119 @@ async def _workflows_kept_apart(storage: Any, has: set[str], names: list[str]) -
     return wrong
 
 
+def _names(exc: BaseException, text: str) -> bool:
+    """Whether the message of ``exc`` names ``text`` (as it is, or escaped)."""
+    message = str(exc)
+    return any(form in message for form in (text, repr(text)[1:-1], ascii(text)[1:-1]))
+
+
+async def _load_or_refused(storage: Any, checkpoint_id: str) -> WorkflowCheckpoint | None:
+    """``load``, or None when it raises ``WorkflowCheckpointException`` or ``ValueError``
+    (an id the storage refuses)."""
+    try:
+        return await storage.load(checkpoint_id)  # type: ignore[no-any-return]
+    except (WorkflowCheckpointException, ValueError):
+        return None
+
+
+async def _checkpoints_kept_apart(
+    storage: Any, has: set[str], workflow: str, ids: list[str]
+) -> list[str]:
+    """A checkpoint of ``workflow`` under each id of ``ids`` (a millisecond apart), each
+    loaded back, the workflow listed and its latest read; then the first deleted, and the
+    rest read again. What is wrong, or []."""
+    wrong: list[str] = []
+    at = datetime.now(UTC)
+    kept: list[str] = []
+    for i, cid in enumerate(ids):
+        cp = _with_id(workflow, cid, {"id": cid})
+        cp.timestamp = (at + timedelta(milliseconds=i)).isoformat()
+        try:
+            await storage.save(cp)
+        except (ValueError, WorkflowCheckpointException) as exc:
+            if not _names(exc, cid):
+                wrong.append(
+                    f"save of {_who(cid)} refused it with a {type(exc).__name__} that does "
+                    f"not name it: {_short(str(exc))}"
+                )
+            continue
+        except Exception as exc:
+            wrong.append(
+                f"save of {_who(cid)} raised {_raised(exc)} (not a ValueError or "
+                "WorkflowCheckpointException naming the id)"
+            )
+            continue
+        kept.append(cid)
+
+    async def check(expected: list[str], when: str) -> None:
+        for cid in ids:
+            try:
+                got = await _load_or_refused(storage, cid)
+            except Exception as exc:
+                wrong.append(f"load of {_who(cid)}{when} raised {_raised(exc)}")
+                continue
+            if cid in expected:
+                if got is None or got.checkpoint_id != cid or got.state != {"id": cid}:
+                    whose = (
+                        "nothing"
+                        if got is None
+                        else f"the checkpoint of {_who(got.state.get('id', got.checkpoint_id))}"
+                    )
+                    wrong.append(f"load of {_who(cid)}{when}: {whose}")
+            elif got is not None:
+                wrong.append(
+                    f"load of {_who(cid)}{when}: the checkpoint of "
+                    f"{_who(got.state.get('id', got.checkpoint_id))}, where none is stored"
+                )
+        if "list_checkpoint_ids" in has:
+            listed = sorted(
+                str(i) for i in await storage.list_checkpoint_ids(workflow_name=workflow)
+            )
+            if listed != sorted(expected):
+                wrong.append(
+                    f"list_checkpoint_ids{when}: {len(listed)} ids "
+                    f"({sum(i not in expected for i in listed)} not saved or deleted), not "
+                    f"the {len(expected)} stored"
+                )
+        if "get_latest" in has:
+            latest = _id(await storage.get_latest(workflow_name=workflow))
+            newest = expected[-1] if expected else None
+            if latest != newest:
+                wrong.append(
+                    f"get_latest{when}: {None if latest is None else _who(latest)}, not "
+                    f"{None if newest is None else _who(newest)}"
+                )
+
+    await check(kept, "")
+    if "delete" not in has:
+        return wrong
+    for cid in (c for c in ids if c not in kept):  # refused: there is nothing to delete
+        try:
+            deleted = await storage.delete(cid)
+        except (ValueError, WorkflowCheckpointException) as exc:
+            deleted = False if _names(exc, cid) else exc
+        except Exception as exc:
+            deleted = exc
+        if deleted is not False:
+            got = _raised(deleted) if isinstance(deleted, Exception) else repr(deleted)
+            wrong.append(f"delete of {_who(cid)}, refused by save: {got}, not False")
+    if kept:
+        first, kept = kept[0], kept[1:]
+        try:
+            deleted = await storage.delete(first)
+        except Exception as exc:
+            deleted = _raised(exc)
+        if deleted is not True:
+            wrong.append(f"delete of {_who(first)}: {deleted}, not True")
+        await check(kept, f" after {_who(first)} was deleted")
+    return wrong
+
+
+def _raised(exc: BaseException) -> str:
+    """An error for a message: its type and its message, shortened."""
+    return f"{type(exc).__name__}: {_short(str(exc))}"
+
+
 async def _reads_after_each_write(storage: Any, name: str, writer: Any = None) -> list[str]:
     """`_read_after` of each read after each write the storage implements (through
     ``writer``, another instance, if given); what is wrong."""
@@ -1262,6 +1614,39 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                 "LIKE, glob and regular-expression characters), a collation that folds case "
                 "or trailing spaces, a normalized form or a prefix cut to a column's length; "
                 "escape query and path syntax",
+            )
+
+    async def test_sweep_checkpoint_ids_of_every_shape(self, instance: Any, name: str) -> None:
+        """Checkpoint ids of the ``ids`` matrix's shapes, each group side by side in a
+        workflow of its own: each saved, then loaded, listed and the workflow's latest
+        read; then the first deleted and the others read again. agent-framework makes
+        uuid ids, but users and other libraries name checkpoints (``cp-1``, a run's
+        title): ids that differ only where a backend's comparison does not look (a
+        collation folding case or padding spaces, a prefix of a key, a file name) must
+        stay apart. A storage may refuse an id it cannot store, with a ``ValueError`` or
+        a ``WorkflowCheckpointException`` naming it; it must never answer another."""
+        has = set(implemented(instance, "agent-framework")[0])
+        if not {"save", "load"} <= has:
+            pytest.skip("the storage implements no save or no load")
+        base = f"cp-{uuid.uuid4().hex[:12]}"
+        wrong: list[str] = []
+        for n, (row, suffixes) in enumerate(ID_GROUPS.items()):
+            ids = [f"{base}.{n}-{s}" for s in suffixes]
+            found = await _checkpoints_kept_apart(instance, has, f"{name}.{n}", ids)
+            wrong += [f"{row}: {w}" for w in found]
+        if wrong:
+            fail(
+                "each checkpoint id names its own checkpoint, whatever characters it holds",
+                expected="load to give the checkpoint saved under the id it names, exactly, "
+                "the listings and get_latest to agree, and a delete to remove that "
+                "checkpoint alone (or save to refuse the id with a ValueError or a "
+                "WorkflowCheckpointException naming it)",
+                observed="; ".join(wrong[:8])
+                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                detail="compare checkpoint ids as exact strings: never under a collation "
+                "that folds case or trailing spaces, nor as the prefix of a key (delete the "
+                "key of the id, not every key it begins); make a key or a file name of an "
+                "id by escaping or hashing it, and refuse the ids you cannot store",
             )
 
     async def test_sweep_value_sizes(self, instance: Any, name: str) -> None:

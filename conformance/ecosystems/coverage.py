@@ -43,14 +43,16 @@ cells of these matrices:
     that shares a prefix with another of the same thread (marked only while both
     are known to the location), one holding query syntax.
 ``ids`` (both)
-    the thread ids (LangGraph) or workflow names (agent-framework) a call
-    names, by shape (`ID_ROWS`): twins that a ``LIKE``, a glob or a regular
-    expression, a case-folding or space-padding collation, Unicode
-    normalization or a 255-character column takes for one id (marked only
-    while both twins are known to the location), and ids holding path or key
-    separators, query syntax, control characters or non-ASCII characters;
-    against each method that names one (LangGraph's async methods, and
-    ``alist every thread``: a tuple of ``alist(None)`` naming it).
+    the thread ids (LangGraph) or workflow names and checkpoint ids
+    (agent-framework) a call names, by shape (`ID_ROWS`): twins that a
+    ``LIKE``, a glob or a regular expression, a case-folding or space-padding
+    collation, Unicode normalization or a 255-character column takes for one
+    id (marked only while both twins are known to the location), and ids
+    holding path or key separators, query syntax, control characters or
+    non-ASCII characters; against each method that names one (LangGraph's
+    async methods, and ``alist every thread``: a tuple of ``alist(None)``
+    naming it; agent-framework's methods naming a workflow, and ``save
+    checkpoint id``, ``load`` and ``delete`` by the checkpoint id they name).
 ``filters`` (LangGraph)
     ``alist``'s ``filter`` by the shape of its key (`FILTER_ROWS`: LangGraph's
     ``source`` and ``step``, an application's key, one with a dot, one with a
@@ -262,8 +264,19 @@ SAVER_ID_COLUMNS = (
 )
 """The columns of a saver's ``ids`` matrix: each async method naming a thread, and a tuple
 of ``alist(None)`` naming one."""
-STORAGE_ID_COLUMNS = ("save", "list_checkpoints", "list_checkpoint_ids", "get_latest")
-"""The columns of a storage's ``ids`` matrix: the methods naming a workflow."""
+STORAGE_ID_COLUMNS = (
+    "save",
+    "list_checkpoints",
+    "list_checkpoint_ids",
+    "get_latest",
+    "save checkpoint id",
+    "load",
+    "delete",
+)
+"""The columns of a storage's ``ids`` matrix: the methods naming a workflow, and those
+naming a checkpoint id (``save checkpoint id``: the id of the checkpoint a ``save``
+stores), whose rows are of the checkpoint ids alone (a checkpoint id and a workflow name
+are never twins)."""
 _SIZE_LABELS = {size: size_label(size) for size in SIZES}
 
 
@@ -397,7 +410,7 @@ class EcosystemReach:
             named = [c for c in SAVER_ID_COLUMNS if c.split()[0] in has]
             columns: tuple[str, ...] = ("aput", "aput_writes", "aget_tuple")
         else:
-            named = [c for c in STORAGE_ID_COLUMNS if c in has]
+            named = [c for c in STORAGE_ID_COLUMNS if c.split()[0] in has]
             columns = ("save", "load")
         out += [("ids", row, column) for row in ID_ROWS for column in named]
         for size in SIZES:
@@ -528,6 +541,7 @@ class _Scope:
     copied_from: dict[str, str] = field(default_factory=dict)  # a copy -> its source thread
     lost: set[Any] = field(default_factory=set)  # names no longer counted (`forget`)
     ids: IdShapes = field(default_factory=IdShapes)  # thread ids, workflow names: their rows
+    checkpoint_ids: IdShapes = field(default_factory=IdShapes)  # agent-framework's: their rows
     namespaces: NamespaceShapes = field(default_factory=NamespaceShapes)  # of each thread
 
 
@@ -600,6 +614,11 @@ class _Classifier:
         if isinstance(name, str):
             for row in self.scope.ids.rows(name):
                 self.mark("ids", row, column)
+
+    def checkpoint_ids(self, column: str, checkpoint_id: str) -> None:
+        """The ``ids`` cells of a call of ``column`` naming an agent-framework checkpoint id."""
+        for row in self.scope.checkpoint_ids.rows(checkpoint_id):
+            self.mark("ids", row, column)
 
     def namespaces(self, row: str, thread: str | None, ns: str) -> None:
         """The ``namespaces`` cells of a call of ``row`` naming ``ns`` of ``thread``."""
@@ -1209,6 +1228,7 @@ class _StorageProbe:
             return await self._call("save", checkpoint)
         c.states("save", [cid])
         c.ids("save", workflow)
+        c.checkpoint_ids("save checkpoint id", cid)
         c.sizes("save", state.values())
         scope = c.scope
         fresh = scope.state.get(("workflow", workflow)) in (None, "deleted")
@@ -1228,6 +1248,7 @@ class _StorageProbe:
     async def load(self, checkpoint_id: Any) -> Any:
         c = self._ck
         c.states("load", [str(checkpoint_id)])
+        c.checkpoint_ids("load", str(checkpoint_id))
         c.after("load", str(checkpoint_id))
         result = await self._call("load", checkpoint_id)
         state = getattr(result, "state", None)
@@ -1239,6 +1260,7 @@ class _StorageProbe:
         c = self._ck
         cid = str(checkpoint_id)
         c.states("delete", [cid])
+        c.checkpoint_ids("delete", cid)
         of = [w for w, ids in c.scope.members.items() if cid in ids]
         result = await self._writing("delete", of, checkpoint_id)
         c.changed(cid, "delete")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import copy
+import hashlib
 import json
 import os
 import random
@@ -28,6 +29,10 @@ from agent_framework import (
     InMemoryCheckpointStorage,
     WorkflowCheckpoint,
     WorkflowCheckpointException,
+)
+from agent_framework._workflows._checkpoint_encoding import (
+    decode_checkpoint_value,
+    encode_checkpoint_value,
 )
 from checkpointkit.conformance.ecosystems import EcosystemTarget
 from langchain_core.runnables import RunnableConfig
@@ -1263,6 +1268,157 @@ class ListsStoredObjectsStorage(HeldStorage):
         return [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
 
 
+class DropsLineageStorage(HeldStorage):
+    """Bug: save stores no previous_checkpoint_id, iteration_count or metadata (the table has
+    no columns for them): every loaded checkpoint has None, 0 and {}."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        cp = copy.deepcopy(checkpoint)
+        cp.previous_checkpoint_id, cp.iteration_count, cp.metadata = None, 0, {}
+        return await super().save(cp)
+
+
+class DropsMessagesStorage(HeldStorage):
+    """Bug: save stores no messages (those in flight between executors): a graph workflow
+    resumed from its checkpoint delivers nothing."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        cp = copy.deepcopy(checkpoint)
+        cp.messages = {}
+        return await super().save(cp)
+
+
+class JsonStateStorage(HeldStorage):
+    """Bug: the state goes through ``json.dumps(default=str)`` and ``json.loads`` (a JSONB
+    column) instead of agent-framework's checkpoint encoding: tuples come back as lists,
+    sets, bytes, datetimes and decimals as strings."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        cp = copy.deepcopy(checkpoint)
+        cp.state = json.loads(json.dumps(cp.state, default=str))
+        return await super().save(cp)
+
+
+class UpsertStateOnlyStorage(HeldStorage):
+    """Bug: saving an existing id is ``ON CONFLICT (id) DO UPDATE SET state =
+    excluded.state``: the other fields (workflow name, timestamp, messages, pending
+    requests, metadata...) keep the values of the first save."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        old = self._checkpoints.get(checkpoint.checkpoint_id)
+        if old is None:
+            return await super().save(checkpoint)
+        await self.backend.io()
+        old.state = copy.deepcopy(checkpoint.state)
+        return checkpoint.checkpoint_id
+
+
+class CascadingDeleteStorage(HeldStorage):
+    """Bug: ``previous_checkpoint_id`` is a foreign key ``ON DELETE CASCADE``: deleting a
+    checkpoint deletes every checkpoint after it in its chain (pruning the oldest
+    checkpoint of a workflow deletes them all)."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        if checkpoint_id not in self._checkpoints:
+            return False
+        doomed = {checkpoint_id}
+        grew = True
+        while grew:
+            after = {k for k, c in self._checkpoints.items() if c.previous_checkpoint_id in doomed}
+            grew = not after <= doomed
+            doomed |= after
+        for k in doomed:
+            del self._checkpoints[k]
+        return True
+
+
+class IdsComparedStorage(HeldStorage):
+    """Correct: checkpoints are rows whose key is compared with the id asked for (as a
+    query's ``WHERE`` does), exactly; a save of an existing id replaces its row."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored == asked
+
+    def _rows(self, checkpoint_id: str) -> list[str]:
+        return [k for k in self._checkpoints if self._same(k, checkpoint_id)]
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self.backend.io()
+        for k in self._rows(checkpoint.checkpoint_id):  # an upsert keeps the row's first key
+            del self._checkpoints[k]
+        self._checkpoints[checkpoint.checkpoint_id] = copy.deepcopy(checkpoint)
+        return checkpoint.checkpoint_id
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        for k in self._rows(checkpoint_id):
+            return copy.deepcopy(self._checkpoints[k])
+        raise WorkflowCheckpointException(f"No checkpoint found with ID {checkpoint_id}")
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        rows = self._rows(checkpoint_id)
+        for k in rows:
+            del self._checkpoints[k]
+        return bool(rows)
+
+
+class IdsCaseFoldedStorage(IdsComparedStorage):
+    """Bug: checkpoint ids are keys under a case-insensitive collation (SQL Server's and
+    MySQL's default; a file per id on macOS or Windows): ``Run-A`` and ``run-a`` are one
+    checkpoint, and loading one gives the other."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored.casefold() == asked.casefold()
+
+
+class DeletesByPrefixStorage(IdsComparedStorage):
+    """Bug: delete removes every key matching ``checkpoint:{id}*`` (to take a checkpoint's
+    side keys with it): deleting ``cp-1`` deletes ``cp-10`` too."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        rows = [k for k in self._checkpoints if k.startswith(checkpoint_id)]
+        for k in rows:
+            del self._checkpoints[k]
+        return bool(rows)
+
+
+class PartitionedByWorkflowStorage(HeldStorage):
+    """Bug: records are keyed by (workflow name, checkpoint id) (a Cosmos DB container
+    partitioned by workflow name, where an id is unique in its partition only): saving an
+    id again under another workflow name adds a second record instead of replacing it."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self._records: dict[tuple[str, str], WorkflowCheckpoint] = self.backend.cached
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self.backend.io()
+        key = (checkpoint.workflow_name, checkpoint.checkpoint_id)
+        self._records[key] = copy.deepcopy(checkpoint)
+        return checkpoint.checkpoint_id
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        for (_, cid), c in self._records.items():  # a cross-partition query: the first found
+            if cid == checkpoint_id:
+                return copy.deepcopy(c)
+        raise WorkflowCheckpointException(f"No checkpoint found with ID {checkpoint_id}")
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        keys = [k for k in self._records if k[1] == checkpoint_id]
+        for k in keys:
+            del self._records[k]
+        return bool(keys)
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [copy.deepcopy(c) for (w, _), c in self._records.items() if w == workflow_name]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [cid for (w, cid) in self._records if w == workflow_name]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = await self.list_checkpoints(workflow_name=workflow_name)
+        return max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
+
+
 class WorkflowsComparedStorage(HeldStorage):
     """Correct: a workflow's checkpoints are found by comparing each stored workflow name
     with the one asked for (as a query's ``WHERE`` does), exactly."""
@@ -1439,8 +1595,33 @@ class ListsOnePageStorage(PagedStorage):
     follows = False
 
 
+class ListingsProjectedStorage(WorkflowsComparedStorage):
+    """Bug: list_checkpoints selects a few columns (id, workflow, timestamp, graph hash,
+    state) to build its checkpoints: the listed ones have no messages, pending requests,
+    metadata, previous id or iteration count, where load and get_latest read the whole
+    record."""
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [
+            WorkflowCheckpoint(
+                workflow_name=c.workflow_name,
+                graph_signature_hash=c.graph_signature_hash,
+                checkpoint_id=c.checkpoint_id,
+                timestamp=c.timestamp,
+                state=c.state,
+            )
+            for c in await super().list_checkpoints(workflow_name=workflow_name)
+        ]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = await WorkflowsComparedStorage.list_checkpoints(self, workflow_name=workflow_name)
+        return max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
+
+
 class FileStorage:
-    """Correct: one JSON file per checkpoint, written to a temporary file, synced, renamed."""
+    """Correct: one JSON file per checkpoint (named by a digest of its id), holding the whole
+    checkpoint in agent-framework's encoding, written to a temporary file, synced and
+    renamed; a cancelled save waits for its write before raising CancelledError."""
 
     checkpointkit_durable = True
     write_behind = False
@@ -1449,44 +1630,47 @@ class FileStorage:
         base = Path(os.environ.get("ECO_BROKEN_ROOT", "/tmp/checkpointkit-eco-broken"))
         self.root = base / (location or "default")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.pending: list[WorkflowCheckpoint] = []
+        self.pending: list[dict[str, Any]] = []
 
-    def _write(self, cp: WorkflowCheckpoint) -> None:
-        path = self.root / f"{cp.checkpoint_id}.json"
+    def _path(self, checkpoint_id: str) -> Path:
+        return self.root / f"{hashlib.sha256(checkpoint_id.encode()).hexdigest()}.json"
+
+    def _write(self, encoded: dict[str, Any]) -> None:
+        path = self._path(encoded["checkpoint_id"])
         tmp = path.with_suffix(".tmp")
-        data = {"workflow_name": cp.workflow_name, "timestamp": cp.timestamp, "state": cp.state}
-        with open(tmp, "w") as f:
-            json.dump({**data, "checkpoint_id": cp.checkpoint_id}, f)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(encoded, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        encoded = encode_checkpoint_value(checkpoint.to_dict())
         if self.write_behind:
             if not self.pending:
                 atexit.register(self._flush)  # written when the process exits
-            self.pending.append(copy.deepcopy(checkpoint))
-        else:
-            await asyncio.to_thread(self._write, checkpoint)
+            self.pending.append(encoded)
+            return checkpoint.checkpoint_id
+        write = asyncio.ensure_future(asyncio.to_thread(self._write, encoded))
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            await asyncio.wait({write})  # the thread cannot be stopped: let it end first
+            raise
         return checkpoint.checkpoint_id
 
     def _flush(self) -> None:
-        for cp in self.pending:
-            self._write(cp)
+        for encoded in self.pending:
+            self._write(encoded)
         self.pending.clear()
 
     def _read(self, path: Path) -> WorkflowCheckpoint:
-        data = json.loads(path.read_text())
-        return WorkflowCheckpoint(
-            workflow_name=data["workflow_name"],
-            graph_signature_hash="conformance",
-            checkpoint_id=data["checkpoint_id"],
-            timestamp=data["timestamp"],
-            state=data["state"],
-        )
+        encoded = json.loads(path.read_text(encoding="utf-8"))
+        decoded = decode_checkpoint_value(encoded, allowed_types=frozenset())
+        return WorkflowCheckpoint.from_dict(decoded)
 
     async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
-        path = self.root / f"{checkpoint_id}.json"
+        path = self._path(checkpoint_id)
         if not path.exists():
             raise WorkflowCheckpointException(f"No checkpoint found with ID {checkpoint_id}")
         return self._read(path)
@@ -1496,7 +1680,7 @@ class FileStorage:
         return [c for c in found if c.workflow_name == workflow_name]
 
     async def delete(self, checkpoint_id: str) -> bool:
-        path = self.root / f"{checkpoint_id}.json"
+        path = self._path(checkpoint_id)
         if path.exists():
             path.unlink()
             return True

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from checkpointkit.conformance import run
+from checkpointkit.conformance.ecosystems.harness import RUNNER_FAILED
 
 from . import broken
 
@@ -435,6 +436,69 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_workflows_of_every_length",
         ("list_checkpoints gave 100 of 101", "get_latest gave an older one"),
     ),
+    "drops-lineage": (
+        broken.DropsLineageStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_every_field_comes_back_from_every_read",
+        ("load after save: previous_checkpoint_id None", "iteration_count 0, not 3"),
+    ),
+    "drops-messages": (
+        broken.DropsMessagesStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_every_field_comes_back_from_every_read",
+        ("load after save: messages {}, not {'executor-1'", "encode_checkpoint_value"),
+    ),
+    "state-through-json": (
+        broken.JsonStateStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_every_field_comes_back_from_every_read",
+        ("load after save: state['bytes']", "not json.dumps"),
+    ),
+    "upsert-updates-state-only": (
+        broken.UpsertStateOnlyStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_every_field_comes_back_from_every_read",
+        "load after saving the id again: workflow_name",
+    ),
+    "listings-projected": (
+        broken.ListingsProjectedStorage,
+        broken.WorkflowsComparedStorage,
+        "agent-framework",
+        "test_every_field_comes_back_from_every_read",
+        "list_checkpoints after save: previous_checkpoint_id None",
+    ),
+    "partitioned-by-workflow": (
+        broken.PartitionedByWorkflowStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_saving_an_id_again_replaces_it",
+        ("listed 1 times under", "key the record by the id alone"),
+    ),
+    "delete-cascades-down-the-chain": (
+        broken.CascadingDeleteStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_deleting_a_checkpoint_keeps_the_rest_of_its_chain",
+        ("listed [], loaded [], latest None", "no ON DELETE CASCADE"),
+    ),
+    "checkpoint-ids-case-folded": (
+        broken.IdsCaseFoldedStorage,
+        broken.IdsComparedStorage,
+        "agent-framework",
+        "test_sweep_checkpoint_ids_of_every_shape",
+        ("case twins: load of", "-Case': the checkpoint of", "exact strings"),
+    ),
+    "delete-by-id-prefix": (
+        broken.DeletesByPrefixStorage,
+        broken.IdsComparedStorage,
+        "agent-framework",
+        "test_sweep_checkpoint_ids_of_every_shape",
+        ("trailing-space twins: load of", "was deleted: nothing", "not every key it begins"),
+    ),
     "save-acknowledges-before-writing": (
         broken.WriteBehindStorage,
         broken.FileStorage,
@@ -459,3 +523,24 @@ async def test_broken_target_fails_the_right_test_and_its_twin_passes(
             assert word in result.reason, f"{case}: {result.reason}"
         good = await run(broken.target(twin, ecosystem), pattern=test)
         assert good.result(test).outcome == "passed", f"{case} twin: {good.summary()}"
+
+
+async def test_a_storage_that_loses_messages_is_not_excused_as_the_runners_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph scenario, which agent-framework's runner fails on its own storage (it runs
+    a completed executor again on resume), fails a storage that keeps no messages at an
+    earlier promise (the resumed run does nothing): not excused as the runner's failure,
+    where the correct twin is."""
+    monkeypatch.setenv("ECO_BROKEN_ROOT", str(tmp_path))
+    test = "test_graph_completed_step_survives_sibling_failure"
+    bad = await run(broken.target(broken.DropsMessagesStorage, "agent-framework"), pattern=test)
+    good = await run(broken.target(broken.HeldStorage, "agent-framework"), pattern=test)
+    assert len(bad.results) == len(good.results) == 3
+    for r in bad.results:
+        assert r.outcome == "failed", bad.summary()
+        assert "delivers the messages it holds in flight" in r.reason
+        assert "fails this scenario at another promise" in r.reason
+    for r in good.results:
+        assert r.outcome == "skipped", good.summary()
+        assert r.reason.startswith(RUNNER_FAILED), r.reason

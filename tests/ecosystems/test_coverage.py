@@ -53,7 +53,13 @@ SLOW_HOLD = {"langgraph-sqlite"}
 """Rows whose held calls end only at the backend's own timeout (SQLite's 5 s busy timeout):
 their held sweep runs in the results page's run, not here."""
 
-FAILS = {"langgraph-sqlite": {"test_sweep_metadata_filters_of_every_shape"}}
+FAILS = {
+    "langgraph-sqlite": {"test_sweep_metadata_filters_of_every_shape"},
+    # FileCheckpointStorage makes a file name of the id: a save of 'a/b' raises
+    # FileNotFoundError, a save, load or delete of a 301-character id OSError (ENAMETOOLONG)
+    # (its section of docs/ecosystem-conformance.md comes with the page's regeneration)
+    "agent-framework-file": {"test_sweep_checkpoint_ids_of_every_shape"},
+}
 """The sweeps a row fails for a defect of its own (each in docs/ecosystem-conformance.md,
 with its reproduction): a failed sweep still exercises its cells."""
 
