@@ -2109,6 +2109,107 @@ class WritesBehind(DictKV):
             task.cancel()
 
 
+# -- keys named another way by the backend ------------------------------------------------------
+class _PrefixAsARange(DictKV):
+    """A non-empty prefix listed as the range ``prefix <= k <= prefix + upper`` of an ordered
+    index (a backend with no prefix query): correct only if no key has a character above
+    ``upper`` right after the prefix."""
+
+    upper: ClassVar[str]
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        if not prefix:
+            return await super()._list_page(prefix, start_after, cursor, limit)
+        await self._round_trip()
+        lo = self._first(prefix, cursor if cursor is not None else start_after)
+        hi = bisect.bisect_right(self.keys, prefix + self.upper)
+        page = self.keys[lo : min(hi, lo + limit)]
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class PrefixUpperBoundF8FF(_PrefixAsARange):
+    """Bug: a non-empty prefix is listed as the range ``prefix <= k <= prefix + '\\uf8ff'``
+    (Firestore's documented recipe for a prefix query): a key whose character right after
+    the prefix is above U+F8FF (U+FF5E, an emoji, anything outside the BMP) is never listed
+    under that prefix."""
+
+    upper: ClassVar[str] = "\uf8ff"
+
+
+class PrefixUpperBoundFFFF(_PrefixAsARange):
+    """Bug: a non-empty prefix is listed as the range ``prefix <= k <= prefix + '\\uffff'``
+    ("the highest character", in UTF-16): a key whose character right after the prefix is
+    outside the BMP (an emoji, U+1D11E) is never listed under that prefix."""
+
+    upper: ClassVar[str] = "\uffff"
+
+
+class EscapedDocumentIdsKV(DictKV):
+    """Correct: the backend's document ids cannot hold ``/`` (Firestore, an Azure Table
+    RowKey), so a key's document is named by escaping ``%`` and then ``/`` (one to one);
+    the document holds the key in an indexed field, which listings read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: dict[str, str] = {}  # document id -> the key its field holds
+
+    def _name(self, key: str) -> str:
+        return key.replace("%", "%25").replace("/", "%2F")
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        name = self._name(key)
+        self._refuse(key, self.values.get(name), mode)
+        version = self._mint(name, data)
+        before = self.held.get(name)
+        if before != key:
+            if before is not None:
+                self.keys.remove(before)
+            bisect.insort(self.keys, key)
+        self.held[name] = key
+        self.values[name] = (data, version)
+        return version
+
+    def _drop(self, name: str) -> None:
+        del self.values[name]
+        self.keys.remove(self.held.pop(name))
+
+
+class SlashEscapedPercentNot(EscapedDocumentIdsKV):
+    """Bug: a key's document is named ``key.replace('/', '%2F')``, without escaping ``%``
+    first: ``a/b`` and ``a%2Fb`` are one document, so writing one replaces the other and
+    reading one returns the other's bytes."""
+
+    def _name(self, key: str) -> str:
+        return key.replace("/", "%2F")
+
+
+class ListingBodySplitNewline(DictKV):
+    """Correct: the backend answers a listing page as a text body of key names, one per
+    line (``\\n``-joined), and the adapter splits it at ``\\n`` (no key holds one)."""
+
+    def _lines(self, body: str) -> list[str]:
+        return body.split("\n") if body else []
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        names = self._lines("\n".join(page.keys))  # what the server sends, parsed
+        return ListPage(names, names[-1] if page.cursor is not None and names else None)
+
+
+class ListingBodySplitLines(ListingBodySplitNewline):
+    """Bug: the listing's text body is parsed with ``str.splitlines()``, which also splits
+    at U+0085, U+2028 and U+2029 (characters a key may hold): such a key is listed as two
+    made-up keys."""
+
+    def _lines(self, body: str) -> list[str]:
+        return body.splitlines()
+
+
 def _now() -> float:
     import time
 
