@@ -554,16 +554,32 @@ class SemanticSweepTests(StorageFixtures):
     async def test_values_of_every_size_class_round_trip(
         self, storage: Storage, storage_target: Target | None
     ) -> None:
-        """0 and 1 bytes, and each power of two up to the target's ``max_value``, also minus and
-        plus one, put and read back whole."""
+        """0 and 1 bytes, each power of two up to the target's ``max_value``, and each value
+        limit of common backends (`VALUE_LIMITS`: DynamoDB's 400 KB item, GridFS's 255 KiB
+        chunks, etcd's 1.5 MiB request, S3's 5 MiB part), each also minus and plus one, put
+        and read back whole."""
         cap = max_value_of(storage_target)
         sizes = size_classes(cap)
         pattern = random.Random(len(sizes)).randbytes(sizes[-1])
         for size in sizes:
             data = pattern[:size]
             key = f"size/{size}"
-            version = await storage.put(key, data)
-            got = await storage.get(key)
+            call = f"put({key!r}, {size} bytes)"
+            try:
+                version = await storage.put(key, data)
+                call = f"get({key!r})"
+                got = await storage.get(key)
+            except Exception as exc:
+                fail(
+                    "a value of every size must round-trip whole",
+                    key=key,
+                    expected=f"{size_label(size)} ({size} bytes) put and read back",
+                    observed=f"{call} raised {type(exc).__name__}: {exc}",
+                    detail="a value at or near a backend's limit must still be stored: count "
+                    "what the backend counts beside the value (the key, attribute names, the "
+                    "version) before keeping a value inline, and read a value kept in parts "
+                    "from ceil(size / part) parts, also when the size is an exact multiple",
+                )
             if got.data != data or got.version != version:
                 fail(
                     "a value of every size must round-trip whole",

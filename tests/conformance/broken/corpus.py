@@ -1233,6 +1233,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.round-trip",
     ),
     _m(
+        "item-limit-counts-the-value-only",
+        kv_dict.ItemLimitCountsTheValueOnly,
+        kv_dict.ItemSizedOffloadKV,
+        SEM,
+        "test_values_of_every_size_class_round_trip",
+        "put.round-trip",
+    ),
+    _m(
+        "chunk-count-off-by-one",
+        kv_dict.ChunkCountOffByOne,
+        kv_dict.ChunkedValuesKV,
+        SEM,
+        "test_values_of_every_size_class_round_trip",
+        "put.round-trip",
+    ),
+    _m(
         "cancelled-multipart-leaves-parts",
         kv_dict.ChunkedValue,
         D,

@@ -2210,6 +2210,85 @@ class ListingBodySplitLines(ListingBodySplitNewline):
         return body.splitlines()
 
 
+# -- values near a backend's limits --------------------------------------------------------
+ITEM_LIMIT = 400 * 1024
+"""DynamoDB's largest item (409,600 bytes), counting the key, the attribute names and values."""
+
+
+class ItemSizedOffloadKV(DictKV):
+    """Correct: items of a DynamoDB-like table (at most `ITEM_LIMIT` bytes, counting the
+    key, the attribute names and values); a value that would not fit in its item with
+    2 KiB to spare is kept in an object store and the item holds a pointer (AWS's pattern
+    for large items)."""
+
+    inline_max: ClassVar[int] = ITEM_LIMIT - 2048
+
+    def _item_size(self, name: str, data: bytes, version: str) -> int:
+        value = len(data) if len(data) <= self.inline_max else 80  # else: a pointer
+        return len("k") + len(name.encode()) + len("ver") + len(version) + len("v") + value
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        size = self._item_size(name, data, version)
+        if size > ITEM_LIMIT:
+            raise StorageUnavailable(
+                "ValidationException: Item size has exceeded the maximum allowed size "
+                f"({size} bytes) for key {name!r}"
+            )
+        super()._store(name, data, version)
+
+
+class ItemLimitCountsTheValueOnly(ItemSizedOffloadKV):
+    """Bug: a value is kept in its item when ``len(value) <= 400 KB`` (the documented
+    limit), but the limit counts the whole item (the key, the attribute names, the
+    version): a value within about a hundred bytes (and the key's length) under 409,600
+    bytes is refused by the backend (ValidationException), so such a put fails."""
+
+    inline_max: ClassVar[int] = ITEM_LIMIT
+
+
+CHUNK = 255 * 1024
+"""GridFS's default chunk size."""
+
+
+class ChunkedValuesKV(DictKV):
+    """Correct: a value is kept as chunks of 255 KiB (`CHUNK`) and its length; a read
+    joins ``ceil(length / CHUNK)`` chunks (one empty chunk for an empty value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: dict[str, list[bytes]] = {}
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        self.chunks[name] = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)] or [b""]
+        super()._store(name, len(data).to_bytes(8, "big"), version)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.chunks.pop(name, None)
+
+    def _count(self, length: int) -> int:
+        """How many chunks a value of ``length`` bytes is read from."""
+        return max(1, -(-length // CHUNK))
+
+    async def _get(self, key: str) -> GetResult:
+        meta = await super()._get(key)
+        length = int.from_bytes(meta.data, "big")
+        parts = self.chunks[key]
+        n = self._count(length)
+        if n > len(parts):
+            raise StorageUnavailable(f"chunk {len(parts)} of key {key!r} is missing")
+        return GetResult(b"".join(parts[:n]), meta.version)
+
+
+class ChunkCountOffByOne(ChunkedValuesKV):
+    """Bug: the reader counts ``length // CHUNK + 1`` chunks (for "the partial last one"):
+    a value whose length is an exact multiple of 255 KiB (261,120 bytes, 522,240...)
+    cannot be read (the chunk after the last is missing)."""
+
+    def _count(self, length: int) -> int:
+        return length // CHUNK + 1
+
+
 def _now() -> float:
     import time
 
