@@ -1297,6 +1297,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.not-early",
     ),
     _m(
+        "ttl-in-whole-seconds",
+        kv_dict.TtlInWholeSeconds,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_of_a_fraction_of_a_second_keeps_a_key_that_long",
+        "ttl.not-early",
+    ),
+    _m(
         "if-match-drops-the-expiry",
         kv_dict.IfMatchDropsTheExpiry,
         kv_dict.ExpiringDictKV,

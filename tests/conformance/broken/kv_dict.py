@@ -1869,6 +1869,14 @@ class TtlFromTheFirstWrite(ExpiringDictKV):
         return self.expires.get(name) or super()._expiry(name)
 
 
+class TtlInWholeSeconds(ExpiringDictKV):
+    """Bug: the expiry is sent as whole seconds (``SET k v EX int(ttl)``; redis-py's ``ex``
+    takes an int): a ttl of 1.5 s expires keys after 1 s, and one under a second at once."""
+
+    def _expiry(self, name: str) -> float | None:
+        return None if self.ttl is None else _now() + int(self.ttl)
+
+
 class _ExpiryByMode(ExpiringDictKV):
     """What a write of one mode does to the expiry: the mode of the put in progress."""
 
