@@ -54,9 +54,9 @@ matrices and records them in the process-wide `coverage`:
     another, while another runs, cancelled, and as a first call (of a storage
     never used).
 ``sizes``
-    ``put`` and ``get`` of values of 0 and 1 bytes and of every power of two
-    from 2 to the target's ``max_value`` (64 MiB by default), each also minus
-    and plus one.
+    ``put`` and ``get`` of values of 0 and 1 bytes, of every power of two
+    from 2 to the target's ``max_value`` (64 MiB by default) and of the value
+    limits of common backends (`VALUE_LIMITS`), each also minus and plus one.
 ``batches``
     ``delete_many`` of 0, 1 and 2 keys, of every power of two up to the
     target's ``max_batch`` (65,537 by default) and one more, and of the batch
@@ -125,6 +125,7 @@ __all__ = [
     "DEFAULT_MAX_VALUE",
     "LARGE_COLUMNS",
     "MATRICES",
+    "VALUE_LIMITS",
     "Cell",
     "Coverage",
     "CoverageProbe",
@@ -165,6 +166,20 @@ BATCH_LIMITS: dict[int, str] = {
 """The most keys one request or statement of some common backends takes: the
 ``batches`` matrix asks for a batch of each and one more (an adapter must split a
 batch that its backend refuses)."""
+
+VALUE_LIMITS: dict[int, str] = {
+    255 * 1024: "a GridFS chunk (255 KiB)",
+    2 * 255 * 1024: "two GridFS chunks",
+    400 * 1024: "a DynamoDB item (400 KB, counting its key and attribute names)",
+    1024 * 1024: "a Redis, memcached or Firestore item, an Azure Table entity (1 MiB)",
+    1536 * 1024: "an etcd request (1.5 MiB)",
+    5 * 1024 * 1024: "the smallest part of an S3 multipart upload (5 MiB)",
+}
+"""Value sizes at which some common backends refuse a value or store it another way: the
+``sizes`` matrix asks for each, one byte less and one more (at most the target's
+``max_value``). An adapter that keeps a value inline up to the documented limit refuses one
+that its key and attribute names push over it; one that reads a value in parts miscounts
+them at an exact multiple of the part size."""
 
 Cell = tuple[str, str, str]
 """``(matrix, row, column)``, e.g. ``("state", "put if-match current", "present")``."""
@@ -308,12 +323,14 @@ def passed_on(given: Iterable[str], batch: list[str]) -> Iterable[str]:
 
 
 def size_classes(cap: int) -> list[int]:
-    """0, 1, and each power of two from 2 to ``cap``, also minus and plus one (at most ``cap``)."""
+    """0, 1, each power of two from 2 to ``cap`` and each of `VALUE_LIMITS`, also minus and
+    plus one (at most ``cap``)."""
     sizes = {0, 1}
     power = 2
     while power <= cap:
         sizes.update(s for s in (power - 1, power, power + 1) if s <= cap)
         power *= 2
+    sizes.update(s for n in VALUE_LIMITS for s in (n - 1, n, n + 1) if s <= cap)
     return sorted(sizes)
 
 

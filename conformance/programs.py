@@ -59,9 +59,11 @@ _DEEP = "/".join(["d"] * 300)
 
 KEY_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("a", "a/b", "a/b/c", "a-b", "a.b", "a0", "ab", "a b", "a/b-", "a/b.", "a/b0", "a/bc"),
-    ("é", "\ue000", "\uff5e", "😀", "😀/x", "𝄞", "日本/語"),
+    ("é", "\ue000", "\uff5e", "😀", "😀/x", "𝄞", "日本/語", "u/\uff5e", "u/😀"),
     (_LONG_ASCII, _LONG_UTF8, _DEEP, "l", "d/d"),
     ("b", "B", "~", "k%2F", "k+:#?*", "k"),
+    ("e/f", "e%2Ff", "e%2ff", "e%252Ff", "e_f", "e:f", "e f", "e+f", "e%20f", "e&f", "e&amp;f"),
+    ("e\x85f", "e\u2028f", "e\u2029f", "e", "f", "e/g"),
 )
 """Keys that relate to each other; a program draws most of its keys from one family."""
 
@@ -72,7 +74,11 @@ Parents and children (``a``, ``a/b``, ``a/b/c``); neighbours of ``/`` in code-po
 order (``a-b`` < ``a.b`` < ``a/b`` < ``a0``); a space and punctuation; characters of two,
 three and four UTF-8 bytes (U+FF5E sorts before U+1F600 by code point, after it in
 UTF-16); the longest keys (1024 bytes, in ASCII and in two-byte characters) and a key
-of 300 segments.
+of 300 segments; keys whose character after a prefix (``u/``) is above U+F8FF and
+U+FFFF (a prefix listed as a range up to ``prefix + '\\uf8ff'``); keys that a backend's
+escaping merges when it is not one to one (``e/f`` and ``e%2Ff``, ``e f`` and ``e+f``);
+keys holding the characters ``str.splitlines()`` splits at (U+0085, U+2028, U+2029) and
+the keys such a split would make up.
 """
 
 

@@ -25,6 +25,7 @@ from ..storage import GetResult, IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
 from .cancelling import cancel, check_raised, own_answer, point_text
 from .checks import (
+    collect,
     describe,
     expect,
     expect_keys,
@@ -67,6 +68,31 @@ __all__ = [
     "LifecycleSweepTests",
     "SemanticSweepTests",
 ]
+
+ESCAPE_TWINS = (
+    "a/b",
+    "a%2Fb",
+    "a%2fb",
+    "a%252Fb",
+    "a_b",
+    "a:b",
+    "a b",
+    "a+b",
+    "a%20b",
+    "a%",
+    "a%25",
+    "a&b",
+    "a&amp;b",
+)
+"""Distinct keys that a backend name escaped one way, or decoded once too often, makes one:
+``/`` replaced by ``%2F`` without ``%`` escaped first, or by ``_`` or ``:``; a name
+URL-decoded on the server (``%2F``, ``%2f``, ``%20``, ``+`` as a space, ``%25``, twice:
+``%252F``); XML entities decoded twice (``&amp;``)."""
+
+LINE_BREAKS = ("\x85", "\u2028", "\u2029")
+"""The characters a key may hold at which ``str.splitlines()`` splits (the others it splits at,
+``\\n``, ``\\r``, ``\\x0b``, ``\\x0c``, ``\\x1c`` to ``\\x1e``, are control characters, which no
+key holds)."""
 
 BATCH_SWEEP_SECONDS = 300.0
 """The time limit of the batch sweep: about 330,000 keys in 43 calls of ``delete_many``, about
@@ -528,16 +554,32 @@ class SemanticSweepTests(StorageFixtures):
     async def test_values_of_every_size_class_round_trip(
         self, storage: Storage, storage_target: Target | None
     ) -> None:
-        """0 and 1 bytes, and each power of two up to the target's ``max_value``, also minus and
-        plus one, put and read back whole."""
+        """0 and 1 bytes, each power of two up to the target's ``max_value``, and each value
+        limit of common backends (`VALUE_LIMITS`: DynamoDB's 400 KB item, GridFS's 255 KiB
+        chunks, etcd's 1.5 MiB request, S3's 5 MiB part), each also minus and plus one, put
+        and read back whole."""
         cap = max_value_of(storage_target)
         sizes = size_classes(cap)
         pattern = random.Random(len(sizes)).randbytes(sizes[-1])
         for size in sizes:
             data = pattern[:size]
             key = f"size/{size}"
-            version = await storage.put(key, data)
-            got = await storage.get(key)
+            call = f"put({key!r}, {size} bytes)"
+            try:
+                version = await storage.put(key, data)
+                call = f"get({key!r})"
+                got = await storage.get(key)
+            except Exception as exc:
+                fail(
+                    "a value of every size must round-trip whole",
+                    key=key,
+                    expected=f"{size_label(size)} ({size} bytes) put and read back",
+                    observed=f"{call} raised {type(exc).__name__}: {exc}",
+                    detail="a value at or near a backend's limit must still be stored: count "
+                    "what the backend counts beside the value (the key, attribute names, the "
+                    "version) before keeping a value inline, and read a value kept in parts "
+                    "from ceil(size / part) parts, also when the size is an exact multiple",
+                )
             if got.data != data or got.version != version:
                 fail(
                     "a value of every size must round-trip whole",
@@ -732,17 +774,27 @@ class SemanticSweepTests(StorageFixtures):
                 storage, key, None, promise=f"{where} deleted by delete_many must be missing"
             )
 
-    @checks("key.max-length", "key.multi-byte", "key.one-to-one", "list.order", "delete-many.count")
+    @checks(
+        "key.max-length",
+        "key.multi-byte",
+        "key.one-to-one",
+        "list.order",
+        "list.prefix-only",
+        "delete-many.count",
+    )
     async def test_every_key_shape_round_trips_lists_and_deletes(
         self, storage: Storage, storage_target: Target | None
     ) -> None:
         """One character, several and 120 segments, a 200-byte segment, the longest key
         the storage holds, characters of 2, 3 and 4 UTF-8 bytes (either side of U+FFFF,
-        where UTF-16 order differs), punctuation, dots; a parent with its child and the
-        neighbours of ``/``: each put, read back, listed with the others in code-point
-        order, and deleted; then each put again and all deleted by one ``delete_many``
-        (a batch request whose body or sub-request names the keys: XML to escape, a path
-        to encode)."""
+        where UTF-16 order differs, and above U+F8FF), punctuation, dots; keys that a
+        backend's escaping would merge (``a/b`` and ``a%2Fb``, ``a b`` and ``a+b``...); the
+        characters ``str.splitlines()`` splits at (U+0085, U+2028, U+2029); a parent with its
+        child and the neighbours of ``/``: each put, read back, listed with the others in
+        code-point order, and under the prefix of its parent (``u/``, where a range up to
+        ``prefix + '\\uf8ff'`` misses ``u/\\uff5e``), and deleted; then each put again and all
+        deleted by one ``delete_many`` (a batch request whose body or sub-request names the
+        keys: XML to escape, a path to encode)."""
         holds = storage_target.holds_key(storage) if storage_target else holds_key_of(storage)
         longest = "l"
         while holds(longest + "l") and len(longest) < 2048:
@@ -759,8 +811,16 @@ class SemanticSweepTests(StorageFixtures):
             # either side of U+FFFF: by code point (and UTF-8 bytes) U+E000 and U+FF5E sort
             # before U+1F600; by UTF-16 code units (JavaScript, Java) after it
             "u/\ue000",
+            "u/\uf8ff",
             "u/\uff5e",
             "u/\U0001f600",
+            # keys that a backend's escaping merges when it is not one to one: '/' escaped
+            # without '%' first, names URL-decoded once more (or with '+' as a space),
+            # a separator replaced, XML entities decoded twice
+            *(f"esc/{k}" for k in ESCAPE_TWINS),
+            # the line ends str.splitlines() splits at that a key may hold (a listing body
+            # of one key a line, parsed with splitlines, makes two keys of each)
+            *(f"lines/a{c}b" for c in LINE_BREAKS),
             "p/a b%+?#:*~=;&@$,",
             # every printable ASCII character but '/' and the backslash, in one key and one
             # key each (an HTTP client that signs or escapes one of them wrongly; an order
@@ -786,9 +846,43 @@ class SemanticSweepTests(StorageFixtures):
                     expected=f"{describe(data)} at version {version!r}",
                     observed=f"get gave {describe(got.data)} at version {got.version!r}",
                 )
+        for key in shapes:  # read again once all are written: one may have replaced another
+            again = await get_or_none(storage, key)
+            if again is None or again.data != key.encode():
+                fail(
+                    "distinct keys must stay distinct: a write of one must not change another",
+                    key=key,
+                    expected=f"{describe(key.encode())}, as put, once every key was written",
+                    observed="it is missing"
+                    if again is None
+                    else f"get gave {describe(again.data)} (another key's value)",
+                    detail="a backend name made from a key must be one to one: escape the "
+                    "escape character first ('%' before '/', as quote(key, safe='') does), "
+                    "and decode a name once, with '+' as '+'",
+                )
+        listed = sorted(shapes)
         await expect_keys(
-            storage, sorted(shapes), promise="keys of every shape must list exactly, in order"
+            storage, listed, promise="keys of every shape must list exactly, in order"
         )
+        for prefix in sorted({k[: k.rindex("/") + 1] for k in shapes if "/" in k}):
+            want = [k for k in listed if k.startswith(prefix)]
+            under = await collect(storage.list(prefix), bound=len(want) + 1000)
+            if under != want:
+                missing = [k for k in want if k not in under]
+                extra = [k for k in under if k not in want]
+                fail(
+                    "keys of every shape must list exactly under the prefix of their parent",
+                    key=(missing or extra or [prefix])[0],
+                    expected=f"list({prefix!r}) to return every key that starts with it "
+                    f"({len(want)}), in order",
+                    observed=f"it returned {len(under)} keys"
+                    + (f", without {', '.join(repr(k) for k in missing[:3])}" if missing else "")
+                    + (f", with {', '.join(repr(k) for k in extra[:3])}" if extra else ""),
+                    detail="a prefix is every key that starts with it: a range up to prefix + "
+                    "'\\uf8ff' or '\\uffff' misses a key whose next character is above "
+                    "(U+FF5E, an emoji); end the range at the prefix with its last character "
+                    "incremented, or scan from the prefix while keys start with it",
+                )
         for key in shapes:
             existed = await storage.delete(key)
             expect(

@@ -1869,6 +1869,14 @@ class TtlFromTheFirstWrite(ExpiringDictKV):
         return self.expires.get(name) or super()._expiry(name)
 
 
+class TtlInWholeSeconds(ExpiringDictKV):
+    """Bug: the expiry is sent as whole seconds (``SET k v EX int(ttl)``; redis-py's ``ex``
+    takes an int): a ttl of 1.5 s expires keys after 1 s, and one under a second at once."""
+
+    def _expiry(self, name: str) -> float | None:
+        return None if self.ttl is None else _now() + int(self.ttl)
+
+
 class _ExpiryByMode(ExpiringDictKV):
     """What a write of one mode does to the expiry: the mode of the put in progress."""
 
@@ -2107,6 +2115,186 @@ class WritesBehind(DictKV):
     async def _aclose(self) -> None:
         for task in list(self.pending):
             task.cancel()
+
+
+# -- keys named another way by the backend ------------------------------------------------------
+class _PrefixAsARange(DictKV):
+    """A non-empty prefix listed as the range ``prefix <= k <= prefix + upper`` of an ordered
+    index (a backend with no prefix query): correct only if no key has a character above
+    ``upper`` right after the prefix."""
+
+    upper: ClassVar[str]
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        if not prefix:
+            return await super()._list_page(prefix, start_after, cursor, limit)
+        await self._round_trip()
+        lo = self._first(prefix, cursor if cursor is not None else start_after)
+        hi = bisect.bisect_right(self.keys, prefix + self.upper)
+        page = self.keys[lo : min(hi, lo + limit)]
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class PrefixUpperBoundF8FF(_PrefixAsARange):
+    """Bug: a non-empty prefix is listed as the range ``prefix <= k <= prefix + '\\uf8ff'``
+    (Firestore's documented recipe for a prefix query): a key whose character right after
+    the prefix is above U+F8FF (U+FF5E, an emoji, anything outside the BMP) is never listed
+    under that prefix."""
+
+    upper: ClassVar[str] = "\uf8ff"
+
+
+class PrefixUpperBoundFFFF(_PrefixAsARange):
+    """Bug: a non-empty prefix is listed as the range ``prefix <= k <= prefix + '\\uffff'``
+    ("the highest character", in UTF-16): a key whose character right after the prefix is
+    outside the BMP (an emoji, U+1D11E) is never listed under that prefix."""
+
+    upper: ClassVar[str] = "\uffff"
+
+
+class EscapedDocumentIdsKV(DictKV):
+    """Correct: the backend's document ids cannot hold ``/`` (Firestore, an Azure Table
+    RowKey), so a key's document is named by escaping ``%`` and then ``/`` (one to one);
+    the document holds the key in an indexed field, which listings read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: dict[str, str] = {}  # document id -> the key its field holds
+
+    def _name(self, key: str) -> str:
+        return key.replace("%", "%25").replace("/", "%2F")
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        name = self._name(key)
+        self._refuse(key, self.values.get(name), mode)
+        version = self._mint(name, data)
+        before = self.held.get(name)
+        if before != key:
+            if before is not None:
+                self.keys.remove(before)
+            bisect.insort(self.keys, key)
+        self.held[name] = key
+        self.values[name] = (data, version)
+        return version
+
+    def _drop(self, name: str) -> None:
+        del self.values[name]
+        self.keys.remove(self.held.pop(name))
+
+
+class SlashEscapedPercentNot(EscapedDocumentIdsKV):
+    """Bug: a key's document is named ``key.replace('/', '%2F')``, without escaping ``%``
+    first: ``a/b`` and ``a%2Fb`` are one document, so writing one replaces the other and
+    reading one returns the other's bytes."""
+
+    def _name(self, key: str) -> str:
+        return key.replace("/", "%2F")
+
+
+class ListingBodySplitNewline(DictKV):
+    """Correct: the backend answers a listing page as a text body of key names, one per
+    line (``\\n``-joined), and the adapter splits it at ``\\n`` (no key holds one)."""
+
+    def _lines(self, body: str) -> list[str]:
+        return body.split("\n") if body else []
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        page = await super()._list_page(prefix, start_after, cursor, limit)
+        names = self._lines("\n".join(page.keys))  # what the server sends, parsed
+        return ListPage(names, names[-1] if page.cursor is not None and names else None)
+
+
+class ListingBodySplitLines(ListingBodySplitNewline):
+    """Bug: the listing's text body is parsed with ``str.splitlines()``, which also splits
+    at U+0085, U+2028 and U+2029 (characters a key may hold): such a key is listed as two
+    made-up keys."""
+
+    def _lines(self, body: str) -> list[str]:
+        return body.splitlines()
+
+
+# -- values near a backend's limits --------------------------------------------------------
+ITEM_LIMIT = 400 * 1024
+"""DynamoDB's largest item (409,600 bytes), counting the key, the attribute names and values."""
+
+
+class ItemSizedOffloadKV(DictKV):
+    """Correct: items of a DynamoDB-like table (at most `ITEM_LIMIT` bytes, counting the
+    key, the attribute names and values); a value that would not fit in its item with
+    2 KiB to spare is kept in an object store and the item holds a pointer (AWS's pattern
+    for large items)."""
+
+    inline_max: ClassVar[int] = ITEM_LIMIT - 2048
+
+    def _item_size(self, name: str, data: bytes, version: str) -> int:
+        value = len(data) if len(data) <= self.inline_max else 80  # else: a pointer
+        return len("k") + len(name.encode()) + len("ver") + len(version) + len("v") + value
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        size = self._item_size(name, data, version)
+        if size > ITEM_LIMIT:
+            raise StorageUnavailable(
+                "ValidationException: Item size has exceeded the maximum allowed size "
+                f"({size} bytes) for key {name!r}"
+            )
+        super()._store(name, data, version)
+
+
+class ItemLimitCountsTheValueOnly(ItemSizedOffloadKV):
+    """Bug: a value is kept in its item when ``len(value) <= 400 KB`` (the documented
+    limit), but the limit counts the whole item (the key, the attribute names, the
+    version): a value within about a hundred bytes (and the key's length) under 409,600
+    bytes is refused by the backend (ValidationException), so such a put fails."""
+
+    inline_max: ClassVar[int] = ITEM_LIMIT
+
+
+CHUNK = 255 * 1024
+"""GridFS's default chunk size."""
+
+
+class ChunkedValuesKV(DictKV):
+    """Correct: a value is kept as chunks of 255 KiB (`CHUNK`) and its length; a read
+    joins ``ceil(length / CHUNK)`` chunks (one empty chunk for an empty value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: dict[str, list[bytes]] = {}
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        self.chunks[name] = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)] or [b""]
+        super()._store(name, len(data).to_bytes(8, "big"), version)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self.chunks.pop(name, None)
+
+    def _count(self, length: int) -> int:
+        """How many chunks a value of ``length`` bytes is read from."""
+        return max(1, -(-length // CHUNK))
+
+    async def _get(self, key: str) -> GetResult:
+        meta = await super()._get(key)
+        length = int.from_bytes(meta.data, "big")
+        parts = self.chunks[key]
+        n = self._count(length)
+        if n > len(parts):
+            raise StorageUnavailable(f"chunk {len(parts)} of key {key!r} is missing")
+        return GetResult(b"".join(parts[:n]), meta.version)
+
+
+class ChunkCountOffByOne(ChunkedValuesKV):
+    """Bug: the reader counts ``length // CHUNK + 1`` chunks (for "the partial last one"):
+    a value whose length is an exact multiple of 255 KiB (261,120 bytes, 522,240...)
+    cannot be read (the chunk after the last is missing)."""
+
+    def _count(self, length: int) -> int:
+        return length // CHUNK + 1
 
 
 def _now() -> float:
