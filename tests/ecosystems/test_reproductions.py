@@ -76,6 +76,27 @@ def test_script_exits_as_documented(script: str, tmp_path: Path) -> None:
         assert "BUG:" in done.stdout
 
 
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _quoted() -> dict[str, list[str]]:
+    """Script name -> the output lines its section quotes under ``$ ... scripts/repro/X``."""
+    text = PAGE.read_text(encoding="utf-8")
+    found: dict[str, list[str]] = {}
+    pattern = r"```console\n\$ \S+ scripts/repro/(\w+\.py)[^\n]*\n(.*?)```"
+    for name, block in re.findall(pattern, text, flags=re.S):
+        found[name] = block.splitlines()
+    return found
+
+
+@pytest.mark.parametrize("script", sorted(set(_quoted()) - NEEDS_SERVER))
+def test_script_prints_what_its_section_quotes(script: str, tmp_path: Path) -> None:
+    """The output a section quotes is the script's, line for line (ids masked)."""
+    done = _run(script, tmp_path)
+    printed = [_UUID.sub("<id>", line) for line in done.stdout.splitlines()]
+    assert printed == [_UUID.sub("<id>", line) for line in _quoted()[script]], done.stdout
+
+
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     from checkpointkit.conformance.servers.postgres import postgres_server
