@@ -80,6 +80,11 @@ def _put_modes(conditional_put: bool) -> list[PutSwept]:
     return ["overwrite", "create", "if-match"] if conditional_put else ["overwrite"]
 
 
+def _put_prefix(mode: PutSwept) -> str:
+    """The keys' prefix of the put sweep of ``mode``: ``cancel/``, ``cancel-create/``..."""
+    return "cancel" if mode == "overwrite" else f"cancel-{mode}"
+
+
 def _delete_kinds(conditional_delete: bool) -> list[DeleteSwept]:
     if conditional_delete:
         return ["delete", "if-match delete", "delete_many"]
@@ -174,7 +179,7 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
         the whole new one, and a listing of it yields it if and only if a get finds it."""
         for mode in _put_modes(supports_conditional_put):  # checks each key at once
             await self._sweep_puts(
-                storage, observer, cancel_bound, prefix=f"cancel-{mode}", mode=mode
+                storage, observer, cancel_bound, prefix=_put_prefix(mode), mode=mode
             )
 
     @checks("cancel.no-late-landing")
@@ -221,7 +226,7 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
             )
 
         sweeps: list[tuple[str, PutSwept, Callable[[int, Outcome, bytes | None], Awaitable[None]]]]
-        sweeps = [(f"cancel-{m}", m, watch) for m in _put_modes(supports_conditional_put)]
+        sweeps = [(_put_prefix(m), m, watch) for m in _put_modes(supports_conditional_put)]
         sweeps.append(("cancel-then-put", "overwrite", overwrite))
         with watching_landings():
             for prefix, mode, then in sweeps:
