@@ -35,10 +35,20 @@ from typing import ClassVar, Literal, TypeVar
 
 import pytest
 
-from ..storage import Storage
-from .cancelling import Outcome, cancel, check_raised, observe, own_answer, point_text
+from ..storage import IfMatch, PutMode, Storage
+from ..storage import delete_many as delete_many_of
+from .cancelling import (
+    Outcome,
+    cancel,
+    check_raised,
+    expect_listed_iff_readable,
+    observe,
+    own_answer,
+    point_text,
+)
 from .checks import ConformanceFailure, describe, expect_value, fail, get_or_none
 from .clauses import checks
+from .coverage import watching_landings
 from .faults import FaultyStorage
 from .fixtures import DEFAULT_CANCEL_BOUND
 from .held import HeldBackendTests
@@ -57,6 +67,29 @@ CANCEL_BOUND = DEFAULT_CANCEL_BOUND
 CANCEL_POINTS: list[int | float] = [0, 1, 2, 3, 5, 8, 13, 21, 0.001, 0.003, 0.01, 0.03]
 """When the sweep cancels: ints are event-loop iterations, floats seconds."""
 
+PutSwept = Literal["overwrite", "create", "if-match"]
+"""How the put sweep writes: over a value, create-only on a missing key, or if-match with
+the current version of the value it holds."""
+
+DeleteSwept = Literal["delete", "if-match delete", "delete_many"]
+"""How the delete sweep deletes a key that holds a value: a delete, an if-match delete with
+its current version, a ``delete_many`` of it."""
+
+
+def _put_modes(conditional_put: bool) -> list[PutSwept]:
+    return ["overwrite", "create", "if-match"] if conditional_put else ["overwrite"]
+
+
+def _put_prefix(mode: PutSwept) -> str:
+    """The keys' prefix of the put sweep of ``mode``: ``cancel/``, ``cancel-create/``..."""
+    return "cancel" if mode == "overwrite" else f"cancel-{mode}"
+
+
+def _delete_kinds(conditional_delete: bool) -> list[DeleteSwept]:
+    if conditional_delete:
+        return ["delete", "if-match delete", "delete_many"]
+    return ["delete", "delete_many"]
+
 
 class CancellationTests(HeldBackendTests, CancellationSweepTests):
     """Cancelled puts and gets: prompt, whole or absent, never late, no stale replies."""
@@ -74,28 +107,40 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
         check_whole: bool = True,
         check_prompt: bool = False,
         prefix: str = "cancel",
-        after_each: Callable[[int, Outcome], Awaitable[None]] | None = None,
+        mode: PutSwept = "overwrite",
+        after_each: Callable[[int, Outcome, bytes | None], Awaitable[None]] | None = None,
     ) -> list[Outcome]:
+        """Each put cancelled at each of `CANCEL_POINTS`; ``after_each`` gets the index, the
+        outcome and the value the key held before (None: it was missing)."""
         __tracebackhide__ = True
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
             key = f"{prefix}/{i:02d}"
-            old, new = b"o" * size, bytes([97 + i % 26]) * size
-            await storage.put(key, old)
+            old: bytes | None = None if mode == "create" else b"o" * size
+            new = bytes([97 + i % 26]) * size
+            put_mode: PutMode = "create" if mode == "create" else "overwrite"
+            if old is not None:
+                version = await storage.put(key, old)
+                put_mode = IfMatch(version) if mode == "if-match" else "overwrite"
             outcome = await cancel(
-                functools.partial(storage.put, key, new), point, key, bound=bound
+                functools.partial(storage.put, key, new, mode=put_mode), point, key, bound=bound
             )
             if check_prompt:
                 check_raised([outcome], "put", bound)  # at once: a slow adapter fails fast
             outcome.observed = await observe(observer, key)
             if check_whole and outcome.observed not in (old, new):
+                refs = [new] if old is None else [new, old]
                 fail(
                     "a cancelled put must be whole or absent",
                     key=key,
                     expected=f"the whole old value {describe(old)} "
                     f"or the whole new value {describe(new)}",
-                    observed=f"it holds {describe(outcome.observed, reference=[new, old])} "
-                    f"({point_text(point)})",
+                    observed=f"it holds {describe(outcome.observed, reference=refs)} "
+                    f"({point_text(point)}, {mode})",
+                )
+            if check_whole:
+                await expect_listed_iff_readable(
+                    observer, key, f"a put ({mode}) {point_text(point)}"
                 )
             if (
                 check_whole
@@ -113,7 +158,7 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
                 )
             outcomes.append(outcome)
             if after_each is not None:
-                await after_each(i, outcome)
+                await after_each(i, outcome, old)
         return outcomes
 
     @checks("cancel.prompt")
@@ -124,23 +169,37 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
 
     @checks("cancel.whole-or-absent", "put.atomic")
     async def test_cancelled_put_is_whole_or_absent(
-        self, storage: Storage, observer: Storage, cancel_bound: float
+        self,
+        storage: Storage,
+        observer: Storage,
+        cancel_bound: float,
+        supports_conditional_put: bool,
     ) -> None:
-        await self._sweep_puts(storage, observer, cancel_bound)  # checks each key at once
+        """A put of each mode cancelled at each point: its key holds the whole old value or
+        the whole new one, and a listing of it yields it if and only if a get finds it."""
+        for mode in _put_modes(supports_conditional_put):  # checks each key at once
+            await self._sweep_puts(
+                storage, observer, cancel_bound, prefix=_put_prefix(mode), mode=mode
+            )
 
     @checks("cancel.no-late-landing")
     async def test_cancelled_put_does_not_land_later(
-        self, storage: Storage, settle: SettleWatch, cancel_bound: float
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        cancel_bound: float,
+        supports_conditional_put: bool,
     ) -> None:
-        """Watched through a second client over the settle window, in two sweeps: in the
-        first every cancelled put is only watched; in the second a put that completes
-        overwrites the key after each cancellation, and the cancelled put must not come
-        back over it (take effect twice). Every cancellation point of the first sweep is a
-        chance to see a late landing, so a write still in flight after CancelledError (a
-        thread still writing) is seen in every run, not in some."""
+        """Watched through a second client over the settle window, in sweeps: in the first
+        ones every cancelled put is only watched, a sweep for each mode (an overwrite, a
+        create-only put, an if-match put: an adapter may send each its own way); in the
+        last a put that completes overwrites the key after each cancellation, and the
+        cancelled put must not come back over it (take effect twice). Every cancellation
+        point is a chance to see a late landing, so a write still in flight after
+        CancelledError (a thread still writing) is seen in every run, not in some."""
 
-        async def watch(i: int, o: Outcome) -> None:
-            old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
+        async def watch(i: int, o: Outcome, old: bytes | None) -> None:
+            new = bytes([97 + i % 26]) * 1024
             settle.add(
                 o.key,
                 o.observed,
@@ -151,8 +210,8 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
                 written=new,
             )
 
-        async def overwrite(i: int, o: Outcome) -> None:
-            old, new = b"o" * 1024, bytes([97 + i % 26]) * 1024
+        async def overwrite(i: int, o: Outcome, old: bytes | None) -> None:
+            new = bytes([97 + i % 26]) * 1024
             after = f"written after the cancelled put of {o.key}".encode()
             await storage.put(o.key, after)
             settle.add(
@@ -166,57 +225,90 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
                 seen_written=o.observed == new,
             )
 
-        for prefix, then in (("cancel", watch), ("cancel-then-put", overwrite)):
-            await self._sweep_puts(
-                storage,
-                settle.observer,
-                cancel_bound,
-                size=1024,
-                check_whole=False,
-                prefix=prefix,
-                after_each=then,
-            )
+        sweeps: list[tuple[str, PutSwept, Callable[[int, Outcome, bytes | None], Awaitable[None]]]]
+        sweeps = [(_put_prefix(m), m, watch) for m in _put_modes(supports_conditional_put)]
+        sweeps.append(("cancel-then-put", "overwrite", overwrite))
+        with watching_landings():
+            for prefix, mode, then in sweeps:
+                await self._sweep_puts(
+                    storage,
+                    settle.observer,
+                    cancel_bound,
+                    size=1024,
+                    check_whole=False,
+                    prefix=prefix,
+                    mode=mode,
+                    after_each=then,
+                )
         await settle.settle()
 
     async def _sweep_deletes(
-        self, storage: Storage, observer: Storage, bound: float
+        self, storage: Storage, observer: Storage, bound: float, kind: DeleteSwept
     ) -> list[Outcome]:
+        """A delete of ``kind`` of a key that holds a value, cancelled at each of
+        `CANCEL_POINTS`: the key deleted or whole, listed if and only if it can be read."""
         outcomes = []
         for i, point in enumerate(CANCEL_POINTS):
-            key = f"cdel/{i:02d}"
-            await storage.put(key, b"still here")
-            outcome = await cancel(functools.partial(storage.delete, key), point, key, bound=bound)
+            key = f"cdel-{kind.replace(' ', '-')}/{i:02d}"
+            version = await storage.put(key, b"still here")
+            call: Callable[[], Awaitable[object]] = (
+                functools.partial(delete_many_of, storage, [key])
+                if kind == "delete_many"
+                else functools.partial(
+                    storage.delete, key, if_match=version if kind == "if-match delete" else None
+                )
+            )
+            outcome = await cancel(call, point, key, bound=bound)
             outcome.observed = await observe(observer, key)
             if outcome.observed not in (None, b"still here"):
                 fail(
-                    "a cancelled delete must be whole or absent",
+                    f"a cancelled {kind} must be whole or absent",
                     key=key,
                     expected="the key to be deleted or to keep its value",
-                    observed=f"it holds {describe(outcome.observed)}",
+                    observed=f"it holds {describe(outcome.observed)} ({point_text(point)})",
                 )
+            await expect_listed_iff_readable(observer, key, f"a {kind} {point_text(point)}")
             outcomes.append(outcome)
         return outcomes
 
     @checks("cancel.prompt", "cancel.whole-or-absent")
     async def test_cancelled_delete_raises_promptly_and_is_whole_or_absent(
-        self, storage: Storage, observer: Storage, cancel_bound: float
+        self,
+        storage: Storage,
+        observer: Storage,
+        cancel_bound: float,
+        supports_conditional_delete: bool,
     ) -> None:
-        outcomes = await self._sweep_deletes(storage, observer, cancel_bound)
-        check_raised(outcomes, "delete", cancel_bound)
+        """A delete, an if-match delete (where declared) and a ``delete_many``, each
+        cancelled at each point."""
+        for kind in _delete_kinds(supports_conditional_delete):
+            outcomes = await self._sweep_deletes(storage, observer, cancel_bound, kind)
+            check_raised(outcomes, kind, cancel_bound)
 
     @checks("cancel.no-late-landing")
     async def test_cancelled_delete_does_not_land_later(
-        self, storage: Storage, settle: SettleWatch, cancel_bound: float
+        self,
+        storage: Storage,
+        settle: SettleWatch,
+        cancel_bound: float,
+        supports_conditional_delete: bool,
     ) -> None:
-        for o in await self._sweep_deletes(storage, settle.observer, cancel_bound):
-            settle.add(
-                o.key,
-                o.observed,
-                what="delete",
-                since=o.ended_at,
-                context=point_text(o.point),
-                allowed=(None, b"still here"),
-            )
+        """A delete, an if-match delete (where declared) and a ``delete_many`` of a key
+        that holds a value, each cancelled at each point and watched over the settle
+        window through a second client: a batch request that goes on after
+        ``CancelledError`` (awaited through ``asyncio.shield``, sent from a task of its
+        own) deletes the key later."""
+        with watching_landings():
+            for kind in _delete_kinds(supports_conditional_delete):
+                for o in await self._sweep_deletes(storage, settle.observer, cancel_bound, kind):
+                    settle.add(
+                        o.key,
+                        o.observed,
+                        what=kind,
+                        since=o.ended_at,
+                        context=point_text(o.point),
+                        allowed=(None, b"still here"),
+                    )
         await settle.settle()
 
     @checks("cancel.healthy-after")

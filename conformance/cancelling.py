@@ -23,7 +23,16 @@ from ..storage import Storage
 from .checks import describe, expect_value, fail, get_or_none
 from .settings import DEFAULT_CANCEL_BOUND
 
-__all__ = ["Outcome", "cancel", "check_raised", "observe", "own_answer", "patience", "point_text"]
+__all__ = [
+    "Outcome",
+    "cancel",
+    "check_raised",
+    "expect_listed_iff_readable",
+    "observe",
+    "own_answer",
+    "patience",
+    "point_text",
+]
 
 T = TypeVar("T")
 
@@ -172,6 +181,34 @@ def check_raised(outcomes: list[Outcome], what: str, bound: float = DEFAULT_CANC
 async def observe(observer: Storage, key: str) -> bytes | None:
     got = await get_or_none(observer, key)
     return None if got is None else got.data
+
+
+async def expect_listed_iff_readable(observer: Storage, key: str, what: str) -> None:
+    """After a cancelled write of ``key`` (``what`` says which, and when): a listing of
+    ``key`` yields it if and only if a get finds it. Read as a get, a listing and a get
+    again; a key that changed between the two gets (a write of unknown outcome landing)
+    is not judged."""
+    __tracebackhide__ = True
+    before = await observe(observer, key)
+    listed = key in [k async for k in observer.list(key)]
+    if await observe(observer, key) != before or listed == (before is not None):
+        return
+    fail(
+        "a cancelled write must leave its key listed if and only if it can be read",
+        key=key,
+        expected="a listing of the key to yield it, as a get finds it"
+        if before is not None
+        else "no listing to yield it, as no get finds it",
+        observed=(
+            f"a get finds {describe(before)} but a listing of {key!r} does not yield it"
+            if before is not None
+            else f"a get finds nothing but a listing of {key!r} yields it"
+        )
+        + f" (after {what})",
+        detail="To fix it, write a key's item and its listing index in one request or "
+        "transaction, or update the index row in place; an index row deleted and inserted "
+        "again in two requests is lost when the write is cancelled between them",
+    )
 
 
 async def own_answer(storage: Storage, key: str, what: str) -> None:

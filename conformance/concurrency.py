@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 
 from ..errors import NotFound, PreconditionFailed
-from ..storage import IfMatch, Storage
+from ..storage import IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
 from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none, listed
 from .clauses import checks
@@ -30,6 +30,10 @@ __all__ = ["ConcurrencyTests"]
 MiB = 1024 * 1024
 OVERWRITES = 4
 """How many times the second client overwrites each key while the first lists and deletes."""
+KEPT = 8
+"""How many keys other tasks overwrite while listings run (each stays present)."""
+FLICKERING = 4
+"""How many keys between them other tasks delete and create again meanwhile."""
 
 
 class ConcurrencyTests(ConcurrentSweepTests):
@@ -483,6 +487,80 @@ class ConcurrencyTests(ConcurrentSweepTests):
             expected="the lasting keys and some of the keys inserted meanwhile",
             observed=f"it yielded {unknown[:5]}, never written ({what})",
         )
+
+    @checks("list.concurrent-writes", "list.order", "list.pages")
+    async def test_listing_while_present_keys_are_overwritten_yields_each_of_them(
+        self, storage: Storage, scale: float, supports_conditional_put: bool
+    ) -> None:
+        """While other tasks overwrite each of `KEPT` keys again and again (half of them by
+        overwrites, half by if-match puts with the version the last one answered, where
+        the adapter declares ``conditional_put``) and delete and create again `FLICKERING`
+        keys between them, listings of their prefix (in pages of 3 keys, where the page
+        size can be set) run one after another: each yields every overwritten key (present
+        throughout), once each, in order, and no key but those. An adapter whose listing
+        index is apart from the items, and whose overwrite replaces a key's index row in
+        two requests (a delete, then an insert), misses a key between the two."""
+        small = set_small_pages(storage, 3)
+        kept = [f"ow/k{i:02d}" for i in range(KEPT)]
+        flickering = [f"ow/k{i:02d}.x" for i in range(0, KEPT, KEPT // FLICKERING)]
+        for key in kept + flickering:
+            await storage.put(key, b"first")
+        rounds = scaled(scale, 12, minimum=3)
+
+        async def overwrite(key: str, conditional: bool) -> None:
+            version: str | None = None
+            for r in range(rounds):
+                mode: PutMode = IfMatch(version) if conditional and version else "overwrite"
+                version = await storage.put(key, b"round %d" % r, mode=mode)
+
+        async def recreate(key: str) -> None:
+            for r in range(rounds):
+                await storage.delete(key)
+                mode: PutMode = "create" if supports_conditional_put else "overwrite"
+                await storage.put(key, b"again %d" % r, mode=mode)
+
+        # tasks start in the order made: the writes are in flight when the first listing starts
+        writers = [
+            asyncio.ensure_future(overwrite(key, supports_conditional_put and i % 2 == 1))
+            for i, key in enumerate(kept)
+        ]
+        writers += [asyncio.ensure_future(recreate(key)) for key in flickering]
+        listings: list[list[str]] = []
+        try:
+            while not listings or not all(w.done() for w in writers):
+                listings.append(await _listed(storage, "ow/"))
+                await asyncio.sleep(0)  # the writers go on, also where nothing waits
+        finally:
+            await asyncio.gather(*writers)
+        how = "overwrites and if-match puts" if supports_conditional_put else "overwrites"
+        what = (
+            f"listing {{n}} of {len(listings)} of 'ow/'{' in pages of 3' if small else ''}, "
+            f"while other tasks wrote each of {kept[0]!r} .. {kept[-1]!r} {rounds} times by "
+            f"{how} and deleted and created again {flickering}"
+        )
+        for n, listed_keys in enumerate(listings, 1):
+            missing = [k for k in kept if k not in listed_keys]
+            if missing:
+                fail(
+                    "a listing must yield every key present for the whole listing, also "
+                    "while it is overwritten",
+                    key=missing[0],
+                    expected=f"all {len(kept)} overwritten keys",
+                    observed=f"{len(missing)} were not yielded: {missing[:4]} ({what.format(n=n)})",
+                    detail="To fix it, keep a key listed throughout an overwrite: update its "
+                    "listing index row in place, or write the item and its index row in one "
+                    "request or transaction; an index row deleted and inserted again in two "
+                    "requests is missing in between",
+                )
+            expect(
+                listed_keys == sorted(set(listed_keys))
+                and set(listed_keys) <= set(kept + flickering),
+                "a listing while keys are overwritten yields each key once, in order, and "
+                "only keys that were written",
+                key=listed_keys[0] if listed_keys else kept[0],
+                expected=f"{kept} and any of {flickering}, in order, once each",
+                observed=f"{listed_keys} ({what.format(n=n)})",
+            )
 
 
 async def _create(storage: Storage, i: int, key: str, base: str) -> str | None:

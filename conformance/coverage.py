@@ -44,12 +44,16 @@ matrices and records them in the process-wide `coverage`:
     a first call (made before the storage object answered anything: what
     opens its client, connections, files or schema), while the backend is
     down, a listing read on, past its first page, once the backend went
-    down (``down at a later page``), and one read on while another listing
-    of the same storage object is open (``another listing open``), and
+    down (``down at a later page``), one read on while another listing
+    of the same storage object is open (``another listing open``), one
+    read on while a put over a present key it has still to yield is in
+    flight (``kept key overwritten``: an index row that an overwrite
+    deletes and inserts again is missing in between), and
     one that returns a key after keys of its range that expired (``past
     expired keys``: a backend that filters expired items out of a page
     read by the limit answers a short page, or an empty one, before the
-    end);
+    end); a write's ``cancelled`` cell only where a test watched what it
+    did after ``CancelledError`` (`watching_landings`);
     ``aclose()`` itself after
     another, while another runs, cancelled, and as a first call (of a storage
     never used).
@@ -145,6 +149,7 @@ __all__ = [
     "size_classes",
     "size_label",
     "value_shapes",
+    "watching_landings",
 ]
 
 DEFAULT_MAX_VALUE = 64 * 1024 * 1024
@@ -225,6 +230,7 @@ EVENTS = (
     "down at a later page",
     "another listing open",
     "past expired keys",
+    "kept key overwritten",
 )
 ACLOSE_EVENTS = ("during aclose", "after aclose", "cancelled", "first call")
 """The ``lifecycle`` columns of ``aclose()`` itself (``during aclose``: a second call
@@ -541,6 +547,8 @@ class Reach:
                     continue  # a listing that returns a key after keys that expired
                 if event == "another client writing" and not (caps.shared and self.reopens):
                     continue  # no second client on the same data
+                if event == "kept key overwritten" and op != "list":
+                    continue  # a listing read on while a key it has still to yield is overwritten
                 out.append(("lifecycle", op, event))
         out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
         for size in size_classes(self.max_value):
@@ -609,6 +617,7 @@ class _Scope:
     writer: dict[str, int] = field(default_factory=dict)  # probe that last wrote the key
     closed_at: dict[int, int] = field(default_factory=dict)  # probe -> order it closed in
     writing: dict[str, int] = field(default_factory=dict)  # writes in flight per key
+    overwriting: dict[str, int] = field(default_factory=dict)  # puts in flight over a present key
     writers: dict[str, dict[int, int]] = field(default_factory=dict)  # key -> probe -> writes
     # listings in flight: one left unfinished (a break) leaves when it is collected
     listing: weakref.WeakSet[_ProbedListing] = field(default_factory=weakref.WeakSet)
@@ -692,6 +701,7 @@ coverage = CoverageRecorder()
 _ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverage", default=None)
 _MEASURING: ContextVar[bool] = ContextVar("checkpointkit_measuring_waits", default=False)
 _DOWN: ContextVar[bool] = ContextVar("checkpointkit_backend_down", default=False)
+_WATCHING: ContextVar[bool] = ContextVar("checkpointkit_watching_landings", default=False)
 
 
 @contextlib.contextmanager
@@ -719,6 +729,20 @@ def measuring_waits() -> Iterator[None]:
         yield
     finally:
         _MEASURING.reset(token)
+
+
+@contextlib.contextmanager
+def watching_landings() -> Iterator[None]:
+    """The writes started in this context are watched for a late landing once cancelled
+    (a `SettleWatch` reads their keys over the settle window): only such a write
+    records its ``cancelled`` cell. A write cancelled where nothing watches what it
+    does after ``CancelledError`` proves nothing of that, and leaves the cell to a test
+    that does."""
+    token = _WATCHING.set(True)
+    try:
+        yield
+    finally:
+        _WATCHING.reset(token)
 
 
 def active_recorder() -> CoverageRecorder:
@@ -922,6 +946,10 @@ class CoverageProbe:
         scope = self._scope
         n = next(self._calls)
         self._running[n] = op
+        # a put over a present key: a listing that reads on meanwhile must still yield it
+        overwrites = [k for k in keys if op == "put" and self._state(k) in ("present", "reopened")]
+        for k in overwrites:
+            scope.overwriting[k] = scope.overwriting.get(k, 0) + 1
         if writes:
             for k in keys:
                 scope.writing[k] = scope.writing.get(k, 0) + 1
@@ -932,13 +960,18 @@ class CoverageProbe:
         try:
             return await call()
         except asyncio.CancelledError:
-            self._mark("lifecycle", op, "cancelled")
+            if not writes or _WATCHING.get():  # a write's cell: only where a test watched it
+                self._mark("lifecycle", op, "cancelled")
             raise
         finally:
             self._answered = True
             if turn is not None:
                 turn.end()
             del self._running[n]
+            for k in overwrites:
+                scope.overwriting[k] -= 1
+                if not scope.overwriting[k]:
+                    del scope.overwriting[k]
             if writes:
                 for k in keys:
                     scope.writing[k] -= 1
@@ -1242,6 +1275,8 @@ class _ProbedListing:
             for other in probe._listings
         ):
             probe._mark("lifecycle", "list", "another listing open")
+        if self._overwritten_ahead():
+            probe._mark("lifecycle", "list", "kept key overwritten")
         try:
             key = await inner.__anext__()
         except StopAsyncIteration:
@@ -1261,6 +1296,18 @@ class _ProbedListing:
             probe._running.pop(n, None)
         self._seen.append(key)
         return key
+
+    def _overwritten_ahead(self) -> bool:
+        """Whether a put over a present key that this listing has still to yield (of its
+        prefix, past what it yielded and ``start_after``) is in flight."""
+        prefix, start_after, _ = self._args
+        if not isinstance(prefix, str) or _DOWN.get():
+            return False
+        passed = self._seen[-1] if self._seen else start_after
+        return any(
+            k.startswith(prefix) and (not isinstance(passed, str) or k > passed)
+            for k in self._probe._scope.overwriting
+        )
 
     def _end(self) -> None:
         if self._ended:
@@ -1415,6 +1462,8 @@ class Coverage:
                     continue
                 if column in ("concurrent write", "another client writing") and not writes_wait:
                     continue
+                if column == "kept key overwritten" and "put" in idle:
+                    continue  # a put that never waits is never in flight
             out.append(cell)
         return out
 

@@ -37,6 +37,7 @@ from ..storage import delete_many as delete_many_of
 from .cancelling import cancel, check_raised, own_answer
 from .checks import describe, expect_keys, expect_value, fail
 from .clauses import checks
+from .coverage import watching_landings
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage
 from .holds import Hold, Operation
 from .settle import SettleWatch
@@ -153,28 +154,30 @@ class HeldBackendTests(StorageFixtures):
                     interval=settle.interval,
                 )
             observed: dict[str, bytes | None] = {}
-            async with hold.held(raw_storage(client), raw_key(client, case.key)):
-                task = await _catch(op, case, client, hold)
-                context = f"cancelled while held by {hold.name}"
-                outcome = await cancel(
-                    lambda: case.start(client), context, case.key, bound=bound, task=task
-                )
-                check_raised([outcome], f"{op} (held by {hold.name})", bound)
-                # What the keys hold once CancelledError was raised, while still held. A hold
-                # that stops the watching client's reads too stops every change: the keys
-                # then hold what they held before, and any change after the release is late.
-                held_reads = False
-                if case.allowed and watch.observer is not client:
-                    try:
-                        async with asyncio.timeout(1.0):
-                            for key in case.allowed:
-                                observed[key] = await watch.read(key)
-                    except TimeoutError:
-                        held_reads = True
-                elif case.allowed:
-                    held_reads = hold.holds("get")
-                if held_reads:
-                    observed = {key: case.before.get(key) for key in case.allowed}
+            # the cancelled write is watched below, over the settle window
+            with watching_landings():
+                async with hold.held(raw_storage(client), raw_key(client, case.key)):
+                    task = await _catch(op, case, client, hold)
+                    context = f"cancelled while held by {hold.name}"
+                    outcome = await cancel(
+                        lambda: case.start(client), context, case.key, bound=bound, task=task
+                    )
+                    check_raised([outcome], f"{op} (held by {hold.name})", bound)
+                    # What the keys hold once CancelledError was raised, while still held. A hold
+                    # that stops the watching client's reads too stops every change: the keys
+                    # then hold what they held before, and any change after the release is late.
+                    held_reads = False
+                    if case.allowed and watch.observer is not client:
+                        try:
+                            async with asyncio.timeout(1.0):
+                                for key in case.allowed:
+                                    observed[key] = await watch.read(key)
+                        except TimeoutError:
+                            held_reads = True
+                    elif case.allowed:
+                        held_reads = hold.holds("get")
+                    if held_reads:
+                        observed = {key: case.before.get(key) for key in case.allowed}
             # The backend answers again: a write that was not settled lands from here, so
             # the settle window starts now.
             released = time.monotonic()

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import random
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
@@ -49,6 +50,7 @@ from .coverage import (
     size_label,
     state_rows,
     value_shapes,
+    watching_landings,
 )
 from .fixtures import (
     StorageFixtures,
@@ -60,6 +62,7 @@ from .fixtures import (
 )
 from .holds import Hold
 from .hygiene import hygiene
+from .settle import SettleWatch
 from .target import Target, has_own_delete_many, holds_key_of, new_location
 
 __all__ = [
@@ -1611,14 +1614,18 @@ class CancellationSweepTests(StorageFixtures):
             if not outcome.took:
                 return
 
-    @checks("cancel.prompt", "cancel.whole-or-absent", "cancel.healthy-after")
+    @checks(
+        "cancel.prompt", "cancel.whole-or-absent", "cancel.no-late-landing", "cancel.healthy-after"
+    )
     async def test_every_operation_cancelled_at_its_first_wait(
-        self, storage: Storage, cancel_bound: float
+        self, storage: Storage, cancel_bound: float, settle: SettleWatch
     ) -> None:
         """Each operation on a large value (an adapter that answers small ones at once may
         wait for this one) is cancelled as soon as it waits: ``CancelledError`` (or its own
         answer, if it never waited) within the cancel bound, the key whole or absent, and
-        the next call on the same client gets its own answer."""
+        the next call on the same client gets its own answer. Each write's key is watched
+        over the settle window: nothing of it may land later (for an adapter that declares
+        ``settles_cancelled_writes``)."""
         big = bytes(range(256)) * (16 * 1024)  # 4 MiB
         await storage.put("cut/get", big)
         await storage.put("cut/delete", big)
@@ -1640,15 +1647,29 @@ class CancellationSweepTests(StorageFixtures):
                 await measured
             for key in ("cut/delete", "cut/many"):
                 await storage.put(key, big)
+        await storage.delete("cut/put")  # missing again: a put that lands late shows
         loop = asyncio.get_running_loop()
+        written = {"put": "cut/put", "delete": "cut/delete", "delete_many": "cut/many"}
         for op, call in calls.items():
-            with measuring_waits():
+            with measuring_waits(), watching_landings():
                 task = asyncio.ensure_future(call())
             await asyncio.sleep(0)  # it starts, and runs until its first wait
             task.cancel()
             start = loop.time()
             done, _ = await asyncio.wait({task}, timeout=cancel_bound * 4)
+            ended = time.monotonic()
             took = loop.time() - start
+            cut = written.get(op)
+            if cut is not None and task.cancelled():  # a write that answered cannot land later
+                settle.add(
+                    cut,
+                    await settle.read(cut),
+                    what=op,
+                    since=ended,
+                    context="cancelled at its first wait",
+                    allowed=(None, big),
+                    written=big if op == "put" else None,
+                )
             if not done or took > cancel_bound:
                 fail(
                     "a cancelled operation must end promptly",
@@ -1684,3 +1705,4 @@ class CancellationSweepTests(StorageFixtures):
             expected="b'after'",
             observed=describe(got.data),
         )
+        await settle.settle()

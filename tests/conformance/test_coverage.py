@@ -22,11 +22,12 @@ from checkpointkit.conformance.coverage import (
     measuring_waits,
     size_classes,
     size_label,
+    watching_landings,
 )
 from checkpointkit.conformance.report import Report, TestResult
 from checkpointkit.storage import Capabilities
 
-from .broken.kv_dict import DictKV, LargeValuesInPartsLoseAByte
+from .broken.kv_dict import DictKV, IndexedListingKV, LargeValuesInPartsLoseAByte
 
 CAPS = Capabilities(durable=True, settles_cancelled_writes=True)
 
@@ -202,6 +203,55 @@ def test_an_operation_that_never_waits_has_no_in_flight_cells() -> None:
         assert ("lifecycle", "aclose", event) in set(closes.reachable)
         assert ("lifecycle", "aclose", event) not in reachable
     assert ("lifecycle", "aclose", "first call") in reachable
+
+
+async def test_a_cancelled_write_is_recorded_only_where_a_test_watched_it() -> None:
+    """A write cancelled where nothing watches what it does after CancelledError leaves
+    its ``cancelled`` cell to a test that does (`watching_landings`); a read's is its own."""
+    rec = CoverageRecorder()
+    probe = CoverageProbe(DictKV(), "t", Reach(CAPS, reopens=False), into=rec)
+
+    async def cut(call: Any) -> None:
+        task = asyncio.ensure_future(call())
+        await asyncio.sleep(0)  # it runs to its first wait
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    await probe.put("k", b"v")
+    await cut(lambda: probe.delete_many(["k"]))
+    await cut(lambda: probe.get("k"))
+    assert ("lifecycle", "delete_many", "cancelled") not in _cells(rec)
+    assert ("lifecycle", "get", "cancelled") in _cells(rec)
+    with watching_landings():
+        await cut(lambda: probe.delete_many(["k"]))
+    assert ("lifecycle", "delete_many", "cancelled") in _cells(rec)
+
+
+async def test_a_listing_read_on_while_a_key_ahead_is_overwritten_is_recorded() -> None:
+    """``kept key overwritten``: a step of a listing while a put over a present key that
+    it has still to yield is in flight; a put of a new key or of a key passed is not."""
+    rec = CoverageRecorder()
+    probe = CoverageProbe(IndexedListingKV(), "t", Reach(CAPS, reopens=False), into=rec)
+    for key in ("a/1", "a/2"):
+        await probe.put(key, b"v")
+    cell = ("lifecycle", "list", "kept key overwritten")
+    listing = probe.list("a/")
+    assert await listing.__anext__() == "a/1"
+    put = asyncio.ensure_future(probe.put("a/1", b"w"))  # passed already
+    new = asyncio.ensure_future(probe.put("a/3", b"w"))  # not present
+    await asyncio.sleep(0)
+    assert await listing.__anext__() == "a/2"
+    await asyncio.gather(put, new)
+    assert cell not in _cells(rec)
+    listing = probe.list("a/")
+    overwrite = asyncio.ensure_future(probe.put("a/2", b"x"))
+    await asyncio.sleep(0)
+    assert [k async for k in listing] == ["a/1", "a/2", "a/3"]
+    await overwrite
+    assert cell in _cells(rec)
+    never = Coverage(Reach(CAPS, reopens=False), {("suspends", "get", "yes")})
+    assert cell not in never.reachable  # a put that never waits is never in flight
 
 
 async def test_first_calls_and_every_kind_of_aclose_are_recorded() -> None:

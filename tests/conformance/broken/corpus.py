@@ -363,6 +363,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "list.reflects-writes",
     ),
     _m(
+        "index-row-replaced-on-overwrite",
+        kv_dict.IndexRowReplacedOnOverwrite,
+        kv_dict.IndexedListingKV,
+        CON,
+        "test_listing_while_present_keys_are_overwritten_yields_each_of_them",
+        "list.concurrent-writes",
+    ),
+    _m(
         "delete-many-counts-requests",
         kv_dict.DeleteManyCountsRequests,
         D,
@@ -824,6 +832,14 @@ MUTANTS: tuple[Mutant, ...] = (
         IO,
         CAN,
         "test_cancelled_put_does_not_land_later",
+        "cancel.no-late-landing",
+    ),
+    _m(
+        "batch-delete-lands-after-cancel",
+        kv_dict.BatchLandsAfterCancel,
+        kv_dict.SettlingBatchDeleteKV,
+        CAN,
+        "test_cancelled_delete_does_not_land_later",
         "cancel.no-late-landing",
     ),
     _m(

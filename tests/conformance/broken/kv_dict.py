@@ -477,6 +477,55 @@ class DeleteManyPathUnencoded(PathBatchDeleteKV):
         return f"DELETE /container/{name} HTTP/1.1"
 
 
+class SettlingBatchDeleteKV(BatchDeleteKV):
+    """Correct: each batch request of ``delete_many`` takes 5 ms on the wire and is sent as
+    a task of its own (so that a cancellation never cuts one mid-way); a cancelled
+    ``delete_many`` waits for the request in flight (milliseconds) before it re-raises,
+    so nothing of it lands after ``CancelledError`` (it declares
+    ``settles_cancelled_writes``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight: set[asyncio.Future[int]] = set()
+
+    async def _send(self, batch: list[str]) -> int:
+        await asyncio.sleep(0.005)  # the request and its reply
+        return self._delete_batch(batch)
+
+    async def _settle(self, request: asyncio.Future[int]) -> None:
+        """Wait until ``request`` has ended, cancelled again or not."""
+        while not request.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({request})
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed = 0
+        for batch in self._batches(keys):
+            request = asyncio.ensure_future(self._send(batch))
+            self.in_flight.add(request)
+            request.add_done_callback(self.in_flight.discard)
+            try:
+                existed += await asyncio.shield(request)
+            except asyncio.CancelledError:
+                await self._settle(request)
+                raise
+        return existed
+
+    async def _aclose(self) -> None:
+        if self.in_flight:
+            await asyncio.wait(set(self.in_flight))
+
+
+class BatchLandsAfterCancel(SettlingBatchDeleteKV):
+    """Bug: ``delete_many`` awaits its batch request through ``asyncio.shield`` and
+    re-raises ``CancelledError`` at once: the request in flight still deletes its keys
+    milliseconds later, though the adapter declares ``settles_cancelled_writes`` (its
+    single ``delete`` settles; the batch path was added later)."""
+
+    async def _settle(self, request: asyncio.Future[int]) -> None:
+        return
+
+
 # -- get and values -----------------------------------------------------------------------------
 COMPRESS_ABOVE = 1024
 """Values longer than this are stored compressed by `FlaggedCompressionKV` and its mutant."""
@@ -774,6 +823,50 @@ class PageRepeatsBoundaryKey(DictKV):
         lo = max(lo, bisect.bisect_left(keys, prefix))
         page = [k for k in keys[lo : lo + limit] if k.startswith(prefix)]
         return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class IndexedListingKV(DictKV):
+    """Correct: listings read an index apart from the items (a DynamoDB GSI, an SQL index
+    table), whose rows carry each key's version. A new key's item and index row are
+    written in one transaction; an overwrite writes the item, then updates its index row
+    in place in a second request (the row's version changes, the row stays): the key is
+    listed throughout."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        current = self.values.get(key)
+        self._refuse(key, current, mode)
+        version = self._mint(key, data)
+        self._store(key, data, version)  # a new key: its item and its index row
+        if current is not None:
+            await self._reindex(key)
+        return version
+
+    async def _reindex(self, key: str) -> None:
+        """Bring the index row of ``key``, overwritten, to its new version."""
+        await self._round_trip()  # UPDATE index SET version = ... WHERE key = ...
+
+    def _drop(self, name: str) -> None:
+        del self.values[name]
+        i = bisect.bisect_left(self.keys, name)
+        if i < len(self.keys) and self.keys[i] == name:
+            del self.keys[i]
+
+
+class IndexRowReplacedOnOverwrite(IndexedListingKV):
+    """Bug: the index is keyed on (key, version), so an overwrite deletes the old index row
+    and inserts the new one, in two requests and no transaction: a listing that runs
+    between the two misses a key that exists all along, and a put cancelled between them
+    leaves the key readable but never listed."""
+
+    async def _reindex(self, key: str) -> None:
+        i = bisect.bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            del self.keys[i]  # DELETE FROM index WHERE key = ... AND version = old
+        await self._round_trip()
+        i = bisect.bisect_left(self.keys, key)
+        if key in self.values and (i == len(self.keys) or self.keys[i] != key):
+            self.keys.insert(i, key)  # INSERT INTO index VALUES (key, new version)
 
 
 class PrefixMatchesWholeSegments(DictKV):
