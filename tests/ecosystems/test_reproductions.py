@@ -77,6 +77,12 @@ def test_script_exits_as_documented(script: str, tmp_path: Path) -> None:
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_SECONDS = re.compile(r"\b\d+\.\d+ s\b")
+
+
+def _masked(line: str) -> str:
+    """``line`` with its ids and its measured seconds masked (they differ from run to run)."""
+    return _SECONDS.sub("<t> s", _UUID.sub("<id>", line))
 
 
 def _quoted() -> dict[str, list[str]]:
@@ -91,10 +97,11 @@ def _quoted() -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("script", sorted(set(_quoted()) - NEEDS_SERVER))
 def test_script_prints_what_its_section_quotes(script: str, tmp_path: Path) -> None:
-    """The output a section quotes is the script's, line for line (ids masked)."""
+    """The output a section quotes is the script's, line for line (ids and seconds
+    masked)."""
     done = _run(script, tmp_path)
-    printed = [_UUID.sub("<id>", line) for line in done.stdout.splitlines()]
-    assert printed == [_UUID.sub("<id>", line) for line in _quoted()[script]], done.stdout
+    printed = [_masked(line) for line in done.stdout.splitlines()]
+    assert printed == [_masked(line) for line in _quoted()[script]], done.stdout
 
 
 @pytest.fixture(scope="module")
