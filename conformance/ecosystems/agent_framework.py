@@ -546,6 +546,31 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
                 "no ON DELETE CASCADE (nor SET NULL) on it",
             )
 
+    async def test_latest_is_the_newest_to_the_microsecond(self, instance: Any, name: str) -> None:
+        """Three checkpoints 300 µs apart, in one millisecond of one second, the newest saved
+        first and holding the smallest id (a runner's supersteps of quick executors are that
+        close): ``get_latest`` gives the newest. A storage that orders by a timestamp kept
+        to the millisecond or the second gives one of the others (the greatest id, or the
+        one saved last)."""
+        base = datetime.now(UTC).replace(microsecond=0)
+        made = []
+        for n, prefix in enumerate(("c", "b", "a")):
+            cp = checkpoint(name, {"n": n}, at=base + timedelta(microseconds=100 + 300 * n))
+            cp.checkpoint_id = f"{prefix}-{cp.checkpoint_id}"
+            made.append(cp)
+        for cp in (made[2], made[0], made[1]):  # the newest first, the middle one last
+            await instance.save(cp)
+        latest = await instance.get_latest(workflow_name=name)
+        if _id(latest) != made[2].checkpoint_id:
+            fail(
+                "get_latest gives the checkpoint with the newest timestamp, to the microsecond",
+                expected=f"{made[2].checkpoint_id} ({made[2].timestamp}), of three 300 µs apart",
+                observed=f"{_id(latest)} ({latest.timestamp if latest else None})",
+                detail="order by the whole timestamp (a datetime with microseconds, or the ISO "
+                "text of one offset), not by a millisecond score, a second-precision column "
+                "or the order of saves; break no tie by checkpoint id",
+            )
+
 
 # -- cancellation ----------------------------------------------------------------------------------
 class CheckpointStorageCancellationTests(CheckpointStorageFixtures):

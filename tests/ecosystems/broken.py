@@ -1260,6 +1260,21 @@ class LatestBySaveOrderStorage(HeldStorage):
         return copy.deepcopy(mine[-1]) if mine else None
 
 
+class LatestByMillisecondScoreStorage(HeldStorage):
+    """Bug: get_latest is the top of a sorted set scored by the timestamp in whole
+    milliseconds (Redis ``ZADD`` and ``ZREVRANGE 0 0``): checkpoints of one millisecond tie,
+    and the tie goes to the greatest checkpoint id, not the newest."""
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
+
+        def score(c: WorkflowCheckpoint) -> tuple[int, str]:
+            millis = int(datetime.fromisoformat(c.timestamp).timestamp() * 1000)
+            return millis, c.checkpoint_id
+
+        return copy.deepcopy(max(mine, key=score)) if mine else None
+
+
 class ListsStoredObjectsStorage(HeldStorage):
     """Bug: list_checkpoints returns the stored checkpoints themselves (no copy), where load
     and get_latest copy: mutating a listed checkpoint changes what is stored."""

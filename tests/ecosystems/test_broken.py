@@ -289,6 +289,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_namespaces_of_every_shape",
         ("aget_tuple latest of namespace 'p:1|c:2': ", "(of namespace 'p:1')", "reads | as OR"),
     ),
+    "latest-by-millisecond-score": (
+        broken.LatestByMillisecondScoreStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_latest_is_the_newest_to_the_microsecond",
+        "of three 300 µs apart",
+    ),
     "list-checkpoints-returns-stored-objects": (
         broken.ListsStoredObjectsStorage,
         broken.HeldStorage,

@@ -117,7 +117,7 @@ async def test_run_accepts_every_factory_form_and_location() -> None:
         # eight protocol tests and the eight coverage sweeps (the two through a second
         # instance need a location)
         reopens = EcosystemTarget("agent-framework", factory).reopens
-        assert report.groups()["semantics"].passed == (16 if reopens else 14)
+        assert report.groups()["semantics"].passed == (17 if reopens else 15)
     assert EcosystemTarget("agent-framework", shared).reopens and stores
 
 
