@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from ..errors import NotFound
@@ -30,6 +30,7 @@ __all__ = [
     "expect_value",
     "fail",
     "get_or_none",
+    "joined",
     "listed",
     "watch_stable",
 ]
@@ -70,6 +71,13 @@ def listed(items: Iterable[object], limit: int = 10) -> str:
     shown = ", ".join(repr(i) for i in items[:limit])
     more = len(items) - limit
     return f"[{shown}]" if more <= 0 else f"[{shown}] and {more} more"
+
+
+def joined(findings: Sequence[str], limit: int = 8) -> str:
+    """``findings`` joined by ``; `` for a message, the first ``limit`` shown and the rest
+    counted (``a; b (and 3 more)``)."""
+    more = len(findings) - limit
+    return "; ".join(findings[:limit]) + (f" (and {more} more)" if more > 0 else "")
 
 
 def short_key(key: object, limit: int = 60) -> str:

@@ -63,7 +63,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
         name=_exc.name,
     ) from _exc
 
-from ..checks import fail
+from ..checks import fail, joined
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
 from .coverage import STORAGE_READS_AFTER, implemented, lengths, writes_before
@@ -499,10 +499,7 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
                     continue
                 found = differences(cp, got)
                 if found:
-                    shown = "; ".join(found[:4]) + (
-                        f" (and {len(found) - 4} more)" if len(found) > 4 else ""
-                    )
-                    wrong.append(f"{read} {when}: {shown}")
+                    wrong.append(f"{read} {when}: {joined(found, 4)}")
         if wrong:
             fail(
                 "every field of a checkpoint comes back as saved, from every read",
@@ -1633,8 +1630,7 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                 "each workflow's checkpoints are its own, whatever characters its name holds",
                 expected="every listing and get_latest to answer the workflow it names, "
                 "exactly, and a delete to change that workflow alone",
-                observed="; ".join(wrong[:8])
-                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                observed=joined(wrong),
                 detail="compare workflow names as exact strings: never by a pattern (escape "
                 "LIKE, glob and regular-expression characters), a collation that folds case "
                 "or trailing spaces, a normalized form or a prefix cut to a column's length; "
@@ -1666,8 +1662,7 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                 "the listings and get_latest to agree, and a delete to remove that "
                 "checkpoint alone (or save to refuse the id with a ValueError or a "
                 "WorkflowCheckpointException naming it)",
-                observed="; ".join(wrong[:8])
-                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                observed=joined(wrong),
                 detail="compare checkpoint ids as exact strings: never under a collation "
                 "that folds case or trailing spaces, nor as the prefix of a key (delete the "
                 "key of the id, not every key it begins); make a key or a file name of an "

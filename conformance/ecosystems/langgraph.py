@@ -66,7 +66,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
         name=_exc.name,
     ) from _exc
 
-from ..checks import fail
+from ..checks import fail, joined
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
 from .coverage import SAVER_READS_AFTER, SAVER_SEQUENCES, lengths, writes_before
@@ -1552,8 +1552,7 @@ class SaverSweepTests(SaverFixtures):
                 "each thread's checkpoints are its own, whatever characters its id holds",
                 expected="every read to answer the thread it names, exactly, and every "
                 "write, copy, prune and delete to change that thread alone",
-                observed="; ".join(wrong[:8])
-                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                observed=joined(wrong),
                 detail="compare thread ids as exact strings (bytes): never by a pattern "
                 "(escape LIKE, glob and regular-expression characters, or do not match), "
                 "a collation that folds case or trailing spaces, a normalized form or a "
@@ -1585,8 +1584,7 @@ class SaverSweepTests(SaverFixtures):
                 "sharing a prefix with another, or holding query syntax",
                 expected="every read of a namespace to give its own checkpoints alone, each "
                 "with a parent_config naming that namespace",
-                observed="; ".join(wrong[:8])
-                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                observed=joined(wrong),
                 detail="compare checkpoint_ns as an exact string: a key prefix needs a "
                 "separator after the namespace (p:1 reaches p:1|c:2 and p:10 without one), "
                 "and a query needs it escaped (RediSearch reads | as OR, LIKE reads _ and "
@@ -1683,8 +1681,7 @@ class SaverSweepTests(SaverFixtures):
                 "as LangGraph's InMemorySaver and AsyncPostgresSaver do (or a ValueError "
                 "for a key with a dot, a hyphen or other characters the saver cannot "
                 "query)",
-                observed="; ".join(wrong[:8])
-                + (f" (and {len(wrong) - 8} more)" if len(wrong) > 8 else ""),
+                observed=joined(wrong),
                 detail="compare each metadata key as a literal name (a JSON path must quote "
                 'it: $."user.id"), compare values of the same kind (bind a number or a '
                 "boolean as such, not as JSON text), and never drop a key of the filter",
