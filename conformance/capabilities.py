@@ -98,23 +98,69 @@ import asyncio, json, os, sys
 from checkpointkit.conformance.target import resolve_target
 from checkpointkit.storage import IfMatch
 
-async def main(spec, location, repeats):
-    opened = resolve_target(spec).open(location=location)  # kept: never left
-    storage = await opened.__aenter__()
-    answers = {"put": await storage.put("crash/put", b"put before the process died")}
-    answers["large"] = await storage.put("crash/large", bytes(range(256)) * repeats)
-    if storage.capabilities.conditional_put:
-        first = await storage.put("crash/cas", b"first", mode="create")
-        answers["cas"] = await storage.put("crash/cas", b"second", mode=IfMatch(first))
-    await storage.put("crash/deleted", b"deleted before the process died")
-    await storage.delete("crash/deleted")
+async def main(spec, locations, repeats):
+    target, kept, answers = resolve_target(spec), [], {}
+    for path, location in locations.items():  # each path's write the last on its storage
+        kept.append(target.open(location=location))  # kept: never left
+        s = await kept[-1].__aenter__()
+        if path == "put of a new key":
+            answers[path] = await s.put("crash/put", b"put before the process died")
+        elif path == "put of 1 MiB and more":
+            answers[path] = await s.put("crash/large", bytes(range(256)) * repeats)
+        elif path == "overwrite of an existing key":
+            await s.put("crash/overwrite", b"first")
+            answers[path] = await s.put("crash/overwrite", b"overwritten")
+        elif path == "create-only put" and s.capabilities.conditional_put:
+            answers[path] = await s.put("crash/create", b"created", mode="create")
+        elif path == "if-match put" and s.capabilities.conditional_put:
+            first = await s.put("crash/cas", b"first")
+            answers[path] = await s.put("crash/cas", b"second", mode=IfMatch(first))
+        elif path == "delete":
+            await s.put("crash/deleted", b"deleted before the process died")
+            answers[path] = await s.delete("crash/deleted")
+        elif path == "if-match delete" and s.capabilities.conditional_delete:
+            first = await s.put("crash/cas-deleted", b"deleted at its version")
+            answers[path] = await s.delete("crash/cas-deleted", if_match=first)
+        elif path == "delete_many":
+            await s.put("crash/many/a", b"a")
+            await s.put("crash/many/b", b"b")
+            answers[path] = await s.delete_many(["crash/many/a", "crash/many/b"])
     print(json.dumps(answers))  # the last line, whatever an adapter printed before
     sys.stdout.flush()
     os._exit(0)  # no aclose(), no clean-up, no buffer flushed: as a SIGKILL here
 
-asyncio.run(main(os.environ["CHECKPOINTKIT_CONFORMANCE_SPEC"], sys.argv[1], int(sys.argv[2])))
+asyncio.run(
+    main(os.environ["CHECKPOINTKIT_CONFORMANCE_SPEC"], json.loads(sys.argv[1]), int(sys.argv[2]))
+)
 """
-"""The child process of `test_declared_durable_data_survives_the_death_of_its_process`."""
+"""The child process of `test_declared_durable_data_survives_the_death_of_its_process`: each
+write path (`_DURABLE_PATHS`) on a storage of its own location, as the last write there (an
+adapter that saves a path's write lazily, at its next write or at ``aclose()``, saves it
+before any later write on the same storage)."""
+_DURABLE_PATHS = (
+    "put of a new key",
+    "put of 1 MiB and more",
+    "overwrite of an existing key",
+    "create-only put",
+    "if-match put",
+    "delete",
+    "if-match delete",
+    "delete_many",
+)
+"""The write paths the child of the durability test runs, one location each."""
+_DURABLE_WRITTEN = {
+    "put of a new key": ("crash/put", b"put before the process died"),
+    "overwrite of an existing key": ("crash/overwrite", b"overwritten"),
+    "create-only put": ("crash/create", b"created"),
+    "if-match put": ("crash/cas", b"second"),
+}
+"""The key and value each put path of `_DURABLE_PATHS` leaves (the large put's are computed)."""
+_DURABLE_DELETED = {
+    "delete": ("crash/deleted",),
+    "if-match delete": ("crash/cas-deleted",),
+    "delete_many": ("crash/many/a", "crash/many/b"),
+}
+"""The keys each delete path of `_DURABLE_PATHS` deletes."""
 
 
 def _undeclared(flag: bool, capability: str) -> None:
@@ -227,10 +273,12 @@ class CapabilityTests(StorageFixtures):
     async def test_declared_durable_data_survives_the_death_of_its_process(
         self, target: Target, supports_durable: bool
     ) -> None:
-        """A child process rebuilds the target from its SPEC string, writes (a put, a put of
-        1 MiB and a little more, an if-match put, a delete) and exits at once, without
-        ``aclose()``; each write that returned is then read back here, at the version it
-        answered."""
+        """A child process rebuilds the target from its SPEC string, runs every write path
+        (`_DURABLE_PATHS`: a put of a new key, of 1 MiB and a little more, an overwrite of an
+        existing key, a create-only and an if-match put, a delete, an if-match delete, a
+        ``delete_many``), each the last write on a location of its own, and exits at once,
+        without ``aclose()``; each write that returned is then read back here, a put at the
+        version it answered, a deleted key missing."""
         _undeclared(supports_durable, "durable")
         _reopenable(target, "durable")
         if target.spec is None:
@@ -239,12 +287,12 @@ class CapabilityTests(StorageFixtures):
                 "module:factory; Target(spec=...)), so no process could rebuild it, write "
                 "and die"
             )
-        location = new_location()
+        locations = {path: new_location() for path in _DURABLE_PATHS}
         # a value of 1 MiB and 256 bytes (at most max_value): stored another way by many
         repeats = min((1 << 20) // 256 + 1, target.max_value // 256)
         path = os.pathsep.join(p for p in sys.path if p)  # what this process imports
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _CHILD, location, str(repeats),
+            sys.executable, "-c", _CHILD, json.dumps(locations), str(repeats),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             # the SPEC in the environment, not the command line: a URL may hold a password
             env={**os.environ, "PYTHONPATH": path, "CHECKPOINTKIT_CONFORMANCE_SPEC": target.spec},
@@ -264,24 +312,23 @@ class CapabilityTests(StorageFixtures):
                 + (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1],
             )
         answers = json.loads(out.decode().strip().splitlines()[-1])
-        async with target.open(location=location) as after:
+        written = {
+            **_DURABLE_WRITTEN,
+            "put of 1 MiB and more": ("crash/large", bytes(range(256)) * repeats),
+        }
+        for what in _DURABLE_PATHS:
+            if what not in answers:  # a conditional path the adapter does not declare
+                continue
             promise = (
-                "durable: a write that returned must survive the death of the process "
-                "that made it (killed before aclose())"
+                f"durable: a write that returned must survive the death of the process that "
+                f"made it (killed before aclose()): its last write was {what}"
             )
-            await expect_value(
-                after, "crash/put", b"put before the process died",
-                version=answers["put"], promise=promise,
-            )  # fmt: skip
-            await expect_value(
-                after, "crash/large", bytes(range(256)) * repeats, version=answers["large"],
-                promise=promise,
-            )  # fmt: skip
-            if "cas" in answers:
-                await expect_value(
-                    after, "crash/cas", b"second", version=answers["cas"], promise=promise
-                )
-            await expect_missing(after, "crash/deleted", promise=promise)
+            async with target.open(location=locations[what]) as after:
+                if what in written:
+                    key, value = written[what]
+                    await expect_value(after, key, value, version=answers[what], promise=promise)
+                for key in _DURABLE_DELETED.get(what, ()):
+                    await expect_missing(after, key, promise=promise)
 
     @checks("cap.shared", "put.conditional.one-winner")
     async def test_declared_shared_data_is_visible_to_a_second_client(

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -311,6 +312,100 @@ class SavesOnClose(SavesEachWrite):
         self._save()
 
 
+class SavesLater(SavesEachWrite):
+    """Correct: :class:`SavesEachWrite` with a dirty mark, for the subclasses that leave a
+    write's save for later (``_later()``): the next save of any write, or ``aclose()``,
+    saves it."""
+
+    _dirty = False
+
+    def _later(self) -> None:
+        self._dirty = True
+
+    def _written(self) -> None:
+        self._dirty = False
+        super()._written()
+
+    async def _aclose(self) -> None:
+        await super()._aclose()
+        if self._dirty:
+            self._save()
+
+
+class DeleteManySavedLater(SavesLater):
+    """Bug: ``delete_many`` drops its keys from the loaded copy and marks the file dirty,
+    to save once for a big batch at the next write (or at ``aclose()``): a process that
+    dies after a ``delete_many`` and before its next write has its deleted keys back."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        with self._under_way.call():
+            await self._round_trip()
+            existed = 0
+            for key in dict.fromkeys(keys):
+                if key in self.values:
+                    del self.values[key]
+                    self.keys.remove(key)
+                    existed += 1
+            if existed:
+                self._later()
+            return existed
+
+
+class DeleteManySavedTwin(DeleteManySavedLater):
+    """Correct twin of :class:`DeleteManySavedLater`: the same batch, saved before it answers."""
+
+    def _later(self) -> None:
+        self._written()
+
+
+class ConditionalDeleteSavedLater(SavesLater):
+    """Bug: a conditional delete (the compare-and-delete path) drops the key from the
+    loaded copy and marks the file dirty, to be saved at the next write or at
+    ``aclose()``; a plain delete saves at once. A process that dies after an if-match
+    delete, before its next write, has the deleted key back."""
+
+    def _drop(self, name: str) -> None:
+        if not self._conditional:
+            super()._drop(name)
+            return
+        del self.values[name]
+        self.keys.remove(name)
+        self._later()
+
+    _conditional = False
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        self._conditional = if_match is not None
+        try:
+            return await super()._delete(key, if_match)
+        finally:
+            self._conditional = False
+
+
+class OverwriteSavedLater(SavesLater):
+    """Bug: a plain overwrite of a key that exists is applied to the loaded copy and the
+    file marked dirty (a write-back for "hot" keys, saved at the next save or at
+    ``aclose()``); a put of a new key and a conditional put save at once. A process that
+    dies after an overwrite, before its next save, has the old value back (at the old
+    version)."""
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        if name in self.values and not self._conditional:
+            self.values[name] = (data, version)
+            self._later()
+            return
+        super()._store(name, data, version)
+
+    _conditional = False
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        self._conditional = mode != "overwrite"
+        try:
+            return await super()._put(key, data, mode)
+        finally:
+            self._conditional = False
+
+
 def _saved_files(cls: type[SavesEachWrite]) -> Callable[..., AsyncIterator[SavesEachWrite]]:
     async def factory(*, location: str | None = None) -> AsyncIterator[SavesEachWrite]:
         from checkpointkit.conformance import new_location
@@ -329,11 +424,16 @@ def _saved_files(cls: type[SavesEachWrite]) -> Callable[..., AsyncIterator[Saves
 
 saves_each_write = _saved_files(SavesEachWrite)
 saves_on_close = _saved_files(SavesOnClose)
+saves_later = _saved_files(SavesLater)
+delete_many_saved_later = _saved_files(DeleteManySavedLater)
+delete_many_saved_twin = _saved_files(DeleteManySavedTwin)
+conditional_delete_saved_later = _saved_files(ConditionalDeleteSavedLater)
+overwrite_saved_later = _saved_files(OverwriteSavedLater)
 
 
 def saved_files_target(cls: type[SavesEachWrite]) -> Any:
     """A target of ``cls`` with a SPEC string, so that another process can rebuild it."""
     from checkpointkit.conformance import Target
 
-    name = "saves_on_close" if cls is SavesOnClose else "saves_each_write"
+    name = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()  # its factory, above
     return Target(globals()[name], name=cls.__name__, spec=f"{__name__}:{name}", settle_window=0.3)
