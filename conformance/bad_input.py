@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 
 from ..errors import InvalidKey, PreconditionFailed
-from ..storage import IfMatch, Storage
+from ..storage import IfMatch, PutMode, Storage
 from .checks import call_text, describe, expect_keys, expect_raises, expect_value, fail
 from .clauses import checks
 from .credentials import expect_no_secret, secrets_of, shown
@@ -212,25 +212,29 @@ class BadInputTests(BadInputPitfallTests):
     @checks("error.data-type", "error.loses-nothing")
     @pytest.mark.parametrize("case", list(BAD_DATA))
     async def test_non_bytes_data_is_rejected_with_type_error(
-        self, storage: Storage, case: str
+        self, storage: Storage, case: str, supports_conditional_put: bool
     ) -> None:
+        """Every put mode checks its data: a create-only or if-match put that takes another
+        path (a compare-and-set script, a conditional request) refuses it too."""
         await _plant(storage)
         data = BAD_DATA[case]
         promise = f"non-bytes data ({case}) must be rejected with TypeError"
-        await expect_raises(
-            TypeError,
-            storage.put("keep/a", data),
-            promise=promise,
-            call=call_text("put", "keep/a", data),
-            key="keep/a",
-        )
-        await expect_raises(
-            TypeError,
-            storage.put("new", data),
-            promise=promise,
-            call=call_text("put", "new", data),
-            key="new",
-        )
+        calls: list[tuple[str, PutMode]] = [("keep/a", "overwrite"), ("new", "overwrite")]
+        if supports_conditional_put:
+            kept = await storage.get("keep/a")
+            calls += [("new", "create"), ("keep/a", IfMatch(kept.version))]
+        for key, mode in calls:
+            shown_mode = {} if mode == "overwrite" else {"mode": mode}
+            await expect_raises(
+                TypeError,
+                storage.put(key, data, mode=mode),
+                promise=promise,
+                call=call_text("put", key, data, **shown_mode),
+                key=key,
+                detail="check the data's type before the put's mode sends it down its own "
+                "path; a client library that encodes a str or int stores bytes the caller "
+                "never gave",
+            )
         await _check_sentinels(storage, f"after {case} data")
 
     @checks("put.mode.unknown", "error.loses-nothing")
@@ -260,8 +264,17 @@ class BadInputTests(BadInputPitfallTests):
             )
 
     @checks("error.arg-type", "error.loses-nothing")
-    async def test_non_str_if_match_is_rejected(self, storage: Storage) -> None:
+    async def test_non_str_if_match_is_rejected(
+        self, storage: Storage, supports_conditional_put: bool
+    ) -> None:
+        """A version that is not a str is refused by a conditional delete and, where puts
+        are conditional, by ``put(mode=IfMatch(...))``, even one that would match the
+        stored version once turned into a str."""
         await _plant(storage)
+        detail = (
+            "refuse a version that is not a str before it reaches the backend; a client "
+            "library that encodes it (7 as b'7') makes it match a version it is not"
+        )
         try:
             existed = await storage.delete("keep/a", if_match=12)  # type: ignore[arg-type]
         except (TypeError, ValueError):
@@ -272,7 +285,30 @@ class BadInputTests(BadInputPitfallTests):
                 key="keep/a",
                 expected="delete('keep/a', if_match=12) to raise TypeError",
                 observed=f"it returned {describe(existed)}",
+                detail=detail,
             )
+        if supports_conditional_put:
+            version = await storage.put("m", b"kept")
+            others: list[object] = [12, version.encode()]
+            if version.isdigit():
+                others.insert(0, int(version))
+            for other in others:
+                await expect_raises(
+                    (TypeError, ValueError),
+                    storage.put("m", b"lost", mode=IfMatch(other)),  # type: ignore[arg-type]
+                    promise="a version that is not a str must be rejected",
+                    call=f"put('m', b'lost', mode=IfMatch({other!r}))",
+                    key="m",
+                    detail=detail,
+                )
+            await expect_value(
+                storage,
+                "m",
+                b"kept",
+                version=version,
+                promise="a put with a version that is not a str must change nothing",
+            )
+            await storage.delete("m")
         await _check_sentinels(storage, "after a non-str if_match")
 
     @checks("version.exact-match", "put.if-match.foreign", "error.loses-nothing")

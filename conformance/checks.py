@@ -229,6 +229,7 @@ async def expect_raises(
     promise: str,
     call: str,
     key: str | None = None,
+    detail: str = "",
 ) -> BaseException:
     """Await ``awaitable`` and check that it raises ``exc_type``.
 
@@ -238,6 +239,7 @@ async def expect_raises(
         promise: the promise in words.
         call: the call as text, for the message (``"put('k', b'x', mode='create')"``).
         key: the key involved.
+        detail: a further sentence for the message (how to fix it).
 
     Returns:
         The exception raised.
@@ -258,12 +260,14 @@ async def expect_raises(
             key=key,
             expected=f"{call} to raise {names}",
             observed=f"it raised {describe(exc)}",
+            detail=detail,
         )
     fail(
         promise,
         key=key,
         expected=f"{call} to raise {names}",
         observed=f"it returned {describe(result)}",
+        detail=detail,
     )
 
 

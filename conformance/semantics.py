@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 import pytest
@@ -20,7 +21,7 @@ from .checks import (
     fail,
 )
 from .clauses import checks
-from .fixtures import set_small_pages
+from .fixtures import raw_storage, set_small_pages
 from .pitfalls import PitfallTests
 from .sweeps import SemanticSweepTests
 
@@ -580,32 +581,59 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
 
     # -- close -------------------------------------------------------------------------------------
     @checks("close.storage-closed", "close.open-listing")
-    async def test_operations_after_close_raise_storage_closed(self, storage: Storage) -> None:
-        await storage.put("k", b"x")
+    async def test_operations_after_close_raise_storage_closed(
+        self,
+        storage: Storage,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """Every call after ``aclose()`` raises StorageClosed: each put mode, a plain and a
+        conditional delete, an empty and a non-empty ``delete_many``, a listing."""
+        version = await storage.put("k", b"x")
         await storage.aclose()
         promise = "an operation after aclose() must raise StorageClosed"
-        await expect_raises(
-            StorageClosed, storage.put("k", b"y"), promise=promise, call="put('k', b'y')", key="k"
+        detail = (
+            "check that the storage is open at the start of every operation, whatever path "
+            "it takes (a compare-and-set helper, an empty batch answered without a request)"
         )
-        await expect_raises(
-            StorageClosed, storage.get("k"), promise=promise, call="get('k')", key="k"
-        )
-        await expect_raises(
-            StorageClosed, storage.delete("k"), promise=promise, call="delete('k')", key="k"
-        )
-        await expect_raises(
-            StorageClosed,
-            delete_many(storage, ["k", "k2"]),
-            promise=promise,
-            call="delete_many(['k', 'k2'])",
-            key="k",
-        )
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("put('k', b'y')", lambda: storage.put("k", b"y")),
+            ("get('k')", lambda: storage.get("k")),
+            ("delete('k')", lambda: storage.delete("k")),
+            ("delete_many(['k', 'k2'])", lambda: delete_many(storage, ["k", "k2"])),
+        ]
+        if getattr(raw_storage(storage), "delete_many", None) is not None:
+            calls.append(("delete_many([])", lambda: delete_many(storage, [])))
+        if supports_conditional_put:
+            calls += [
+                ("put('k2', b'y', mode='create')", lambda: storage.put("k2", b"y", mode="create")),
+                (
+                    f"put('k', b'y', mode=IfMatch({version!r}))",
+                    lambda: storage.put("k", b"y", mode=IfMatch(version)),
+                ),
+            ]
+        if supports_conditional_delete:
+            calls.append(
+                (
+                    f"delete('k', if_match={version!r})",
+                    lambda: storage.delete("k", if_match=version),
+                )
+            )
+        for call, make in calls:
+            await expect_raises(
+                StorageClosed, make(), promise=promise, call=call, key="k", detail=detail
+            )
         try:
             await collect(storage.list(""))
         except StorageClosed:
             pass
         else:
-            fail(promise, expected="list('') to raise StorageClosed", observed="it listed keys")
+            fail(
+                promise,
+                expected="list('') to raise StorageClosed",
+                observed="it listed keys",
+                detail=detail,
+            )
 
     @checks("close.idempotent")
     async def test_close_is_idempotent(self, storage: Storage) -> None:

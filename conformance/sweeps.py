@@ -917,32 +917,38 @@ class SemanticSweepTests(StorageFixtures):
 
     @checks("delete-many.validates-first", "error.invalid-key")
     async def test_delete_many_with_an_invalid_key_deletes_nothing(self, storage: Storage) -> None:
-        """An adapter's own ``delete_many`` checks every key before it deletes any."""
+        """An adapter's own ``delete_many`` checks every key before it deletes any, the
+        empty key included (not dropped from the batch as a stray name)."""
         if getattr(raw_storage(storage), "delete_many", None) is None:
             pytest.skip("the adapter has no delete_many of its own (the optional operation)")
-        for key in ("dm/a", "dm/b"):
-            await storage.put(key, b"kept")
-        try:
-            await delete_many_of(storage, ["dm/a", "dm//bad", "dm/b"])
-        except InvalidKey:
-            pass
-        else:
-            fail(
-                "delete_many must refuse a batch with an invalid key",
-                key="dm//bad",
-                expected="InvalidKey",
-                observed="it returned",
-            )
-        for key in ("dm/a", "dm/b"):
+        for bad in ("dm//bad", ""):
+            batch = ["dm/a", bad, "dm/b"]
+            for key in ("dm/a", "dm/b"):
+                await storage.put(key, b"kept")
             try:
-                await storage.get(key)
-            except NotFound:
+                count = await delete_many_of(storage, batch)
+            except InvalidKey:
+                pass
+            else:
                 fail(
-                    "delete_many must check every key before it deletes any",
-                    key=key,
-                    expected="the key kept (the batch had an invalid key)",
-                    observed="it was deleted",
+                    "delete_many must refuse a batch with an invalid key",
+                    key=bad,
+                    expected=f"delete_many({batch!r}) to raise InvalidKey",
+                    observed=f"it returned {count!r}",
+                    detail="validate every key of the batch as a single call would; never "
+                    "skip or drop one",
                 )
+            for key in ("dm/a", "dm/b"):
+                try:
+                    await storage.get(key)
+                except NotFound:
+                    fail(
+                        "delete_many must check every key before it deletes any",
+                        key=key,
+                        expected=f"the key kept (the batch {batch!r} had an invalid key)",
+                        observed="it was deleted",
+                        detail="check the whole batch before the first delete is sent",
+                    )
 
     @checks("close.context-manager", "close.storage-closed")
     async def test_async_with_closes_the_storage(self, storage: Storage) -> None:

@@ -348,3 +348,60 @@ class ExitDoesNotClose(PlainKV):
 
     async def __aexit__(self, *exc: object) -> None:
         return None
+
+
+class IfMatchVersionCoerced(PlainKV):
+    """Bug: the if-match version goes on as the backend's client encodes it (7 as b"7"):
+    ``put(k, v, mode=IfMatch(7))`` is accepted and matches the stored version "7"."""
+
+    def _mode(self, key: str, mode: Any) -> PutMode:
+        if isinstance(mode, IfMatch) and not isinstance(mode.version, str):
+            return IfMatch(str(mode.version))
+        return super()._mode(key, mode)
+
+
+class ConditionalPutEncodesStr(PlainKV):
+    """Bug: the data type is checked on the plain put only; a create-only or if-match put
+    goes to a compare-and-set path that stores a str (or number) as its UTF-8."""
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        if mode != "overwrite" and isinstance(data, str | int | float):
+            self._open()
+            key = self._key(key)
+            mode = self._mode(key, mode)
+            await asyncio.sleep(0)
+            return self._write(key, str(data).encode(), mode)
+        return await super().put(key, data, mode=mode)
+
+
+class DeleteManySkipsEmptyKeys(PlainKV):
+    """Bug: delete_many drops empty keys before checking the rest: ``delete_many(["a",
+    ""])`` deletes ``a`` instead of raising InvalidKey and deleting nothing."""
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        return await super().delete_many([k for k in keys if k])
+
+
+class EmptyBatchAfterClose(PlainKV):
+    """Bug: delete_many answers 0 for an empty batch before any check, the closed one
+    included: ``delete_many([])`` after ``aclose()`` returns 0."""
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        batch = list(keys)
+        if not batch:
+            return 0
+        return await super().delete_many(batch)
+
+
+class ConditionalPutAfterClose(PlainKV):
+    """Bug: create-only and if-match puts go to a compare-and-set helper that forgot the
+    closed check: after ``aclose()`` such a put still writes and returns a version."""
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        if mode == "overwrite":
+            return await super().put(key, data, mode=mode)
+        key = self._key(key)
+        data = self._data(key, data)
+        mode = self._mode(key, mode)
+        await asyncio.sleep(0)
+        return self._write(key, data, mode)
