@@ -1705,27 +1705,15 @@ class SaverSweepTests(SaverFixtures):
             task_id: [(channel, value) for channel, value in writes]
             for task_id, _, writes in PENDING_WRITES
         }
-        has = set(implemented_methods(saver))
-        reads: dict[str, list[tuple[str, str, Any]]] = {}
-        got = await saver.aget_tuple(config)
-        reads["aget_tuple"] = list(got.pending_writes or []) if got is not None else []
-        async for t in saver.alist(config_of(thread)):
-            if _id_of(t) == checkpoint_id:
-                reads["alist"] = list(t.pending_writes or [])
-        if "get_tuple" in has:
-            synced = await asyncio.to_thread(saver.get_tuple, config)
-            reads["get_tuple"] = list(synced.pending_writes or []) if synced is not None else []
-        if "list" in has:
-
-            def listed() -> list[tuple[str, str, Any]]:
-                every = list(saver.list(config_of(thread)))  # whole: no listing left open
-                return next(
-                    (list(t.pending_writes or []) for t in every if _id_of(t) == checkpoint_id), []
-                )
-
-            reads["list"] = await asyncio.to_thread(listed)
+        reads = await _namespace_reads(
+            saver, set(implemented_methods(saver)), config_of(thread), config
+        )
         wrong = []
-        for how, pending in reads.items():
+        for how, got in reads.items():
+            mine = [t for t in (got if isinstance(got, list) else [got]) if t is not None]
+            pending = [
+                w for t in mine if _id_of(t) == checkpoint_id for w in t.pending_writes or []
+            ]
             by_task: dict[str, list[tuple[str, Any]]] = {}
             for task_id, channel, value in pending:
                 by_task.setdefault(task_id, []).append((channel, value))

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -336,7 +337,8 @@ class TornSaver(SplitSaver):
 
 
 class ReplacesFirstWriteSaver(HeldSaver):
-    """Bug: a regular write of a (task, index) already stored replaces it."""
+    """Bug: a regular write of a (task, index) already stored replaces it (``INSERT OR
+    REPLACE`` where LangGraph's savers ``INSERT OR IGNORE``)."""
 
     async def aput_writes(
         self,
@@ -346,14 +348,19 @@ class ReplacesFirstWriteSaver(HeldSaver):
         task_path: str = "",
     ) -> None:
         await self.backend.io()
+        self._upsert(config, writes, task_id, task_path)
+
+    def _upsert(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
+    ) -> None:
         conf = config["configurable"]
         key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
         for idx, (channel, value) in enumerate(writes):
-            self.backend.writes[key][(task_id, idx)] = (
+            self.writes[key][(task_id, WRITES_IDX_MAP.get(channel, idx))] = (
                 task_id,
                 channel,
                 self.serde.dumps_typed(value),
-                task_path,
+                path,
             )
 
 
@@ -389,7 +396,7 @@ class WritesNewestFirstSaver(HeldSaver):
         return super()._ordered_writes(thread_id, checkpoint_ns, checkpoint_id)[::-1]
 
 
-class SyncPutWritesReplacesSaver(HeldSaver):
+class SyncPutWritesReplacesSaver(ReplacesFirstWriteSaver):
     """Bug: the synchronous ``put_writes``, written apart from ``aput_writes``, upserts every
     write (``INSERT OR REPLACE``): a regular write of a (task, index) already stored is
     replaced; ``aput_writes`` keeps the first (``INSERT OR IGNORE``)."""
@@ -411,15 +418,7 @@ class SyncPutWritesReplacesSaver(HeldSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        conf = config["configurable"]
-        key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
-        for idx, (channel, value) in enumerate(writes):
-            self.writes[key][(task_id, WRITES_IDX_MAP.get(channel, idx))] = (
-                task_id,
-                channel,
-                self.serde.dumps_typed(value),
-                task_path,
-            )
+        self._upsert(config, writes, task_id, task_path)
 
 
 class SharedWriteValuesSaver(HeldSaver):
@@ -594,9 +593,21 @@ class FilterCheckedSaver(HeldSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        yield from self._selected(config, filter, before, limit, self._holds)
+
+    def _selected(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+        holds: Callable[[dict[str, Any], str, Any], bool],
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints of ``config`` before ``before`` whose metadata ``holds`` each key
+        of ``filter``, at most ``limit``."""
         given = 0
-        for t in super().list(config, before=before):
-            if filter and not all(self._holds(dict(t.metadata), k, v) for k, v in filter.items()):
+        for t in InMemorySaver.list(self, config, before=before):
+            if filter and not all(holds(dict(t.metadata), k, v) for k, v in filter.items()):
                 continue
             if limit is not None and given >= limit:
                 return
@@ -660,15 +671,8 @@ class SyncListBooleanFilterAsTextSaver(FilterCheckedSaver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         await asyncio.sleep(0)
-        given = 0
-        for t in InMemorySaver.list(self, config, before=before):
-            if filter and not all(
-                FilterCheckedSaver._holds(self, dict(t.metadata), k, v) for k, v in filter.items()
-            ):
-                continue
-            if limit is not None and given >= limit:
-                return
-            given += 1
+        right = partial(FilterCheckedSaver._holds, self)
+        for t in self._selected(config, filter, before, limit, right):
             yield t
 
 

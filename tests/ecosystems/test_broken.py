@@ -224,7 +224,7 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         broken.HeldSaver,
         "langgraph",
         "test_pending_writes_come_back_whole_and_in_order",
-        "aget_tuple gave",
+        "aget_tuple by id gave",
     ),
     "writes-newest-first": (
         broken.WritesNewestFirstSaver,
