@@ -43,7 +43,8 @@ matrices and records them in the process-wide `coverage`:
     ``aclose()`` called while it runs, after ``aclose()``, cancelled, as
     a first call (made before the storage object answered anything: what
     opens its client, connections, files or schema), while the backend is
-    down, a listing read on, past its first page, once the backend went
+    down (a put and a delete in each conditional mode in rows of their own,
+    `DOWN_MODES`), a listing read on, past its first page, once the backend went
     down (``down at a later page``), one read on while another listing
     of the same storage object is open (``another listing open``), one
     read on while a put over a present key it has still to yield is in
@@ -127,6 +128,7 @@ __all__ = [
     "BATCH_LIMITS",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_VALUE",
+    "DOWN_MODES",
     "LARGE_COLUMNS",
     "MATRICES",
     "VALUE_LIMITS",
@@ -232,6 +234,12 @@ EVENTS = (
     "past expired keys",
     "kept key overwritten",
 )
+DOWN_MODES = {"put create": "put", "put if-match": "put", "delete if-match": "delete"}
+"""The ``lifecycle`` rows of the conditional modes, with one column, ``backend down``: an
+adapter that reads any error of a conditional request as its condition failing answers
+``PreconditionFailed`` (or ``False``) for a backend that could not be asked. Each is
+reachable with its capability, where the target's outage fails its operation; the rows
+``put`` and ``delete`` of that column are the unconditional modes."""
 ACLOSE_EVENTS = ("during aclose", "after aclose", "cancelled", "first call")
 """The ``lifecycle`` columns of ``aclose()`` itself (``during aclose``: a second call
 while the first one runs)."""
@@ -550,6 +558,13 @@ class Reach:
                 if event == "kept key overwritten" and op != "list":
                     continue  # a listing read on while a key it has still to yield is overwritten
                 out.append(("lifecycle", op, event))
+            out += [
+                ("lifecycle", row, "backend down")
+                for row, of in DOWN_MODES.items()
+                if of == op
+                and op in self.down
+                and (caps.conditional_put if op == "put" else caps.conditional_delete)
+            ]
         out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
@@ -912,7 +927,8 @@ class CoverageProbe:
         scope = self._scope
         keys = list(keys)
         if _DOWN.get():
-            self._mark("lifecycle", op, "backend down")
+            mode = None if row is None else " ".join(row.split()[:2])
+            self._mark("lifecycle", mode if mode in DOWN_MODES else op, "backend down")
             return
         if self._closing:
             self._mark("lifecycle", op, "after aclose")

@@ -1,14 +1,19 @@
 """The backend-down tests of the ``lifecycle`` group: each operation while the backend fails.
 
-For each of ``put``, ``delete``, ``delete_many``, ``get`` and a ``list`` page,
-the test writes what it needs, takes the backend down with the target's
-`Outage` (`outages`), calls the operation, and checks
+For each of ``put``, ``delete``, ``delete_many``, ``get`` and a ``list`` page
+(a put and a delete also in each conditional mode the adapter declares, with a
+condition that holds: a create-only put of a missing key, an if-match put and
+delete with the key's version), the test writes what it needs, takes the
+backend down with the target's `Outage` (`outages`), calls the operation, and
+checks
 (clause ``error.unavailable``):
 
 1. it raises ``StorageUnavailable`` (or its subclass ``OutcomeUnknown``)
    within `UNAVAILABLE_BOUND` seconds: not a raw socket, driver or file
    system error that a caller cannot tell from a bug, not a hang, and not an
-   answer made up while the backend could not be asked;
+   answer made up while the backend could not be asked (``NotFound``,
+   ``False``, an empty listing, or ``PreconditionFailed`` from a conditional
+   write: its caller takes the condition for failed and gives the write up);
 2. the backend's own error is chained (``__cause__``), so that the cause is
    in the traceback;
 3. once the backend is back, the same client answers again, a write that
@@ -25,14 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
 
-from ..errors import StorageUnavailable
-from ..storage import Storage
+from ..errors import PreconditionFailed, StorageUnavailable
+from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
 from .cancelling import own_answer
 from .checks import describe, expect_keys, expect_value, fail, get_or_none
@@ -64,46 +69,85 @@ class _Case:
     """One operation on a backend that is down: what it needs first and what it may leave."""
 
     before: dict[str, bytes]
-    start: Callable[[Storage], Awaitable[Any]]
+    start: Callable[[Storage, Mapping[str, str]], Awaitable[Any]]  # given the before's versions
     allowed: dict[str, tuple[bytes | None, ...]]  # after the outage, per key it writes
     key: str  # the key named in messages
 
 
-def _case(op: Operation) -> _Case:
-    if op == "put":
-        old, new = b"old value before the outage", b"new value written while the backend is down"
+_OLD, _NEW = b"old value before the outage", b"new value written while the backend is down"
+
+
+def _case(kind: str) -> _Case:
+    """The case of ``kind``: an operation (`Operation`), or a put or delete in one of its
+    conditional modes (``create-only put``, ``if-match put``, ``if-match delete``), each
+    with a condition that holds, so that only the outage can make it fail."""
+    if kind == "put":
         return _Case(
-            {"down-put": old},
-            lambda s: s.put("down-put", new),
-            {"down-put": (old, new)},
+            {"down-put": _OLD},
+            lambda s, v: s.put("down-put", _NEW),
+            {"down-put": (_OLD, _NEW)},
             "down-put",
         )
-    if op == "delete":
+    if kind == "create-only put":  # of a missing key: it would be created
+        return _Case(
+            {},
+            lambda s, v: s.put("down-create", _NEW, mode="create"),
+            {"down-create": (None, _NEW)},
+            "down-create",
+        )
+    if kind == "if-match put":  # with the key's current version: it would be written
+        return _Case(
+            {"down-if-match": _OLD},
+            lambda s, v: s.put("down-if-match", _NEW, mode=IfMatch(v["down-if-match"])),
+            {"down-if-match": (_OLD, _NEW)},
+            "down-if-match",
+        )
+    if kind == "delete":
         old = b"a value the outage's delete tries to delete"
         return _Case(
-            {"down-del": old}, lambda s: s.delete("down-del"), {"down-del": (old, None)}, "down-del"
+            {"down-del": old},
+            lambda s, v: s.delete("down-del"),
+            {"down-del": (old, None)},
+            "down-del",
         )
-    if op == "delete_many":
+    if kind == "if-match delete":  # with the key's current version: it would be deleted
+        old = b"a value the outage's if-match delete tries to delete"
+        return _Case(
+            {"down-del-if": old},
+            lambda s, v: s.delete("down-del-if", if_match=v["down-del-if"]),
+            {"down-del-if": (old, None)},
+            "down-del-if",
+        )
+    if kind == "delete_many":
         keys = ["down-many/0", "down-many/1"]
         return _Case(
             {k: k.encode() for k in keys},
-            lambda s: delete_many_of(s, keys),
+            lambda s, v: delete_many_of(s, keys),
             {k: (k.encode(), None) for k in keys},
             keys[0],
         )
-    if op == "get":
+    if kind == "get":
         return _Case(
             {"down-get": b"the value of the outage's get"},
-            lambda s: s.get("down-get"),
+            lambda s, v: s.get("down-get"),
             {},
             "down-get",
         )
     keys = [f"down-list/{i}" for i in range(3)]
 
-    async def first_page(s: Storage) -> list[str]:
+    async def first_page(s: Storage, v: Mapping[str, str]) -> list[str]:
         return [k async for k in s.list("down-list/", limit=2)]
 
     return _Case({k: k.encode() for k in keys}, first_page, {}, keys[0])
+
+
+def _kinds(op: Operation, conditional: bool) -> list[str]:
+    """``op``, and its conditional modes where the adapter declares them."""
+    if op == "put":
+        return ["put", *(["create-only put", "if-match put"] if conditional else [])]
+    if op == "delete":
+        return ["delete", *(["if-match delete"] if conditional else [])]
+    return [op]
 
 
 class UnavailableTests(StorageFixtures):
@@ -118,57 +162,67 @@ class UnavailableTests(StorageFixtures):
         outage: Outage | None,
         target: Target | None,
         location: str | None,
+        conditional: bool = False,
     ) -> None:
+        """``op`` (and each of its conditional modes, with ``conditional``) while down."""
         __tracebackhide__ = True
         outage = _failing(op, outage)
-        case = _case(op)
         async with outage.client(target, storage, location) as client:
-            for key, value in {**_KEPT, **case.before}.items():
-                await client.put(key, value)
-            context = f"while the backend was down ({outage.name})"
-            async with outage.down(raw_storage(client)):
-                error = await _raises_unavailable(op, case.key, context, case.start(client))
-            expect_no_secret(
-                secrets_of(None if target is None else target.spec),
-                f"the StorageUnavailable of a {op} {context}",
-                shown(error),
-            )
-            # The backend is back: the same client answers, and nothing stored was lost.
-            after = f"a {op} that failed {context}"
-            await own_answer(client, "down-next", after)
             for key, value in _KEPT.items():
-                await expect_value(
-                    client,
-                    key,
-                    value,
-                    promise="an outage must lose nothing that was stored",
-                    detail=f"after {after}",
+                await client.put(key, value)
+            for kind in _kinds(op, conditional):
+                await self._one_down(kind, client, outage, target)
+
+    async def _one_down(
+        self, kind: str, client: Storage, outage: Outage, target: Target | None
+    ) -> None:
+        __tracebackhide__ = True
+        case = _case(kind)
+        versions = {key: await client.put(key, value) for key, value in case.before.items()}
+        context = f"while the backend was down ({outage.name})"
+        async with outage.down(raw_storage(client)):
+            error = await _raises_unavailable(kind, case.key, context, case.start(client, versions))
+        expect_no_secret(
+            secrets_of(None if target is None else target.spec),
+            f"the StorageUnavailable of {_a(kind)} {context}",
+            shown(error),
+        )
+        # The backend is back: the same client answers, and nothing stored was lost.
+        after = f"{_a(kind)} that failed {context}"
+        await own_answer(client, "down-next", after)
+        for key, value in _KEPT.items():
+            await expect_value(
+                client,
+                key,
+                value,
+                promise="an outage must lose nothing that was stored",
+                detail=f"after {after}",
+            )
+        for key, allowed in case.allowed.items():
+            got = await get_or_none(client, key)
+            seen = None if got is None else got.data
+            if seen not in allowed:
+                fail(
+                    f"{_a(kind)} that failed must leave its key whole",
+                    key=key,
+                    expected=" or ".join(describe(a) for a in allowed),
+                    observed=f"it holds {describe(seen)} after {after}",
                 )
-            for key, allowed in case.allowed.items():
-                got = await get_or_none(client, key)
-                seen = None if got is None else got.data
-                if seen not in allowed:
-                    fail(
-                        f"a {op} that failed must leave its key whole",
-                        key=key,
-                        expected=" or ".join(describe(a) for a in allowed),
-                        observed=f"it holds {describe(seen)} after {after}",
-                    )
-            if op == "get":
-                await expect_value(
-                    client,
-                    case.key,
-                    case.before[case.key],
-                    promise="an outage must lose nothing that was stored",
-                    detail=f"after {after}",
-                )
-            elif op == "list":
-                await expect_keys(
-                    client,
-                    sorted(case.before),
-                    prefix="down-list/",
-                    promise="once the backend is back, a listing must get its own answer",
-                )
+        if kind == "get":
+            await expect_value(
+                client,
+                case.key,
+                case.before[case.key],
+                promise="an outage must lose nothing that was stored",
+                detail=f"after {after}",
+            )
+        elif kind == "list":
+            await expect_keys(
+                client,
+                sorted(case.before),
+                prefix="down-list/",
+                promise="once the backend is back, a listing must get its own answer",
+            )
 
     @checks("error.unavailable", "error.no-credentials")
     async def test_put_while_the_backend_is_down_raises_storage_unavailable(
@@ -177,8 +231,20 @@ class UnavailableTests(StorageFixtures):
         backend_outage: Outage | None,
         storage_target: Target | None,
         storage_location: str | None,
+        supports_conditional_put: bool,
     ) -> None:
-        await self._down("put", storage, backend_outage, storage_target, storage_location)
+        """A put in every mode the adapter declares, each with a condition that holds: a
+        create-only put of a missing key, an if-match put with the key's version. One that
+        answers ``PreconditionFailed`` for a backend it could not ask tells its caller that
+        another writer won, and the caller re-reads and gives up a write that never ran."""
+        await self._down(
+            "put",
+            storage,
+            backend_outage,
+            storage_target,
+            storage_location,
+            supports_conditional_put,
+        )
 
     @checks("error.unavailable", "error.no-credentials")
     async def test_delete_while_the_backend_is_down_raises_storage_unavailable(
@@ -187,8 +253,19 @@ class UnavailableTests(StorageFixtures):
         backend_outage: Outage | None,
         storage_target: Target | None,
         storage_location: str | None,
+        supports_conditional_delete: bool,
     ) -> None:
-        await self._down("delete", storage, backend_outage, storage_target, storage_location)
+        """A delete, and an if-match delete with the key's version where the adapter
+        declares it: ``False`` (nothing there, or not at that version) for a backend that
+        could not be asked is an answer made up."""
+        await self._down(
+            "delete",
+            storage,
+            backend_outage,
+            storage_target,
+            storage_location,
+            supports_conditional_delete,
+        )
 
     @checks("error.unavailable", "error.no-credentials")
     async def test_delete_many_while_the_backend_is_down_raises_storage_unavailable(
@@ -279,18 +356,30 @@ async def _raises_unavailable(
         if not scope.expired():
             _wrong(op, key, exc, context)
         fail(
-            f"a {op} must raise StorageUnavailable when its backend is down",
+            f"{_a(op)} must raise StorageUnavailable when its backend is down",
             key=key,
             expected=f"StorageUnavailable within {UNAVAILABLE_BOUND:g} s",
             observed=f"it had not returned after {UNAVAILABLE_BOUND:g} s ({context})",
             detail="An adapter bounds every call (a deadline over its retries), "
             "then raises StorageUnavailable",
         )
+    except PreconditionFailed as exc:
+        _wrong(
+            op,
+            key,
+            exc,
+            context,
+            "PreconditionFailed says the backend was asked and the condition did not hold: "
+            "its caller re-reads and gives the write up, or takes another writer for the "
+            "winner. An adapter must not read every error of a conditional request as a "
+            "failed condition (catch the backend's precondition answer only: HTTP 412, a "
+            "zero-row UPDATE, a nil from SET NX)",
+        )
     except Exception as exc:
         _wrong(op, key, exc, context)
     else:
         fail(
-            f"a {op} must raise StorageUnavailable when its backend is down",
+            f"{_a(op)} must raise StorageUnavailable when its backend is down",
             key=key,
             expected="StorageUnavailable",
             observed=f"it answered {describe(answer)} after "
@@ -326,13 +415,22 @@ def _failing(op: Operation, outage: Outage | None) -> Outage:
     return outage
 
 
-def _wrong(op: str, key: str, exc: BaseException, context: str) -> None:
+def _wrong(op: str, key: str, exc: BaseException, context: str, detail: str = _FIX) -> None:
     __tracebackhide__ = True
     fail(
-        f"a {op} must raise StorageUnavailable when its backend is down",
+        f"{_a(op)} must raise StorageUnavailable when its backend is down",
         key=key,
         expected="StorageUnavailable (or OutcomeUnknown) with the backend's error chained",
-        observed=f"it raised {type(exc).__module__}.{describe(exc)} ({context}), which a "
-        "caller cannot tell from a bug",
-        detail=_FIX,
+        observed=f"it raised {type(exc).__module__}.{describe(exc)} ({context}), "
+        + (
+            "an answer made up: the backend could not be asked"
+            if isinstance(exc, PreconditionFailed)
+            else "which a caller cannot tell from a bug"
+        ),
+        detail=detail,
     )
+
+
+def _a(kind: str) -> str:
+    """``kind`` with its article: "a put", "an if-match put"."""
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"

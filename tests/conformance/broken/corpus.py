@@ -1461,6 +1461,29 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVRawErrors),
     ),
     Mutant(
+        "conditional-put-down-is-precondition",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_put_while_the_backend_is_down_raises_storage_unavailable",
+        lambda: netkv.netkv_target(
+            netkv.NetKVConditionalErrorsAsPrecondition,
+            name="NetKVConditionalErrorsAsPrecondition",
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVConditionalErrorsAsPrecondition),
+    ),
+    Mutant(
+        "conditional-delete-down-is-false",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_delete_while_the_backend_is_down_raises_storage_unavailable",
+        lambda: netkv.netkv_target(
+            netkv.NetKVConditionalDeleteDownIsFalse, name="NetKVConditionalDeleteDownIsFalse"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVConditionalDeleteDownIsFalse),
+    ),
+    Mutant(
         "later-page-error-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",

@@ -291,6 +291,34 @@ class NetKVLaterPageErrorEndsListing(NetKVStorage):
             return ListPage([], None)
 
 
+class NetKVConditionalErrorsAsPrecondition(NetKVStorage):
+    """Bug: a create-only or if-match put reads any failure of its request as its
+    condition failing (``except Exception: raise PreconditionFailed``, as a client of a
+    backend that answers a failed condition with an error it does not tell apart): with
+    the backend down, it answers PreconditionFailed, as if another writer had won."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        try:
+            return await super()._put(key, data, mode)
+        except StorageUnavailable as exc:
+            if mode == "overwrite":
+                raise
+            raise PreconditionFailed(f"key {key!r}: the conditional put failed") from exc
+
+
+class NetKVConditionalDeleteDownIsFalse(NetKVStorage):
+    """Bug: an if-match delete answers False ("not deleted: missing or another version")
+    when its request fails: with the backend down, it says the key was not at the version."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        try:
+            return await super()._delete(key, if_match)
+        except StorageUnavailable:
+            if if_match is None:
+                raise
+            return False
+
+
 @contextmanager
 def netkv_target(
     client: type[NetKVStorage] = NetKVStorage, *, name: str = "netkv"
