@@ -916,39 +916,63 @@ class SemanticSweepTests(StorageFixtures):
         )
 
     @checks("delete-many.validates-first", "error.invalid-key")
-    async def test_delete_many_with_an_invalid_key_deletes_nothing(self, storage: Storage) -> None:
+    async def test_delete_many_with_an_invalid_key_deletes_nothing(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
         """An adapter's own ``delete_many`` checks every key before it deletes any, the
-        empty key included (not dropped from the batch as a stray name)."""
+        empty key included (not dropped from the batch as a stray name), and in a batch of
+        the target's ``max_batch`` keys (65,537 by default) too, the invalid key last: an
+        adapter that splits a batch into requests and checks each request's keys just
+        before sending it refuses the batch once the requests before were sent."""
         if getattr(raw_storage(storage), "delete_many", None) is None:
             pytest.skip("the adapter has no delete_many of its own (the optional operation)")
+        size = max(3, max_batch_of(storage_target))
+        long = [f"dm/long/{i:06d}" for i in range(size - 1)]
+        present = sorted({long[i * (len(long) - 1) // 8] for i in range(9)})  # spread over it
         for bad in ("dm//bad", ""):
-            batch = ["dm/a", bad, "dm/b"]
-            for key in ("dm/a", "dm/b"):
-                await storage.put(key, b"kept")
+            for kept, batch in (
+                (["dm/a", "dm/b"], ["dm/a", bad, "dm/b"]),
+                (present, [*long, bad]),
+            ):
+                await self._refused_whole(storage, bad, kept, batch)
+
+    async def _refused_whole(
+        self, storage: Storage, bad: str, kept: list[str], batch: list[str]
+    ) -> None:
+        """``batch`` (holding ``bad``) refused with ``InvalidKey``, each of ``kept`` kept."""
+        __tracebackhide__ = True
+        shown = (
+            repr(batch)
+            if len(batch) <= 3
+            else f"of {len(batch):,} keys, {batch[0]!r} first and {bad!r} last"
+        )
+        for key in kept:
+            await storage.put(key, b"kept")
+        try:
+            count = await delete_many_of(storage, batch)
+        except InvalidKey:
+            pass
+        else:
+            fail(
+                "delete_many must refuse a batch with an invalid key",
+                key=bad,
+                expected=f"delete_many(batch {shown}) to raise InvalidKey",
+                observed=f"it returned {count!r}",
+                detail="validate every key of the batch as a single call would; never "
+                "skip or drop one",
+            )
+        for key in kept:
             try:
-                count = await delete_many_of(storage, batch)
-            except InvalidKey:
-                pass
-            else:
+                await storage.get(key)
+            except NotFound:
                 fail(
-                    "delete_many must refuse a batch with an invalid key",
-                    key=bad,
-                    expected=f"delete_many({batch!r}) to raise InvalidKey",
-                    observed=f"it returned {count!r}",
-                    detail="validate every key of the batch as a single call would; never "
-                    "skip or drop one",
+                    "delete_many must check every key before it deletes any",
+                    key=key,
+                    expected=f"the key kept (the batch {shown} had an invalid key)",
+                    observed="it was deleted",
+                    detail="check the whole batch before the first delete is sent, not each "
+                    "request's keys as it is sent",
                 )
-            for key in ("dm/a", "dm/b"):
-                try:
-                    await storage.get(key)
-                except NotFound:
-                    fail(
-                        "delete_many must check every key before it deletes any",
-                        key=key,
-                        expected=f"the key kept (the batch {batch!r} had an invalid key)",
-                        observed="it was deleted",
-                        detail="check the whole batch before the first delete is sent",
-                    )
 
     @checks("close.context-manager", "close.storage-closed")
     async def test_async_with_closes_the_storage(self, storage: Storage) -> None:

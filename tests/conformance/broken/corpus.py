@@ -411,6 +411,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete-many.validates-first",
     ),
     _m(
+        "delete-many-checks-each-batch",
+        kv_dict.DeleteManyChecksEachBatch,
+        kv_dict.BatchDeleteKV,
+        SEM,
+        "test_delete_many_with_an_invalid_key_deletes_nothing",
+        "delete-many.validates-first",
+    ),
+    _m(
         "delete-many-in-one-request-over-the-limit",
         kv_dict.DeleteManyInOneRequest,
         kv_dict.BatchDeleteKV,

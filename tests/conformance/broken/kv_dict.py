@@ -411,6 +411,22 @@ class DeleteManyDropsTheLastBatch(BatchDeleteKV):
         return [keys[i * DELETE_BATCH : (i + 1) * DELETE_BATCH] for i in range(full)]
 
 
+class DeleteManyChecksEachBatch(BatchDeleteKV):
+    """Bug: ``delete_many`` checks the keys of each batch request just before sending it
+    (the check inside the loop over batches, not before it): an invalid key in a later
+    batch is refused once the batches before it were deleted."""
+
+    async def delete_many(self, keys: Iterable[str]) -> int:
+        self._check_open()
+        existed = 0
+        for batch in self._batches(list(keys)):
+            for key in batch:
+                validate_key(key)
+            await self._round_trip()
+            existed += self._delete_batch(batch)
+        return existed
+
+
 class DeleteManyCountsTheLastBatch(BatchDeleteKV):
     """Bug: ``delete_many`` returns the count of its last batch request (``existed = ...``
     where ``existed += ...`` was meant): past 1000 keys, the count is short."""
