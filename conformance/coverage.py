@@ -45,7 +45,9 @@ matrices and records them in the process-wide `coverage`:
     opens its client, connections, files or schema), while the backend is
     down (a put and a delete in each conditional mode in rows of their own,
     `DOWN_MODES`), a listing read on, past its first page, once the backend went
-    down (``down at a later page``), one read on while another listing
+    down (``down at a later page``), a ``delete_many`` whose backend goes down
+    between two of its requests (``down partway``, `backend_down_partway`), one
+    read on while another listing
     of the same storage object is open (``another listing open``), one
     read on while a put over a present key it has still to yield is in
     flight (``kept key overwritten``: an index row that an overwrite
@@ -141,6 +143,7 @@ __all__ = [
     "Surface",
     "active_recorder",
     "backend_down",
+    "backend_down_partway",
     "batch_cap",
     "batch_label",
     "batch_sizes",
@@ -230,6 +233,7 @@ EVENTS = (
     "first call",
     "backend down",
     "down at a later page",
+    "down partway",
     "another listing open",
     "past expired keys",
     "kept key overwritten",
@@ -473,6 +477,8 @@ class Reach:
             that the target's `Outage` fails; every operation when the target
             supplies none (so their cells show as not exercised); none for a
             storage with no backend that can fail (`NoBackend`).
+        partway: the target's outage can start partway through a call
+            (`Outage.partway`), or the target supplies none.
     """
 
     capabilities: Capabilities
@@ -483,6 +489,7 @@ class Reach:
     paging: bool = True
     deep_keys: bool = True
     down: tuple[str, ...] = OPS
+    partway: bool = True
     expires: bool = False
 
     @property
@@ -496,13 +503,22 @@ class Reach:
 
     def unreachable(self, exercised: AbstractSet[Cell] = frozenset()) -> list[str]:
         """What the capabilities shown beside do not explain: a storage without a
-        ``delete_many`` of its own has no batch beyond one ``delete`` per key."""
-        if self.batches:
-            return []
-        return [
-            "batches of more than 2 keys: the storage has no delete_many of its own "
-            "(a batch is one delete per key)"
-        ]
+        ``delete_many`` of its own has no batch beyond one ``delete`` per key; one whose
+        ``delete_many`` of a whole batch went out as one request (or every request before
+        any answer) has no point between two of them for its backend to go down."""
+        out = []
+        if not self.batches:
+            out.append(
+                "batches of more than 2 keys: the storage has no delete_many of its own "
+                "(a batch is one delete per key)"
+            )
+        if _ONE_REQUEST in exercised and _PARTWAY_CELL not in exercised:
+            out.append(
+                "delete_many down partway: the storage sent its batch of the target's "
+                "max_batch keys as one request (or every request before any answer), so "
+                "its backend could not go down between two of them"
+            )
+        return out
 
     @property
     def batch_cap(self) -> int:
@@ -549,6 +565,10 @@ class Reach:
                     op == "list" and op in self.down and self.paging
                 ):
                     continue  # a listing's next page, after one read while the backend was up
+                if event == "down partway" and not (
+                    op == "delete_many" and op in self.down and self.batches and self.partway
+                ):
+                    continue  # a batch whose backend goes down between two of its requests
                 if event == "past expired keys" and not (
                     op == "list" and caps.ttl and self.expires
                 ):
@@ -717,6 +737,13 @@ _ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverag
 _MEASURING: ContextVar[bool] = ContextVar("checkpointkit_measuring_waits", default=False)
 _DOWN: ContextVar[bool] = ContextVar("checkpointkit_backend_down", default=False)
 _WATCHING: ContextVar[bool] = ContextVar("checkpointkit_watching_landings", default=False)
+_PARTWAY: ContextVar[Callable[[], bool] | None] = ContextVar(
+    "checkpointkit_backend_down_partway", default=None
+)
+_PARTWAY_CELL: Cell = ("lifecycle", "delete_many", "down partway")
+_ONE_REQUEST: Cell = ("partway", "delete_many", "one request")
+"""The marker of a ``delete_many`` run under `backend_down_partway` whose backend did not
+go down: it sent its batch in one request (or all its requests before an answer)."""
 
 
 @contextlib.contextmanager
@@ -728,6 +755,19 @@ def backend_down() -> Iterator[None]:
         yield
     finally:
         _DOWN.reset(token)
+
+
+@contextlib.contextmanager
+def backend_down_partway(went_down: Callable[[], bool]) -> Iterator[None]:
+    """A ``delete_many`` started in this context runs while the target's backend goes
+    down partway (`Outage.down_partway`): it records ``down partway`` if ``went_down()``
+    says the backend went down before the call ended, else that its batch went out at
+    once (which makes that cell unreachable, unless another run exercised it)."""
+    token = _PARTWAY.set(went_down)
+    try:
+        yield
+    finally:
+        _PARTWAY.reset(token)
 
 
 @contextlib.contextmanager
@@ -926,6 +966,8 @@ class CoverageProbe:
         """Cells that depend on the moment a call starts."""
         scope = self._scope
         keys = list(keys)
+        if _PARTWAY.get() is not None:
+            return  # marked when the call ends: whether the backend went down meanwhile
         if _DOWN.get():
             mode = None if row is None else " ".join(row.split()[:2])
             self._mark("lifecycle", mode if mode in DOWN_MODES else op, "backend down")
@@ -981,6 +1023,9 @@ class CoverageProbe:
             raise
         finally:
             self._answered = True
+            went_down = _PARTWAY.get()
+            if went_down is not None and op == "delete_many":
+                self._mark(*(_PARTWAY_CELL if went_down() else _ONE_REQUEST))
             if turn is not None:
                 turn.end()
             del self._running[n]
@@ -1480,6 +1525,12 @@ class Coverage:
                     continue
                 if column == "kept key overwritten" and "put" in idle:
                     continue  # a put that never waits is never in flight
+                if (
+                    cell == _PARTWAY_CELL
+                    and _ONE_REQUEST in self.exercised
+                    and cell not in self.exercised
+                ):
+                    continue  # one request: no point between two for the outage to start
             out.append(cell)
         return out
 

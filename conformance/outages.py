@@ -27,7 +27,10 @@ How a backend goes down depends on the backend, so the target supplies it
 - `NoBackend`: an in-process storage (`MemoryStorage`) has no backend that
   can fail; its backend-down cells are unreachable.
 
-Each outage says which operations fail during it (`Outage.operations`). A
+Each outage says which operations fail during it (`Outage.operations`), and
+whether it can start partway through a call (`Outage.partway`: the stall proxy
+lets the server answer one request and resets everything at the next, which
+cuts a ``delete_many`` sent in several requests between two of them). A
 target that supplies none gets its backend-down tests reported as *not
 exercised*, with the reason: never as a pass, never as a quiet skip.
 """
@@ -39,7 +42,7 @@ import os
 import shutil
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -69,11 +72,13 @@ class Outage:
         operations: the operations that fail while the backend is down.
         can_fail: False for a storage with no backend that can fail (`NoBackend`):
             its backend-down cells are then unreachable, not unexercised.
+        partway: the outage can start partway through a call (`down_partway`).
     """
 
     name: str = "nothing"
     operations: frozenset[Operation] = frozenset()
     can_fail: bool = True
+    partway: bool = False
 
     def fails(self, operation: Operation) -> bool:
         """Whether ``operation`` fails while the backend is down."""
@@ -101,6 +106,19 @@ class Outage:
         """
         yield
 
+    @asynccontextmanager
+    async def down_partway(self, storage: Any) -> AsyncIterator[Callable[[], bool]]:
+        """Inside this context the backend of ``storage`` answers what it was asked until
+        it has answered once, then goes down at the next request: partway through a call
+        that sends several (a ``delete_many`` in batches). Yields whether it went down.
+        Only where `partway` is true; leaving the context restores the backend.
+
+        Raises:
+            NotImplementedError: the outage cannot start partway through a call.
+        """
+        raise NotImplementedError(f"{self.name} cannot start partway through a call")
+        yield lambda: False  # pragma: no cover
+
 
 class NoBackend(Outage):
     """An in-process storage: there is no backend that could fail, so nothing to test."""
@@ -121,6 +139,7 @@ class ProxyOutage(Outage):
 
     name = "the stall proxy, resetting every connection"
     operations: frozenset[Operation] = frozenset(ALL_OPERATIONS)
+    partway = True
 
     def __init__(self) -> None:
         self._proxy: StallProxy | None = None
@@ -164,6 +183,26 @@ class ProxyOutage(Outage):
         await proxy.refuse()
         try:
             yield
+        finally:
+            proxy.accept()
+
+    @asynccontextmanager
+    async def down_partway(self, storage: Any) -> AsyncIterator[Callable[[], bool]]:
+        """Forward until the server answered once; reset every connection at the next
+        request and refuse new ones until the context ends
+        (`StallProxy.refuse_after_an_answer`).
+
+        Raises:
+            RuntimeError: the test's client was not opened by `client`.
+        """
+        proxy = self._proxy
+        if proxy is None:
+            raise RuntimeError(
+                "ProxyOutage.down_partway needs the client that ProxyOutage.client opened"
+            )
+        proxy.refuse_after_an_answer()
+        try:
+            yield lambda: proxy.tripped
         finally:
             proxy.accept()
 

@@ -58,6 +58,7 @@ class StallProxy:
             sent them is provably stuck); cleared by `stall`.
         connections: connections accepted so far.
         refused: connections reset at once because the proxy was `refusing`.
+        tripped: set once `refuse_after_an_answer` went down.
         held_bytes: bytes held (not forwarded) by stalls so far.
         dropped_bytes: held bytes discarded because their sender closed.
     """
@@ -71,6 +72,9 @@ class StallProxy:
         self.connections = 0
         self.refused = 0
         self.refusing = False
+        self.tripped = False
+        self._armed = False  # refuse_after_an_answer: go down at the next request
+        self._answered = False  # ...sent after an answer
         self.held_bytes = 0
         self.dropped_bytes = 0
         self._open = {"request": asyncio.Event(), "response": asyncio.Event()}
@@ -139,8 +143,30 @@ class StallProxy:
         self.refusing = True
         await self.drop()
 
+    def refuse_after_an_answer(self) -> None:
+        """Go down partway through what the client is doing: forward its requests and the
+        server's answers until the server has answered one, then, at the first request
+        bytes a client sends after that answer, reset every connection and refuse new ones
+        (as `refuse`) without forwarding them. `tripped` tells whether it went down; `accept`
+        ends it. A client that sends one request, or all its requests before any answer,
+        never trips it."""
+        self.tripped = False
+        self._answered = False
+        self._armed = True
+
+    def _trip(self) -> None:
+        """Down at once, from inside a pump: abort every connection, refuse new ones."""
+        self._armed = False
+        self.tripped = True
+        self.refusing = True
+        for conn in list(self._conns):
+            for writer in (conn.client, conn.upstream):
+                if writer is not None:
+                    writer.transport.abort()
+
     def accept(self) -> None:
-        """Forward new connections again (after `refuse`)."""
+        """Forward new connections again (after `refuse` or `refuse_after_an_answer`)."""
+        self._armed = False
         self.refusing = False
 
     async def drop(self, *, abort: bool = True) -> None:
@@ -242,6 +268,12 @@ class StallProxy:
                         self.dropped_bytes += sum(map(len, held))
                         held.clear()
                     break
+                if self._armed:
+                    if direction == "response":
+                        self._answered = True
+                    elif self._answered:
+                        self._trip()  # a request after an answer: never forwarded
+                        break
                 if gate.is_set():
                     for earlier in held:  # resumed while this read completed: keep the order
                         dst.write(earlier)

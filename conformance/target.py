@@ -292,7 +292,8 @@ class Target:
                 batches=has_own_delete_many(storage),
                 paging=isinstance(_innermost(storage), StorageBase),
                 deep_keys=holds("/".join(["d"] * 100)),
-                down=_down_ops(self.outage_for(storage)),
+                down=_down_ops(outage := self.outage_for(storage)),
+                partway=outage is None or not outage.operations or outage.partway,
                 expires=self.expires,
             )
             yield CoverageProbe(

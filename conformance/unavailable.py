@@ -20,6 +20,10 @@ checks
    failed left its key whole (the old value, or the new one for a write whose
    outcome is unknown), and the keys it did not touch hold what they held.
 
+A seventh test cuts a ``delete_many`` of many keys partway, where the outage can
+(`Outage.down_partway`): the backend answers one request and goes down at the next;
+the call must raise, and one that returns must have deleted its whole batch.
+
 A target that supplies no outage gets the tests reported as *not exercised*;
 an operation that the outage does not fail (a SQLite read never waits for the
 write lock) is skipped with the outage's name; a storage with no backend that
@@ -42,12 +46,12 @@ from ..storage import delete_many as delete_many_of
 from .cancelling import own_answer
 from .checks import describe, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
-from .coverage import backend_down
+from .coverage import DEFAULT_MAX_BATCH, backend_down, backend_down_partway
 from .credentials import expect_no_secret, secrets_of, shown
 from .fixtures import StorageFixtures, not_exercised, raw_storage, set_small_pages
 from .holds import Operation
 from .outages import Outage
-from .target import Target
+from .target import Target, has_own_delete_many
 
 __all__ = ["UNAVAILABLE_BOUND", "UnavailableTests"]
 
@@ -337,6 +341,72 @@ class UnavailableTests(StorageFixtures):
                 promise="once the backend is back, a listing must get its own answer",
             )
 
+    @checks("error.unavailable", "delete-many.count")
+    async def test_delete_many_whose_backend_goes_down_partway_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A ``delete_many`` of the target's ``max_batch`` keys (65,537 by default), nine
+        of them stored and spread over the batch, while the backend goes down once it has
+        answered a request (`Outage.down_partway`): an adapter that sends the batch in
+        several requests is cut between two. It must raise ``StorageUnavailable``; one
+        that returns a count anyway (a failed request counted as nothing deleted, or an
+        error raised only if every request failed) tells its caller the keys are gone
+        while some are still stored. Whatever happens, a ``delete_many`` that returns has
+        deleted every key of its batch, and no key outside it."""
+        outage = _failing("delete_many", backend_outage)
+        if not has_own_delete_many(storage):
+            pytest.skip("the adapter has no delete_many of its own (the optional operation)")
+        if not outage.partway:
+            pytest.skip(f"{outage.name} cannot start partway through a call")
+        size = max(3, DEFAULT_MAX_BATCH if storage_target is None else storage_target.max_batch)
+        batch = [f"down-partway/{i:06d}" for i in range(size)]
+        stored = sorted({batch[i * (size - 1) // 8] for i in range(9)})
+        async with outage.client(storage_target, storage, storage_location) as client:
+            for key, value in _KEPT.items():
+                await client.put(key, value)
+            for key in stored:
+                await client.put(key, b"a key of the batch")
+            context = f"while its backend went down partway ({outage.name})"
+            async with outage.down_partway(raw_storage(client)) as went_down:
+                with backend_down_partway(went_down):
+                    count, error = await _answer_or_unavailable(
+                        "delete_many", stored[0], context, delete_many_of(client, batch)
+                    )
+                context += "" if went_down() else ", though it never went down"
+            after = f"a delete_many of {size:,} keys {context}"
+            await own_answer(client, "down-next", after)
+            left = [key for key in stored if await get_or_none(client, key) is not None]
+            if error is None and (left or count != len(stored)):
+                fail(
+                    "a delete_many that returns must have deleted every key of its batch",
+                    key=left[0] if left else stored[0],
+                    expected=f"StorageUnavailable, or {len(stored)} returned and every "
+                    "key of the batch deleted",
+                    observed=f"it returned {count!r}, and {len(left)} of the {len(stored)} "
+                    f"stored keys of its batch are still there, after {after}",
+                    detail="A request of the batch failed and the call went on as if it had "
+                    "deleted nothing: raise StorageUnavailable when any request of the batch "
+                    "fails (after the adapter's retries), not only when every one did",
+                )
+            if error is not None:
+                expect_no_secret(
+                    secrets_of(None if storage_target is None else storage_target.spec),
+                    f"the StorageUnavailable of {after}",
+                    shown(error),
+                )
+            for key, value in _KEPT.items():
+                await expect_value(
+                    client,
+                    key,
+                    value,
+                    promise="an outage must lose nothing that was stored",
+                    detail=f"after {after}",
+                )
+
 
 async def _raises_unavailable(
     op: str, key: str, context: str, call: Awaitable[Any]
@@ -345,11 +415,32 @@ async def _raises_unavailable(
     within `UNAVAILABLE_BOUND`, chaining the backend's error; anything else fails."""
     __tracebackhide__ = True
     started = time.monotonic()
+    with backend_down():
+        answer, error = await _answer_or_unavailable(op, key, context, call)
+    if error is None:
+        fail(
+            f"{_a(op)} must raise StorageUnavailable when its backend is down",
+            key=key,
+            expected="StorageUnavailable",
+            observed=f"it answered {describe(answer)} after "
+            f"{time.monotonic() - started:.3f} s ({context}), as if the backend had been asked",
+            detail="The backend could not be asked, so the answer was made up: an adapter "
+            "that reads an error (a missing directory, a refused connection) as 'not there', "
+            "'nothing listed' or the end of a listing must raise StorageUnavailable instead",
+        )
+    return error
+
+
+async def _answer_or_unavailable(
+    op: str, key: str, context: str, call: Awaitable[Any]
+) -> tuple[Any, StorageUnavailable | None]:
+    """What ``call`` answered, or the ``StorageUnavailable`` it raised (chaining the
+    backend's error), within `UNAVAILABLE_BOUND`; any other error, or none in time, fails."""
+    __tracebackhide__ = True
     scope = asyncio.timeout(UNAVAILABLE_BOUND)
     try:
-        with backend_down():
-            async with scope:
-                answer = await call
+        async with scope:
+            return await call, None
     except StorageUnavailable as exc:
         error = exc
     except TimeoutError as exc:
@@ -377,17 +468,6 @@ async def _raises_unavailable(
         )
     except Exception as exc:
         _wrong(op, key, exc, context)
-    else:
-        fail(
-            f"{_a(op)} must raise StorageUnavailable when its backend is down",
-            key=key,
-            expected="StorageUnavailable",
-            observed=f"it answered {describe(answer)} after "
-            f"{time.monotonic() - started:.3f} s ({context}), as if the backend had been asked",
-            detail="The backend could not be asked, so the answer was made up: an adapter "
-            "that reads an error (a missing directory, a refused connection) as 'not there', "
-            "'nothing listed' or the end of a listing must raise StorageUnavailable instead",
-        )
     if error.__cause__ is None:
         fail(
             "StorageUnavailable must chain the backend's own error",
@@ -397,7 +477,7 @@ async def _raises_unavailable(
             detail="Raise it with 'raise StorageUnavailable(...) from exc', so that "
             "the traceback shows what failed",
         )
-    return error
+    return None, error
 
 
 def _failing(op: Operation, outage: Outage | None) -> Outage:

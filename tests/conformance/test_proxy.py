@@ -136,6 +136,59 @@ async def test_drop_resets_every_connection(sink: Sink) -> None:
             await writer.wait_closed()
 
 
+async def test_refuse_after_an_answer_goes_down_at_the_next_request(sink: Sink) -> None:
+    """Armed, the proxy forwards a request and its answer; the next request is never
+    forwarded, its connection is reset, and a new connection is refused until `accept`."""
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.refuse_after_an_answer()
+        writer.write(b"first")
+        await writer.drain()
+        assert await _bounded(reader.readuntil(b";")) == b"ack:5;"
+        assert not proxy.tripped  # answered: not down yet
+        writer.write(b"second")
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        with contextlib.suppress(ConnectionError):
+            assert await _bounded(reader.read()) == b""  # reset, not answered
+        assert proxy.tripped
+        assert bytes(sink.received) == b"first"  # the request after the answer never arrived
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+        r2, w2 = await asyncio.open_connection(*proxy.address)
+        with contextlib.suppress(ConnectionError):
+            assert await _bounded(r2.read()) == b""  # refused while down
+        assert proxy.refused == 1
+        w2.close()
+        with contextlib.suppress(ConnectionError):
+            await w2.wait_closed()
+        proxy.accept()
+        r3, w3 = await asyncio.open_connection(*proxy.address)
+        w3.write(b"again")
+        await w3.drain()
+        assert await _bounded(r3.readuntil(b";")) == b"ack:10;"
+        w3.close()
+        await w3.wait_closed()
+
+
+async def test_refuse_after_an_answer_never_trips_on_one_request(sink: Sink) -> None:
+    """A request that is answered, and nothing after it, leaves the proxy up."""
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.refuse_after_an_answer()
+        writer.write(b"only")
+        await writer.drain()
+        assert await _bounded(reader.readuntil(b";")) == b"ack:4;"
+        proxy.accept()
+        assert not proxy.tripped
+        writer.write(b"next")
+        await writer.drain()
+        assert await _bounded(reader.readuntil(b";")) == b"ack:8;"
+        writer.close()
+        await writer.wait_closed()
+
+
 async def test_proxy_refuses_a_non_loopback_upstream() -> None:
     with pytest.raises(ValueError, match="loopback"):
         StallProxy(("192.0.2.1", 80))

@@ -1492,6 +1492,18 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVConditionalDeleteDownIsFalse),
     ),
     Mutant(
+        "batch-fails-only-if-every-request-fails",
+        ("error.unavailable", "delete-many.count"),
+        "lifecycle",
+        "test_delete_many_whose_backend_goes_down_partway_raises_storage_unavailable",
+        lambda: netkv.netkv_target(
+            netkv.NetKVBatchFailsOnlyIfEveryRequestFails,
+            name="NetKVBatchFailsOnlyIfEveryRequestFails",
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVBatchStorage, name="NetKVBatchStorage"),
+        _doc(netkv.NetKVBatchFailsOnlyIfEveryRequestFails),
+    ),
+    Mutant(
         "later-page-error-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",

@@ -42,6 +42,10 @@ def _frame(body: dict[str, Any]) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
+NETKV_BATCH = 100
+"""The most keys one ``delete_many`` request of the netkv server takes."""
+
+
 class NetKVServer:
     """The server: namespaces of ``key -> (data, version)``; ``with NetKVServer() as s``."""
 
@@ -118,6 +122,11 @@ class NetKVServer:
                 return {"error": "precondition", "message": f"key {key!r} is not at version"}
             del ns[key]
             return {"value": True}
+        if op == "delete_many":
+            names = r["keys"]
+            if len(names) > NETKV_BATCH:
+                return {"error": "unknown", "message": f"{len(names)} keys in one request"}
+            return {"value": sum(ns.pop(name, None) is not None for name in names)}
         if op == "list":
             keys = sorted(k for k in ns if k.startswith(r["prefix"]))
             after = r.get("after")
@@ -317,6 +326,35 @@ class NetKVConditionalDeleteDownIsFalse(NetKVStorage):
             if if_match is None:
                 raise
             return False
+
+
+class NetKVBatchStorage(NetKVStorage):
+    """Correct: ``delete_many`` sends the batch in requests of at most `NETKV_BATCH` keys,
+    one after another, and raises if any of them fails."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed = 0
+        for i in range(0, len(keys), NETKV_BATCH):
+            existed += await self._call("delete_many", keys=keys[i : i + NETKV_BATCH])
+        return existed
+
+
+class NetKVBatchFailsOnlyIfEveryRequestFails(NetKVBatchStorage):
+    """Bug: ``delete_many`` goes on past a request that failed and raises only if every
+    request of the batch failed (a best-effort cleanup loop): with the backend down after
+    its first request, it returns the count of that request, the rest of the batch stored."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed, errors, requests = 0, [], 0
+        for i in range(0, len(keys), NETKV_BATCH):
+            requests += 1
+            try:
+                existed += await self._call("delete_many", keys=keys[i : i + NETKV_BATCH])
+            except StorageUnavailable as exc:
+                errors.append(exc)
+        if len(errors) == requests:
+            raise errors[0]
+        return existed
 
 
 @contextmanager
