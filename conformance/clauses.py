@@ -133,6 +133,11 @@ CLAUSES: tuple[Clause, ...] = (
         "when aclose returns, no session, socket, file or thread of the storage is left, "
         "also when it was cancelled",
     ),
+    Clause(
+        "close.backend-down",
+        "aclose returns and releases everything while the backend is down: it has nothing "
+        "left to ask it",
+    ),
     # -- put modes ------------------------------------------------------------------------
     Clause("put.overwrite", "an overwrite put always writes, replacing the value"),
     Clause("put.create.missing", 'a "create" put writes a missing key'),

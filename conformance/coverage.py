@@ -58,8 +58,8 @@ matrices and records them in the process-wide `coverage`:
     end); a write's ``cancelled`` cell only where a test watched what it
     did after ``CancelledError`` (`watching_landings`);
     ``aclose()`` itself after
-    another, while another runs, cancelled, and as a first call (of a storage
-    never used).
+    another, while another runs, cancelled, as a first call (of a storage
+    never used), and while the backend is down.
 ``sizes``
     ``put`` and ``get`` of values of 0 and 1 bytes, of every power of two
     from 2 to the target's ``max_value`` (64 MiB by default) and of the value
@@ -586,6 +586,8 @@ class Reach:
                 and (caps.conditional_put if op == "put" else caps.conditional_delete)
             ]
         out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
+        if self.down:
+            out.append(("lifecycle", "aclose", "backend down"))
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
         for shape in value_shapes():
@@ -1208,6 +1210,8 @@ class CoverageProbe:
         """Close the storage; a second call is recorded as ``aclose`` after ``aclose`` (or
         during it, while the first runs)."""
         first = not self._closing
+        if first and _DOWN.get():
+            self._mark("lifecycle", "aclose", "backend down")
         if not first:
             self._mark("lifecycle", "aclose", "after aclose" if self._closed else "during aclose")
         else:

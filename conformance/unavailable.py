@@ -24,6 +24,9 @@ A seventh test cuts a ``delete_many`` of many keys partway, where the outage can
 (`Outage.down_partway`): the backend answers one request and goes down at the next;
 the call must raise, and one that returns must have deleted its whole batch.
 
+An eighth closes a storage while its backend is down: ``aclose()`` returns without
+raising and releases everything (clause ``close.backend-down``).
+
 A target that supplies no outage gets the tests reported as *not exercised*;
 an operation that the outage does not fail (a SQLite read never waits for the
 write lock) is skipped with the outage's name; a storage with no backend that
@@ -43,6 +46,7 @@ import pytest
 from ..errors import PreconditionFailed, StorageUnavailable
 from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
+from . import descriptors
 from .cancelling import own_answer
 from .checks import describe, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
@@ -50,6 +54,8 @@ from .coverage import DEFAULT_MAX_BATCH, backend_down, backend_down_partway
 from .credentials import expect_no_secret, secrets_of, shown
 from .fixtures import StorageFixtures, not_exercised, raw_storage, set_small_pages
 from .holds import Operation
+from .hygiene import hygiene
+from .hygiene_rules import RELEASE_LAG
 from .outages import Outage
 from .target import Target, has_own_delete_many
 
@@ -405,6 +411,81 @@ class UnavailableTests(StorageFixtures):
                     value,
                     promise="an outage must lose nothing that was stored",
                     detail=f"after {after}",
+                )
+
+    @checks("close.backend-down", "close.releases")
+    async def test_aclose_while_the_backend_is_down_returns_and_releases_everything(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A storage used (a put, a get, a listing: its connections open), its backend
+        taken down, then closed: ``aclose()`` returns within `UNAVAILABLE_BOUND` without
+        raising (every write returned once stored: there is nothing left to ask the
+        backend) and leaves no descriptor, session, pending task or thread. An
+        ``aclose()`` that says goodbye to its server and awaits the answer (a ``QUIT``)
+        raises the outage at its caller, or hangs, or keeps the socket it failed on."""
+        outage = _failing("put", backend_outage)
+        async with outage.client(storage_target, storage, storage_location) as client:
+            before = descriptors.snapshot() if descriptors.available() else None
+            await client.put("down-close/a", b"written before the outage")
+            await client.get("down-close/a")
+            _ = [key async for key in client.list("down-close/")]
+            context = f"while its backend was down ({outage.name})"
+            found: list[descriptors.Descriptor] = []
+            async with outage.down(raw_storage(client)), hygiene(check=False) as report:
+                scope = asyncio.timeout(UNAVAILABLE_BOUND)
+                try:
+                    with backend_down():
+                        async with scope:
+                            await client.aclose()
+                except TimeoutError:
+                    if not scope.expired():
+                        raise
+                    fail(
+                        "aclose() must return while the backend is down",
+                        key="down-close/a",
+                        expected=f"aclose() to return within {UNAVAILABLE_BOUND:g} s",
+                        observed=f"it had not returned after {UNAVAILABLE_BOUND:g} s ({context})",
+                        detail="aclose() has nothing to ask the backend: close the sockets, "
+                        "sessions and files without waiting for an answer",
+                    )
+                except Exception as exc:
+                    fail(
+                        "aclose() must return without raising while the backend is down",
+                        key="down-close/a",
+                        expected="aclose() to release everything and return",
+                        observed=f"it raised {type(exc).__module__}.{describe(exc)} ({context})",
+                        detail="a goodbye to the server (a QUIT awaited, a final flush) fails "
+                        "when the server is gone, and its caller (the end of an async with, a "
+                        "shutdown hook) gets an error it can do nothing with, and the socket "
+                        "it failed on may stay open: close without asking the backend, and "
+                        "release in a finally: block",
+                    )
+            if before is not None:
+                foreign = None if storage_target is None else storage_target.foreign_descriptors
+                found = await descriptors.wait_for_no_leak(
+                    before, grace=RELEASE_LAG, foreign=foreign
+                )
+            if found or report.findings:
+                fail(
+                    "aclose() must release everything while the backend is down",
+                    key="down-close/a",
+                    expected="as many open descriptors as before the storage was used, and "
+                    "no unclosed session, pending task or thread",
+                    observed="; ".join(
+                        (
+                            ["the process still has " + descriptors.describe_leak(found)]
+                            if found
+                            else []
+                        )
+                        + report.findings
+                    )
+                    + f" ({context})",
+                    detail="close every connection, session and file in aclose(), also one "
+                    "whose last call failed",
                 )
 
 

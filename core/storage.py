@@ -215,7 +215,8 @@ class Storage(Protocol):
         """Release every resource; idempotent. Later operations raise StorageClosed.
 
         When it returns, no session, socket, file or worker thread of the
-        storage is left open or writing, even if it was cancelled.
+        storage is left open or writing, even if it was cancelled. It returns
+        without raising while the backend is down: it has nothing to ask it.
         """
         ...
 

@@ -1504,6 +1504,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVBatchFailsOnlyIfEveryRequestFails),
     ),
     Mutant(
+        "goodbye-on-close",
+        ("close.backend-down",),
+        "lifecycle",
+        "test_aclose_while_the_backend_is_down_returns_and_releases_everything",
+        lambda: netkv.netkv_target(netkv.NetKVGoodbyeOnClose, name="NetKVGoodbyeOnClose"),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVGoodbyeOnClose),
+    ),
+    Mutant(
         "later-page-error-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",

@@ -134,6 +134,8 @@ class NetKVServer:
                 keys = [k for k in keys if k > after]
             page = keys[: r["limit"]]
             return {"value": [page, len(keys) > len(page)]}
+        if op == "quit":
+            return {"value": True}
         if op == "drop":
             self.data.pop(r["ns"], None)
             return {"value": True}
@@ -326,6 +328,20 @@ class NetKVConditionalDeleteDownIsFalse(NetKVStorage):
             if if_match is None:
                 raise
             return False
+
+
+class NetKVGoodbyeOnClose(NetKVStorage):
+    """Bug: ``aclose()`` says goodbye to the server (a ``QUIT``, its answer awaited) before
+    it closes the connection (in a ``finally:``): with the server gone, the goodbye's error
+    goes up to the caller of ``aclose()``."""
+
+    async def _aclose(self) -> None:
+        try:
+            if self._conn is not None:
+                reader, writer = self._conn
+                await self._exchange(reader, writer, _frame({"op": "quit", "ns": self.ns}))
+        finally:
+            await self._drop()
 
 
 class NetKVBatchStorage(NetKVStorage):
