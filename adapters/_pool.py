@@ -222,17 +222,21 @@ class Pool(Generic[C]):
     async def close(self, timeout: float) -> None:
         """Close the idle connections, then wait until every one in use has come back.
 
-        A connection given back after this is terminated. The caller bounds the
-        wait (``asyncio.wait_for``) and calls `terminate` if it runs out.
+        Each idle connection is closed gracefully (the server told), all at once, within
+        ``timeout`` seconds; one whose server does not answer by then is terminated (a
+        server that is stopped or cut off never answers a goodbye). A connection given
+        back after this is terminated. The caller bounds the wait for the ones in use
+        (``asyncio.wait_for``) and calls `terminate` if it runs out.
         """
         idle = self._shut()
         try:
+            await asyncio.gather(
+                *(conn.close(timeout=timeout) for conn in idle), return_exceptions=True
+            )
+        finally:
             for conn in idle:
-                await conn.close(timeout=timeout)
-        except BaseException:
-            for conn in idle:
-                conn.terminate()
-            raise
+                if not conn.is_closed():
+                    conn.terminate()
         if self._in_use or self._opening:
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained

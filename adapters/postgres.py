@@ -70,6 +70,11 @@ __all__ = ["PostgresStorage"]
 
 T = TypeVar("T")
 
+_CLOSE_GRACE = 0.25
+"""Seconds `PostgresStorage.aclose` gives the server to answer the goodbye of each idle
+connection (all at once) before it terminates the connection: a server that is stopped or
+cut off never answers, and closing has nothing else to ask it."""
+
 SCHEMA_VERSION: Final = 1
 """The layout this module writes; a table marked with a newer one is refused."""
 
@@ -798,7 +803,9 @@ class PostgresStorage(StorageBase):
         if pool is None:
             return
         try:
-            await asyncio.wait_for(pool.close(self.timeout), timeout=self.timeout)
+            await asyncio.wait_for(pool.close(_CLOSE_GRACE), timeout=self.timeout)
+        except TimeoutError:
+            pool.terminate()  # in use past the adapter's timeout: cut; nothing to report
         except BaseException:
             pool.terminate()
             raise

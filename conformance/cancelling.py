@@ -25,6 +25,7 @@ from .settings import DEFAULT_CANCEL_BOUND
 
 __all__ = [
     "Outcome",
+    "aclose_within",
     "cancel",
     "check_raised",
     "expect_listed_iff_readable",
@@ -220,4 +221,39 @@ async def own_answer(storage: Storage, key: str, what: str) -> None:
         f"answer for {key}".encode(),
         promise="the next call must get its own answer",
         detail=f"after {what}",
+    )
+
+
+async def aclose_within(storage: Storage, bound: float, key: str, context: str) -> None:
+    """``storage.aclose()`` must return within ``bound`` seconds, without raising, while its
+    backend does not answer (``context`` says how): it has nothing to ask the backend."""
+    __tracebackhide__ = True
+    scope = asyncio.timeout(bound)
+    try:
+        async with scope:
+            await storage.aclose()
+        return
+    except TimeoutError as exc:
+        if scope.expired():
+            fail(
+                "aclose() must return promptly while the backend does not answer",
+                key=key,
+                expected=f"aclose() to return within {bound:g} s",
+                observed=f"it had not returned after {bound:g} s ({context})",
+                detail="aclose() has nothing to ask the backend: close the sockets, sessions "
+                "and files without waiting for an answer (a goodbye to the server, a QUIT "
+                "awaited, waits as long as the server does not answer)",
+            )
+        error: Exception = exc
+    except Exception as exc:
+        error = exc
+    fail(
+        "aclose() must return without raising while the backend does not answer",
+        key=key,
+        expected="aclose() to release everything and return",
+        observed=f"it raised {type(error).__module__}.{describe(error)} ({context})",
+        detail="a goodbye to the server (a QUIT awaited, a final flush, a graceful close "
+        "bounded by a timeout) fails when the server is gone or stopped, and its caller (the "
+        "end of an async with, a shutdown hook) gets an error it can do nothing with: close "
+        "without asking the backend, and release in a finally: block",
     )

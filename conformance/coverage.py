@@ -59,7 +59,8 @@ matrices and records them in the process-wide `coverage`:
     did after ``CancelledError`` (`watching_landings`);
     ``aclose()`` itself after
     another, while another runs, cancelled, as a first call (of a storage
-    never used), and while the backend is down.
+    never used), while the backend is down, and while a hold keeps it from
+    answering (``backend held``).
 ``sizes``
     ``put`` and ``get`` of values of 0 and 1 bytes, of every power of two
     from 2 to the target's ``max_value`` (64 MiB by default) and of the value
@@ -144,6 +145,7 @@ __all__ = [
     "active_recorder",
     "backend_down",
     "backend_down_partway",
+    "backend_held",
     "batch_cap",
     "batch_label",
     "batch_sizes",
@@ -588,6 +590,7 @@ class Reach:
         out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
         if self.down:
             out.append(("lifecycle", "aclose", "backend down"))
+        out.append(("lifecycle", "aclose", "backend held"))
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
         for shape in value_shapes():
@@ -739,6 +742,7 @@ _ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverag
 _MEASURING: ContextVar[bool] = ContextVar("checkpointkit_measuring_waits", default=False)
 _DOWN: ContextVar[bool] = ContextVar("checkpointkit_backend_down", default=False)
 _WATCHING: ContextVar[bool] = ContextVar("checkpointkit_watching_landings", default=False)
+_HELD: ContextVar[bool] = ContextVar("checkpointkit_backend_held", default=False)
 _PARTWAY: ContextVar[Callable[[], bool] | None] = ContextVar(
     "checkpointkit_backend_down_partway", default=None
 )
@@ -757,6 +761,17 @@ def backend_down() -> Iterator[None]:
         yield
     finally:
         _DOWN.reset(token)
+
+
+@contextlib.contextmanager
+def backend_held() -> Iterator[None]:
+    """An ``aclose()`` started in this context runs while the target's hold keeps the
+    backend from answering (`holds`): it records ``aclose`` / ``backend held``."""
+    token = _HELD.set(True)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
 
 
 @contextlib.contextmanager
@@ -1212,6 +1227,8 @@ class CoverageProbe:
         first = not self._closing
         if first and _DOWN.get():
             self._mark("lifecycle", "aclose", "backend down")
+        if first and _HELD.get():
+            self._mark("lifecycle", "aclose", "backend held")
         if not first:
             self._mark("lifecycle", "aclose", "after aclose" if self._closed else "during aclose")
         else:

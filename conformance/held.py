@@ -34,16 +34,20 @@ import pytest
 
 from ..storage import Storage
 from ..storage import delete_many as delete_many_of
-from .cancelling import cancel, check_raised, own_answer
+from .cancelling import aclose_within, cancel, check_raised, own_answer
 from .checks import describe, expect_keys, expect_value, fail
 from .clauses import checks
-from .coverage import watching_landings
+from .coverage import backend_held, watching_landings
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage
 from .holds import Hold, Operation
 from .settle import SettleWatch
 from .target import Target
 
-__all__ = ["HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
+__all__ = ["CLOSE_BOUND", "HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
+
+CLOSE_BOUND = 5.0
+"""Seconds within which ``aclose()`` must return while the backend is held: it has nothing
+to ask the backend (the built-in adapters take milliseconds)."""
 
 HOLD_ATTEMPTS = 3
 """Tries at catching an operation inside a hold that holds it only for a while (a large value)."""
@@ -300,6 +304,37 @@ class HeldBackendTests(StorageFixtures):
         await self._held(
             "list", storage, settle, backend_hold, cancel_bound, storage_target, storage_location
         )
+
+    @checks("close.backend-down", "close.releases")
+    async def test_aclose_while_the_backend_is_held_returns_promptly(
+        self,
+        storage: Storage,
+        backend_hold: Hold,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A storage used (a put, a get, a listing: its connections open), then closed
+        while the target's hold keeps the backend from answering (a server stopped, a
+        network that drops everything): ``aclose()`` must return within `CLOSE_BOUND`
+        without raising. It has nothing to ask the backend; one that says goodbye to its
+        server and awaits the answer (a ``QUIT``) never returns, and the shutdown it is part
+        of never ends."""
+        hold = backend_hold
+        if not hold.operations or not hold.stops_backend:
+            not_exercised(
+                f"the target's hold ({hold.name}) does not stop the backend, so no storage "
+                "was closed while its backend did not answer: give the Target a hold "
+                "(Target(hold=...), see checkpointkit.conformance.holds)"
+            )
+        key = "held-close/a"
+        async with hold.client(storage_target, storage, storage_location) as client:
+            await client.put(key, b"written before the hold")
+            await client.get(key)
+            _ = [k async for k in client.list("held-close/")]
+            context = f"while its backend was held by {hold.name}"
+            async with hold.held(raw_storage(client), raw_key(client, key)):
+                with backend_held():
+                    await aclose_within(client, CLOSE_BOUND, key, context)
 
 
 async def _catch(op: Operation, case: _Case, client: Storage, hold: Hold) -> asyncio.Future[Any]:

@@ -94,11 +94,14 @@ class Hold:
         operations: the operations that wait while the backend is held.
         hold_for: seconds the suite waits after starting an operation before it
             checks that the operation is held (still running).
+        stops_backend: the backend does not answer at all inside `held` (False for
+            `LargeValue`, which only makes one put take a while).
     """
 
     name: str = "nothing"
     operations: frozenset[Operation] = frozenset()
     hold_for: float = 0.05
+    stops_backend: bool = True
 
     def holds(self, operation: Operation) -> bool:
         """Whether ``operation`` waits while the backend is held."""
@@ -154,6 +157,7 @@ class LargeValue(Hold):
     """
 
     operations: frozenset[Operation] = frozenset({"put"})
+    stops_backend = False
 
     def __init__(self, size: int = 32 * 1024 * 1024) -> None:
         if not isinstance(size, int) or size <= 0:

@@ -195,6 +195,44 @@ async def test_close_closes_idle_connections_gracefully() -> None:
     assert (a.state, b.state) == ("closed", "closed")
 
 
+class SilentServerConnection(FakeConnection):
+    """A connection whose server never answers: its graceful close waits out the timeout
+    (then aborts, as asyncpg's does). ``closing`` counts the closes under way at once."""
+
+    closing = 0
+    peak = 0
+
+    async def close(self, *, timeout: float | None = None) -> None:
+        cls = SilentServerConnection
+        cls.closing += 1
+        cls.peak = max(cls.peak, cls.closing)
+        try:
+            await asyncio.sleep(timeout if timeout is not None else 3600)
+        finally:
+            cls.closing -= 1
+            self.state = "terminated"
+        raise TimeoutError
+
+
+async def test_close_terminates_an_idle_connection_whose_server_does_not_answer() -> None:
+    """Every idle connection is told goodbye at once, each within the timeout: two whose
+    server never answers wait out one timeout together, not one each, and end terminated;
+    the close does not raise."""
+    opened = [SilentServerConnection(0), SilentServerConnection(1), FakeConnection(2)]
+    connections = iter(opened)
+
+    async def connect() -> FakeConnection:
+        return next(connections)
+
+    pool: Pool[FakeConnection] = Pool(connect, size=3, idle_lifetime=60.0)
+    conns = [await pool.acquire(1) for _ in range(3)]
+    for conn in conns:
+        pool.release(conn)
+    await asyncio.wait_for(pool.close(0.05), 5)
+    assert SilentServerConnection.peak == 2  # both goodbyes under way at once
+    assert [c.state for c in opened] == ["terminated", "terminated", "closed"]
+
+
 async def test_close_waits_for_a_connection_being_opened_and_terminates_it() -> None:
     pool, opener = pool_of(1)
     opener.gate = asyncio.Event()

@@ -1513,6 +1513,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVGoodbyeOnClose),
     ),
     Mutant(
+        "goodbye-on-close-waits-for-a-held-server",
+        ("close.backend-down",),
+        "cancellation",
+        "test_aclose_while_the_backend_is_held_returns_promptly",
+        lambda: netkv.netkv_target(netkv.NetKVGoodbyeOnClose, name="NetKVGoodbyeOnClose"),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVGoodbyeOnClose),
+    ),
+    Mutant(
         "later-page-error-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",
