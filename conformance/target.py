@@ -159,7 +159,10 @@ class Target:
             URL or ``module:factory``; `resolve_target` sets it). With it, a
             durable target's writes are made in a child process that exits
             without closing anything, and read back here; None reports that
-            test as not exercised.
+            test as not exercised. A factory of a directory or a database file
+            per location gives the ``file`` or ``sqlite`` URL of their folder
+            with ``{location}`` (``file:///srv/ckc/{location}``), which makes the
+            same one in the child.
     """
 
     factory: Factory
@@ -391,8 +394,11 @@ def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
         spec: a target or factory (returned as is), or a string: ``memory``
             (a fresh in-memory storage per test), ``file`` (a fresh temporary
             directory per test), a storage URL (``redis://127.0.0.1:6379/0``;
-            each test works under its own random key prefix, deleted after),
-            or ``module:attribute`` naming a factory or a `Target`.
+            each test works under its own random key prefix, deleted after), a
+            ``file`` or ``sqlite`` URL with ``{location}`` in the last segment of
+            its path (``sqlite:////srv/ckc/{location}.db``: a directory or a
+            database file of its own per location, removed after), or
+            ``module:attribute`` naming a factory or a `Target`.
         **overrides: `Target` fields to set (``scale``, ``capabilities``...).
 
     Raises:
