@@ -285,7 +285,8 @@ class CapabilityTests(StorageFixtures):
             not_exercised(
                 "the target was not given as a SPEC string (a storage URL or "
                 "module:factory; Target(spec=...)), so no process could rebuild it, write "
-                "and die"
+                "and die; a directory or database file per location is the file or sqlite "
+                "URL of their folder with {location}: file:///srv/ckc/{location}"
             )
         locations = {path: new_location() for path in _DURABLE_PATHS}
         # a value of 1 MiB and 256 bytes (at most max_value): stored another way by many

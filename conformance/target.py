@@ -31,8 +31,10 @@ the suite passes them only when the factory's signature accepts them:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import os
 import re
 import secrets
 import shutil
@@ -42,7 +44,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, cast
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from ..errors import ConfigurationError
 from ..keys import MAX_KEY_BYTES
@@ -71,6 +73,12 @@ __all__ = [
 
 Factory = Callable[..., Any]
 """A callable giving a fresh storage; see the module documentation for the forms accepted."""
+
+
+_LOCATION = "{location}"
+"""What a ``file`` or ``sqlite`` URL SPEC holds in place of each location's name, for a
+directory or a database file per location (``file:///srv/ckc/{location}``,
+``sqlite:////srv/ckc/{location}.db``) rather than a key prefix per location in one store."""
 
 
 def new_location() -> str:
@@ -151,7 +159,10 @@ class Target:
             URL or ``module:factory``; `resolve_target` sets it). With it, a
             durable target's writes are made in a child process that exits
             without closing anything, and read back here; None reports that
-            test as not exercised.
+            test as not exercised. A factory of a directory or a database file
+            per location gives the ``file`` or ``sqlite`` URL of their folder
+            with ``{location}`` (``file:///srv/ckc/{location}``), which makes the
+            same one in the child.
     """
 
     factory: Factory
@@ -384,8 +395,11 @@ def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
         spec: a target or factory (returned as is), or a string: ``memory``
             (a fresh in-memory storage per test), ``file`` (a fresh temporary
             directory per test), a storage URL (``redis://127.0.0.1:6379/0``;
-            each test works under its own random key prefix, deleted after),
-            or ``module:attribute`` naming a factory or a `Target`.
+            each test works under its own random key prefix, deleted after), a
+            ``file`` or ``sqlite`` URL with ``{location}`` in the last segment of
+            its path (``sqlite:////srv/ckc/{location}.db``: a directory or a
+            database file of its own per location, removed after), or
+            ``module:attribute`` naming a factory or a `Target`.
         **overrides: `Target` fields to set (``scale``, ``capabilities``...).
 
     Raises:
@@ -431,28 +445,24 @@ def resolve_target(spec: str | Target | Factory, **overrides: Any) -> Target:
 
 
 def _temp_file_target() -> Target:
+    """The ``file`` SPEC: a directory per location in a temporary folder, removed at the end.
+
+    Its `Target.spec` is that folder's URL with ``{location}`` (`_per_location_target`),
+    so that another process rebuilds the same directory for a location.
+    """
     base = Path(tempfile.mkdtemp(prefix="checkpointkit-conformance-"))
-
-    @asynccontextmanager
-    async def file_storage(*, location: str | None = None) -> AsyncIterator[Storage]:
-        root = base / (location or new_location())
-        root.mkdir(parents=True, exist_ok=True)
-        try:
-            async with open_storage(root.as_uri()) as storage:
-                yield storage
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-
-    return Target(
-        file_storage,
+    spec = f"{base.as_uri()}/{_LOCATION}"
+    return Target.of(
+        _per_location_target(spec),
         name="file (temporary directory)",
-        hold=FileLock(),
-        outage=FileOutage(),  # the root of each test is a directory of the suite's own
+        spec=spec,
         cleanup=lambda: shutil.rmtree(base, ignore_errors=True),
     )
 
 
 def _url_target(url: str) -> Target:
+    if _LOCATION in url:
+        return _per_location_target(url)
     if urlsplit(url).scheme.lower() in ("redis", "rediss"):
         # Redis knows how to pin each storage to one (proxied) cluster node, and its TTL.
         from .redis_target import redis_target
@@ -502,6 +512,83 @@ def _url_target(url: str) -> Target:
     else:
         hold = ProxyHold() if upstream is not None else None
     return Target(url_storage, name=_redact(url), upstream=upstream, hold=hold)
+
+
+def _per_location_target(url: str) -> Target:
+    """The target of a ``file`` or ``sqlite`` URL holding ``{location}``: each location is
+    the URL with the location in its place, a directory or a database file of its own.
+
+    The folder that holds the locations must exist (``?create=true`` creates it); each
+    location's directory or database file is created when first opened and removed once
+    the last storage open on it closes. The SPEC string alone makes the same storage of a
+    location in any process: the child of the durability test rebuilds it from that.
+
+    Raises:
+        ConfigurationError: ``{location}`` is not in the last segment of the URL's path, the
+            URL is neither ``file`` nor ``sqlite``, or the folder is missing.
+    """
+    scheme = urlsplit(url).scheme.lower()
+    head, sep, query = url.partition("?")
+    before, _, after = head.partition(_LOCATION)
+    folder = before[: before.rfind("/")]
+    if (
+        scheme not in ("file", "sqlite")
+        or "/" not in before.partition("://")[2]
+        or "/" in after
+        or _LOCATION in after + query
+    ):
+        raise ConfigurationError(
+            f"{_redact(url)}: {_LOCATION} stands once, in the last segment of the path of a "
+            f"file or sqlite URL (file:///srv/ckc/{_LOCATION}, "
+            f"sqlite:////srv/ckc/{_LOCATION}.db)"
+        )
+    if "create" not in dict(parse_qsl(query)):  # as a URL target: never make its folder
+        _check_folder(folder, scheme)
+    opened: dict[str, int] = {}  # storages open on each location, in this process
+
+    @asynccontextmanager
+    async def location_storage(*, location: str | None = None) -> AsyncIterator[Storage]:
+        name = location or new_location()
+        inner = open_storage(before + quote(name, safe="") + after + sep + query, create=True)
+        opened[name] = opened.get(name, 0) + 1
+        try:
+            async with inner as storage:
+                yield storage
+        finally:
+            opened[name] -= 1
+            if not opened[name]:
+                del opened[name]
+                _remove_location(inner)
+
+    if scheme == "file":  # each root is a directory of the suite's own: it may move it away
+        return Target(location_storage, name=_redact(url), hold=FileLock(), outage=FileOutage())
+    return Target(location_storage, name=_redact(url), hold=SQLiteLock())
+
+
+def _check_folder(folder_url: str, scheme: str) -> None:
+    """Raise `ConfigurationError` unless the folder of a per-location URL's locations exists."""
+    if scheme == "file":
+        open_storage(folder_url, create=False)  # checks the root; holds nothing until used
+        return
+    path = unquote(urlsplit(folder_url).path)[1:]  # SQLAlchemy's reading: sqlite:////abs
+    if not os.path.isdir(os.path.expanduser(path or ".")):
+        raise ConfigurationError(
+            f"{_redact(folder_url)} names the folder {path!r} for the database files of the "
+            "locations, which does not exist: check the path, or add ?create=true"
+        )
+
+
+def _remove_location(storage: Storage) -> None:
+    """Remove what a per-location storage (closed) kept: its directory or database file."""
+    from ..adapters.file import FileStorage
+    from ..adapters.sqlite import SQLiteStorage
+
+    if isinstance(storage, FileStorage):
+        shutil.rmtree(storage.root, ignore_errors=True)
+    elif isinstance(storage, SQLiteStorage):
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(storage.path + suffix)
 
 
 async def _delete_prefix(url: str, prefix: str, options: dict[str, Any]) -> None:

@@ -30,7 +30,14 @@ class FileFixtures(StorageFixtures):
             shutil.rmtree(root, ignore_errors=True)
 
         # Each root is a directory of the test's own: the backend-down tests may move it away.
-        return Target(file_storage, name="file", model_budget=MODEL_BUDGET, outage=FileOutage())
+        # The spec makes the same root of a location in the child of the durability test.
+        return Target(
+            file_storage,
+            name="file",
+            model_budget=MODEL_BUDGET,
+            outage=FileOutage(),
+            spec=f"{tmp_path.as_uri()}/{{location}}",
+        )
 
 
 class TestFileConformance(FileFixtures, StorageConformance):

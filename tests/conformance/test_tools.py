@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -160,6 +161,9 @@ def test_resolve_target_understands_every_spec_form(tmp_path: Path) -> None:
     assert resolve_target("memory").name == "memory"
     file_target = resolve_target("file")
     assert file_target.reopens and file_target.cleanup is not None
+    # a directory per location, which another process rebuilds from the spec
+    assert file_target.spec is not None and file_target.spec.endswith("/{location}")
+    assert resolve_target(file_target.spec).spec == file_target.spec
     file_target.cleanup()
     url = resolve_target("redis://user:secret@127.0.0.1:6390/0?password=hunter2")
     assert url.upstream == ("127.0.0.1", 6390) and url.reopens and url.proxyable
@@ -170,6 +174,43 @@ def test_resolve_target_understands_every_spec_form(tmp_path: Path) -> None:
         resolve_target("checkpointkit.adapters.memory:Nothing")
     with pytest.raises(ConfigurationError, match="cannot tell"):
         resolve_target("C:/not a spec")
+
+
+@pytest.mark.parametrize(
+    ("url", "made"),
+    [
+        ("file://{base}/{{location}}", "{location}"),
+        ("sqlite:///{base}/{{location}}.db", "{location}.db"),
+    ],
+)
+async def test_a_url_with_location_opens_one_directory_or_database_per_location(
+    tmp_path: Path, url: str, made: str
+) -> None:
+    """``{location}`` in a file or sqlite URL: each location a directory or database file of
+    its own, the same one from a second target made of the same SPEC (as a child process
+    makes it), removed when the last storage open on it closes."""
+    spec = url.format(base=tmp_path)
+    first, second = resolve_target(spec), resolve_target(spec)
+    assert first.spec == spec and first.reopens
+    async with first.open(location="a") as a, second.open(location="a") as again:
+        version = await a.put("k", b"v")
+        assert await again.get("k") == (b"v", version)
+        async with first.open(location="b") as b:
+            with pytest.raises(NotFound):
+                await b.get("k")
+        left = sorted(os.listdir(tmp_path))  # a's, with SQLite's -wal and -shm
+        assert left[0] == made.format(location="a") and all(n.startswith(left[0]) for n in left)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_url_with_location_refuses_a_missing_folder_and_other_places() -> None:
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        resolve_target("sqlite:////no/such/folder/{location}.db")
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        resolve_target("file:///no/such/folder/{location}")
+    for url in ("file:///tmp/{location}/data", "redis://127.0.0.1:6390/0?prefix={location}"):
+        with pytest.raises(ConfigurationError, match="last segment of the path"):
+            resolve_target(url)
 
 
 def test_redact_hides_passwords_and_secrets() -> None:

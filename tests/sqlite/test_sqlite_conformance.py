@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from checkpointkit.adapters.sqlite import SQLiteStorage
@@ -21,7 +22,10 @@ class SQLiteFixtures(StorageFixtures):
             async with SQLiteStorage(path) as storage:
                 yield storage
 
-        return Target(sqlite_storage, name="sqlite", model_budget=MODEL_BUDGET)
+        # The spec makes the same database file of a location in the child of the durability
+        # test (sqlite:////absolute/path: SQLAlchemy's four slashes).
+        spec = f"sqlite:///{quote(str(tmp_path))}/{{location}}.db"
+        return Target(sqlite_storage, name="sqlite", model_budget=MODEL_BUDGET, spec=spec)
 
 
 class TestSQLiteConformance(SQLiteFixtures, StorageConformance):

@@ -1,8 +1,9 @@
 """The mutation corpus: broken adapters with their correct twins, and the test that kills each.
 
 Every :class:`Mutant` is a small adapter with one mistake a backend author makes (on a
-dict, on files, on ``sqlite3``, over worker threads, over a tiny TCP server), the
-adapter without that mistake (its twin), the protocol clauses the mistake breaks
+dict, on files, on ``sqlite3``, over worker threads, over a tiny TCP server, or in
+checkpointkit's own file and SQLite adapters), the adapter without that mistake (its
+twin), the protocol clauses the mistake breaks
 (ids of :mod:`checkpointkit.conformance.clauses`) and the suite's test that must fail
 on it: a test that names those clauses. The corpus proves the suite: the killer fails
 the mutant in every run and passes the twin in every run
@@ -17,7 +18,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.conformance import Target
 
 from . import (
@@ -29,6 +32,7 @@ from . import (
     kv_threads,
     model_bugs,
     netkv,
+    saved_later,
     threaded,
 )
 from .nonlinear import CheckThenWrite
@@ -1038,6 +1042,24 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_declared_durable_data_survives_the_death_of_its_process",
         "cap.durable",
         make=kv_files.saved_files_target,
+    ),
+    _m(
+        "file-adapter-overwrite-renamed-later",
+        saved_later.FileRenamedLater,
+        FileStorage,
+        CAP,
+        "test_declared_durable_data_survives_the_death_of_its_process",
+        "cap.durable",
+        make=saved_later.saved_later_target,
+    ),
+    _m(
+        "sqlite-adapter-commit-deferred",
+        saved_later.SQLiteCommitsLater,
+        SQLiteStorage,
+        CAP,
+        "test_declared_durable_data_survives_the_death_of_its_process",
+        "cap.durable",
+        make=saved_later.saved_later_target,
     ),
     _m(
         "durable-declared-kept-in-memory",
