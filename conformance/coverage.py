@@ -60,7 +60,8 @@ matrices and records them in the process-wide `coverage`:
     ``aclose()`` itself after
     another, while another runs, cancelled, as a first call (of a storage
     never used), while the backend is down, and while a hold keeps it from
-    answering (``backend held``).
+    answering (``backend held``); and a storage's first call (whichever
+    operation) while the backend is down (row ``first call``).
 ``sizes``
     ``put`` and ``get`` of values of 0 and 1 bytes, of every power of two
     from 2 to the target's ``max_value`` (64 MiB by default) and of the value
@@ -590,6 +591,7 @@ class Reach:
         out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
         if self.down:
             out.append(("lifecycle", "aclose", "backend down"))
+            out.append(("lifecycle", "first call", "backend down"))
         out.append(("lifecycle", "aclose", "backend held"))
         for size in size_classes(self.max_value):
             out += [("sizes", size_label(size), "put"), ("sizes", size_label(size), "get")]
@@ -986,6 +988,8 @@ class CoverageProbe:
         if _PARTWAY.get() is not None:
             return  # marked when the call ends: whether the backend went down meanwhile
         if _DOWN.get():
+            if not self._answered:
+                self._mark("lifecycle", "first call", "backend down")
             mode = None if row is None else " ".join(row.split()[:2])
             self._mark("lifecycle", mode if mode in DOWN_MODES else op, "backend down")
             return

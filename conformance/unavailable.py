@@ -20,11 +20,13 @@ checks
    failed left its key whole (the old value, or the new one for a write whose
    outcome is unknown), and the keys it did not touch hold what they held.
 
-A seventh test cuts a ``delete_many`` of many keys partway, where the outage can
+Another cuts a ``delete_many`` of many keys partway, where the outage can
 (`Outage.down_partway`): the backend answers one request and goes down at the next;
 the call must raise, and one that returns must have deleted its whole batch.
 
-An eighth closes a storage while its backend is down: ``aclose()`` returns without
+Another makes a storage's first call while its backend is down: it raises, and the
+storage answers once the backend is back. Another closes a storage while its backend is
+down: ``aclose()`` returns without
 raising and releases everything (clause ``close.backend-down``).
 
 A target that supplies no outage gets the tests reported as *not exercised*;
@@ -346,6 +348,52 @@ class UnavailableTests(StorageFixtures):
                 prefix="down-pages/",
                 promise="once the backend is back, a listing must get its own answer",
             )
+
+    @checks("error.unavailable")
+    async def test_first_call_while_the_backend_is_down_raises_and_the_storage_recovers(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A storage whose very first call finds its backend down (what opens its client,
+        connections, files or schema fails with it): that call raises
+        ``StorageUnavailable``, and once the backend is back the same storage object
+        answers. One that keeps its failed opening (a setup task that every call awaits,
+        made once) raises on every call after, for good: only a new storage object, or a
+        restart of the process, would answer."""
+        outage = _failing("put", backend_outage)
+        op: Operation = "get" if outage.fails("get") else "put"
+        key = "down-first"
+        async with outage.client(storage_target, storage, storage_location) as client:
+            context = f"as the first call of a storage, while its backend was down ({outage.name})"
+            call = client.get(key) if op == "get" else client.put(key, _NEW)
+            async with outage.down(raw_storage(client)):
+                with backend_down():
+                    await _raises_unavailable(op, key, context, call)
+            after = f"{_a(op)} {context}, then the backend came back"
+            try:
+                await own_answer(client, "down-first-next", after)
+            except StorageUnavailable as exc:
+                fail(
+                    "once its backend is back, a storage whose first call found it down must "
+                    "answer",
+                    key="down-first-next",
+                    expected="a put and a get of the key to get their own answers",
+                    observed=f"the put raised {describe(exc)} after {after}",
+                    detail="the storage kept what failed when it opened (a setup task awaited "
+                    "by every call, a connection or schema check made once): open again on "
+                    "the next call when the first opening failed",
+                )
+            got = await get_or_none(client, key)
+            if got is not None and (op == "get" or got.data != _NEW):
+                fail(
+                    f"{_a(op)} that failed must leave its key whole",
+                    key=key,
+                    expected="nothing" if op == "get" else f"nothing or {describe(_NEW)}",
+                    observed=f"it holds {describe(got.data)} after {after}",
+                )
 
     @checks("error.unavailable", "delete-many.count")
     async def test_delete_many_whose_backend_goes_down_partway_raises_storage_unavailable(

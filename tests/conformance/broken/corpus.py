@@ -1544,6 +1544,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVGoodbyeOnClose),
     ),
     Mutant(
+        "keeps-a-failed-setup",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_first_call_while_the_backend_is_down_raises_and_the_storage_recovers",
+        lambda: netkv.netkv_target(netkv.NetKVKeepsAFailedSetup, name="NetKVKeepsAFailedSetup"),
+        lambda: netkv.netkv_target(netkv.NetKVSetsUpAgain, name="NetKVSetsUpAgain"),
+        _doc(netkv.NetKVKeepsAFailedSetup),
+    ),
+    Mutant(
         "later-page-error-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",

@@ -134,6 +134,8 @@ class NetKVServer:
                 keys = [k for k in keys if k > after]
             page = keys[: r["limit"]]
             return {"value": [page, len(keys) > len(page)]}
+        if op == "ping":
+            return {"value": True}
         if op == "quit":
             return {"value": True}
         if op == "drop":
@@ -342,6 +344,51 @@ class NetKVGoodbyeOnClose(NetKVStorage):
                 await self._exchange(reader, writer, _frame({"op": "quit", "ns": self.ns}))
         finally:
             await self._drop()
+
+
+class NetKVKeepsAFailedSetup(NetKVStorage):
+    """Bug: the first call starts the storage's setup (a ``ping`` that checks the server, as
+    a schema check or an authentication handshake would) as one task that every call
+    awaits, and keeps it: when the first call finds the server down, every later call
+    awaits the failed setup and raises, also once the server is back."""
+
+    def __init__(self, host: str, port: int, namespace: str) -> None:
+        super().__init__(host, port, namespace)
+        self._setup: asyncio.Future[Any] | None = None
+
+    async def _ready(self) -> None:
+        if self._setup is None:
+            self._setup = asyncio.ensure_future(self._call("ping"))
+        await asyncio.shield(self._setup)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._ready()
+        return await super()._put(key, data, mode)
+
+    async def _get(self, key: str) -> GetResult:
+        await self._ready()
+        return await super()._get(key)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._ready()
+        return await super()._delete(key, if_match)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._ready()
+        return await super()._list_page(prefix, start_after, cursor, limit)
+
+
+class NetKVSetsUpAgain(NetKVKeepsAFailedSetup):
+    """Correct: as `NetKVKeepsAFailedSetup`, but a setup that failed is started again by
+    the next call."""
+
+    async def _ready(self) -> None:
+        setup = self._setup
+        if setup is not None and setup.done() and setup.exception() is not None:
+            self._setup = None
+        await super()._ready()
 
 
 class NetKVBatchStorage(NetKVStorage):
