@@ -52,6 +52,7 @@ __all__ = [
     "LinearizabilityTests",
     "record_history",
     "resolve_seed",
+    "wait_point",
 ]
 
 
@@ -136,7 +137,7 @@ class HistoryRecorder:
         task = asyncio.ensure_future(coro)
         try:
             if cancel_at is not None:
-                await _wait_point(cancel_at, task)
+                await wait_point(cancel_at, task)
                 task.cancel()
             await asyncio.wait({task})
         finally:
@@ -245,7 +246,9 @@ def _call_words(key: str, call: _Call) -> str:
     return f"delete({key!r}, if_match={call.expected!r})"
 
 
-async def _wait_point(point: int | float, task: asyncio.Future[Any]) -> None:
+async def wait_point(point: int | float, task: asyncio.Future[Any]) -> None:
+    """Wait until ``point`` (event-loop iterations for an int, seconds for a float) has
+    passed since ``task`` started, or until it is done: where a drawn cancellation falls."""
     if isinstance(point, int):
         for _ in range(point):
             if task.done():

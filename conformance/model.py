@@ -43,7 +43,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import pytest
 
@@ -52,7 +52,7 @@ from ..storage import Capabilities, Storage, StorageBase, delete_many
 from .checks import ConformanceFailure, describe, fail, short_key
 from .clauses import checks
 from .fixtures import StorageFixtures, raw_storage
-from .histories import HistoryRecorder, _Call
+from .histories import HistoryRecorder, _Call, wait_point
 from .linearizability import InconclusiveError, Operation, check
 from .programs import (
     CloseDuring,
@@ -369,11 +369,38 @@ class _Run:
         distinct = list(dict.fromkeys(op.keys))
         invoked = self.recorder.clock()
         batch = getattr(storage, "delete_many", None)
-        if batch is not None:
-            count = await batch(list(op.keys))
-        else:
-            count = sum([await storage.delete(k) for k in distinct])
+
+        async def delete_all() -> Any:
+            if batch is not None:
+                return await batch(list(op.keys))
+            return sum([await storage.delete(k) for k in distinct])
+
+        task = asyncio.ensure_future(delete_all())
+        try:
+            if op.cancel is not None:
+                await wait_point(op.cancel, task)
+                task.cancel()
+            await asyncio.wait({task})
+        finally:
+            if not task.done():  # the test itself was cancelled: leave nothing running
+                task.cancel()
         completed = self.recorder.clock()
+        if task.cancelled():
+            # Not atomic: any subset of the keys may be deleted, until CancelledError (or
+            # at any later moment, where the adapter does not settle cancelled writes).
+            self.log.append(f"{label}: {_words(op)} -> no answer (cancelled)")
+            for k in op.keys if moving else distinct:
+                self.recorder.operations.append(
+                    Operation(
+                        key=k, kind="delete", invoked=invoked,
+                        completed=completed if self.settles else None, outcome="unknown",
+                        client="delete_many", note="cancelled",
+                    )
+                )  # fmt: skip
+                if not moving:
+                    self.keys.unknown(k)
+            return
+        count = task.result()
         self.log.append(f"{label}: {_words(op)} -> {count!r}")
         moving = moving or set()
         states = {k: ("either" if k in moving else self.keys.of(k)) for k in distinct}

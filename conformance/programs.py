@@ -125,6 +125,7 @@ class DeleteMany:
     """``delete_many(keys)``; a key may be given more than once."""
 
     keys: tuple[str, ...]
+    cancel: int | float | None = None
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def programs(options: ProgramOptions) -> SearchStrategy[Program]:
     listing = st.tuples(
         st.just("list"), key, cut, after, st.sampled_from((None, None, 0, 1, 2, 3, 5))
     )
-    many = st.tuples(st.just("delete_many"), st.lists(key, min_size=1, max_size=4))
+    many = st.tuples(st.just("delete_many"), st.lists(key, min_size=1, max_size=4), cancel)
     op = st.one_of(put, put, get, delete, listing, listing, many)
     tasks = st.lists(st.lists(op, min_size=1, max_size=4), min_size=2, max_size=3)
     choices: list[SearchStrategy[Any]] = [op, op, op, st.tuples(st.just("together"), tasks)]
@@ -319,7 +320,7 @@ def _program(
         if kind == "delete":
             return Delete(keys[t[1]], t[2], t[3])
         if kind == "delete_many":
-            return DeleteMany(tuple(keys[i] for i in t[1]))
+            return DeleteMany(tuple(keys[i] for i in t[1]), t[2])
         base = keys[t[1]]
         start_after = None
         if t[3] is not None:

@@ -31,6 +31,7 @@ from checkpointkit.conformance.seed import MODEL_SEED_ENV
 from checkpointkit.errors import ConfigurationError
 
 from .broken.adapters import IOMemoryStorage
+from .broken.kv_dict import BatchLandsAfterCancel
 from .broken.model_bugs import (
     DeleteManyCountsRepeats,
     DeleteManyLeavesTombstones,
@@ -53,6 +54,8 @@ BUGS = {
     "utf16-order": Utf16Order,
     "delete-many-leaves-tombstones": DeleteManyLeavesTombstones,
     "versions-restart-after-delete-many": VersionsRestartAfterDeleteMany,
+    # since a delete_many may be cancelled at a drawn point (the other groups catch it too)
+    "batch-delete-lands-after-cancel": BatchLandsAfterCancel,
 }
 
 MODEL_ONLY = ["versions-restart-after-delete-many"]
