@@ -134,6 +134,11 @@ CLAUSES: tuple[Clause, ...] = (
         "also when it was cancelled",
     ),
     Clause(
+        "close.other-storages",
+        "aclose closes its own storage object only: another one of the same backend, open "
+        "at the same time, answers on",
+    ),
+    Clause(
         "close.backend-down",
         "aclose returns and releases everything while the backend is down: it has nothing "
         "left to ask it",

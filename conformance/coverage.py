@@ -60,7 +60,10 @@ matrices and records them in the process-wide `coverage`:
     ``aclose()`` itself after
     another, while another runs, cancelled, as a first call (of a storage
     never used), while the backend is down, and while a hold keeps it from
-    answering (``backend held``); and a storage's first call (whichever
+    answering (``backend held``); each operation and ``aclose()`` through a
+    storage object after another of the same target was closed while it stayed
+    open (``another closed``: a client, pool or session shared between storage
+    objects, closed by the first ``aclose()``); and a storage's first call (whichever
     operation) while the backend is down (row ``first call``).
 ``sizes``
     ``put`` and ``get`` of values of 0 and 1 bytes, of every power of two
@@ -240,6 +243,7 @@ EVENTS = (
     "another listing open",
     "past expired keys",
     "kept key overwritten",
+    "another closed",
 )
 DOWN_MODES = {"put create": "put", "put if-match": "put", "delete if-match": "delete"}
 """The ``lifecycle`` rows of the conditional modes, with one column, ``backend down``: an
@@ -588,7 +592,7 @@ class Reach:
                 and op in self.down
                 and (caps.conditional_put if op == "put" else caps.conditional_delete)
             ]
-        out += [("lifecycle", "aclose", event) for event in ACLOSE_EVENTS]
+        out += [("lifecycle", "aclose", event) for event in (*ACLOSE_EVENTS, "another closed")]
         if self.down:
             out.append(("lifecycle", "aclose", "backend down"))
             out.append(("lifecycle", "first call", "backend down"))
@@ -744,6 +748,9 @@ _ACTIVE: ContextVar[CoverageRecorder | None] = ContextVar("checkpointkit_coverag
 _MEASURING: ContextVar[bool] = ContextVar("checkpointkit_measuring_waits", default=False)
 _DOWN: ContextVar[bool] = ContextVar("checkpointkit_backend_down", default=False)
 _WATCHING: ContextVar[bool] = ContextVar("checkpointkit_watching_landings", default=False)
+_OPEN_PROBES: dict[tuple[int, str], weakref.WeakSet[CoverageProbe]] = {}
+"""The storage objects of each target (by recorder and name) not closed yet: closing one
+marks the others as used after ``another closed``."""
 _HELD: ContextVar[bool] = ContextVar("checkpointkit_backend_held", default=False)
 _PARTWAY: ContextVar[Callable[[], bool] | None] = ContextVar(
     "checkpointkit_backend_down_partway", default=None
@@ -890,6 +897,9 @@ class CoverageProbe:
         self._closed = False  # the first aclose() has ended
         self._answered = False  # a call of this storage object has ended
         self._listings: weakref.WeakSet[_ProbedListing] = weakref.WeakSet()  # its listings
+        # another storage object of the target was closed while this one was open
+        self._another_closed = False
+        _OPEN_PROBES.setdefault((id(self._rec), target), weakref.WeakSet()).add(self)
 
     def __repr__(self) -> str:
         return f"CoverageProbe({self.inner!r})"
@@ -1022,6 +1032,8 @@ class CoverageProbe:
         self._before(op, row, keys, writes)
         if not self._answered:
             self._mark("lifecycle", op, "first call")
+        if self._another_closed and not self._closing:
+            self._mark("lifecycle", op, "another closed")
         scope = self._scope
         n = next(self._calls)
         self._running[n] = op
@@ -1229,6 +1241,13 @@ class CoverageProbe:
         """Close the storage; a second call is recorded as ``aclose`` after ``aclose`` (or
         during it, while the first runs)."""
         first = not self._closing
+        if first:
+            if self._another_closed:
+                self._mark("lifecycle", "aclose", "another closed")
+            others = _OPEN_PROBES.get((id(self._rec), self._name), weakref.WeakSet())
+            others.discard(self)
+            for other in list(others):
+                other._another_closed = True
         if first and _DOWN.get():
             self._mark("lifecycle", "aclose", "backend down")
         if first and _HELD.get():
@@ -1332,6 +1351,8 @@ class _ProbedListing:
             if limit is None or isinstance(limit, int):
                 mark("listing", kind, f"limit {_limit_word(limit)}")
             scope = probe._scope
+            if probe._another_closed and not probe._closing:
+                mark("lifecycle", "list", "another closed")
             if probe._closing:
                 mark("lifecycle", "list", "after aclose")
             elif any(k.startswith(prefix) for k in scope.writing):

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed
+from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed, StorageUnavailable
 from ..storage import GetResult, IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
 from .cancelling import cancel, check_raised, own_answer, point_text
@@ -1301,6 +1301,56 @@ class LifecycleSweepTests(StorageFixtures):
         _expect_nothing_landed_after(
             at_close, at_end, f"{held}; aclose() returned while a write was still under way"
         )
+
+    @checks("close.other-storages")
+    async def test_closing_one_storage_leaves_another_open(
+        self, storage_target: Target | None
+    ) -> None:
+        """Two storage objects of the target open at once (at two locations, where the
+        target takes one: a client kept per server or per URL is shared by both), each
+        used; the first closed: every operation through the second still gets its own
+        answer, and closing it afterwards releases what is left. An adapter that shares a
+        client, pool or session between storage objects and closes it in the first
+        ``aclose()`` fails the second's calls until the process restarts."""
+        if storage_target is None:
+            not_exercised("the target supplies no factory, so no second storage was opened")
+        reopens = storage_target.reopens
+        async with (
+            storage_target.open(location=new_location() if reopens else None) as first,
+            storage_target.open(location=new_location() if reopens else None) as second,
+        ):
+            await first.put("two-open/first", b"written through the first")
+            await second.put("two-open/a", b"written through the second")
+            await first.aclose()
+            what = "through a storage object still open after another one was closed"
+            try:
+                await expect_value(
+                    second,
+                    "two-open/a",
+                    b"written through the second",
+                    promise="closing one storage object must leave another open",
+                    detail=what,
+                )
+                await second.put("two-open/b", b"b")
+                await second.put("two-open/b", b"b again")
+                await expect_keys(
+                    second,
+                    ["two-open/a", "two-open/b"],
+                    prefix="two-open/",
+                    promise="closing one storage object must leave another open",
+                )
+                await second.delete("two-open/a")
+                await delete_many_of(second, ["two-open/b"])
+            except (StorageClosed, StorageUnavailable, RuntimeError, OSError) as exc:
+                fail(
+                    "closing one storage object must leave another open",
+                    key="two-open/a",
+                    expected="each call through the second storage object to get its own answer",
+                    observed=f"it raised {describe(exc)} {what}",
+                    detail="the two shared a client, pool, session or connection, and the first "
+                    "aclose() closed it: share nothing, or close a shared client only when the "
+                    "last storage object that uses it closes",
+                )
 
     @checks("close.in-flight", "close.releases")
     async def test_aclose_while_a_fresh_storage_opens(self, storage_target: Target | None) -> None:

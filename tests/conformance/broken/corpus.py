@@ -1553,6 +1553,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVKeepsAFailedSetup),
     ),
     Mutant(
+        "client-shared-and-closed-by-the-first",
+        ("close.other-storages",),
+        "lifecycle",
+        "test_closing_one_storage_leaves_another_open",
+        lambda: netkv.netkv_target(netkv.NetKVSharedClient, name="NetKVSharedClient"),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVSharedClient),
+    ),
+    Mutant(
         "later-page-error-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",

@@ -391,6 +391,54 @@ class NetKVSetsUpAgain(NetKVKeepsAFailedSetup):
         await super()._ready()
 
 
+class _Client:
+    """A client of one server, shared by storage objects (`NetKVSharedClient`)."""
+
+    def __init__(self) -> None:
+        self.conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.lock = asyncio.Lock()
+        self.closed = False
+
+
+class NetKVSharedClient(NetKVStorage):
+    """Bug: storage objects of one server share one client (kept per server address, as a
+    module-level cache of clients per URL is), and ``aclose()`` closes it: another storage
+    object still open then fails every call ("the client is closed", as an aiohttp
+    session closed under it says)."""
+
+    _clients: ClassVar[dict[tuple[str, int], _Client]] = {}
+
+    def __init__(self, host: str, port: int, namespace: str) -> None:
+        super().__init__(host, port, namespace)
+        client = self._clients.get((host, port))
+        if client is None or client.closed:
+            client = self._clients[host, port] = _Client()
+        self._client = client
+        self._lock = client.lock
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        client = self._client
+        if client.closed:
+            raise RuntimeError("the client is closed")
+        if client.conn is None:
+            try:
+                client.conn = await asyncio.open_connection(self.host, self.port)
+            except OSError as exc:
+                raise StorageUnavailable(f"cannot connect to {self.host}:{self.port}") from exc
+        return client.conn
+
+    async def _drop(self) -> None:
+        conn, self._client.conn = self._client.conn, None
+        if conn is not None:
+            conn[1].close()
+            with contextlib.suppress(Exception):
+                await conn[1].wait_closed()
+
+    async def _aclose(self) -> None:
+        await self._drop()
+        self._client.closed = True
+
+
 class NetKVBatchStorage(NetKVStorage):
     """Correct: ``delete_many`` sends the batch in requests of at most `NETKV_BATCH` keys,
     one after another, and raises if any of them fails."""
