@@ -40,6 +40,7 @@ Groups (each a mixin of its own, all in `SaverConformance`):
 from __future__ import annotations
 
 import asyncio
+import gc
 import operator
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -789,6 +790,43 @@ class SaverHygieneTests(SaverFixtures):
             await asyncio.sleep(0)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    async def test_listings_stopped_early_leave_nothing_behind(
+        self, eco_target: EcosystemTarget, location: str | None, thread: str
+    ) -> None:
+        """A thread of three checkpoints, listed and left after the first: by ``alist``
+        (an ``async for`` that breaks) and, where the saver has one, by the sync ``list``
+        in a worker thread (a ``for`` that breaks), each then collected where it was left.
+        Nothing may be left behind (the hygiene check around the test: no unraisable
+        exception, no pending task, no open descriptor) and the saver's next call
+        answers. A sync listing that drives ``alist`` from the calling thread
+        (``run_coroutine_threadsafe(anext(...), loop)``) is finalized in that thread,
+        outside the saver's event loop, when its caller stops early: LangGraph's
+        ``AsyncSqliteSaver`` then fails to close its cursor."""
+        async with eco_target.open(location=location) as saver:
+            for step in range(3):
+                await put(saver, thread, {"v": step})
+            async for _ in saver.alist(config_of(thread)):
+                break
+            gc.collect()
+            if "list" in set(implemented_methods(saver)):
+
+                def first_only() -> None:
+                    for _ in saver.list(config_of(thread)):
+                        break
+                    gc.collect()  # collected in the thread that left it
+
+                await asyncio.to_thread(first_only)
+            for _ in range(3):  # a finalizer handed back to the loop runs there
+                await asyncio.sleep(0)
+            ids = await _ids(saver, thread)
+            if len(ids) != 3:
+                fail(
+                    "a listing stopped early must change nothing",
+                    key=thread,
+                    expected="the thread's 3 checkpoints listed by the next alist",
+                    observed=f"{len(ids)} listed after listings stopped after their first",
+                )
 
 
 # -- scenarios: LangGraph's runner over the saver --------------------------------------------------

@@ -156,6 +156,75 @@ class HeldSaver(InMemorySaver):
         return self.get_tuple(config)
 
 
+async def _close_cursor() -> None:
+    """Close a database cursor as aiosqlite does: through a future of the thread's event
+    loop (``RuntimeError`` in a thread that has none)."""
+    loop = asyncio.get_event_loop()
+    closed = loop.create_future()
+    loop.call_soon(closed.set_result, None)
+    await closed
+
+
+class CursorListSaver(HeldSaver):
+    """Correct: ``alist`` reads through a cursor that it closes in an event loop (as an
+    aiosqlite cursor is); the sync ``list`` runs the whole listing on the saver's loop and
+    returns what it read."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.loop = asyncio.get_running_loop()
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        try:
+            for item in InMemorySaver.list(self, config, filter=filter, before=before, limit=limit):
+                yield item
+                await asyncio.sleep(0)
+        finally:
+            await _close_cursor()
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        return iter(asyncio.run_coroutine_threadsafe(collect(), self.loop).result())
+
+
+class SyncListDrivesAlistSaver(CursorListSaver):
+    """Bug: the sync ``list`` drives ``alist`` one item at a time from the calling thread
+    (``run_coroutine_threadsafe(anext(...), loop)``, as LangGraph's AsyncSqliteSaver does):
+    a caller that stops early leaves the async generator to be finalized in its own thread,
+    outside the saver's loop, where closing the cursor raises."""
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        listing = self.alist(config, filter=filter, before=before, limit=limit)
+        while True:
+            try:
+                yield asyncio.run_coroutine_threadsafe(anext(listing), self.loop).result()  # type: ignore[arg-type]
+            except StopAsyncIteration:
+                return
+
+
 class NoDeleteThreadSaver(HeldSaver):
     """Bug: neither adelete_thread nor delete_thread (BaseCheckpointSaver's raise
     NotImplementedError), as in a saver whose author left them out."""
