@@ -171,10 +171,15 @@ class FileStorage(StorageBase):
             process crash) can lose or empty recent writes.
         create: create ``root`` (and its parents) if it is missing.
         threads: worker threads doing the file I/O.
+        lock_timeout: seconds a write waits for the lock of its key's directory
+            while another process holds it, before it raises
+            ``StorageUnavailable`` (as SQLite's ``busy_timeout``): a process that
+            hangs, or is stopped, holding it never lets it go.
 
     Raises:
         ConfigurationError: ``root`` is missing and ``create`` is False, is
-            not a directory, or cannot be created.
+            not a directory, or cannot be created; ``threads`` or
+            ``lock_timeout`` is out of range.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -194,10 +199,19 @@ class FileStorage(StorageBase):
         fsync: bool = True,
         create: bool = True,
         threads: int = 4,
+        lock_timeout: float = 5.0,
     ) -> None:
         path = os.path.abspath(os.path.expanduser(os.fspath(root)))
         if not isinstance(threads, int) or threads < 1:
             raise ConfigurationError(f"threads must be a positive int, not {threads!r}")
+        if (
+            not isinstance(lock_timeout, int | float)
+            or isinstance(lock_timeout, bool)
+            or not 0 <= lock_timeout <= 3600
+        ):
+            raise ConfigurationError(
+                f"lock_timeout must be seconds from 0 to 3600, not {lock_timeout!r}"
+            )
         if not os.path.isdir(path):
             if os.path.exists(path):
                 raise ConfigurationError(f"file storage root {path!r} is not a directory")
@@ -215,6 +229,7 @@ class FileStorage(StorageBase):
         self.root = path
         self.fsync = bool(fsync)
         self.threads = threads
+        self.lock_timeout = float(lock_timeout)
         self._executor: ThreadPoolExecutor | None = None
         self._pid = os.getpid()
         self._setup_lock = threading.Lock()
@@ -226,8 +241,9 @@ class FileStorage(StorageBase):
     def from_url(cls, url: str, **options: Any) -> FileStorage:
         """Open ``file:///abs/path``, ``file://./relative``, or a plain path.
 
-        Query parameters ``fsync``, ``create`` (true/false) and ``threads``
-        (an int) set the options; keyword ``options`` override them.
+        Query parameters ``fsync``, ``create`` (true/false), ``threads`` (an int)
+        and ``lock_timeout`` (seconds) set the options; keyword ``options`` override
+        them.
 
         Raises:
             ConfigurationError: a host other than ``localhost``, an empty path,
@@ -252,6 +268,13 @@ class FileStorage(StorageBase):
         for name, value in parse_qsl(query, keep_blank_values=True):
             if name in ("fsync", "create"):
                 params[name] = _parse_bool(url, name, value)
+            elif name == "lock_timeout":
+                try:
+                    params[name] = float(value)
+                except ValueError:
+                    raise ConfigurationError(
+                        f"file URL parameter lock_timeout={value!r} is not a number of seconds"
+                    ) from None
             elif name == "threads":
                 try:
                     params[name] = int(value)
@@ -706,7 +729,7 @@ class FileStorage(StorageBase):
             fd = self._lock_fds[stripe]
             if fd is None:
                 fd = self._open_lock(stripe)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _flock_within(fd, self.lock_timeout, rel_dir)
             try:
                 yield
             finally:
@@ -1133,10 +1156,39 @@ def _parse_bool(url: str, name: str, value: str) -> bool:
 
 
 def _check_options(options: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(options) - {"fsync", "create", "threads"}
+    unknown = set(options) - {"fsync", "create", "threads", "lock_timeout"}
     if unknown:
         raise ConfigurationError(
             f"unknown file storage option(s) {', '.join(sorted(unknown))}; "
-            "known: create, fsync, threads"
+            "known: create, fsync, lock_timeout, threads"
         )
     return options
+
+
+def _flock_within(fd: int, timeout: float, rel_dir: str) -> None:
+    """``flock(fd, LOCK_EX)``, waiting at most ``timeout`` seconds for another process that
+    holds it (a blocking ``flock`` would wait for ever on one that hangs, or is stopped,
+    holding it); then ``BlockingIOError``, which the adapter raises as
+    ``StorageUnavailable``."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise BlockingIOError(
+                errno.EWOULDBLOCK,
+                f"another process held the lock of directory {rel_dir or '/'!r} "
+                f"for lock_timeout={timeout:g} s",
+            )
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from checkpointkit.adapters.file import FileStorage
+from checkpointkit.errors import ConfigurationError, StorageUnavailable
+from checkpointkit.storage import IfMatch
 
 WORKER = Path(__file__).with_name("_race_worker.py")
 KEYS = pytest.mark.parametrize(
@@ -79,3 +82,59 @@ async def test_cas_counter_across_processes_is_exact(tmp_path: Path, key: str) -
     async with FileStorage(root) as s:
         assert (await s.get(key)).data == b"80"
         assert [k async for k in s.list()] == [key]
+
+
+_HOLDER = """
+import fcntl, os, signal, sys, zlib
+from checkpointkit.adapters.file import FileStorage, LOCK_DIR, LOCK_STRIPES
+storage = FileStorage(sys.argv[1])
+rel_dir = storage._map(sys.argv[2]).rel_dir
+lock_dir = os.path.join(sys.argv[1], LOCK_DIR)
+os.makedirs(lock_dir, exist_ok=True)
+stripe = zlib.crc32(rel_dir.encode()) % LOCK_STRIPES
+fd = os.open(os.path.join(lock_dir, f"{stripe:02d}"), os.O_RDWR | os.O_CREAT, 0o666)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+os.kill(os.getpid(), signal.SIGSTOP)  # a process stopped while it holds the lock
+"""
+
+
+async def test_a_write_waits_for_another_processs_lock_at_most_lock_timeout(
+    tmp_path: Path,
+) -> None:
+    """Another process stopped while it holds the lock of a key's directory: a write of
+    that key raises StorageUnavailable, naming the lock and the timeout, within about
+    ``lock_timeout`` (a blocking ``flock`` would wait for as long as the process is
+    stopped), leaves the key as it was, and a write once the lock is free lands."""
+    key = "locked/key"
+    async with FileStorage(tmp_path, lock_timeout=0.2) as storage:
+        version = await storage.put(key, b"before")
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, str(tmp_path), key],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            with pytest.raises(StorageUnavailable, match=r"lock_timeout=0\.2 s"):
+                await asyncio.wait_for(storage.put(key, b"during", mode=IfMatch(version)), 30)
+            assert loop.time() - started < 10  # about 0.2 s; never the wait for ever
+            assert (await storage.get(key)).data == b"before"
+        finally:
+            holder.kill()  # a stopped process dies of SIGKILL, and its lock with it
+            holder.wait()
+            if holder.stdout is not None:
+                holder.stdout.close()
+        await storage.put(key, b"after", mode=IfMatch(version))
+        assert (await storage.get(key)).data == b"after"
+
+
+def test_lock_timeout_out_of_range_is_refused_by_name(tmp_path: Path) -> None:
+    for bad in (-1, "5", True, 4000):
+        with pytest.raises(ConfigurationError, match="lock_timeout"):
+            FileStorage(tmp_path, lock_timeout=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="lock_timeout"):
+        FileStorage.from_url(f"file://{tmp_path}?lock_timeout=soon")
+    assert FileStorage.from_url(f"file://{tmp_path}?lock_timeout=0.5").lock_timeout == 0.5
