@@ -633,7 +633,7 @@ class PostgresStorage(StorageBase):
                     await conn.execute("ROLLBACK")
         except BaseException as exc:
             self._discard(conn)  # no COMMIT was sent: the transaction is rolled back
-            if isinstance(exc, pgexc.PostgresError | asyncio.CancelledError):
+            if isinstance(exc, asyncio.CancelledError):
                 raise
             with _translate_errors(op, what, self._where):  # StorageUnavailable: not written
                 raise

@@ -878,11 +878,12 @@ class S3Storage(StorageBase):
             else:
                 await abort
             if isinstance(exc, BaseExceptionGroup):
-                # a part failed: raise its (already translated) error, not the group
+                # a part failed: raise its (already translated) error, not the group, with
+                # its own cause (the backend's error; "from None" would drop it)
                 first = exc.exceptions[0]
                 while isinstance(first, BaseExceptionGroup):
                     first = first.exceptions[0]
-                raise first from None
+                raise first from first.__cause__
             raise
         return str(resp["ETag"])
 

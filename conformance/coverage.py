@@ -45,8 +45,9 @@ matrices and records them in the process-wide `coverage`:
     opens its client, connections, files or schema), while the backend is
     down (a put and a delete in each conditional mode in rows of their own,
     `DOWN_MODES`), a listing read on, past its first page, once the backend went
-    down (``down at a later page``), a ``delete_many`` whose backend goes down
-    between two of its requests (``down partway``, `backend_down_partway`), one
+    down (``down at a later page``), a ``delete_many`` of a large batch whose
+    backend goes down between two of its requests (``down partway``,
+    `backend_down_partway`), one
     read on while another listing
     of the same storage object is open (``another listing open``), one
     read on while a put over a present key it has still to yield is in
@@ -138,6 +139,7 @@ __all__ = [
     "DOWN_MODES",
     "LARGE_COLUMNS",
     "MATRICES",
+    "PARTWAY_OPS",
     "VALUE_LIMITS",
     "Cell",
     "Coverage",
@@ -519,12 +521,13 @@ class Reach:
                 "batches of more than 2 keys: the storage has no delete_many of its own "
                 "(a batch is one delete per key)"
             )
-        if _ONE_REQUEST in exercised and _PARTWAY_CELL not in exercised:
-            out.append(
-                "delete_many down partway: the storage sent its batch of the target's "
-                "max_batch keys as one request (or every request before any answer), so "
-                "its backend could not go down between two of them"
-            )
+        for op in PARTWAY_OPS:
+            if _one_request(op) in exercised and _partway_cell(op) not in exercised:
+                out.append(
+                    f"{op} down partway: the storage sent its batch of the target's max_batch "
+                    "keys as one request (or every request before any answer), so its backend "
+                    "could not go down between two of them"
+                )
         return out
 
     @property
@@ -573,9 +576,9 @@ class Reach:
                 ):
                     continue  # a listing's next page, after one read while the backend was up
                 if event == "down partway" and not (
-                    op == "delete_many" and op in self.down and self.batches and self.partway
+                    op in PARTWAY_OPS and op in self.down and self.partway and self.batches
                 ):
-                    continue  # a batch whose backend goes down between two of its requests
+                    continue  # a call whose backend goes down between two of its requests
                 if event == "past expired keys" and not (
                     op == "list" and caps.ttl and self.expires
                 ):
@@ -755,10 +758,22 @@ _HELD: ContextVar[bool] = ContextVar("checkpointkit_backend_held", default=False
 _PARTWAY: ContextVar[Callable[[], bool] | None] = ContextVar(
     "checkpointkit_backend_down_partway", default=None
 )
-_PARTWAY_CELL: Cell = ("lifecycle", "delete_many", "down partway")
-_ONE_REQUEST: Cell = ("partway", "delete_many", "one request")
-"""The marker of a ``delete_many`` run under `backend_down_partway` whose backend did not
-go down: it sent its batch in one request (or all its requests before an answer)."""
+PARTWAY_OPS = ("delete_many",)
+"""The operations whose ``down partway`` cell a cut (`backend_down_partway`) marks: a
+``delete_many`` of a large batch. The put and the get of a large value cut partway have no
+cell: whether a value of a few MiB goes out in one request or several can change from run to
+run (a server that answers before the whole request arrived), and with it whether such a
+cell would be reachable."""
+
+
+def _partway_cell(op: str) -> Cell:
+    return ("lifecycle", op, "down partway")
+
+
+def _one_request(op: str) -> Cell:
+    """The marker of an ``op`` run under `backend_down_partway` whose backend did not go
+    down: it went in one request (or all its requests before an answer)."""
+    return ("partway", op, "one request")
 
 
 @contextlib.contextmanager
@@ -785,10 +800,11 @@ def backend_held() -> Iterator[None]:
 
 @contextlib.contextmanager
 def backend_down_partway(went_down: Callable[[], bool]) -> Iterator[None]:
-    """A ``delete_many`` started in this context runs while the target's backend goes
-    down partway (`Outage.down_partway`): it records ``down partway`` if ``went_down()``
-    says the backend went down before the call ended, else that its batch went out at
-    once (which makes that cell unreachable, unless another run exercised it)."""
+    """An operation started in this context runs while the target's backend goes down
+    partway (`Outage.down_partway`); a ``delete_many`` (`PARTWAY_OPS`) records ``down
+    partway`` if ``went_down()`` says the backend went down before the call ended, else
+    that it went out at once (which makes that cell unreachable, unless another run
+    exercised it); any other operation records nothing."""
     token = _PARTWAY.set(went_down)
     try:
         yield
@@ -1057,8 +1073,8 @@ class CoverageProbe:
         finally:
             self._answered = True
             went_down = _PARTWAY.get()
-            if went_down is not None and op == "delete_many":
-                self._mark(*(_PARTWAY_CELL if went_down() else _ONE_REQUEST))
+            if went_down is not None and op in PARTWAY_OPS:
+                self._mark(*(_partway_cell(op) if went_down() else _one_request(op)))
             if turn is not None:
                 turn.end()
             del self._running[n]
@@ -1572,8 +1588,8 @@ class Coverage:
                 if column == "kept key overwritten" and "put" in idle:
                     continue  # a put that never waits is never in flight
                 if (
-                    cell == _PARTWAY_CELL
-                    and _ONE_REQUEST in self.exercised
+                    column == "down partway"
+                    and _one_request(row) in self.exercised
                     and cell not in self.exercised
                 ):
                     continue  # one request: no point between two for the outage to start

@@ -52,7 +52,13 @@ from . import descriptors
 from .cancelling import aclose_within, own_answer
 from .checks import describe, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
-from .coverage import DEFAULT_MAX_BATCH, backend_down, backend_down_partway
+from .coverage import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_VALUE,
+    backend_down,
+    backend_down_partway,
+    large_sizes,
+)
 from .credentials import expect_no_secret, secrets_of, shown
 from .fixtures import StorageFixtures, not_exercised, raw_storage, set_small_pages
 from .holds import Operation
@@ -61,7 +67,12 @@ from .hygiene_rules import RELEASE_LAG
 from .outages import Outage
 from .target import Target, has_own_delete_many
 
-__all__ = ["UNAVAILABLE_BOUND", "UnavailableTests"]
+__all__ = ["PARTWAY_VALUE", "UNAVAILABLE_BOUND", "UnavailableTests"]
+
+PARTWAY_VALUE = 4 * 1024 * 1024 + 1
+"""The largest value the partway tests put and get (at most the target's ``max_value``): a
+value an adapter may send or read in parts (DynamoDB's items hold 400 KB, Firestore's
+documents 1 MiB, etcd's requests 1.5 MiB)."""
 
 UNAVAILABLE_BOUND = 30.0
 """Seconds within which an operation on a backend that is down must raise: generous, to
@@ -461,6 +472,106 @@ class UnavailableTests(StorageFixtures):
                     detail=f"after {after}",
                 )
 
+    @checks("error.unavailable", "put.atomic")
+    async def test_put_whose_backend_goes_down_partway_leaves_the_key_whole(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """An overwrite of a small value with a large one (the largest of the ``large
+        values`` rows the target allows, at most 4 MiB + 1), while the backend goes down
+        once it has answered a request (`Outage.down_partway`): an adapter that sends a
+        value in parts is cut between two. The put raises ``StorageUnavailable`` (or
+        ``OutcomeUnknown``) or returns; either way, once the backend is back, the key
+        holds the old value or the whole new one (the new one if the put returned), never
+        the parts that went before the cut."""
+        outage, size = self._partway("put", backend_outage, storage_target)
+        key, old = "down-partway-put", b"the old value, before the outage"
+        new = _large_value(size)
+        async with outage.client(storage_target, storage, storage_location) as client:
+            await client.put(key, old)
+            context = f"while its backend went down partway ({outage.name})"
+            async with outage.down_partway(raw_storage(client)) as went_down:
+                with backend_down_partway(went_down):
+                    version, _ = await _answer_or_unavailable(
+                        "put", key, context, client.put(key, new)
+                    )
+                context += "" if went_down() else ", though it never went down"
+            after = f"a put of {size:,} bytes {context}"
+            await own_answer(client, "down-next", after)
+            got = await get_or_none(client, key)
+            held = None if got is None else got.data
+            if held != new and (version is not None or held != old):
+                fail(
+                    "a put cut partway must leave its key whole",
+                    key=key,
+                    expected=f"the new value, {size:,} bytes, whole"
+                    + ("" if version is not None else f", or the old one, {describe(old)}"),
+                    observed=f"it holds {_held(held)} after {after}"
+                    + (f" (the put returned {version!r})" if version is not None else ""),
+                    detail="an adapter that writes a value in parts must make the new value "
+                    "visible only once every part is stored (write the parts aside, then switch "
+                    "to them in one step), and must raise when a part fails",
+                )
+
+    @checks("error.unavailable", "put.round-trip")
+    async def test_get_whose_backend_goes_down_partway_never_answers_part_of_a_value(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A get of a large value (as for the put above) while the backend goes down once it
+        has answered a request: an adapter that reads a value in parts is cut between two.
+        It must raise ``StorageUnavailable`` or answer the whole value: one that reads parts
+        until one fails (a failed part read as "no more parts") answers the first part
+        alone, which its caller takes for the value."""
+        outage, size = self._partway("get", backend_outage, storage_target)
+        key, value = "down-partway-get", _large_value(size)
+        async with outage.client(storage_target, storage, storage_location) as client:
+            await client.put(key, value)
+            context = f"while its backend went down partway ({outage.name})"
+            async with outage.down_partway(raw_storage(client)) as went_down:
+                with backend_down_partway(went_down):
+                    got, _ = await _answer_or_unavailable("get", key, context, client.get(key))
+                context += "" if went_down() else ", though it never went down"
+            if got is not None and bytes(got.data) != value:
+                fail(
+                    "a get cut partway must raise or answer the whole value",
+                    key=key,
+                    expected=f"StorageUnavailable, or the {size:,} bytes stored",
+                    observed=f"it answered {_held(bytes(got.data))} {context}",
+                    detail="an adapter that reads a value in parts must raise when a part "
+                    "fails, never stop there as if the value ended",
+                )
+            after = f"a get of {size:,} bytes {context}"
+            await own_answer(client, "down-next", after)
+            await expect_value(
+                client,
+                key,
+                value,
+                promise="an outage must lose nothing that was stored",
+                detail=f"after {after}",
+            )
+
+    def _partway(
+        self, op: Operation, outage: Outage | None, target: Target | None
+    ) -> tuple[Outage, int]:
+        """The outage of a partway test of ``op``, and the size of its value."""
+        __tracebackhide__ = True
+        outage = _failing(op, outage)
+        if not outage.partway:
+            pytest.skip(f"{outage.name} cannot start partway through a call")
+        sizes = large_sizes(
+            min(PARTWAY_VALUE, DEFAULT_MAX_VALUE if target is None else target.max_value)
+        )
+        if not sizes:
+            pytest.skip("the target's max_value holds no large value")
+        return outage, sizes[-1]
+
     @checks("close.backend-down", "close.releases")
     async def test_aclose_while_the_backend_is_down_returns_and_releases_everything(
         self,
@@ -612,6 +723,22 @@ def _wrong(op: str, key: str, exc: BaseException, context: str, detail: str = _F
         ),
         detail=detail,
     )
+
+
+def _large_value(size: int) -> bytes:
+    """``size`` bytes whose every 64 KiB block differs (a part read twice, or out of place,
+    shows)."""
+    blocks = (size + 65535) // 65536
+    return b"".join(i.to_bytes(4, "big") * 16384 for i in range(blocks))[:size]
+
+
+def _held(data: bytes | None) -> str:
+    """What a key holds, for a message about a large value."""
+    if data is None:
+        return "nothing (the key is missing)"
+    if len(data) <= 64:
+        return describe(data)
+    return f"{len(data):,} bytes"
 
 
 def _a(kind: str) -> str:

@@ -1562,6 +1562,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVSharedClient),
     ),
     Mutant(
+        "parts-read-until-one-fails",
+        ("error.unavailable", "put.round-trip"),
+        "lifecycle",
+        "test_get_whose_backend_goes_down_partway_never_answers_part_of_a_value",
+        lambda: netkv.netkv_target(
+            netkv.NetKVPartsReadUntilOneFails, name="NetKVPartsReadUntilOneFails"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVPartsStorage, name="NetKVPartsStorage"),
+        _doc(netkv.NetKVPartsReadUntilOneFails),
+    ),
+    Mutant(
         "later-page-error-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import struct
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -437,6 +438,65 @@ class NetKVSharedClient(NetKVStorage):
     async def _aclose(self) -> None:
         await self._drop()
         self._client.closed = True
+
+
+NETKV_PART = 64 * 1024
+"""The size of the parts that `NetKVPartsStorage` stores a larger value in."""
+
+
+class NetKVPartsStorage(NetKVStorage):
+    """Correct: a value of more than `NETKV_PART` bytes is stored in parts, one request
+    each, under keys of a namespace of their own named by a fresh token, and then the key
+    is switched to them in one request (a manifest); a get reads the manifest, then every
+    part, and raises if one fails."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if len(data) <= NETKV_PART:
+            return await super()._put(key, b"\x00" + data, mode)
+        token = secrets.token_hex(8)
+        parts = range(0, len(data), NETKV_PART)
+        for i, offset in enumerate(parts):
+            await self._parts("put", key=f"{token}/{i}", data=data[offset : offset + NETKV_PART])
+        manifest = b"\x01" + f"{token}/{len(parts)}/{len(data)}".encode()
+        return await super()._put(key, manifest, mode)
+
+    async def _get(self, key: str) -> GetResult:
+        got = await super()._get(key)
+        if got.data[:1] == b"\x00":
+            return GetResult(got.data[1:], got.version)
+        token, count, size = got.data[1:].decode().split("/")
+        data = b"".join([await self._part(f"{token}/{i}") for i in range(int(count))])
+        if len(data) != int(size):
+            raise StorageUnavailable(f"key {key!r}: a part of its value is missing")
+        return GetResult(data, got.version)
+
+    async def _part(self, name: str) -> bytes:
+        part: bytes = (await self._parts("get", key=name))[0]
+        return part
+
+    async def _parts(self, op: str, **fields: Any) -> Any:
+        """A request to the namespace of the parts (the frame's ``ns`` field, overridden)."""
+        mode = {"mode": "overwrite"} if op == "put" else {}
+        return await self._call(op, ns=self.ns + "#parts", **mode, **fields)
+
+
+class NetKVPartsReadUntilOneFails(NetKVPartsStorage):
+    """Bug: a get reads a value's parts until one fails and answers what it read (a failed
+    part read as "no more parts"): with the backend gone after the first part, it answers
+    the first 64 KiB of the value as the whole of it."""
+
+    async def _get(self, key: str) -> GetResult:
+        got = await NetKVStorage._get(self, key)
+        if got.data[:1] == b"\x00":
+            return GetResult(got.data[1:], got.version)
+        token, count, _ = got.data[1:].decode().split("/")
+        read = []
+        for i in range(int(count)):
+            try:
+                read.append(await self._part(f"{token}/{i}"))
+            except (StorageUnavailable, NotFound):
+                break
+        return GetResult(b"".join(read), got.version)
 
 
 class NetKVBatchStorage(NetKVStorage):
