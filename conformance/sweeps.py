@@ -1341,6 +1341,7 @@ class LifecycleSweepTests(StorageFixtures):
                 )
                 await second.delete("two-open/a")
                 await delete_many_of(second, ["two-open/b"])
+                await second.aclose()  # what is left of the two is released
             except (StorageClosed, StorageUnavailable, RuntimeError, OSError) as exc:
                 fail(
                     "closing one storage object must leave another open",
