@@ -130,6 +130,7 @@ BIG = "test_16_mib_value_round_trips"
 PAGES = "test_list_pages_across_many_keys"
 ODD = "test_odd_but_valid_keys_round_trip_and_list_exactly"
 UNICODE = "test_unicode_keys_round_trip_and_stay_distinct"
+EMPTY_PRESENT = "test_a_key_holding_an_empty_value_is_present_to_every_operation"
 
 _SQL = kv_sqlite.sqlite_target
 _FILES = kv_files.files_target
@@ -519,6 +520,22 @@ MUTANTS: tuple[Mutant, ...] = (
         SEM,
         "test_empty_value_round_trips",
         "put.round-trip",
+    ),
+    _m(
+        "create-takes-an-empty-value-for-missing",
+        kv_dict.CreateTakesAnEmptyValueForMissing,
+        D,
+        SEM,
+        EMPTY_PRESENT,
+        "put.create.existing",
+    ),
+    _m(
+        "if-match-takes-an-empty-value-for-missing",
+        kv_dict.IfMatchTakesAnEmptyValueForMissing,
+        D,
+        SEM,
+        EMPTY_PRESENT,
+        "put.if-match.current",
     ),
     _m(
         "strips-trailing-nuls",

@@ -578,6 +578,28 @@ class EmptyValueReadsAsMissing(DictKV):
         return GetResult(*found)
 
 
+class CreateTakesAnEmptyValueForMissing(DictKV):
+    """Bug: the create-only check reads the stored value and tests it for truth (``if
+    current: raise PreconditionFailed``, where ``GET`` answered ``b""``): a create-only put
+    of a key holding an empty value overwrites it."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if mode == "create" and current is not None and not current[0]:
+            return
+        super()._refuse(key, current, mode)
+
+
+class IfMatchTakesAnEmptyValueForMissing(DictKV):
+    """Bug: the compare-and-set reads the stored value and takes an empty one for a missing
+    key (``if not current: raise PreconditionFailed``, where ``GET`` answered ``b""``): an
+    if-match put of a key holding an empty value is refused, with its current version too."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if isinstance(mode, IfMatch) and current is not None and not current[0]:
+            raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+        super()._refuse(key, current, mode)
+
+
 class StripsTrailingNuls(DictKV):
     """Bug: values are stored as C strings: trailing NUL bytes are stripped."""
 
