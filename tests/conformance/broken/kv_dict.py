@@ -2036,6 +2036,27 @@ class CreateSetsNoExpiry(_ExpiryByMode):
         return None if self.mode == "create" else super()._expiry(name)
 
 
+class CreateKeepsTheDeadlineADeleteLeft(_ExpiryByMode):
+    """Bug: the deadlines are rows of a table apart from the items; the backend removes an
+    expired item with its row, but a delete leaves the row, and a create-only put sets a
+    deadline only where none is (``INSERT OR IGNORE``; an overwrite replaces it): a key
+    deleted and created again expires at the time of the key it replaced."""
+
+    def _drop(self, name: str) -> None:
+        DictKV._drop(self, name)  # the deadline's row stays
+
+    async def _round_trip(self) -> None:
+        await DictKV._round_trip(self)
+        for name in self._expired():  # an expired item goes with its row
+            DictKV._drop(self, name)
+            self.expires.pop(name, None)
+
+    def _expiry(self, name: str) -> float | None:
+        if self.mode == "create" and name in self.expires:
+            return self.expires[name]
+        return super()._expiry(name)
+
+
 class ExpiringPartsKV(ExpiringDictKV):
     """Correct: a value over `PART` bytes is kept as content-addressed parts (one part for
     every value that holds its bytes, as an adapter stores large values on a backend with a
@@ -2101,6 +2122,47 @@ class PartsKeepTheirFirstExpiry(ExpiringPartsKV):
     def _keep_part(self, digest: str, chunk: bytes, expiry: float | None) -> None:
         if digest not in self.parts:
             super()._keep_part(digest, chunk, expiry)
+
+
+class RevisionedExpiringKV(ExpiringDictKV):
+    """Correct: a version is a digest of the key and its revision, a count of the key's
+    writes that a delete keeps (a tombstone) and an expiry keeps too (a record of its own
+    that never expires): a key's versions never repeat."""
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self.revisions: dict[str, int] = {}
+
+    def _mint(self, key: str, data: bytes) -> str:
+        self.revisions[key] = self.revisions.get(key, 0) + 1
+        return hashlib.sha256(f"{key}\0{self.revisions[key]}".encode()).hexdigest()[:16]
+
+
+class RevisionExpiresWithTheKey(RevisionedExpiringKV):
+    """Bug: the revision is kept in the key's item, which the backend removes when it
+    expires (a delete keeps it, as a tombstone): once a key has expired, its versions start
+    again, and an if-match of a version from before the expiry matches the new key."""
+
+    async def _round_trip(self) -> None:
+        expired = self._expired()
+        await super()._round_trip()
+        for name in expired:
+            self.revisions.pop(name, None)
+
+
+class RefusedWritesRenewTheExpiry(ExpiringDictKV):
+    """Bug: the expiry is set by a command of its own after the write's (``SETNX``, then
+    ``PEXPIRE``: the pattern from before ``SET ... NX PX``), sent whether or not the write
+    was refused: a create-only or if-match put refused on a present key gives it a new
+    expiry, and a key that such puts keep trying never expires."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        try:
+            return await super()._put(key, data, mode)
+        except PreconditionFailed:
+            if self.ttl is not None and key in self.values:
+                self.expires[key] = _now() + self.ttl
+            raise
 
 
 class ExpiredKeysStillListed(ExpiringDictKV):
