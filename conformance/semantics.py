@@ -25,7 +25,7 @@ from .fixtures import raw_storage, set_small_pages
 from .pitfalls import PitfallTests
 from .sweeps import SemanticSweepTests, put_or_refused
 
-__all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "UNICODE_KEYS", "SemanticsTests"]
+__all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "OWN_NAME_KEYS", "UNICODE_KEYS", "SemanticsTests"]
 
 UNICODE_KEYS = [
     "caf\u00e9",  # NFC é
@@ -83,6 +83,29 @@ LONG_SEGMENT_KEYS = [
     "deep/" + "y" * 200 + "/leaf",
 ]
 """Keys with a 200-byte segment (the key rules limit only the whole key, to 1024 bytes)."""
+
+OWN_NAME_KEYS = [
+    ".tmp-1",
+    ".tmp-x/y",
+    "own/.tmp-00000001",
+    "own/.tmp",
+    "own/x.tmp",
+    "own/#0123456789abcdef.tmp",
+    "own/#locks",
+    "own/.lock",
+    "own/x.lock",
+    "own/x.part",
+    "own/x.part-1",
+    "own/x.meta",
+    "own/x.version",
+    "own/x~",
+    "own/_index",
+    "own/__meta__",
+    "own/.DS_Store",
+]
+"""Valid keys named as adapters name their own records beside the keys: temporary and
+staging files (``.tmp-N``, ``x.tmp``, the file adapter's ``#<hex>.tmp``), locks (``#locks``,
+``.lock``), the parts of a large value, metadata and version records, an index."""
 
 
 class SemanticsTests(PitfallTests, SemanticSweepTests):
@@ -675,6 +698,16 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
     @checks("key.multi-byte")
     async def test_200_byte_segment_keys_round_trip(self, storage: Storage) -> None:
         await _round_trip_all(storage, LONG_SEGMENT_KEYS, "keys with a 200-byte segment")
+
+    @checks("key.one-to-one", "list.prefix-only")
+    async def test_keys_named_like_an_adapters_own_records_round_trip_and_list_exactly(
+        self, storage: Storage
+    ) -> None:
+        """Keys named as adapters name their own records beside the keys (`OWN_NAME_KEYS`:
+        temporary and staging files, locks, parts, metadata, an index): an adapter that keeps
+        such records in the keys' name space and tells them by a name that a key can have
+        leaves those keys out of listings, or mixes them with its own."""
+        await _round_trip_all(storage, OWN_NAME_KEYS, "keys named like an adapter's own records")
 
     # -- close -------------------------------------------------------------------------------------
     @checks("close.storage-closed", "close.open-listing")

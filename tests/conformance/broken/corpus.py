@@ -538,6 +538,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.if-match.current",
     ),
     _m(
+        "staging-records-named-like-keys",
+        kv_dict.StagingRecordsNamedLikeKeys,
+        kv_dict.StagedUploadsKV,
+        SEM,
+        "test_keys_named_like_an_adapters_own_records_round_trip_and_list_exactly",
+        "key.one-to-one",
+        "list.prefix-only",
+    ),
+    _m(
         "strips-trailing-nuls",
         kv_dict.StripsTrailingNuls,
         D,

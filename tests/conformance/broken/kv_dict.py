@@ -891,6 +891,49 @@ class IndexRowReplacedOnOverwrite(IndexedListingKV):
             self.keys.insert(i, key)  # INSERT INTO index VALUES (key, new version)
 
 
+class StagedUploadsKV(DictKV):
+    """Correct: a put uploads its value to a staging record in the keys' name space first
+    (one request), then commits it under the key, checking its condition, and removes the
+    staging record; staging records are named so that no key can be one (they start with
+    ``/``), and a listing leaves them out before it counts its page."""
+
+    STAGE: ClassVar[str] = "/.tmp-"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.staged = itertools.count(1)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        stage = f"{self.STAGE}{next(self.staged):08d}"
+        self._store(stage, data, "staged")
+        try:
+            await self._round_trip()  # the upload
+            self._refuse(key, self.values.get(key), mode)
+            version = self._mint(key, data)
+            self._store(key, data, version)
+            return version
+        finally:
+            self._drop(stage)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = (k for k in self._walk(prefix, after) if not k.startswith(self.STAGE))
+        page = list(itertools.islice(keys, limit))
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class StagingRecordsNamedLikeKeys(StagedUploadsKV):
+    """Bug: staging records are named ``.tmp-N``, which a key can be too (as a files adapter
+    names its temporary files, and skips them when it lists): every key that starts with
+    ``.tmp-`` is left out of listings."""
+
+    STAGE = ".tmp-"
+
+
 class PrefixMatchesWholeSegments(DictKV):
     """Bug: the prefix is matched on whole segments: list('a/b') finds 'a/b/c' but not 'a/bc'."""
 
