@@ -744,6 +744,48 @@ class CapabilityTests(StorageFixtures):
                 "set a new one whatever is there",
             )
 
+    @checks("ttl.not-early", "cap.shared")
+    async def test_declared_ttl_starts_again_for_a_key_another_client_writes(
+        self, target: Target, supports_ttl: bool, supports_shared: bool
+    ) -> None:
+        """Two ``ttl`` storages at one location: a key written through the first, overwritten
+        through the second at half the ttl, then read through both every 50 ms until 3/4 of
+        the ttl after that write, past the expiry of the first write. An expiry kept by the
+        client that wrote (a timer of its own, ``loop.call_later``, or a table of deadlines
+        in the storage object), which another client's write does not move, removes the key
+        at the time of the first write."""
+        _undeclared(supports_ttl, "ttl")
+        _undeclared(supports_shared, "shared")
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        _reopenable(target, "shared with ttl")
+        location, key = new_location(), "cap/ttl-another client/k"
+        async with (
+            target.open(location=location, ttl=TTL_SECONDS) as first,
+            target.open(location=location, ttl=TTL_SECONDS) as second,
+        ):
+            written = time.monotonic()
+            await first.put(key, b"from the first client")
+            await asyncio.sleep(max(0.0, written + TTL_SECONDS / 2 - time.monotonic()))
+            began = time.monotonic()
+            await second.put(key, b"from the second client")
+            await asyncio.gather(
+                *(
+                    _read_until(
+                        client,
+                        {key: b"from the second client"},
+                        began,
+                        0.75,
+                        f"an overwrite through a second client, read through the {which}",
+                        2,
+                        written + TTL_SECONDS,
+                        detail="keep each key's expiry with the data, where every client's "
+                        "write moves it, not in the client that wrote",
+                    )
+                    for which, client in (("first", first), ("second", second))
+                )
+            )
+
     @checks("ttl.not-early")
     async def test_declared_ttl_of_a_fraction_of_a_second_keeps_a_key_that_long(
         self, target: Target, supports_ttl: bool

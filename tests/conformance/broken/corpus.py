@@ -1478,6 +1478,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.not-early",
     ),
     _m(
+        "expiry-timers-per-client",
+        kv_dict.ExpiryTimersPerClient,
+        kv_dict.SharedExpiringKV,
+        CAP,
+        "test_declared_ttl_starts_again_for_a_key_another_client_writes",
+        "ttl.not-early",
+    ),
+    _m(
         "writes-behind",
         kv_dict.WritesBehind,
         D,

@@ -2011,6 +2011,72 @@ class ExpiriesLostOnReopen(DurableExpiringKV):
     keeps_expiries: ClassVar[bool] = False
 
 
+class SharedExpiringKV(ExpiringDictKV):
+    """Correct: ``shared`` and ``ttl``: the clients of a location share its data and each
+    key's deadline, which every client's write moves and every client's call enforces."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=True, settles_cancelled_writes=True, ttl=True
+    )
+    _by_location: ClassVar[
+        dict[str, tuple[dict[str, tuple[bytes, str]], list[str], dict[str, float]]]
+    ] = {}
+    shares_deadlines: ClassVar[bool] = True
+
+    def __init__(self, location: str | None = None, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self.counter = _GLOBAL_COUNTER
+        if location is not None:
+            stored = self._by_location.setdefault(location, ({}, [], {}))
+            self.values, self.keys = stored[0], stored[1]
+            if self.shares_deadlines:
+                self.expires = stored[2]
+
+
+class ExpiryTimersPerClient(SharedExpiringKV):
+    """Bug: each client expires the keys it wrote with a timer of its own
+    (``loop.call_later(ttl, delete)``, moved by its own writes, cancelled by its own
+    deletes and at ``aclose()``): another client's write of the key does not move it, and
+    the key is deleted at the time of the first client's write."""
+
+    _by_location: ClassVar[
+        dict[str, tuple[dict[str, tuple[bytes, str]], list[str], dict[str, float]]]
+    ] = {}
+    shares_deadlines = False
+
+    def __init__(self, location: str | None = None, ttl: float | None = None) -> None:
+        super().__init__(location, ttl)
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+
+    def _expiry(self, name: str) -> float | None:
+        return None  # the timer expires it
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if self.ttl is not None:
+            self._stop(name)
+            loop = asyncio.get_running_loop()
+            self.timers[name] = loop.call_later(self.ttl, self._expire, name)
+
+    def _stop(self, name: str) -> None:
+        timer = self.timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _expire(self, name: str) -> None:
+        self.timers.pop(name, None)
+        if name in self.values:
+            DictKV._drop(self, name)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self._stop(name)
+
+    async def _aclose(self) -> None:
+        for name in list(self.timers):
+            self._stop(name)
+
+
 class NeverExpires(ExpiringDictKV):
     """Bug: declares ``ttl`` and takes the option, but never applies it."""
 
