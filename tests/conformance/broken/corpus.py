@@ -547,6 +547,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "list.prefix-only",
     ),
     _m(
+        "tombstone-told-by-its-value",
+        kv_dict.TombstoneToldByItsValue,
+        kv_dict.SoftDeleteKV,
+        SEM,
+        "test_values_of_every_shape_round_trip",
+        "put.round-trip",
+    ),
+    _m(
         "strips-trailing-nuls",
         kv_dict.StripsTrailingNuls,
         D,

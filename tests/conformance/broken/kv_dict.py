@@ -600,6 +600,71 @@ class IfMatchTakesAnEmptyValueForMissing(DictKV):
         super()._refuse(key, current, mode)
 
 
+class SoftDeleteKV(DictKV):
+    """Correct: a delete is soft (on a backend whose conditional write is its only atomic
+    way to delete on a condition): the row stays, its value replaced by the JSON ``null``
+    and a ``deleted`` flag set; reads, listings and conditions take a flagged row for a
+    missing key."""
+
+    TOMBSTONE: ClassVar[bytes] = b"null"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: set[str] = set()
+
+    def _is_deleted(self, name: str) -> bool:
+        return name in self.deleted
+
+    def _live(self, name: str) -> tuple[bytes, str] | None:
+        row = self.values.get(name)
+        return None if row is None or self._is_deleted(name) else row
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        self._refuse(key, self._live(key), mode)
+        version = self._mint(key, data)
+        self.deleted.discard(key)
+        self._store(key, data, version)
+        return version
+
+    async def _get(self, key: str) -> GetResult:
+        await self._round_trip()
+        row = self._live(key)
+        if row is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(*row)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._round_trip()
+        row = self._live(key)
+        if row is None:
+            return False
+        if if_match is not None and row[1] != if_match:
+            raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+        self.values[key] = (self.TOMBSTONE, row[1])
+        self.deleted.add(key)
+        return True
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = (k for k in self._walk(prefix, after) if self._live(k) is not None)
+        page = list(itertools.islice(keys, limit))
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class TombstoneToldByItsValue(SoftDeleteKV):
+    """Bug: the row of a deleted key is told by its value, the JSON ``null``, without a
+    flag: a key whose value is ``b"null"`` is missing to every read, listing and
+    condition."""
+
+    def _is_deleted(self, name: str) -> bool:
+        row = self.values.get(name)
+        return row is not None and row[0] == self.TOMBSTONE
+
+
 class StripsTrailingNuls(DictKV):
     """Bug: values are stored as C strings: trailing NUL bytes are stripped."""
 
