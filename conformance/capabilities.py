@@ -174,6 +174,21 @@ def _undeclared(flag: bool, capability: str) -> None:
         pytest.skip(f"the adapter does not declare {capability}")
 
 
+async def _skip_unless_ttl(target: Target, supports_ttl: bool) -> None:
+    """Skip unless the adapter declares ``ttl``: the storage the suite opened says so, or,
+    where the factory takes ``ttl`` and the target does not set the capabilities, a
+    storage opened with a ttl does (an adapter may declare it on such storages only, as
+    `RedisStorage` does: their expiry is then checked, not skipped)."""
+    if supports_ttl:
+        return
+    if target.expires and target.capabilities is None:
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            declared = getattr(raw_storage(storage), "capabilities", None)
+        if isinstance(declared, Capabilities) and declared.ttl:
+            return
+    _undeclared(False, "ttl")
+
+
 def _reopenable(target: Target, capability: str) -> None:
     if not target.reopens:
         pytest.skip(
@@ -409,7 +424,7 @@ class CapabilityTests(StorageFixtures):
         expired must be listed, by a listing of one key too (an adapter that filters
         expired items out of a page read by the limit, and takes a short page for the
         last, lists nothing)."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         async with target.open(ttl=TTL_SECONDS) as storage:
@@ -512,7 +527,7 @@ class CapabilityTests(StorageFixtures):
         storage opened again at the same location (with the same ``ttl``) until it is gone:
         an expiry kept in the storage object (a timer, a table of deadlines in memory) is
         lost with it, and the key would then never expire."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         _undeclared(supports_durable, "durable")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
@@ -542,7 +557,7 @@ class CapabilityTests(StorageFixtures):
         and kept with the key's expiry (a revision kept in the item, or in a record that
         expires with it) starts again once the key expires, though a delete keeps it, and a
         writer holding a version from before the expiry then overwrites the new key."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         key, writes = "cap/ttl-versions/k", 3
@@ -605,7 +620,7 @@ class CapabilityTests(StorageFixtures):
         each key must be gone within ttl + 5 s of its last write (an expiry set by a command
         of its own after the write's, ``SETNX`` and then ``PEXPIRE``, is renewed by every
         refused try, and a key that such writes keep trying never expires)."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         async with target.open(ttl=TTL_SECONDS) as storage:
@@ -668,7 +683,7 @@ class CapabilityTests(StorageFixtures):
         alongside it each time with the same large value (about 1 MiB), must read back whole
         as long (an adapter that keeps a large value in parts, written only where no part
         holds their bytes yet, leaves them the expiry of their first write)."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         key, large_key = "cap/ttl-kept/k", "cap/ttl-kept/large"
@@ -716,7 +731,7 @@ class CapabilityTests(StorageFixtures):
         items, whose row a delete forgets) and that the new write keeps (a create-only put
         that sets an expiry only where none is, ``INSERT OR IGNORE``) expires the new key at
         the time of the old one."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         async with target.open(ttl=TTL_SECONDS) as storage:
@@ -754,7 +769,7 @@ class CapabilityTests(StorageFixtures):
         client that wrote (a timer of its own, ``loop.call_later``, or a table of deadlines
         in the storage object), which another client's write does not move, removes the key
         at the time of the first write."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         _undeclared(supports_shared, "shared")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
@@ -794,7 +809,7 @@ class CapabilityTests(StorageFixtures):
         once, a key written through each and read every 50 ms: it is there for every read
         that starts before 3/4 of its ttl after its write (a ttl sent as whole seconds,
         ``SET ... EX int(ttl)``, expires the first at once and the second after 1 s)."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         key, data = "cap/ttl-fraction/k", b"short-lived"

@@ -1390,6 +1390,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.expires",
     ),
     _m(
+        "ttl-never-applied-declared-when-opened-with-it",
+        kv_dict.NeverExpiresDeclaredWhenOpenedWithIt,
+        kv_dict.DeclaresTtlWhenOpenedWithIt,
+        CAP,
+        "test_declared_ttl_expires_keys",
+        "ttl.expires",
+    ),
+    _m(
         "ttl-expiry-lost-on-reopen",
         kv_dict.ExpiriesLostOnReopen,
         kv_dict.DurableExpiringKV,

@@ -21,6 +21,7 @@ import socket
 import unicodedata
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import replace
 from typing import Any, ClassVar
 from urllib.parse import quote as url_quote
 from urllib.parse import unquote as url_unquote
@@ -2140,6 +2141,28 @@ class ExpiryTimersPerClient(SharedExpiringKV):
     async def _aclose(self) -> None:
         for name in list(self.timers):
             self._stop(name)
+
+
+class DeclaresTtlWhenOpenedWithIt(ExpiringDictKV):
+    """Correct: declares ``ttl`` on a storage opened with one only (as `RedisStorage` does:
+    its class declares no ttl, a storage made with ``ttl=`` is of a subclass that does)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=False, settles_cancelled_writes=True, ttl=False
+    )
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        if ttl is not None:
+            self.capabilities = replace(self.capabilities, ttl=True)  # type: ignore[misc]
+
+
+class NeverExpiresDeclaredWhenOpenedWithIt(DeclaresTtlWhenOpenedWithIt):
+    """Bug: declares ``ttl`` on a storage opened with one, and takes the option, but never
+    applies it (what `NeverExpires` does, declared as `RedisStorage` declares ttl)."""
+
+    def _expiry(self, name: str) -> float | None:
+        return None
 
 
 class NeverExpires(ExpiringDictKV):
