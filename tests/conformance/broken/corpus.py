@@ -1564,6 +1564,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "list.start-after",
     ),
     _m(
+        "server-cursors-named-per-client",
+        kv_dict.ServerCursorsNamedPerClient,
+        kv_dict.ServerCursorsKV,
+        CON,
+        "test_interleaved_listings_of_two_clients_each_get_their_own_keys",
+        "list.pages",
+    ),
+    _m(
         "listing-cache-kept-by-create",
         kv_dict.ListingCacheKeptByCreate,
         kv_dict.CachedListingsKV,

@@ -1298,6 +1298,46 @@ class VersionedBatchDelete(SharedDictKV):
         return existed
 
 
+class ServerCursorsKV(SharedDictKV):
+    """Correct: a listing's continuation is a cursor that the backend keeps (a table of the
+    location, which every client reads), named by a number from a counter the clients
+    share."""
+
+    _cursor_tables: ClassVar[dict[str, dict[str, str]]] = {}
+    _shared_ids: ClassVar[Iterator[int]] = itertools.count(1)
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.cursors = {} if location is None else self._cursor_tables.setdefault(location, {})
+
+    def _cursor_name(self) -> str:
+        return f"c{next(self._shared_ids)}"
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after = start_after if cursor is None else self.cursors[cursor]
+        page = await super()._list_page(prefix, after, None, limit)
+        if page.cursor is None:
+            return page
+        name = self._cursor_name()
+        self.cursors[name] = page.cursor
+        return ListPage(page.keys, name)
+
+
+class ServerCursorsNamedPerClient(ServerCursorsKV):
+    """Bug: the backend's cursors are named by a counter of the client (``c1``, ``c2``...,
+    a sequence number per connection): two clients name theirs alike, and one client's
+    next page is read from where the other client's listing stopped."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self._own_ids = itertools.count(1)
+
+    def _cursor_name(self) -> str:
+        return f"c{next(self._own_ids)}"
+
+
 class _ReadCache:
     """What gets and listing pages answered, kept for the next same call."""
 
