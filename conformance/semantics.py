@@ -84,28 +84,28 @@ LONG_SEGMENT_KEYS = [
 ]
 """Keys with a 200-byte segment (the key rules limit only the whole key, to 1024 bytes)."""
 
-OWN_NAME_KEYS = [
+_OWN_NAMES = [
     ".tmp-1",
-    ".tmp-x/y",
-    "own/.tmp-00000001",
-    "own/.tmp",
-    "own/x.tmp",
-    "own/#0123456789abcdef.tmp",
-    "own/#locks",
-    "own/.lock",
-    "own/x.lock",
-    "own/x.part",
-    "own/x.part-1",
-    "own/x.meta",
-    "own/x.version",
-    "own/x~",
-    "own/_index",
-    "own/__meta__",
-    "own/.DS_Store",
+    ".tmp",
+    "x.tmp",
+    "#0123456789abcdef.tmp",
+    "#locks",
+    ".lock",
+    "x.lock",
+    "x.part",
+    "x.part-1",
+    "x.meta",
+    "x.version",
+    "x~",
+    "_index",
+    "__meta__",
+    ".DS_Store",
 ]
-"""Valid keys named as adapters name their own records beside the keys: temporary and
-staging files (``.tmp-N``, ``x.tmp``, the file adapter's ``#<hex>.tmp``), locks (``#locks``,
-``.lock``), the parts of a large value, metadata and version records, an index."""
+OWN_NAME_KEYS = [*_OWN_NAMES, *(f"own/{name}" for name in _OWN_NAMES), ".tmp-x/y"]
+"""Valid keys named as adapters name their own records beside the keys, at the top and
+under a prefix: temporary and staging files (``.tmp-N``, ``x.tmp``, the file adapter's
+``#<hex>.tmp``), locks (``#locks``, ``.lock``), the parts of a large value, metadata and
+version records, an index."""
 
 
 class SemanticsTests(PitfallTests, SemanticSweepTests):

@@ -555,6 +555,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.round-trip",
     ),
     _m(
+        "index-record-named-like-a-key",
+        kv_dict.IndexRecordNamedLikeAKey,
+        D,
+        SEM,
+        "test_keys_named_like_an_adapters_own_records_round_trip_and_list_exactly",
+        "key.one-to-one",
+        "list.prefix-only",
+    ),
+    _m(
         "strips-trailing-nuls",
         kv_dict.StripsTrailingNuls,
         D,

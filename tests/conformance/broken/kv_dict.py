@@ -1000,6 +1000,28 @@ class StagingRecordsNamedLikeKeys(StagedUploadsKV):
     STAGE = ".tmp-"
 
 
+class IndexRecordNamedLikeAKey(DictKV):
+    """Bug: the adapter keeps a record of its own in the keys' name space, ``_index`` (how
+    many keys there are, rewritten by every write), and leaves it out of listings by that
+    name: a key ``_index`` is overwritten by the adapter and never listed."""
+
+    RECORD: ClassVar[str] = "_index"
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if name != self.RECORD:
+            DictKV._store(self, self.RECORD, b"%d" % len(self.values), "index")
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = (k for k in self._walk(prefix, after) if k != self.RECORD)
+        page = list(itertools.islice(keys, limit))
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
 class PrefixMatchesWholeSegments(DictKV):
     """Bug: the prefix is matched on whole segments: list('a/b') finds 'a/b/c' but not 'a/bc'."""
 
