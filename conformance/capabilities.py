@@ -80,6 +80,12 @@ _AFTER_EXPIRY = (
 a listing of its scope shows it gone (each changes the key while it is there): with the
 watchers, every row of the ``state`` matrix on an expired key; and listings of a key written
 after the key and four more of its scope expired."""
+_REFUSED_PUTS = (
+    "create-only put",
+    "if-match put of a stale version",
+    "if-match put of a version never minted",
+)
+"""The puts that `test_declared_ttl_is_not_renewed_by_refused_writes` tries on a present key."""
 _EXPIRED_SIBLINGS = 4
 """How many keys besides its own the scope of ``listing past expired keys`` has."""
 
@@ -166,6 +172,21 @@ _DURABLE_DELETED = {
 def _undeclared(flag: bool, capability: str) -> None:
     if not flag:
         pytest.skip(f"the adapter does not declare {capability}")
+
+
+async def _skip_unless_ttl(target: Target, supports_ttl: bool) -> None:
+    """Skip unless the adapter declares ``ttl``: the storage the suite opened says so, or,
+    where the factory takes ``ttl`` and the target does not set the capabilities, a
+    storage opened with a ttl does (an adapter may declare it on such storages only, as
+    `RedisStorage` does: their expiry is then checked, not skipped)."""
+    if supports_ttl:
+        return
+    if target.expires and target.capabilities is None:
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            declared = getattr(raw_storage(storage), "capabilities", None)
+        if isinstance(declared, Capabilities) and declared.ttl:
+            return
+    _undeclared(False, "ttl")
 
 
 def _reopenable(target: Target, capability: str) -> None:
@@ -404,7 +425,7 @@ class CapabilityTests(StorageFixtures):
         expired must be listed, by a listing of one key too (an adapter that filters
         expired items out of a page read by the limit, and takes a short page for the
         last, lists nothing)."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         async with target.open(ttl=TTL_SECONDS) as storage:
@@ -507,7 +528,7 @@ class CapabilityTests(StorageFixtures):
         storage opened again at the same location (with the same ``ttl``) until it is gone:
         an expiry kept in the storage object (a timer, a table of deadlines in memory) is
         lost with it, and the key would then never expire."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         _undeclared(supports_durable, "durable")
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
@@ -526,6 +547,128 @@ class CapabilityTests(StorageFixtures):
                 "the one that wrote it was closed",
             )
 
+    @checks("version.never-repeats", "ttl.expires")
+    async def test_declared_ttl_versions_after_an_expiry_never_repeat_earlier_ones(
+        self, target: Target, supports_ttl: bool
+    ) -> None:
+        """A key written three times through a ``ttl`` storage, read until it has expired,
+        then written three times again (created first, with ``conditional_put``): no
+        version minted after the expiry is one the key had before it, and none from before
+        matches an if-match put or a conditional delete after it. A version counted per key
+        and kept with the key's expiry (a revision kept in the item, or in a record that
+        expires with it) starts again once the key expires, though a delete keeps it, and a
+        writer holding a version from before the expiry then overwrites the new key."""
+        await _skip_unless_ttl(target, supports_ttl)
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        key, writes = "cap/ttl-versions/k", 3
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            caps = storage.capabilities
+            before = [await storage.put(key, b"before %d" % i) for i in range(writes)]
+            await _until_gone(
+                storage, key, time.monotonic(), "ttl: a key must expire", "of its last write"
+            )
+            for i in range(writes):
+                data = b"after %d" % i
+                if i == 0 and caps.conditional_put:
+                    version = await storage.put(key, data, mode="create")
+                else:
+                    version = await storage.put(key, data)
+                if version in before:
+                    fail(
+                        "a version minted after a key expired must differ from every version "
+                        "the key had before it",
+                        key=key,
+                        expected=f"a version other than {before!r}",
+                        observed=f"write {i + 1} after the expiry returned {version!r}, the "
+                        f"version of write {before.index(version) + 1} before it",
+                    )
+                for old in before:
+                    if caps.conditional_put:
+                        await expect_raises(
+                            PreconditionFailed,
+                            storage.put(key, b"stale", mode=IfMatch(old)),
+                            promise="a version from before a key expired must not match after "
+                            "it is written again",
+                            call=f"put({key!r}, b'stale', mode=IfMatch({old!r}))",
+                            key=key,
+                        )
+                    if caps.conditional_delete:
+                        await expect_raises(
+                            PreconditionFailed,
+                            storage.delete(key, if_match=old),
+                            promise="a version from before a key expired must not match after "
+                            "it is written again",
+                            call=f"delete({key!r}, if_match={old!r})",
+                            key=key,
+                        )
+                await expect_value(
+                    storage,
+                    key,
+                    data,
+                    version=version,
+                    promise="a refused if-match put or conditional delete must change nothing",
+                )
+
+    @checks("ttl.expires", "put.refused-changes-nothing")
+    async def test_declared_ttl_is_not_renewed_by_refused_writes(
+        self, target: Target, supports_ttl: bool
+    ) -> None:
+        """Keys, each in a scope of its own, written twice through a ``ttl`` storage, then
+        tried every 50 ms, until a listing of their scope shows them gone, by a write that a
+        present key refuses: a create-only put, an if-match put of a stale version and of one
+        never minted, a conditional delete of a stale version. A refused write is no write:
+        each key must be gone within ttl + 5 s of its last write (an expiry set by a command
+        of its own after the write's, ``SETNX`` and then ``PEXPIRE``, is renewed by every
+        refused try, and a key that such writes keep trying never expires)."""
+        await _skip_unless_ttl(target, supports_ttl)
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            caps = storage.capabilities
+            probes = [*(_REFUSED_PUTS if caps.conditional_put else ())]
+            if caps.conditional_delete:
+                probes.append("conditional delete of a stale version")
+            if not probes:
+                pytest.skip("no write can be refused: neither conditional_put nor delete")
+            stale: dict[str, str] = {}
+            last: dict[str, str] = {}
+            for probe in probes:
+                stale[probe] = await storage.put(f"cap/ttl-refused {probe}/k", b"first")
+                last[probe] = await storage.put(f"cap/ttl-refused {probe}/k", b"short-lived")
+            deadline = time.monotonic() + TTL_SECONDS + 5
+            waiting = probes
+            while waiting:
+                if time.monotonic() >= deadline:
+                    fail(
+                        "ttl: a refused write must not renew a key's expiry",
+                        key=f"cap/ttl-refused {waiting[0]}/k",
+                        expected=f"each key gone within {TTL_SECONDS + 5:g} s of its last write "
+                        f"(ttl {TTL_SECONDS:g} s), tried every 50 ms by a write it refuses",
+                        observed="still there, tried by: " + ", ".join(waiting),
+                    )
+                present = []
+                for probe in waiting:
+                    key = f"cap/ttl-refused {probe}/k"
+                    if not [k async for k in storage.list(f"cap/ttl-refused {probe}/")]:
+                        continue
+                    present.append(probe)
+                    # refused while the key is there; one that expired just before it may
+                    # write (a create-only put) or find nothing (a conditional delete)
+                    with contextlib.suppress(PreconditionFailed):
+                        if probe == "create-only put":
+                            await storage.put(key, b"again", mode="create")
+                        elif probe.startswith("if-match put"):
+                            version = stale[probe]
+                            if "never minted" in probe:
+                                version = _bogus_version(last[probe], (stale[probe], last[probe]))
+                            await storage.put(key, b"again", mode=IfMatch(version))
+                        else:
+                            await storage.delete(key, if_match=stale[probe])
+                waiting = present
+                if waiting:
+                    await asyncio.sleep(0.05)
+
     @checks("ttl.not-early")
     async def test_declared_ttl_keeps_a_key_until_ttl_after_its_last_write(
         self, target: Target, supports_ttl: bool
@@ -541,7 +684,7 @@ class CapabilityTests(StorageFixtures):
         alongside it each time with the same large value (about 1 MiB), must read back whole
         as long (an adapter that keeps a large value in parts, written only where no part
         holds their bytes yet, leaves them the expiry of their first write)."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         key, large_key = "cap/ttl-kept/k", "cap/ttl-kept/large"
@@ -579,6 +722,87 @@ class CapabilityTests(StorageFixtures):
             await _read_until(storage, keys, began, 0.75, "create-only put after it expired", 4)
 
     @checks("ttl.not-early")
+    async def test_declared_ttl_starts_again_for_a_key_deleted_and_written_again(
+        self, target: Target, supports_ttl: bool
+    ) -> None:
+        """Keys written through a ``ttl`` storage, deleted at half the ttl and written again
+        at once (by a create-only put, with ``conditional_put``, and by an overwrite), each
+        read every 50 ms until 3/4 of the ttl after its new write, past the expiry of its
+        first: a deadline that the delete leaves behind (a table of expiries apart from the
+        items, whose row a delete forgets) and that the new write keeps (a create-only put
+        that sets an expiry only where none is, ``INSERT OR IGNORE``) expires the new key at
+        the time of the old one."""
+        await _skip_unless_ttl(target, supports_ttl)
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            hows = ["overwrite"]
+            if storage.capabilities.conditional_put:
+                hows.insert(0, "create-only put")
+            keys = {how: f"cap/ttl-written again/{how}" for how in hows}
+            first = time.monotonic()
+            for key in keys.values():
+                await storage.put(key, b"first")
+            await asyncio.sleep(max(0.0, first + TTL_SECONDS / 2 - time.monotonic()))
+            began = time.monotonic()
+            for how, key in keys.items():
+                await storage.delete(key)
+                await _write_as(storage, key, how, "", 2, b"written again")
+            await _read_until(
+                storage,
+                dict.fromkeys(keys.values(), b"written again"),
+                began,
+                0.75,
+                "a delete, then a write of the key again",
+                2,
+                first + TTL_SECONDS,
+                detail="a delete must remove the key's expiry with it, or the next write must "
+                "set a new one whatever is there",
+            )
+
+    @checks("ttl.not-early", "cap.shared")
+    async def test_declared_ttl_starts_again_for_a_key_another_client_writes(
+        self, target: Target, supports_ttl: bool, supports_shared: bool
+    ) -> None:
+        """Two ``ttl`` storages at one location: a key written through the first, overwritten
+        through the second at half the ttl, then read through both every 50 ms until 3/4 of
+        the ttl after that write, past the expiry of the first write. An expiry kept by the
+        client that wrote (a timer of its own, ``loop.call_later``, or a table of deadlines
+        in the storage object), which another client's write does not move, removes the key
+        at the time of the first write."""
+        await _skip_unless_ttl(target, supports_ttl)
+        _undeclared(supports_shared, "shared")
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        _reopenable(target, "shared with ttl")
+        location, key = new_location(), "cap/ttl-another client/k"
+        async with (
+            target.open(location=location, ttl=TTL_SECONDS) as first,
+            target.open(location=location, ttl=TTL_SECONDS) as second,
+        ):
+            written = time.monotonic()
+            await first.put(key, b"from the first client")
+            await asyncio.sleep(max(0.0, written + TTL_SECONDS / 2 - time.monotonic()))
+            began = time.monotonic()
+            await second.put(key, b"from the second client")
+            await asyncio.gather(
+                *(
+                    _read_until(
+                        client,
+                        {key: b"from the second client"},
+                        began,
+                        0.75,
+                        f"an overwrite through a second client, read through the {which}",
+                        2,
+                        written + TTL_SECONDS,
+                        detail="keep each key's expiry with the data, where every client's "
+                        "write moves it, not in the client that wrote",
+                    )
+                    for which, client in (("first", first), ("second", second))
+                )
+            )
+
+    @checks("ttl.not-early")
     async def test_declared_ttl_of_a_fraction_of_a_second_keeps_a_key_that_long(
         self, target: Target, supports_ttl: bool
     ) -> None:
@@ -586,7 +810,7 @@ class CapabilityTests(StorageFixtures):
         once, a key written through each and read every 50 ms: it is there for every read
         that starts before 3/4 of its ttl after its write (a ttl sent as whole seconds,
         ``SET ... EX int(ttl)``, expires the first at once and the second after 1 s)."""
-        _undeclared(supports_ttl, "ttl")
+        await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
         key, data = "cap/ttl-fraction/k", b"short-lived"

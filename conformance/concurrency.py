@@ -20,7 +20,7 @@ from ..storage import delete_many as delete_many_of
 from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none, listed
 from .clauses import checks
 from .coverage import large_sizes
-from .fixtures import scaled, set_small_pages
+from .fixtures import not_exercised, scaled, set_small_pages
 from .semantics import _need
 from .sweeps import ConcurrentSweepTests, _listed, max_value_of, put_or_refused
 from .target import Target, new_location
@@ -219,6 +219,64 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 )
                 w = winners[0]  # read through the client the winner did not write through
                 await _winner_holds(clients[1 - w % 2], key, w, outcomes[w])
+
+    @checks("list.pages", "list.prefix-only", "cap.shared")
+    async def test_interleaved_listings_of_two_clients_each_get_their_own_keys(
+        self, target: Target, supports_shared: bool
+    ) -> None:
+        """Two clients of a ``shared`` adapter at one location, each listing a prefix of its
+        own in pages of two keys, read a key at a time in turn. A continuation that the
+        backend keeps (a server-side cursor) named by a number each client counts alone
+        (1, 2, 3...) is one name for both clients' cursors, and one client's next page is
+        read from where the other's stopped."""
+        _need(supports_shared, "shared")
+        if not target.reopens:
+            pytest.skip(
+                "the factory takes no 'location' keyword, so the suite cannot open a second "
+                "client on the same data"
+            )
+        location = new_location()
+        keys = {
+            "two-listings/a/": [f"two-listings/a/{i}" for i in range(5)],
+            "two-listings/b/": [f"two-listings/b/{i}" for i in range(7)],
+        }
+        async with target.open(location=location) as a, target.open(location=location) as b:
+            if not (set_small_pages(a, 2) and set_small_pages(b, 2)):
+                not_exercised(
+                    "the adapter is not a StorageBase, whose page size the suite can lower: "
+                    "a listing of a handful of keys has one page"
+                )
+            for key in [k for group in keys.values() for k in group]:
+                await a.put(key, b"x")
+            wanted = {
+                "the first client's list('two-listings/a/')": (
+                    a.list("two-listings/a/"),
+                    keys["two-listings/a/"],
+                ),
+                "the second client's list('two-listings/b/')": (
+                    b.list("two-listings/b/"),
+                    keys["two-listings/b/"],
+                ),
+            }
+            seen: dict[str, list[str]] = {name: [] for name in wanted}
+            open_ = {name: listing.__aiter__() for name, (listing, _) in wanted.items()}
+            while open_:
+                for name, listing in list(open_.items()):
+                    try:
+                        seen[name].append(await listing.__anext__())
+                    except StopAsyncIteration:
+                        del open_[name]
+            for name, (_, expected) in wanted.items():
+                if seen[name] != expected:
+                    fail(
+                        "listings of two clients read in turn must each return their own keys",
+                        key=expected[0],
+                        expected=f"{name} to return {expected}",
+                        observed=f"it returned {seen[name]}, read in turn with "
+                        + ", ".join(n for n in wanted if n != name),
+                        detail="name a continuation the backend keeps so that no other "
+                        "client's can have its name (a random id, or one the backend counts)",
+                    )
 
     @checks("delete-many.count", "list.concurrent-writes", "cap.shared")
     async def test_listing_and_delete_many_while_another_client_writes(

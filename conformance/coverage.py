@@ -365,7 +365,8 @@ def size_classes(cap: int) -> list[int]:
 def value_shapes() -> dict[str, bytes]:
     """The rows of ``values``: small values that an adapter may take for text, or for
     its own compressed or encoded data (a read that decompresses what looks
-    compressed, a text column that drops a byte order mark or translates line ends)."""
+    compressed, a text column that drops a byte order mark or translates line ends),
+    or for its own marker (JSON ``null``, the value of a soft delete's tombstone)."""
     import bz2
     import gzip
     import lzma
@@ -391,6 +392,7 @@ def value_shapes() -> dict[str, bytes]:
         "Snappy stream header": b"\xff\x06\x00\x00sNaPpY" + plain[:32],
         "pickle": pickle.dumps({"value": [1, 2.5, None]}, protocol=5),
         "JSON": b'{"value": [1, 2.5, null]}',
+        "JSON null": b"null",
     }
 
 

@@ -23,9 +23,9 @@ from .checks import (
 from .clauses import checks
 from .fixtures import raw_storage, set_small_pages
 from .pitfalls import PitfallTests
-from .sweeps import SemanticSweepTests
+from .sweeps import SemanticSweepTests, put_or_refused
 
-__all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "UNICODE_KEYS", "SemanticsTests"]
+__all__ = ["LONG_SEGMENT_KEYS", "ODD_KEYS", "OWN_NAME_KEYS", "UNICODE_KEYS", "SemanticsTests"]
 
 UNICODE_KEYS = [
     "caf\u00e9",  # NFC é
@@ -84,6 +84,29 @@ LONG_SEGMENT_KEYS = [
 ]
 """Keys with a 200-byte segment (the key rules limit only the whole key, to 1024 bytes)."""
 
+_OWN_NAMES = [
+    ".tmp-1",
+    ".tmp",
+    "x.tmp",
+    "#0123456789abcdef.tmp",
+    "#locks",
+    ".lock",
+    "x.lock",
+    "x.part",
+    "x.part-1",
+    "x.meta",
+    "x.version",
+    "x~",
+    "_index",
+    "__meta__",
+    ".DS_Store",
+]
+OWN_NAME_KEYS = [*_OWN_NAMES, *(f"own/{name}" for name in _OWN_NAMES), ".tmp-x/y"]
+"""Valid keys named as adapters name their own records beside the keys, at the top and
+under a prefix: temporary and staging files (``.tmp-N``, ``x.tmp``, the file adapter's
+``#<hex>.tmp``), locks (``#locks``, ``.lock``), the parts of a large value, metadata and
+version records, an index."""
+
 
 class SemanticsTests(PitfallTests, SemanticSweepTests):
     """Round trips, versions, conditional writes, deletes, listing, close."""
@@ -97,6 +120,103 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
         await expect_value(
             storage, "empty", b"", version=version, promise="an empty value must round-trip"
         )
+
+    @checks(
+        "put.create.existing",
+        "put.if-match.current",
+        "delete.existing",
+        "list.reflects-writes",
+        "delete-many.count",
+    )
+    async def test_a_key_holding_an_empty_value_is_present_to_every_operation(
+        self,
+        storage: Storage,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """A key holding ``b""`` is present, not missing: a create-only put is refused, an
+        if-match put of its version writes (another empty value) and one of a stale version
+        is refused, a listing returns it, a conditional delete of a stale version is refused
+        and one of its version deletes it, a delete and a ``delete_many`` count it. An
+        adapter that reads a key's value and tests it for truth (``if not current``, where
+        ``GET`` answered ``b""``) takes it for a missing key on that path."""
+        key = "empty-present/k"
+        version = await storage.put(key, b"")
+        if supports_conditional_put:
+            await expect_raises(
+                PreconditionFailed,
+                storage.put(key, b"x", mode="create"),
+                promise="a create-only put of a key holding an empty value must be refused",
+                call=f"put({key!r}, b'x', mode='create')",
+                key=key,
+            )
+            await expect_value(
+                storage, key, b"", version=version, promise="a refused put must change nothing"
+            )
+            stale, written = version, await put_or_refused(storage, key, b"", IfMatch(version))
+            if written is None:
+                fail(
+                    "an if-match put of a key holding an empty value, with its version, must write",
+                    key=key,
+                    expected="a new version",
+                    observed=f"put({key!r}, b'', mode=IfMatch({version!r})) raised "
+                    "PreconditionFailed, as if the key were missing",
+                )
+            version = written
+            await expect_raises(
+                PreconditionFailed,
+                storage.put(key, b"x", mode=IfMatch(stale)),
+                promise="an if-match put of a stale version must be refused",
+                call=f"put({key!r}, b'x', mode=IfMatch({stale!r}))",
+                key=key,
+            )
+            await expect_value(
+                storage,
+                key,
+                b"",
+                version=version,
+                promise="an if-match put of an empty value's version must write it",
+            )
+        await expect_keys(
+            storage, [key], prefix="empty-present/", promise="a key holding b'' must be listed"
+        )
+        if supports_conditional_delete:
+            stale, version = version, await storage.put(key, b"")
+            await expect_raises(
+                PreconditionFailed,
+                storage.delete(key, if_match=stale),
+                promise="a conditional delete of a stale version must be refused",
+                call=f"delete({key!r}, if_match={stale!r})",
+                key=key,
+            )
+            existed = await storage.delete(key, if_match=version)
+            expect(
+                existed is True,
+                "a conditional delete of a key holding an empty value, with its version, must "
+                "delete it and return True",
+                key=key,
+                expected="True",
+                observed=repr(existed),
+            )
+            await expect_value(storage, key, None, promise="a deleted key must be missing")
+        for how in ("delete", "delete_many"):
+            await storage.put(key, b"")
+            if how == "delete":
+                answer: object = await storage.delete(key)
+                counted = answer is True
+            else:
+                answer = await delete_many(storage, [key])
+                counted = answer == 1
+            expect(
+                counted,
+                f"a {how} of a key holding an empty value must count it",
+                key=key,
+                expected="True" if how == "delete" else "1",
+                observed=repr(answer),
+            )
+            await expect_value(
+                storage, key, None, promise=f"a key deleted by {how} must be missing"
+            )
 
     @checks("put.round-trip", "put.returns-version")
     async def test_small_value_round_trips(self, storage: Storage) -> None:
@@ -578,6 +698,16 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
     @checks("key.multi-byte")
     async def test_200_byte_segment_keys_round_trip(self, storage: Storage) -> None:
         await _round_trip_all(storage, LONG_SEGMENT_KEYS, "keys with a 200-byte segment")
+
+    @checks("key.one-to-one", "list.prefix-only")
+    async def test_keys_named_like_an_adapters_own_records_round_trip_and_list_exactly(
+        self, storage: Storage
+    ) -> None:
+        """Keys named as adapters name their own records beside the keys (`OWN_NAME_KEYS`:
+        temporary and staging files, locks, parts, metadata, an index): an adapter that keeps
+        such records in the keys' name space and tells them by a name that a key can have
+        leaves those keys out of listings, or mixes them with its own."""
+        await _round_trip_all(storage, OWN_NAME_KEYS, "keys named like an adapter's own records")
 
     # -- close -------------------------------------------------------------------------------------
     @checks("close.storage-closed", "close.open-listing")

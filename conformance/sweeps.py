@@ -597,13 +597,21 @@ class SemanticSweepTests(StorageFixtures):
     @checks("put.round-trip", "put.returns-version")
     async def test_values_of_every_shape_round_trip(self, storage: Storage) -> None:
         """Each row of ``values`` (every byte value, invalid UTF-8, byte order marks, line
-        ends, whitespace around, compressed streams and their headers, a pickle, JSON):
-        put, read back byte for byte, and overwritten by the next (an adapter that reads
-        what looks compressed or encoded as its own data, or a value as text)."""
+        ends, whitespace around, compressed streams and their headers, a pickle, JSON, JSON
+        ``null``): put, read back byte for byte, and overwritten by the next (an adapter
+        that reads what looks compressed or encoded as its own data, a value as text, or a
+        value as its own marker, such as a tombstone told by its value)."""
         key = "shape/v"
         for shape, data in value_shapes().items():
             version = await storage.put(key, data)
-            got = await storage.get(key)
+            got = await get_or_none(storage, key)
+            if got is None:
+                fail(
+                    "a value must round-trip byte for byte, whatever it looks like",
+                    key=key,
+                    expected=f"{shape}: {describe(data)} at version {version!r}",
+                    observed="get raised NotFound, as if the value marked the key deleted",
+                )
             if got.data != data or got.version != version:
                 fail(
                     "a value must round-trip byte for byte, whatever it looks like",

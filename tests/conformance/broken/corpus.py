@@ -134,6 +134,7 @@ BIG = "test_16_mib_value_round_trips"
 PAGES = "test_list_pages_across_many_keys"
 ODD = "test_odd_but_valid_keys_round_trip_and_list_exactly"
 UNICODE = "test_unicode_keys_round_trip_and_stay_distinct"
+EMPTY_PRESENT = "test_a_key_holding_an_empty_value_is_present_to_every_operation"
 
 _SQL = kv_sqlite.sqlite_target
 _FILES = kv_files.files_target
@@ -531,6 +532,48 @@ MUTANTS: tuple[Mutant, ...] = (
         SEM,
         "test_empty_value_round_trips",
         "put.round-trip",
+    ),
+    _m(
+        "create-takes-an-empty-value-for-missing",
+        kv_dict.CreateTakesAnEmptyValueForMissing,
+        D,
+        SEM,
+        EMPTY_PRESENT,
+        "put.create.existing",
+    ),
+    _m(
+        "if-match-takes-an-empty-value-for-missing",
+        kv_dict.IfMatchTakesAnEmptyValueForMissing,
+        D,
+        SEM,
+        EMPTY_PRESENT,
+        "put.if-match.current",
+    ),
+    _m(
+        "staging-records-named-like-keys",
+        kv_dict.StagingRecordsNamedLikeKeys,
+        kv_dict.StagedUploadsKV,
+        SEM,
+        "test_keys_named_like_an_adapters_own_records_round_trip_and_list_exactly",
+        "key.one-to-one",
+        "list.prefix-only",
+    ),
+    _m(
+        "tombstone-told-by-its-value",
+        kv_dict.TombstoneToldByItsValue,
+        kv_dict.SoftDeleteKV,
+        SEM,
+        "test_values_of_every_shape_round_trip",
+        "put.round-trip",
+    ),
+    _m(
+        "index-record-named-like-a-key",
+        kv_dict.IndexRecordNamedLikeAKey,
+        D,
+        SEM,
+        "test_keys_named_like_an_adapters_own_records_round_trip_and_list_exactly",
+        "key.one-to-one",
+        "list.prefix-only",
     ),
     _m(
         "strips-trailing-nuls",
@@ -1386,6 +1429,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.expires",
     ),
     _m(
+        "ttl-never-applied-declared-when-opened-with-it",
+        kv_dict.NeverExpiresDeclaredWhenOpenedWithIt,
+        kv_dict.DeclaresTtlWhenOpenedWithIt,
+        CAP,
+        "test_declared_ttl_expires_keys",
+        "ttl.expires",
+    ),
+    _m(
         "ttl-expiry-lost-on-reopen",
         kv_dict.ExpiriesLostOnReopen,
         kv_dict.DurableExpiringKV,
@@ -1456,6 +1507,38 @@ MUTANTS: tuple[Mutant, ...] = (
         CAP,
         "test_declared_ttl_expires_keys",
         "ttl.expires",
+    ),
+    _m(
+        "revision-expires-with-the-key",
+        kv_dict.RevisionExpiresWithTheKey,
+        kv_dict.RevisionedExpiringKV,
+        CAP,
+        "test_declared_ttl_versions_after_an_expiry_never_repeat_earlier_ones",
+        "version.never-repeats",
+    ),
+    _m(
+        "refused-writes-renew-the-expiry",
+        kv_dict.RefusedWritesRenewTheExpiry,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_is_not_renewed_by_refused_writes",
+        "ttl.expires",
+    ),
+    _m(
+        "create-keeps-the-deadline-a-delete-left",
+        kv_dict.CreateKeepsTheDeadlineADeleteLeft,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_starts_again_for_a_key_deleted_and_written_again",
+        "ttl.not-early",
+    ),
+    _m(
+        "expiry-timers-per-client",
+        kv_dict.ExpiryTimersPerClient,
+        kv_dict.SharedExpiringKV,
+        CAP,
+        "test_declared_ttl_starts_again_for_a_key_another_client_writes",
+        "ttl.not-early",
     ),
     _m(
         "writes-behind",
@@ -1600,6 +1683,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "list.pages",
         "list.prefix-only",
         "list.start-after",
+    ),
+    _m(
+        "server-cursors-named-per-client",
+        kv_dict.ServerCursorsNamedPerClient,
+        kv_dict.ServerCursorsKV,
+        CON,
+        "test_interleaved_listings_of_two_clients_each_get_their_own_keys",
+        "list.pages",
     ),
     _m(
         "listing-cache-kept-by-create",

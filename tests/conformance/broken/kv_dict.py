@@ -21,6 +21,7 @@ import socket
 import unicodedata
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import replace
 from typing import Any, ClassVar
 from urllib.parse import quote as url_quote
 from urllib.parse import unquote as url_unquote
@@ -594,6 +595,93 @@ class EmptyValueReadsAsMissing(DictKV):
         return GetResult(*found)
 
 
+class CreateTakesAnEmptyValueForMissing(DictKV):
+    """Bug: the create-only check reads the stored value and tests it for truth (``if
+    current: raise PreconditionFailed``, where ``GET`` answered ``b""``): a create-only put
+    of a key holding an empty value overwrites it."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if mode == "create" and current is not None and not current[0]:
+            return
+        super()._refuse(key, current, mode)
+
+
+class IfMatchTakesAnEmptyValueForMissing(DictKV):
+    """Bug: the compare-and-set reads the stored value and takes an empty one for a missing
+    key (``if not current: raise PreconditionFailed``, where ``GET`` answered ``b""``): an
+    if-match put of a key holding an empty value is refused, with its current version too."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if isinstance(mode, IfMatch) and current is not None and not current[0]:
+            raise PreconditionFailed(f"key {key!r} is not at version {mode.version}")
+        super()._refuse(key, current, mode)
+
+
+class SoftDeleteKV(DictKV):
+    """Correct: a delete is soft (on a backend whose conditional write is its only atomic
+    way to delete on a condition): the row stays, its value replaced by the JSON ``null``
+    and a ``deleted`` flag set; reads, listings and conditions take a flagged row for a
+    missing key."""
+
+    TOMBSTONE: ClassVar[bytes] = b"null"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: set[str] = set()
+
+    def _is_deleted(self, name: str) -> bool:
+        return name in self.deleted
+
+    def _live(self, name: str) -> tuple[bytes, str] | None:
+        row = self.values.get(name)
+        return None if row is None or self._is_deleted(name) else row
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        self._refuse(key, self._live(key), mode)
+        version = self._mint(key, data)
+        self.deleted.discard(key)
+        self._store(key, data, version)
+        return version
+
+    async def _get(self, key: str) -> GetResult:
+        await self._round_trip()
+        row = self._live(key)
+        if row is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(*row)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        await self._round_trip()
+        row = self._live(key)
+        if row is None:
+            return False
+        if if_match is not None and row[1] != if_match:
+            raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+        self.values[key] = (self.TOMBSTONE, row[1])
+        self.deleted.add(key)
+        return True
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = (k for k in self._walk(prefix, after) if self._live(k) is not None)
+        page = list(itertools.islice(keys, limit))
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class TombstoneToldByItsValue(SoftDeleteKV):
+    """Bug: the row of a deleted key is told by its value, the JSON ``null``, without a
+    flag: a key whose value is ``b"null"`` is missing to every read, listing and
+    condition."""
+
+    def _is_deleted(self, name: str) -> bool:
+        row = self.values.get(name)
+        return row is not None and row[0] == self.TOMBSTONE
+
+
 class StripsTrailingNuls(DictKV):
     """Bug: values are stored as C strings: trailing NUL bytes are stripped."""
 
@@ -883,6 +971,71 @@ class IndexRowReplacedOnOverwrite(IndexedListingKV):
         i = bisect.bisect_left(self.keys, key)
         if key in self.values and (i == len(self.keys) or self.keys[i] != key):
             self.keys.insert(i, key)  # INSERT INTO index VALUES (key, new version)
+
+
+class StagedUploadsKV(DictKV):
+    """Correct: a put uploads its value to a staging record in the keys' name space first
+    (one request), then commits it under the key, checking its condition, and removes the
+    staging record; staging records are named so that no key can be one (they start with
+    ``/``), and a listing leaves them out before it counts its page."""
+
+    STAGE: ClassVar[str] = "/.tmp-"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.staged = itertools.count(1)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await self._round_trip()
+        stage = f"{self.STAGE}{next(self.staged):08d}"
+        self._store(stage, data, "staged")
+        try:
+            await self._round_trip()  # the upload
+            self._refuse(key, self.values.get(key), mode)
+            version = self._mint(key, data)
+            self._store(key, data, version)
+            return version
+        finally:
+            self._drop(stage)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = (k for k in self._walk(prefix, after) if not k.startswith(self.STAGE))
+        page = list(itertools.islice(keys, limit))
+        return ListPage(page, page[-1] if len(page) == limit else None)
+
+
+class StagingRecordsNamedLikeKeys(StagedUploadsKV):
+    """Bug: staging records are named ``.tmp-N``, which a key can be too (as a files adapter
+    names its temporary files, and skips them when it lists): every key that starts with
+    ``.tmp-`` is left out of listings."""
+
+    STAGE = ".tmp-"
+
+
+class IndexRecordNamedLikeAKey(DictKV):
+    """Bug: the adapter keeps a record of its own in the keys' name space, ``_index`` (how
+    many keys there are, rewritten by every write), and leaves it out of listings by that
+    name: a key ``_index`` is overwritten by the adapter and never listed."""
+
+    RECORD: ClassVar[str] = "_index"
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if name != self.RECORD:
+            DictKV._store(self, self.RECORD, b"%d" % len(self.values), "index")
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await self._round_trip()
+        after = cursor if cursor is not None else start_after
+        keys = (k for k in self._walk(prefix, after) if k != self.RECORD)
+        page = list(itertools.islice(keys, limit))
+        return ListPage(page, page[-1] if len(page) == limit else None)
 
 
 class PrefixMatchesWholeSegments(DictKV):
@@ -1181,6 +1334,46 @@ class VersionedBatchDelete(SharedDictKV):
                 self._drop(key)
                 existed += 1
         return existed
+
+
+class ServerCursorsKV(SharedDictKV):
+    """Correct: a listing's continuation is a cursor that the backend keeps (a table of the
+    location, which every client reads), named by a number from a counter the clients
+    share."""
+
+    _cursor_tables: ClassVar[dict[str, dict[str, str]]] = {}
+    _shared_ids: ClassVar[Iterator[int]] = itertools.count(1)
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.cursors = {} if location is None else self._cursor_tables.setdefault(location, {})
+
+    def _cursor_name(self) -> str:
+        return f"c{next(self._shared_ids)}"
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after = start_after if cursor is None else self.cursors[cursor]
+        page = await super()._list_page(prefix, after, None, limit)
+        if page.cursor is None:
+            return page
+        name = self._cursor_name()
+        self.cursors[name] = page.cursor
+        return ListPage(page.keys, name)
+
+
+class ServerCursorsNamedPerClient(ServerCursorsKV):
+    """Bug: the backend's cursors are named by a counter of the client (``c1``, ``c2``...,
+    a sequence number per connection): two clients name theirs alike, and one client's
+    next page is read from where the other client's listing stopped."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self._own_ids = itertools.count(1)
+
+    def _cursor_name(self) -> str:
+        return f"c{next(self._own_ids)}"
 
 
 class _ReadCache:
@@ -1962,6 +2155,94 @@ class ExpiriesLostOnReopen(DurableExpiringKV):
     keeps_expiries: ClassVar[bool] = False
 
 
+class SharedExpiringKV(ExpiringDictKV):
+    """Correct: ``shared`` and ``ttl``: the clients of a location share its data and each
+    key's deadline, which every client's write moves and every client's call enforces."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=True, settles_cancelled_writes=True, ttl=True
+    )
+    _by_location: ClassVar[
+        dict[str, tuple[dict[str, tuple[bytes, str]], list[str], dict[str, float]]]
+    ] = {}
+    shares_deadlines: ClassVar[bool] = True
+
+    def __init__(self, location: str | None = None, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self.counter = _GLOBAL_COUNTER
+        if location is not None:
+            stored = self._by_location.setdefault(location, ({}, [], {}))
+            self.values, self.keys = stored[0], stored[1]
+            if self.shares_deadlines:
+                self.expires = stored[2]
+
+
+class ExpiryTimersPerClient(SharedExpiringKV):
+    """Bug: each client expires the keys it wrote with a timer of its own
+    (``loop.call_later(ttl, delete)``, moved by its own writes, cancelled by its own
+    deletes and at ``aclose()``): another client's write of the key does not move it, and
+    the key is deleted at the time of the first client's write."""
+
+    _by_location: ClassVar[
+        dict[str, tuple[dict[str, tuple[bytes, str]], list[str], dict[str, float]]]
+    ] = {}
+    shares_deadlines = False
+
+    def __init__(self, location: str | None = None, ttl: float | None = None) -> None:
+        super().__init__(location, ttl)
+        self.timers: dict[str, asyncio.TimerHandle] = {}
+
+    def _expiry(self, name: str) -> float | None:
+        return None  # the timer expires it
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        super()._store(name, data, version)
+        if self.ttl is not None:
+            self._stop(name)
+            loop = asyncio.get_running_loop()
+            self.timers[name] = loop.call_later(self.ttl, self._expire, name)
+
+    def _stop(self, name: str) -> None:
+        timer = self.timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _expire(self, name: str) -> None:
+        self.timers.pop(name, None)
+        if name in self.values:
+            DictKV._drop(self, name)
+
+    def _drop(self, name: str) -> None:
+        super()._drop(name)
+        self._stop(name)
+
+    async def _aclose(self) -> None:
+        for name in list(self.timers):
+            self._stop(name)
+
+
+class DeclaresTtlWhenOpenedWithIt(ExpiringDictKV):
+    """Correct: declares ``ttl`` on a storage opened with one only (as `RedisStorage` does:
+    its class declares no ttl, a storage made with ``ttl=`` is of a subclass that does)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=False, settles_cancelled_writes=True, ttl=False
+    )
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        if ttl is not None:
+            self.capabilities = replace(self.capabilities, ttl=True)  # type: ignore[misc]
+
+
+class NeverExpiresDeclaredWhenOpenedWithIt(DeclaresTtlWhenOpenedWithIt):
+    """Bug: declares ``ttl`` on a storage opened with one, and takes the option, but never
+    applies it (what `NeverExpires` does, declared as `RedisStorage` declares ttl)."""
+
+    def _expiry(self, name: str) -> float | None:
+        return None
+
+
 class NeverExpires(ExpiringDictKV):
     """Bug: declares ``ttl`` and takes the option, but never applies it."""
 
@@ -2030,6 +2311,27 @@ class CreateSetsNoExpiry(_ExpiryByMode):
         return None if self.mode == "create" else super()._expiry(name)
 
 
+class CreateKeepsTheDeadlineADeleteLeft(_ExpiryByMode):
+    """Bug: the deadlines are rows of a table apart from the items; the backend removes an
+    expired item with its row, but a delete leaves the row, and a create-only put sets a
+    deadline only where none is (``INSERT OR IGNORE``; an overwrite replaces it): a key
+    deleted and created again expires at the time of the key it replaced."""
+
+    def _drop(self, name: str) -> None:
+        DictKV._drop(self, name)  # the deadline's row stays
+
+    async def _round_trip(self) -> None:
+        await DictKV._round_trip(self)
+        for name in self._expired():  # an expired item goes with its row
+            DictKV._drop(self, name)
+            self.expires.pop(name, None)
+
+    def _expiry(self, name: str) -> float | None:
+        if self.mode == "create" and name in self.expires:
+            return self.expires[name]
+        return super()._expiry(name)
+
+
 class ExpiringPartsKV(ExpiringDictKV):
     """Correct: a value over `PART` bytes is kept as content-addressed parts (one part for
     every value that holds its bytes, as an adapter stores large values on a backend with a
@@ -2095,6 +2397,47 @@ class PartsKeepTheirFirstExpiry(ExpiringPartsKV):
     def _keep_part(self, digest: str, chunk: bytes, expiry: float | None) -> None:
         if digest not in self.parts:
             super()._keep_part(digest, chunk, expiry)
+
+
+class RevisionedExpiringKV(ExpiringDictKV):
+    """Correct: a version is a digest of the key and its revision, a count of the key's
+    writes that a delete keeps (a tombstone) and an expiry keeps too (a record of its own
+    that never expires): a key's versions never repeat."""
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self.revisions: dict[str, int] = {}
+
+    def _mint(self, key: str, data: bytes) -> str:
+        self.revisions[key] = self.revisions.get(key, 0) + 1
+        return hashlib.sha256(f"{key}\0{self.revisions[key]}".encode()).hexdigest()[:16]
+
+
+class RevisionExpiresWithTheKey(RevisionedExpiringKV):
+    """Bug: the revision is kept in the key's item, which the backend removes when it
+    expires (a delete keeps it, as a tombstone): once a key has expired, its versions start
+    again, and an if-match of a version from before the expiry matches the new key."""
+
+    async def _round_trip(self) -> None:
+        expired = self._expired()
+        await super()._round_trip()
+        for name in expired:
+            self.revisions.pop(name, None)
+
+
+class RefusedWritesRenewTheExpiry(ExpiringDictKV):
+    """Bug: the expiry is set by a command of its own after the write's (``SETNX``, then
+    ``PEXPIRE``: the pattern from before ``SET ... NX PX``), sent whether or not the write
+    was refused: a create-only or if-match put refused on a present key gives it a new
+    expiry, and a key that such puts keep trying never expires."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        try:
+            return await super()._put(key, data, mode)
+        except PreconditionFailed:
+            if self.ttl is not None and key in self.values:
+                self.expires[key] = _now() + self.ttl
+            raise
 
 
 class ExpiredKeysStillListed(ExpiringDictKV):
