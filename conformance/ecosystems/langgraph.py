@@ -1271,30 +1271,61 @@ async def _namespaces_kept_apart(
     child, with a pending write), each namespace read back by every read the saver
     implements: its own checkpoints alone, with its values, its write and a
     ``parent_config`` naming the thread, the namespace and the first. What is wrong, or []."""
-    made: dict[str, tuple[str, str]] = {}  # namespace -> (first, second)
+    made = await _fill_namespaces(saver, has, thread, group)
+    return await _namespaces_read_back(saver, has, thread, made)
+
+
+async def _fill_namespaces(
+    saver: Any, has: set[str], thread: str, group: Sequence[str]
+) -> dict[str, tuple[str, str]]:
+    """Two checkpoints in each namespace of ``group`` of ``thread``, the second the first's
+    child holding a pending write ``("who", ns)`` of task ``task`` (where the saver has
+    ``aput_writes``); namespace -> (first, second)."""
+    made: dict[str, tuple[str, str]] = {}
     for ns in group:
         first = await _put_in(saver, thread, ns, None)
         second = await _put_in(saver, thread, ns, first)
         made[ns] = (first, second)
         if "aput_writes" in has:
             await saver.aput_writes(config_of(thread, second, ns), [("who", ns)], "task")
+    return made
+
+
+async def _namespaces_read_back(
+    saver: Any,
+    has: set[str],
+    thread: str,
+    made: Mapping[str, tuple[str, str]],
+    *,
+    pruned: bool = False,
+) -> list[str]:
+    """Every read the saver implements of each namespace of ``thread`` that ``made`` names
+    (namespace -> its first checkpoint and its second, the first's child with a pending
+    write): its own checkpoints alone (the second alone, and no first by id, where
+    ``pruned``), each with its values, its write and a ``parent_config`` naming the
+    thread, the namespace and the first. What is wrong, or []."""
     wrong: list[str] = []
     for ns, (first, second) in made.items():
         reads = await _namespace_reads(
             saver, has, config_of(thread, ns=ns), config_of(thread, first, ns)
         )
+        kept = [second] if pruned else [second, first]
         for method, got in reads.items():
             if isinstance(got, list):
                 listed = [_id_of(t) for t in got]
-                if listed != [second, first]:
+                if listed != kept:
                     others = sum(i not in (first, second) for i in listed)
                     wrong.append(
                         f"{method} of namespace {ns!r}: {len(listed)} checkpoints ({others} of "
-                        "other namespaces), not its 2"
+                        f"other namespaces), not its {len(kept)}"
                     )
                     continue
-                pairs = [(got[0], second, first), (got[1], first, None)]
+                pairs = [(got[0], second, first), *([] if pruned else [(got[1], first, None)])]
             elif method.endswith("by id"):
+                if pruned:
+                    if got is not None:
+                        wrong.append(f"{method} of namespace {ns!r}: the pruned {first} is there")
+                    continue
                 pairs = [(got, first, None)]
             else:
                 pairs = [(got, second, first)]
@@ -1827,6 +1858,139 @@ class SaverSweepTests(SaverFixtures):
                 detail="build parent_config from the thread_id, the checkpoint_ns and the "
                 "parent's checkpoint_id of the row (LangGraph's savers: "
                 "{'thread_id': ..., 'checkpoint_ns': ..., 'checkpoint_id': parent_id})",
+            )
+
+    async def test_every_namespace_of_a_thread_is_copied_and_pruned_whole(
+        self, instance: Any, thread: str
+    ) -> None:
+        """A thread of three namespaces (the root, a subgraph's and its nested subgraph's),
+        each holding two checkpoints, the second the first's child with a pending write:
+        ``acopy_thread`` gives the copy every namespace as it is in the source (its
+        checkpoints, values, writes and a ``parent_config`` naming the copy), ``aprune``
+        with ``keep_latest`` keeps each namespace's newest checkpoint with its values and
+        its write, and ``aprune`` with ``delete`` leaves no namespace anything. LangGraph's
+        own suite checks these on the root namespace (and counts a copy's namespaces); a
+        saver that copies or keeps the writes or values of the root alone, or deletes the
+        root alone, passes it."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not has & {"acopy_thread", "aprune"} or not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no acopy_thread and no aprune")
+        group = ("", "p:1", "p:1|c:2")
+        wrong: list[str] = []
+        if "acopy_thread" in has:
+            source, copied = f"{thread}-source", f"{thread}-copy"
+            made = await _fill_namespaces(saver, has, source, group)
+            await saver.acopy_thread(source, copied)
+            found = await _namespaces_read_back(saver, has, copied, made)
+            wrong += [f"the copy: {w}" for w in found]
+        if "aprune" in has:
+            kept = f"{thread}-kept"
+            made = await _fill_namespaces(saver, has, kept, group)
+            await saver.aprune([kept], strategy="keep_latest")
+            found = await _namespaces_read_back(saver, has, kept, made, pruned=True)
+            wrong += [f"after aprune keep_latest: {w}" for w in found]
+            gone = f"{thread}-deleted"
+            made = await _fill_namespaces(saver, has, gone, group)
+            await saver.aprune([gone], strategy="delete")
+            for ns, (first, _) in made.items():
+                reads = await _namespace_reads(
+                    saver, has, config_of(gone, ns=ns), config_of(gone, first, ns)
+                )
+                left = [m for m, got in reads.items() if got]
+                if left:
+                    wrong.append(
+                        f"after aprune delete: namespace {ns!r} still answers {', '.join(left)}"
+                    )
+        if wrong:
+            fail(
+                "acopy_thread and aprune treat every namespace of a thread as the root",
+                expected="the copy to hold every namespace's checkpoints, values and writes; "
+                "keep_latest to keep each namespace's newest with its values and write; "
+                "delete to leave no namespace anything",
+                observed=joined(wrong),
+                detail="copy and prune by thread across every checkpoint_ns: copy the writes "
+                "and channel values of every namespace, not of the root alone; keep the "
+                "writes of each namespace's newest checkpoint (group by checkpoint_ns in the "
+                "writes' delete as in the checkpoints'); a copy's parent_config names the "
+                "copy's thread; delete every namespace's rows",
+            )
+
+    async def test_a_listing_without_a_namespace_gives_every_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``alist({"configurable": {"thread_id": ...}})``, a config without
+        ``checkpoint_ns`` (as LangGraph's docs list a thread's checkpoints, and as an
+        application does that keeps no namespace), gives the checkpoints of every
+        namespace of the thread, each once and each with a config naming its own
+        namespace, as ``InMemorySaver``, ``AsyncSqliteSaver`` and ``AsyncPostgresSaver``
+        do (``aget_tuple`` without a namespace reads the root's); the sync ``list`` too.
+        A saver that reads a missing namespace as the root's lists the root alone."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "alist" not in has or "aput" not in has:
+            pytest.skip("the saver implements no alist or no aput")
+        made: dict[str, str] = {}  # checkpoint id -> its namespace
+        for ns in ("", "", "p:1", "p:1|c:2"):
+            parent = next((c for c, n in reversed(list(made.items())) if n == ns), None)
+            made[await _put_in(saver, thread, ns, parent)] = ns
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
+        listings = {"alist": [t async for t in saver.alist(config)]}
+        if "list" in has:
+            listings["list"] = await asyncio.to_thread(lambda: list(saver.list(config)))
+        wrong: list[str] = []
+        for method, got in listings.items():
+            ids = [_id_of(t) for t in got]
+            named = {str(_id_of(t)): t.config["configurable"].get("checkpoint_ns", "") for t in got}
+            if sorted(map(str, ids)) != sorted(made):
+                missing = sorted({made[c] for c in made if c not in ids})
+                wrong.append(
+                    f"{method} gave {len(ids)} of the thread's {len(made)} checkpoints"
+                    + (f" (none of namespaces {missing})" if missing else "")
+                )
+            elif named != made:
+                wrong.append(f"{method} named namespaces {sorted(set(named.values()))}")
+        if wrong:
+            fail(
+                "a listing of a thread without checkpoint_ns gives every namespace's checkpoints",
+                expected=f"the {len(made)} checkpoints of namespaces '', 'p:1' and 'p:1|c:2', "
+                "each once, each naming its namespace",
+                observed="; ".join(wrong),
+                detail="filter by checkpoint_ns only where the config holds one (None: every "
+                "namespace, as LangGraph's savers do); aget_tuple reads a missing one as ''",
+            )
+
+    async def test_before_cuts_by_checkpoint_id_whatever_its_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``alist`` of the root namespace with ``before`` naming a subgraph's checkpoint
+        (its config, as ``get_state`` of a subgraph gives it) gives the root's checkpoints
+        whose ids are less than that one's: LangGraph's savers compare ids alone
+        (``checkpoint_id < ?``). A saver that looks the ``before`` checkpoint up in the
+        namespace it lists, and drops the bound when it is not there, lists every one."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "alist" not in has or "aput" not in has:
+            pytest.skip("the saver implements no alist or no aput")
+        older = await _put_in(saver, thread, "", None)
+        cut = await _put_in(saver, thread, "p:1", None)
+        newer = await _put_in(saver, thread, "", older)
+        await _put_in(saver, thread, "", newer)
+        config, before = config_of(thread), config_of(thread, cut, "p:1")
+        listings = {"alist": [_id_of(t) async for t in saver.alist(config, before=before)]}
+        if "list" in has:
+            listings["list"] = await asyncio.to_thread(_sync_ids, saver, config, before=before)
+        wrong = [
+            f"{m} gave {counted(got, [older])}" for m, got in listings.items() if got != [older]
+        ]
+        if wrong:
+            fail(
+                "before cuts a listing at its checkpoint id, whatever namespace it names",
+                expected=f"[{older}]: the root's one checkpoint older than the subgraph's {cut}",
+                observed="; ".join(wrong),
+                detail="compare checkpoint ids with before's id (checkpoint_id < ?), as "
+                "LangGraph's savers do; do not look the before checkpoint up in the listed "
+                "namespace, nor drop the bound when it is elsewhere",
             )
 
     async def test_sweep_every_combination_of_listing_options(

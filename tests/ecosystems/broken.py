@@ -1159,6 +1159,171 @@ class RunsSaver(HeldSaver):
         self.writes.pop((thread, ns, checkpoint_id), None)
 
 
+class PruningSaver(CopyingSaver, RunsSaver):
+    """Correct: ``aprune`` keeps, in each namespace of each thread, the newest checkpoint
+    and its pending writes (``keep_latest``), or deletes the thread's every namespace
+    (``delete``); ``acopy_thread`` and ``adelete_for_runs`` as its twins'."""
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.backend.io()
+        for thread in thread_ids:
+            if strategy == "delete":
+                self._delete_all(thread)
+            else:
+                self._keep_checkpoints(thread)
+                self._keep_writes(thread)
+
+    def _newest(self, thread: str) -> dict[str, str]:
+        """Namespace -> its newest checkpoint id, of ``thread``."""
+        return {ns: max(saved) for ns, saved in self.storage.get(thread, {}).items() if saved}
+
+    def _delete_all(self, thread: str) -> None:
+        """``delete``: every namespace of ``thread``, its writes and its values."""
+        self.delete_thread(thread)
+
+    def _keep_checkpoints(self, thread: str) -> None:
+        """``keep_latest``: delete every checkpoint but each namespace's newest."""
+        newest = self._newest(thread)
+        for ns, saved in self.storage.get(thread, {}).items():
+            for checkpoint_id in [c for c in saved if c != newest.get(ns)]:
+                del saved[checkpoint_id]
+
+    def _keep_writes(self, thread: str) -> None:
+        """``keep_latest``: delete the writes of every checkpoint but each namespace's newest."""
+        newest = self._newest(thread)
+        for key in [k for k in self.writes if k[0] == thread and k[2] != newest.get(k[1])]:
+            del self.writes[key]
+
+
+class PruneDropsSubgraphWritesSaver(PruningSaver):
+    """Bug: ``keep_latest`` deletes the writes of every checkpoint but the thread's newest
+    in any namespace (the writes' ``DELETE ... WHERE checkpoint_id NOT IN (SELECT
+    max(checkpoint_id) ... WHERE thread_id = ?)`` without the ``GROUP BY checkpoint_ns``
+    of the checkpoints' delete): each subgraph's newest checkpoint is kept without its
+    pending writes, and a resume runs its finished tasks again."""
+
+    def _keep_writes(self, thread: str) -> None:
+        ids = [c for saved in self.storage.get(thread, {}).values() for c in saved]
+        newest = max(ids, default=None)
+        for key in [k for k in self.writes if k[0] == thread and k[2] != newest]:
+            del self.writes[key]
+
+
+class PruneDeletesRootOnlySaver(PruningSaver):
+    """Bug: ``aprune(strategy="delete")`` deletes the thread's root namespace only (its
+    delete built from a config whose ``checkpoint_ns`` defaults to ``""``): the
+    subgraphs' checkpoints and writes are left."""
+
+    def _delete_all(self, thread: str) -> None:
+        self.storage.get(thread, {}).pop("", None)
+        for key in [k for k in self.writes if k[0] == thread and k[1] == ""]:
+            del self.writes[key]
+
+
+class CopiesRootWritesOnlySaver(PruningSaver):
+    """Bug: ``acopy_thread`` copies every namespace's checkpoints and values, but the
+    pending writes of the root namespace only (read with the latest tuple of a config
+    whose ``checkpoint_ns`` is ``""``): a copy's subgraphs resume without them."""
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await super().acopy_thread(source_thread_id, target_thread_id)
+        for key in [k for k in self.writes if k[0] == target_thread_id and k[1] != ""]:
+            del self.writes[key]
+
+
+class CopiesRootValuesOnlySaver(PruningSaver):
+    """Bug: ``acopy_thread`` copies the channel values (blobs) of the root namespace only:
+    a copy's subgraph checkpoints come back without their values."""
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await super().acopy_thread(source_thread_id, target_thread_id)
+        for key in [
+            k
+            for k in self.blobs
+            if isinstance(k, tuple) and len(k) == 4 and k[0] == target_thread_id and k[1] != ""
+        ]:
+            del self.blobs[key]
+
+
+class CopyParentNamesSourceSaver(PruningSaver):
+    """Bug: each checkpoint row keeps its whole ``parent_config``, and ``acopy_thread``
+    copies the rows with the new ``thread_id`` but the ``parent_config`` as it was: a
+    copy's checkpoints name their parents in the source thread (``get_state`` of the
+    copy, and a time travel to its parent, reach the source)."""
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await super().acopy_thread(source_thread_id, target_thread_id)
+        self.backend.cached[("copied from", target_thread_id)] = source_thread_id
+
+    def _as_stored(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
+        """``t`` with the ``parent_config`` its row holds."""
+        if t is None or t.parent_config is None:
+            return t
+        conf = t.parent_config["configurable"]
+        source = self.backend.cached.get(("copied from", conf["thread_id"]))
+        if source is None:
+            return t
+        return t._replace(parent_config={"configurable": {**conf, "thread_id": source}})
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._as_stored(super().get_tuple(config))
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for t in super().list(config, filter=filter, before=before, limit=limit):
+            stored = self._as_stored(t)
+            assert stored is not None
+            yield stored
+
+
+class ListsRootWithoutNamespaceSaver(HeldSaver):
+    """Bug: a listing's config without ``checkpoint_ns`` is read as the root's (``ns =
+    conf.get("checkpoint_ns", "")``, as ``get_tuple`` reads it): ``alist({"configurable":
+    {"thread_id": t}})`` lists the root alone, where LangGraph's savers list every
+    namespace."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if config and "checkpoint_ns" not in config["configurable"]:
+            config = {"configurable": {**config["configurable"], "checkpoint_ns": ""}}
+        yield from super().list(config, filter=filter, before=before, limit=limit)
+
+
+class BeforeLookedUpInNamespaceSaver(HeldSaver):
+    """Bug: ``before`` is resolved by looking its checkpoint up in the namespace listed (to
+    compare a stored timestamp), and is dropped when it is not there: ``before`` naming a
+    subgraph's checkpoint lists every checkpoint of the root."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if before is not None and config:
+            conf = config["configurable"]
+            namespaces = self.storage.get(conf["thread_id"], {})
+            ns = conf.get("checkpoint_ns")
+            listed = [ns] if ns is not None else list(namespaces)
+            if not any(get_checkpoint_id(before) in namespaces.get(n, {}) for n in listed):
+                before = None
+        yield from super().list(config, filter=filter, before=before, limit=limit)
+
+
 class CachedLatestRunsSaver(CachedLatestSaver, RunsSaver):
     """Correct: the cached latest tuple of each thread that ``adelete_for_runs`` changed
     is forgotten too."""

@@ -513,6 +513,64 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sigkill_mid_write_keeps_every_acknowledged_checkpoint",
         "make save return only after the write is durable",
     ),
+    "prune-drops-subgraph-writes": (
+        broken.PruneDropsSubgraphWritesSaver,
+        broken.PruningSaver,
+        "langgraph",
+        "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
+        (
+            "after aprune keep_latest: aget_tuple latest of namespace 'p:1': pending writes {}",
+            "group by checkpoint_ns",
+        ),
+    ),
+    "prune-deletes-the-root-only": (
+        broken.PruneDeletesRootOnlySaver,
+        broken.PruningSaver,
+        "langgraph",
+        "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
+        "after aprune delete: namespace 'p:1' still answers aget_tuple latest",
+    ),
+    "copy-takes-the-roots-writes-only": (
+        broken.CopiesRootWritesOnlySaver,
+        broken.PruningSaver,
+        "langgraph",
+        "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
+        "the copy: aget_tuple latest of namespace 'p:1': pending writes {}",
+    ),
+    "copy-takes-the-roots-values-only": (
+        broken.CopiesRootValuesOnlySaver,
+        broken.PruningSaver,
+        "langgraph",
+        "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
+        "the copy: aget_tuple by id of namespace 'p:1': another namespace's values",
+    ),
+    "copy-keeps-the-sources-parent-config": (
+        broken.CopyParentNamesSourceSaver,
+        broken.PruningSaver,
+        "langgraph",
+        "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
+        (
+            "the copy: aget_tuple latest of namespace '': parent_config naming",
+            "a copy's parent_config names the copy's thread",
+        ),
+    ),
+    "listing-without-namespace-lists-the-root": (
+        broken.ListsRootWithoutNamespaceSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_listing_without_a_namespace_gives_every_namespace",
+        (
+            "alist gave 2 of the thread's 4 checkpoints (none of namespaces ['p:1', 'p:1|c:2'])",
+            "list gave 2 of",
+        ),
+    ),
+    "before-looked-up-in-the-namespace": (
+        broken.BeforeLookedUpInNamespaceSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_before_cuts_by_checkpoint_id_whatever_its_namespace",
+        ("alist gave 3 of 1, 2 not expected", "checkpoint_id < ?"),
+    ),
 }
 
 
