@@ -175,10 +175,54 @@ def _id_of(t: CheckpointTuple | None) -> str | None:
     return None if t is None else str(t.config["configurable"]["checkpoint_id"])
 
 
-async def _ids(saver: BaseCheckpointSaver[Any], thread: str) -> list[str]:
+async def _ids(
+    saver: BaseCheckpointSaver[Any], thread: str, filter: dict[str, Any] | None = None
+) -> list[str]:
     return [
-        str(t.config["configurable"]["checkpoint_id"]) async for t in saver.alist(config_of(thread))
+        str(t.config["configurable"]["checkpoint_id"])
+        async for t in saver.alist(config_of(thread), filter=filter)
     ]
+
+
+ODD_METADATA: dict[str, Any] = {
+    "big": 2**53 + 1,
+    "largest": 2**63 - 1,
+    "below": -(2**53) - 1,
+    "nothing": None,
+    "nested": {"user": {"id": "u-1", "roles": ["admin", None, 3]}, "empty": {}},
+    "ratio": 0.1,
+    "flag": False,
+    "\u043a\u043b\u044e\u0447": "\u0437\u043d\u0430\u0447\u0435\u043d\u0438\u0435",
+    "\u540d\u524d \U0001f389": "\u3042",
+}
+"""The metadata of `test_metadata_comes_back_as_put`, beside LangGraph's ``source`` and
+``step``: what an application's ``config["metadata"]`` may hold and JSON keeps."""
+
+VERSIONS = 100_001
+"""Versions of `test_next_versions_keep_increasing_as_langgraph_compares_them` (past
+padding to four digits, and to five)."""
+
+MANY = 1000
+"""Channels of one checkpoint, and writes of one ``aput_writes`` call, in
+`test_a_checkpoint_of_many_channels_and_writes_comes_back_whole`."""
+
+
+def _same_value(got: Any, want: Any) -> bool:
+    """Whether ``got`` equals ``want`` with every value of the same kind (``True`` is not
+    ``1``, ``2.0`` not ``2``), whatever the order of an object's keys."""
+    if isinstance(want, dict):
+        return (
+            isinstance(got, dict)
+            and got.keys() == want.keys()
+            and all(_same_value(got[k], v) for k, v in want.items())
+        )
+    if isinstance(want, list):
+        return (
+            isinstance(got, list | tuple)
+            and len(got) == len(want)
+            and all(_same_value(g, w) for g, w in zip(got, want, strict=True))
+        )
+    return type(got) is type(want) and bool(got == want)
 
 
 PENDING_WRITES: tuple[tuple[str, str, list[tuple[str, Any]]], ...] = (
@@ -1993,6 +2037,111 @@ class SaverSweepTests(SaverFixtures):
                 "namespace, nor drop the bound when it is elsewhere",
             )
 
+    async def test_metadata_comes_back_as_put(self, instance: Any, thread: str) -> None:
+        """A checkpoint whose metadata holds what an application's ``config["metadata"]``
+        may (`ODD_METADATA`: integers past 2**53, a ``None``, nested objects and lists, a
+        float, keys in other scripts) is read back with each key holding an equal value
+        of the same kind by every read, and ``alist(filter=...)`` on an integer past 2**53
+        selects it, not its neighbour 2**53 (a Discord or Twitter snowflake id, a
+        nanosecond clock). A saver that keeps numbers as doubles (a document store's
+        number, JavaScript) gives 2**53 for both; one that drops keys holding None loses
+        them."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no aput or no aget_tuple")
+        decoy, _ = checkpoint_of(saver, {"v": 0})
+        versions = {"v": decoy["channel_versions"]["v"]}
+        neighbour = {"source": "loop", "step": 0, "big": 2**53}
+        await saver.aput(config_of(thread), decoy, neighbour, versions)
+        checkpoint, versions = checkpoint_of(saver, {"v": 1})
+        metadata = {"source": "loop", "step": 1, **ODD_METADATA}
+        await saver.aput(config_of(thread, decoy["id"]), checkpoint, metadata, versions)
+        mine = checkpoint["id"]
+        reads = await _namespace_reads(saver, has, config_of(thread), config_of(thread, mine))
+        wrong: list[str] = []
+        for method, got in reads.items():
+            found = [t for t in got if _id_of(t) == mine] if isinstance(got, list) else [got]
+            if not found or found[0] is None:
+                wrong.append(f"{method}: no checkpoint {mine}")
+                continue
+            stored = found[0].metadata
+            for key, value in ODD_METADATA.items():
+                if key not in stored:
+                    wrong.append(f"{method}: key {key!r} missing")
+                elif not _same_value(stored[key], value):
+                    wrong.append(f"{method}: {key!r} is {stored[key]!r}, not {value!r}")
+        if "alist" in has:
+            selected = {"alist": await _ids(saver, thread, {"big": ODD_METADATA["big"]})}
+            if "list" in has:
+                selected["list"] = await asyncio.to_thread(
+                    _sync_ids, saver, config_of(thread), filter={"big": ODD_METADATA["big"]}
+                )
+            wrong += [
+                f"{m} filter {{'big': 2**53 + 1}} gave {counted(got, [mine])}"
+                for m, got in selected.items()
+                if got != [mine]
+            ]
+        if wrong:
+            fail(
+                "metadata comes back as put, every key with an equal value of the same kind",
+                expected=f"{ODD_METADATA!r} from every read, and the filter on 2**53 + 1 to "
+                "select that checkpoint alone",
+                observed=joined(wrong),
+                detail="keep integers exact (a 64-bit integer or the JSON text, not a double), "
+                "keep keys holding None, nested objects and lists as they are; JSONB and "
+                "LangGraph's serializer do",
+            )
+
+    async def test_a_checkpoint_of_many_channels_and_writes_comes_back_whole(
+        self, instance: Any, thread: str
+    ) -> None:
+        """A checkpoint of 1,000 channels (a graph's state keys, or the per-item channels a
+        map-reduce makes), and one ``aput_writes`` call of 1,000 writes (a node that
+        sends to 1,000 workers): every read gives every channel's value and every write,
+        in order. A backend that takes at most 25 items a batch write (DynamoDB's
+        ``BatchWriteItem``) or 100 a batch read (``BatchGetItem``), or answers the rest as
+        unprocessed, loses the rest when the saver does not send them again."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no aput or no aget_tuple")
+        values = {f"c{n:04d}": n for n in range(MANY)}
+        checkpoint, versions = checkpoint_of(saver, values)
+        await saver.aput(config_of(thread), checkpoint, {"source": "loop", "step": 0}, versions)
+        config = config_of(thread, checkpoint["id"])
+        writes = [(f"w{n:04d}", n) for n in range(MANY)]
+        if "aput_writes" in has:
+            await saver.aput_writes(config, writes, task_id="many")
+        reads = await _namespace_reads(saver, has, config_of(thread), config)
+        wrong: list[str] = []
+        for method, got in reads.items():
+            found = (
+                [t for t in got if _id_of(t) == checkpoint["id"]]
+                if isinstance(got, list)
+                else [got]
+            )
+            if not found or found[0] is None:
+                wrong.append(f"{method}: no checkpoint")
+                continue
+            got_values = found[0].checkpoint["channel_values"]
+            if got_values != values:
+                lost = sum(k not in got_values for k in values)
+                wrong.append(f"{method}: {len(got_values)} channel values, {lost} lost")
+            got_writes = [(c, v) for _, c, v in found[0].pending_writes or []]
+            if "aput_writes" in has and got_writes != writes:
+                wrong.append(f"{method}: writes {counted(got_writes, writes)}")
+        if wrong:
+            fail(
+                f"a checkpoint of {MANY:,} channels and an aput_writes of {MANY:,} writes "
+                "come back whole",
+                expected=f"{MANY:,} channel values and {MANY:,} writes, in order, from every read",
+                observed="; ".join(wrong),
+                detail="a backend's batch takes a limited number of items (DynamoDB: 25 a "
+                "BatchWriteItem, 100 a BatchGetItem) and may answer some unprocessed: send "
+                "the items in batches of that size and send the unprocessed ones again",
+            )
+
     async def test_sweep_every_combination_of_listing_options(
         self, instance: Any, thread: str
     ) -> None:
@@ -2093,20 +2242,23 @@ class SaverSweepTests(SaverFixtures):
     async def test_next_versions_keep_increasing_as_langgraph_compares_them(
         self, instance: Any
     ) -> None:
-        """``get_next_version`` from nothing, 1,100 times in a row: each version is greater
-        than the one before as LangGraph compares them (``>``, string order for strings;
-        ``"10.x" < "9.x"`` unless the number is padded), or nodes stop being triggered
-        after the ninth update of a channel."""
+        """``get_next_version`` from nothing, 100,001 times in a row: each version is
+        greater than the one before as LangGraph compares them (``>``, string order for
+        strings; ``"10.x" < "9.x"`` unless the number is padded, and ``"10000.x" <
+        "9999.x"`` where it is padded to four digits), or nodes stop being triggered after
+        the ninth (the 9,999th) update of a channel: a long-lived thread's message list
+        gets that many."""
         previous: Any = None
-        for n in range(1, 1101):
+        for n in range(1, VERSIONS + 1):
             version = instance.get_next_version(previous, None)
             if previous is not None and not version > previous:
                 fail(
                     "each next version must be greater than the version before it",
                     expected=f"update {n}'s version greater than {previous!r}",
                     observed=f"{version!r}",
-                    detail="pad the number (InMemorySaver: f'{n:032}.{random:016}') or use "
-                    "int versions; LangGraph compares versions with > and max()",
+                    detail="pad the number wider than any count of updates (InMemorySaver: "
+                    "f'{n:032}.{random:016}') or use int versions; LangGraph compares "
+                    "versions with > and max()",
                 )
             previous = version
 

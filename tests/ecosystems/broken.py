@@ -1324,6 +1324,85 @@ class BeforeLookedUpInNamespaceSaver(HeldSaver):
         yield from super().list(config, filter=filter, before=before, limit=limit)
 
 
+class VersionsPaddedToFourSaver(HeldSaver):
+    """Bug: get_next_version pads its number to four digits (``f"{n:04}.{random}"``):
+    ``"10000.x"`` sorts before ``"9999.x"``, and a channel's 10,000th update triggers
+    nothing."""
+
+    def get_next_version(self, current: Any, channel: Any) -> str:
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:04}.{random.random():016}"
+
+
+class MetadataNumbersAsDoublesSaver(HeldSaver):
+    """Bug: metadata is kept in a document store whose numbers are doubles (JavaScript's,
+    a JSON parser's default): an integer past 2**53 comes back, and is filtered, as the
+    nearest double."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        stored = {
+            k: int(float(v)) if isinstance(v, int) and not isinstance(v, bool) else v
+            for k, v in metadata.items()
+        }
+        return super().put(config, checkpoint, stored, new_versions)
+
+
+class MetadataDropsNoneSaver(HeldSaver):
+    """Bug: metadata keys holding None are not stored (a serializer with ``exclude_none``,
+    a document store that ignores nulls): they are missing when read back."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        stored = {k: v for k, v in metadata.items() if v is not None}
+        return super().put(config, checkpoint, stored, new_versions)
+
+
+BATCH_GET, BATCH_WRITE = 100, 25
+"""Items per ``BatchGetItem`` and per ``BatchWriteItem`` (DynamoDB's limits)."""
+
+
+class ReadsValuesInOneBatchSaver(HeldSaver):
+    """Bug: a checkpoint's channel values are read with one batch get of at most
+    `BATCH_GET` keys; the rest (the backend's unprocessed keys) are not asked again: a
+    checkpoint of more channels comes back without them."""
+
+    def _load_blobs(
+        self, thread_id: str, checkpoint_ns: str, versions: dict[str, Any]
+    ) -> dict[str, Any]:
+        batch = dict(list(versions.items())[:BATCH_GET])
+        return super()._load_blobs(thread_id, checkpoint_ns, batch)
+
+
+class PutsValuesInOneBatchSaver(HeldSaver):
+    """Bug: ``aput`` writes the new channel values with one batch write of at most
+    `BATCH_WRITE` items; the rest are not sent: a checkpoint of more new channels comes
+    back without them."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        batch = dict(list(new_versions.items())[:BATCH_WRITE])
+        return super().put(config, checkpoint, metadata, batch)
+
+
+class WritesInOneBatchSaver(HeldSaver):
+    """Bug: ``aput_writes`` sends a call's writes as one batch write of at most
+    `BATCH_WRITE` items; the rest are not sent: a node that sends to more workers
+    leaves their writes out."""
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        super().put_writes(config, list(writes)[:BATCH_WRITE], task_id, task_path)
+
+
 class CachedLatestRunsSaver(CachedLatestSaver, RunsSaver):
     """Correct: the cached latest tuple of each thread that ``adelete_for_runs`` changed
     is forgotten too."""

@@ -571,6 +571,48 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_before_cuts_by_checkpoint_id_whatever_its_namespace",
         ("alist gave 3 of 1, 2 not expected", "checkpoint_id < ?"),
     ),
+    "versions-padded-to-four-digits": (
+        broken.VersionsPaddedToFourSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_next_versions_keep_increasing_as_langgraph_compares_them",
+        "update 10000's version greater than '9999.",
+    ),
+    "metadata-numbers-as-doubles": (
+        broken.MetadataNumbersAsDoublesSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_metadata_comes_back_as_put",
+        ("'big' is 9007199254740992, not 9007199254740993", "keep integers exact"),
+    ),
+    "metadata-drops-none": (
+        broken.MetadataDropsNoneSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_metadata_comes_back_as_put",
+        "aget_tuple latest: key 'nothing' missing",
+    ),
+    "reads-values-in-one-batch": (
+        broken.ReadsValuesInOneBatchSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_checkpoint_of_many_channels_and_writes_comes_back_whole",
+        ("aget_tuple latest: 100 channel values, 900 lost", "send the unprocessed ones again"),
+    ),
+    "puts-values-in-one-batch": (
+        broken.PutsValuesInOneBatchSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_checkpoint_of_many_channels_and_writes_comes_back_whole",
+        "aget_tuple by id: 25 channel values, 975 lost",
+    ),
+    "writes-in-one-batch": (
+        broken.WritesInOneBatchSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_checkpoint_of_many_channels_and_writes_comes_back_whole",
+        "aget_tuple latest: writes 25 of 1000, 975 missing",
+    ),
 }
 
 
