@@ -31,7 +31,7 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from enum import Enum
 from functools import partial
@@ -566,6 +566,51 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
                 detail="order by the whole timestamp (a datetime with microseconds, or the ISO "
                 "text of one offset), not by a millisecond score, a second-precision column "
                 "or the order of saves; break no tie by checkpoint id",
+            )
+
+    async def test_latest_is_the_newest_whatever_its_utc_offset(
+        self, instance: Any, name: str
+    ) -> None:
+        """Three checkpoints whose timestamps are written with different UTC offsets (a
+        ``WorkflowCheckpoint``'s ``timestamp`` is any ISO 8601 text: one made on a host
+        that writes its local offset, or ``Z``): ``get_latest`` gives the newest instant,
+        as agent-framework's own storages do (``max`` by ``datetime.fromisoformat``), and
+        ``load`` gives each timestamp back as saved. The oldest holds the greatest text
+        (``+02:00``), the newest the least (``-05:00``): a storage that orders by the
+        text, or by the wall-clock time with the offset dropped, gives the oldest."""
+        base = datetime.now(UTC).replace(microsecond=0)
+        stamps = {
+            "oldest": (base - timedelta(minutes=30)).astimezone(timezone(timedelta(hours=2))),
+            "middle": base,
+            "newest": (base + timedelta(minutes=45)).astimezone(timezone(timedelta(hours=-5))),
+        }
+        made: dict[str, WorkflowCheckpoint] = {}
+        for which, at in stamps.items():
+            cp = checkpoint(name, {"which": which})
+            cp.timestamp = at.isoformat().replace("+00:00", "Z")
+            made[which] = cp
+            await instance.save(cp)
+        latest = await instance.get_latest(workflow_name=name)
+        wrong: list[str] = []
+        if _id(latest) != made["newest"].checkpoint_id:
+            given = next((w for w, c in made.items() if c.checkpoint_id == _id(latest)), "no")
+            wrong.append(f"get_latest gave the {given} checkpoint")
+        for which, cp in made.items():
+            got = await load_or_none(instance, cp.checkpoint_id)
+            if got is None or got.timestamp != cp.timestamp:
+                wrong.append(
+                    f"load of the {which}: timestamp {None if got is None else got.timestamp!r}"
+                )
+        if wrong:
+            fail(
+                "get_latest gives the newest instant, whatever UTC offset each timestamp is "
+                "written with",
+                expected=f"{made['newest'].checkpoint_id} ({made['newest'].timestamp}), of "
+                f"{', '.join(c.timestamp for c in made.values())}; each timestamp loaded as saved",
+                observed="; ".join(wrong),
+                detail="order by the instant (datetime.fromisoformat, or the timestamp "
+                "converted to UTC in a sort key of its own), not by the ISO text or a "
+                "wall-clock time without its offset; store the text as given",
             )
 
 

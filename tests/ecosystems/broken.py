@@ -1881,6 +1881,17 @@ class ListingsProjectedStorage(WorkflowsComparedStorage):
         return max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
 
 
+class LatestByTimestampTextStorage(HeldStorage):
+    """Bug: ``get_latest`` orders by the timestamp's ISO text (a text column's ``ORDER BY
+    timestamp DESC``, a sorted set scored by the string): a timestamp written with
+    another UTC offset sorts by its wall-clock time, and an older one at ``+02:00``
+    beats a newer one at ``-05:00``."""
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
+        return copy.deepcopy(max(mine, key=lambda c: c.timestamp)) if mine else None
+
+
 class FileStorage:
     """Correct: one JSON file per checkpoint (named by a digest of its id), holding the whole
     checkpoint in agent-framework's encoding, written to a temporary file, synced and

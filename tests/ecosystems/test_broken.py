@@ -613,6 +613,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_a_checkpoint_of_many_channels_and_writes_comes_back_whole",
         "aget_tuple latest: writes 25 of 1000, 975 missing",
     ),
+    "latest-by-timestamp-text": (
+        broken.LatestByTimestampTextStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_latest_is_the_newest_whatever_its_utc_offset",
+        ("get_latest gave the oldest checkpoint", "not by the ISO text"),
+    ),
 }
 
 
