@@ -798,6 +798,15 @@ class NamespaceAlternativesSaver(NamespacesComparedSaver):
         return stored in asked.split("|")
 
 
+class NamespacesCutTo255Saver(NamespacesComparedSaver):
+    """Bug: namespaces compared in their first 255 characters (a ``VARCHAR(255)`` column
+    that cuts, an index on a prefix): two subgraphs six levels deep whose last levels
+    differ past them are one namespace, and each lists and reads the other's checkpoints."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored[:255] == asked[:255]
+
+
 CHUNK = 256 * 1024
 """Bytes per chunk of `ChunkedSaver`'s channel blobs (a DynamoDB item is at most 400 KB)."""
 

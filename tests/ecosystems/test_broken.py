@@ -620,6 +620,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_latest_is_the_newest_whatever_its_utc_offset",
         ("get_latest gave the oldest checkpoint", "not by the ISO text"),
     ),
+    "namespaces-cut-to-255": (
+        broken.NamespacesCutTo255Saver,
+        broken.NamespacesComparedSaver,
+        "langgraph",
+        "test_sweep_namespaces_of_every_shape",
+        "deep twins: aget_tuple latest of namespace",
+    ),
 }
 
 
