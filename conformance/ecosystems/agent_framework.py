@@ -808,6 +808,44 @@ class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):
                         "only forward",
                     )
 
+    async def test_saves_of_one_id_at_once_keep_it_once(
+        self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
+    ) -> None:
+        """Two instances save the same checkpoint id at once, ``n`` times over (a save
+        retried after a timeout while the first attempt is still in flight, or two
+        workers that resume one run and save its superstep): each id is listed once by
+        ``list_checkpoint_ids`` and ``list_checkpoints``, and loads as one of the two
+        saves, whole. A storage that keeps a workflow's ids in an index it appends to
+        after checking, in another round trip, whether the id is there lists it twice."""
+        n = eco_target.count(10)
+        wrong: list[str] = []
+        for i in range(n):
+            a = checkpoint(name, {"i": i, "by": "a"})
+            b = dataclasses.replace(a, state={"i": i, "by": "b"})
+            await asyncio.gather(instance.save(a), second.save(b))
+            got = await load_or_none(instance, a.checkpoint_id)
+            if got is None or got.state not in (a.state, b.state):
+                wrong.append(f"load of save {i + 1}: {None if got is None else got.state}")
+        for who, storage in (("first", instance), ("second", second)):
+            ids = await storage.list_checkpoint_ids(workflow_name=name)
+            listed = [c.checkpoint_id for c in await storage.list_checkpoints(workflow_name=name)]
+            for method, got_ids in (("list_checkpoint_ids", ids), ("list_checkpoints", listed)):
+                twice = len(got_ids) - len(set(got_ids))
+                if twice or len(got_ids) != n:
+                    wrong.append(
+                        f"{method} through the {who} instance: {len(got_ids)} ids, {twice} "
+                        f"listed more than once, of {n}"
+                    )
+        if wrong:
+            fail(
+                "a checkpoint id saved twice at once is stored, and listed, once",
+                expected=f"{n} ids each listed once, each loading as one of its two saves",
+                observed="; ".join(wrong),
+                detail="key the record by its id and make the save one atomic write (an "
+                "upsert, a put of one key); an index of a workflow's ids must be a set "
+                "(SADD, a unique key), not a list appended to after a check",
+            )
+
     async def test_read_during_writes_is_never_torn(
         self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
     ) -> None:

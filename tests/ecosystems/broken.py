@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import threading
 import unicodedata
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -1901,10 +1902,78 @@ class LatestByTimestampTextStorage(HeldStorage):
         return copy.deepcopy(max(mine, key=lambda c: c.timestamp)) if mine else None
 
 
+class IndexedStorage(HeldStorage):
+    """Correct: each workflow's checkpoint ids are also kept in an index (a set: Redis
+    ``SADD``, a unique key), which ``list_checkpoint_ids`` reads; a save adds the id to
+    its workflow's set, and removes it from any other's, in the write that stores it."""
+
+    def _index(self, workflow_name: str) -> dict[str, None]:
+        """The ids of ``workflow_name`` (a dict as an ordered set)."""
+        index: dict[str, None] = self.backend.cached.setdefault(("index", workflow_name), {})
+        return index
+
+    def _unindex(self, checkpoint_id: str) -> None:
+        """Remove ``checkpoint_id`` from every workflow's index."""
+        for key, index in self.backend.cached.items():
+            if isinstance(key, tuple) and key[0] == "index":
+                index.pop(checkpoint_id, None)
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self._add(checkpoint.workflow_name, checkpoint.checkpoint_id)
+        return await super().save(checkpoint)
+
+    async def _add(self, workflow_name: str, checkpoint_id: str) -> None:
+        """Add ``checkpoint_id`` to the index of ``workflow_name``, and to no other."""
+        await self.backend.io()
+        self._unindex(checkpoint_id)
+        self._index(workflow_name)[checkpoint_id] = None
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        self._unindex(checkpoint_id)
+        return await super().delete(checkpoint_id)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [i for i in self._index(workflow_name) if i in self._checkpoints]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        ids = await self.list_checkpoint_ids(workflow_name=workflow_name)
+        return [copy.deepcopy(self._checkpoints[i]) for i in ids]
+
+
+class IndexAppendedAfterCheckStorage(IndexedStorage):
+    """Bug: the index is a list (Redis ``RPUSH``), and a save appends the id after
+    checking, in another round trip, that it is not there yet: two saves of one id at
+    once (a save retried after a timeout while the first is in flight) both append it,
+    and the listings give it twice."""
+
+    async def _add(self, workflow_name: str, checkpoint_id: str) -> None:
+        self._unindex_elsewhere(workflow_name, checkpoint_id)
+        listed = await self.list_checkpoint_ids(workflow_name=workflow_name)
+        await self.backend.io()  # the check and the append are two round trips
+        if checkpoint_id not in listed:
+            self.backend.cached.setdefault(("list", workflow_name), []).append(checkpoint_id)
+
+    def _unindex_elsewhere(self, workflow_name: str, checkpoint_id: str) -> None:
+        """Remove ``checkpoint_id`` from the lists of the other workflows."""
+        for key, ids in self.backend.cached.items():
+            if isinstance(key, tuple) and key[0] == "list" and key[1] != workflow_name:
+                while checkpoint_id in ids:
+                    ids.remove(checkpoint_id)
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        self._unindex_elsewhere("", checkpoint_id)
+        return await HeldStorage.delete(self, checkpoint_id)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        ids = self.backend.cached.get(("list", workflow_name), [])
+        return [i for i in ids if i in self._checkpoints]
+
+
 class FileStorage:
     """Correct: one JSON file per checkpoint (named by a digest of its id), holding the whole
-    checkpoint in agent-framework's encoding, written to a temporary file, synced and
-    renamed; a cancelled save waits for its write before raising CancelledError."""
+    checkpoint in agent-framework's encoding, written to a temporary file of its own
+    (two saves of one id at once write two), synced and renamed; a cancelled save waits
+    for its write before raising CancelledError."""
 
     checkpointkit_durable = True
     write_behind = False
@@ -1920,7 +1989,7 @@ class FileStorage:
 
     def _write(self, encoded: dict[str, Any]) -> None:
         path = self._path(encoded["checkpoint_id"])
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(encoded, f)
             f.flush()

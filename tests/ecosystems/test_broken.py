@@ -627,6 +627,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_namespaces_of_every_shape",
         "deep twins: aget_tuple latest of namespace",
     ),
+    "index-appended-after-a-check": (
+        broken.IndexAppendedAfterCheckStorage,
+        broken.IndexedStorage,
+        "agent-framework",
+        "test_saves_of_one_id_at_once_keep_it_once",
+        ("listed more than once", "not a list appended to after a check"),
+    ),
 }
 
 
