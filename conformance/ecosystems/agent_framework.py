@@ -31,7 +31,7 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from enum import Enum
 from functools import partial
@@ -568,6 +568,51 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
                 "or the order of saves; break no tie by checkpoint id",
             )
 
+    async def test_latest_is_the_newest_whatever_its_utc_offset(
+        self, instance: Any, name: str
+    ) -> None:
+        """Three checkpoints whose timestamps are written with different UTC offsets (a
+        ``WorkflowCheckpoint``'s ``timestamp`` is any ISO 8601 text: one made on a host
+        that writes its local offset, or ``Z``): ``get_latest`` gives the newest instant,
+        as agent-framework's own storages do (``max`` by ``datetime.fromisoformat``), and
+        ``load`` gives each timestamp back as saved. The oldest holds the greatest text
+        (``+02:00``), the newest the least (``-05:00``): a storage that orders by the
+        text, or by the wall-clock time with the offset dropped, gives the oldest."""
+        base = datetime.now(UTC).replace(microsecond=0)
+        stamps = {
+            "oldest": (base - timedelta(minutes=30)).astimezone(timezone(timedelta(hours=2))),
+            "middle": base,
+            "newest": (base + timedelta(minutes=45)).astimezone(timezone(timedelta(hours=-5))),
+        }
+        made: dict[str, WorkflowCheckpoint] = {}
+        for which, at in stamps.items():
+            cp = checkpoint(name, {"which": which})
+            cp.timestamp = at.isoformat().replace("+00:00", "Z")
+            made[which] = cp
+            await instance.save(cp)
+        latest = await instance.get_latest(workflow_name=name)
+        wrong: list[str] = []
+        if _id(latest) != made["newest"].checkpoint_id:
+            given = next((w for w, c in made.items() if c.checkpoint_id == _id(latest)), "no")
+            wrong.append(f"get_latest gave the {given} checkpoint")
+        for which, cp in made.items():
+            got = await load_or_none(instance, cp.checkpoint_id)
+            if got is None or got.timestamp != cp.timestamp:
+                wrong.append(
+                    f"load of the {which}: timestamp {None if got is None else got.timestamp!r}"
+                )
+        if wrong:
+            fail(
+                "get_latest gives the newest instant, whatever UTC offset each timestamp is "
+                "written with",
+                expected=f"{made['newest'].checkpoint_id} ({made['newest'].timestamp}), of "
+                f"{', '.join(c.timestamp for c in made.values())}; each timestamp loaded as saved",
+                observed="; ".join(wrong),
+                detail="order by the instant (datetime.fromisoformat, or the timestamp "
+                "converted to UTC in a sort key of its own), not by the ISO text or a "
+                "wall-clock time without its offset; store the text as given",
+            )
+
 
 # -- cancellation ----------------------------------------------------------------------------------
 class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
@@ -762,6 +807,44 @@ class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):
                         detail="order by timestamp, not by write time; move a shared head "
                         "only forward",
                     )
+
+    async def test_saves_of_one_id_at_once_keep_it_once(
+        self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
+    ) -> None:
+        """Two instances save the same checkpoint id at once, ``n`` times over (a save
+        retried after a timeout while the first attempt is still in flight, or two
+        workers that resume one run and save its superstep): each id is listed once by
+        ``list_checkpoint_ids`` and ``list_checkpoints``, and loads as one of the two
+        saves, whole. A storage that keeps a workflow's ids in an index it appends to
+        after checking, in another round trip, whether the id is there lists it twice."""
+        n = eco_target.count(10)
+        wrong: list[str] = []
+        for i in range(n):
+            a = checkpoint(name, {"i": i, "by": "a"})
+            b = dataclasses.replace(a, state={"i": i, "by": "b"})
+            await asyncio.gather(instance.save(a), second.save(b))
+            got = await load_or_none(instance, a.checkpoint_id)
+            if got is None or got.state not in (a.state, b.state):
+                wrong.append(f"load of save {i + 1}: {None if got is None else got.state}")
+        for who, storage in (("first", instance), ("second", second)):
+            ids = await storage.list_checkpoint_ids(workflow_name=name)
+            listed = [c.checkpoint_id for c in await storage.list_checkpoints(workflow_name=name)]
+            for method, got_ids in (("list_checkpoint_ids", ids), ("list_checkpoints", listed)):
+                twice = len(got_ids) - len(set(got_ids))
+                if twice or len(got_ids) != n:
+                    wrong.append(
+                        f"{method} through the {who} instance: {len(got_ids)} ids, {twice} "
+                        f"listed more than once, of {n}"
+                    )
+        if wrong:
+            fail(
+                "a checkpoint id saved twice at once is stored, and listed, once",
+                expected=f"{n} ids each listed once, each loading as one of its two saves",
+                observed="; ".join(wrong),
+                detail="key the record by its id and make the save one atomic write (an "
+                "upsert, a put of one key); an index of a workflow's ids must be a set "
+                "(SADD, a unique key), not a list appended to after a check",
+            )
 
     async def test_read_during_writes_is_never_torn(
         self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget

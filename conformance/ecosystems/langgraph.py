@@ -176,10 +176,54 @@ def _id_of(t: CheckpointTuple | None) -> str | None:
     return None if t is None else str(t.config["configurable"]["checkpoint_id"])
 
 
-async def _ids(saver: BaseCheckpointSaver[Any], thread: str) -> list[str]:
+async def _ids(
+    saver: BaseCheckpointSaver[Any], thread: str, filter: dict[str, Any] | None = None
+) -> list[str]:
     return [
-        str(t.config["configurable"]["checkpoint_id"]) async for t in saver.alist(config_of(thread))
+        str(t.config["configurable"]["checkpoint_id"])
+        async for t in saver.alist(config_of(thread), filter=filter)
     ]
+
+
+ODD_METADATA: dict[str, Any] = {
+    "big": 2**53 + 1,
+    "largest": 2**63 - 1,
+    "below": -(2**53) - 1,
+    "nothing": None,
+    "nested": {"user": {"id": "u-1", "roles": ["admin", None, 3]}, "empty": {}},
+    "ratio": 0.1,
+    "flag": False,
+    "\u043a\u043b\u044e\u0447": "\u0437\u043d\u0430\u0447\u0435\u043d\u0438\u0435",
+    "\u540d\u524d \U0001f389": "\u3042",
+}
+"""The metadata of `test_metadata_comes_back_as_put`, beside LangGraph's ``source`` and
+``step``: what an application's ``config["metadata"]`` may hold and JSON keeps."""
+
+VERSIONS = 100_001
+"""Versions of `test_next_versions_keep_increasing_as_langgraph_compares_them` (past
+padding to four digits, and to five)."""
+
+MANY = 1000
+"""Channels of one checkpoint, and writes of one ``aput_writes`` call, in
+`test_a_checkpoint_of_many_channels_and_writes_comes_back_whole`."""
+
+
+def _same_value(got: Any, want: Any) -> bool:
+    """Whether ``got`` equals ``want`` with every value of the same kind (``True`` is not
+    ``1``, ``2.0`` not ``2``), whatever the order of an object's keys."""
+    if isinstance(want, dict):
+        return (
+            isinstance(got, dict)
+            and got.keys() == want.keys()
+            and all(_same_value(got[k], v) for k, v in want.items())
+        )
+    if isinstance(want, list):
+        return (
+            isinstance(got, list | tuple)
+            and len(got) == len(want)
+            and all(_same_value(g, w) for g, w in zip(got, want, strict=True))
+        )
+    return type(got) is type(want) and bool(got == want)
 
 
 PENDING_WRITES: tuple[tuple[str, str, list[tuple[str, Any]]], ...] = (
@@ -1309,45 +1353,87 @@ async def _namespaces_kept_apart(
     child, with a pending write), each namespace read back by every read the saver
     implements: its own checkpoints alone, with its values, its write and a
     ``parent_config`` naming the thread, the namespace and the first. What is wrong, or []."""
-    made: dict[str, tuple[str, str]] = {}  # namespace -> (first, second)
+    made = await _fill_namespaces(saver, has, thread, group)
+    return await _namespaces_read_back(saver, has, thread, made)
+
+
+async def _fill_namespaces(
+    saver: Any, has: set[str], thread: str, group: Sequence[str]
+) -> dict[str, tuple[str, str]]:
+    """Two checkpoints in each namespace of ``group`` of ``thread``, the second the first's
+    child holding a pending write ``("who", ns)`` of task ``task`` (where the saver has
+    ``aput_writes``); namespace -> (first, second)."""
+    made: dict[str, tuple[str, str]] = {}
     for ns in group:
         first = await _put_in(saver, thread, ns, None)
         second = await _put_in(saver, thread, ns, first)
         made[ns] = (first, second)
         if "aput_writes" in has:
             await saver.aput_writes(config_of(thread, second, ns), [("who", ns)], "task")
+    return made
+
+
+async def _namespaces_read_back(
+    saver: Any,
+    has: set[str],
+    thread: str,
+    made: Mapping[str, tuple[str, str]],
+    *,
+    pruned: bool = False,
+) -> list[str]:
+    """Every read the saver implements of each namespace of ``thread`` that ``made`` names
+    (namespace -> its first checkpoint and its second, the first's child with a pending
+    write): its own checkpoints alone (the second alone, and no first by id, where
+    ``pruned``), each with its values, its write and a ``parent_config`` naming the
+    thread, the namespace and the first (or, where ``pruned``, none). What is wrong,
+    or []."""
     wrong: list[str] = []
     for ns, (first, second) in made.items():
         reads = await _namespace_reads(
             saver, has, config_of(thread, ns=ns), config_of(thread, first, ns)
         )
+        kept = [second] if pruned else [second, first]
         for method, got in reads.items():
             if isinstance(got, list):
                 listed = [_id_of(t) for t in got]
-                if listed != [second, first]:
+                if listed != kept:
                     others = sum(i not in (first, second) for i in listed)
                     wrong.append(
                         f"{method} of namespace {ns!r}: {len(listed)} checkpoints ({others} of "
-                        "other namespaces), not its 2"
+                        f"other namespaces), not its {len(kept)}"
                     )
                     continue
-                pairs = [(got[0], second, first), (got[1], first, None)]
+                pairs = [(got[0], second, first), *([] if pruned else [(got[1], first, None)])]
             elif method.endswith("by id"):
+                if pruned:
+                    if got is not None:
+                        wrong.append(f"{method} of namespace {ns!r}: the pruned {first} is there")
+                    continue
                 pairs = [(got, first, None)]
             else:
                 pairs = [(got, second, first)]
             for t, want, parent in pairs:
-                found = _namespace_tuple_wrong(t, thread, ns, want, parent, has)
+                found = _namespace_tuple_wrong(t, thread, ns, want, parent, has, orphan=pruned)
                 if found:
                     wrong.append(f"{method} of namespace {ns!r}: {found}")
     return wrong
 
 
 def _namespace_tuple_wrong(
-    t: CheckpointTuple | None, thread: str, ns: str, want: str, parent: str | None, has: set[str]
+    t: CheckpointTuple | None,
+    thread: str,
+    ns: str,
+    want: str,
+    parent: str | None,
+    has: set[str],
+    *,
+    orphan: bool = False,
 ) -> str | None:
     """What is wrong with ``t``, read as checkpoint ``want`` of namespace ``ns`` (put with
-    ``parent``; the newest holds a pending write), or None."""
+    ``parent``; the newest holds a pending write), or None. Where ``orphan`` (its parent
+    was pruned), a ``parent_config`` of None is right too: ``AsyncPostgresSaver``'s
+    ``keep_latest`` leaves a kept checkpoint whose parent it deletes with no parent,
+    ``InMemorySaver``-like savers keep naming it."""
     if t is None:
         return f"none, not {want}"
     conf = t.config["configurable"]
@@ -1366,7 +1452,7 @@ def _namespace_tuple_wrong(
         if parent is None
         else {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}
     )
-    if _parent_of(t) != expected:
+    if _parent_of(t) != expected and not (orphan and t.parent_config is None):
         return f"parent_config naming {_parent_of(t)!r}, not {expected!r}"
     return None
 
@@ -1867,6 +1953,246 @@ class SaverSweepTests(SaverFixtures):
                 "{'thread_id': ..., 'checkpoint_ns': ..., 'checkpoint_id': parent_id})",
             )
 
+    async def test_every_namespace_of_a_thread_is_copied_and_pruned_whole(
+        self, instance: Any, thread: str
+    ) -> None:
+        """A thread of three namespaces (the root, a subgraph's and its nested subgraph's),
+        each holding two checkpoints, the second the first's child with a pending write:
+        ``acopy_thread`` gives the copy every namespace as it is in the source (its
+        checkpoints, values, writes and a ``parent_config`` naming the copy), ``aprune``
+        with ``keep_latest`` keeps each namespace's newest checkpoint with its values and
+        its write (its ``parent_config`` naming the pruned parent, or none, as
+        ``AsyncPostgresSaver`` leaves it), and ``aprune`` with ``delete`` leaves no
+        namespace anything. LangGraph's
+        own suite checks these on the root namespace (and counts a copy's namespaces); a
+        saver that copies or keeps the writes or values of the root alone, or deletes the
+        root alone, passes it."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not has & {"acopy_thread", "aprune"} or not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no acopy_thread and no aprune")
+        group = ("", "p:1", "p:1|c:2")
+        wrong: list[str] = []
+        if "acopy_thread" in has:
+            source, copied = f"{thread}-source", f"{thread}-copy"
+            made = await _fill_namespaces(saver, has, source, group)
+            await saver.acopy_thread(source, copied)
+            found = await _namespaces_read_back(saver, has, copied, made)
+            wrong += [f"the copy: {w}" for w in found]
+        if "aprune" in has:
+            kept = f"{thread}-kept"
+            made = await _fill_namespaces(saver, has, kept, group)
+            await saver.aprune([kept], strategy="keep_latest")
+            found = await _namespaces_read_back(saver, has, kept, made, pruned=True)
+            wrong += [f"after aprune keep_latest: {w}" for w in found]
+            gone = f"{thread}-deleted"
+            made = await _fill_namespaces(saver, has, gone, group)
+            await saver.aprune([gone], strategy="delete")
+            for ns, (first, _) in made.items():
+                reads = await _namespace_reads(
+                    saver, has, config_of(gone, ns=ns), config_of(gone, first, ns)
+                )
+                left = [m for m, got in reads.items() if got]
+                if left:
+                    wrong.append(
+                        f"after aprune delete: namespace {ns!r} still answers {', '.join(left)}"
+                    )
+        if wrong:
+            fail(
+                "acopy_thread and aprune treat every namespace of a thread as the root",
+                expected="the copy to hold every namespace's checkpoints, values and writes; "
+                "keep_latest to keep each namespace's newest with its values and write; "
+                "delete to leave no namespace anything",
+                observed=joined(wrong),
+                detail="copy and prune by thread across every checkpoint_ns: copy the writes "
+                "and channel values of every namespace, not of the root alone; keep the "
+                "writes of each namespace's newest checkpoint (group by checkpoint_ns in the "
+                "writes' delete as in the checkpoints'); a copy's parent_config names the "
+                "copy's thread; delete every namespace's rows",
+            )
+
+    async def test_a_listing_without_a_namespace_gives_every_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``alist({"configurable": {"thread_id": ...}})``, a config without
+        ``checkpoint_ns`` (as LangGraph's docs list a thread's checkpoints, and as an
+        application does that keeps no namespace), gives the checkpoints of every
+        namespace of the thread, each once and each with a config naming its own
+        namespace, as ``InMemorySaver``, ``AsyncSqliteSaver`` and ``AsyncPostgresSaver``
+        do (``aget_tuple`` without a namespace reads the root's); the sync ``list`` too.
+        A saver that reads a missing namespace as the root's lists the root alone."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "alist" not in has or "aput" not in has:
+            pytest.skip("the saver implements no alist or no aput")
+        made: dict[str, str] = {}  # checkpoint id -> its namespace
+        for ns in ("", "", "p:1", "p:1|c:2"):
+            parent = next((c for c, n in reversed(list(made.items())) if n == ns), None)
+            made[await _put_in(saver, thread, ns, parent)] = ns
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
+        listings = {"alist": [t async for t in saver.alist(config)]}
+        if "list" in has:
+            listings["list"] = await asyncio.to_thread(lambda: list(saver.list(config)))
+        wrong: list[str] = []
+        for method, got in listings.items():
+            ids = [_id_of(t) for t in got]
+            named = {str(_id_of(t)): t.config["configurable"].get("checkpoint_ns", "") for t in got}
+            if sorted(map(str, ids)) != sorted(made):
+                missing = sorted({made[c] for c in made if c not in ids})
+                wrong.append(
+                    f"{method} gave {len(ids)} of the thread's {len(made)} checkpoints"
+                    + (f" (none of namespaces {missing})" if missing else "")
+                )
+            elif named != made:
+                wrong.append(f"{method} named namespaces {sorted(set(named.values()))}")
+        if wrong:
+            fail(
+                "a listing of a thread without checkpoint_ns gives every namespace's checkpoints",
+                expected=f"the {len(made)} checkpoints of namespaces '', 'p:1' and 'p:1|c:2', "
+                "each once, each naming its namespace",
+                observed="; ".join(wrong),
+                detail="filter by checkpoint_ns only where the config holds one (None: every "
+                "namespace, as LangGraph's savers do); aget_tuple reads a missing one as ''",
+            )
+
+    async def test_before_cuts_by_checkpoint_id_whatever_its_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``alist`` of the root namespace with ``before`` naming a subgraph's checkpoint
+        (its config, as ``get_state`` of a subgraph gives it) gives the root's checkpoints
+        whose ids are less than that one's: LangGraph's savers compare ids alone
+        (``checkpoint_id < ?``). A saver that looks the ``before`` checkpoint up in the
+        namespace it lists, and drops the bound when it is not there, lists every one."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "alist" not in has or "aput" not in has:
+            pytest.skip("the saver implements no alist or no aput")
+        older = await _put_in(saver, thread, "", None)
+        cut = await _put_in(saver, thread, "p:1", None)
+        newer = await _put_in(saver, thread, "", older)
+        await _put_in(saver, thread, "", newer)
+        config, before = config_of(thread), config_of(thread, cut, "p:1")
+        listings = {"alist": [_id_of(t) async for t in saver.alist(config, before=before)]}
+        if "list" in has:
+            listings["list"] = await asyncio.to_thread(_sync_ids, saver, config, before=before)
+        wrong = [
+            f"{m} gave {counted(got, [older])}" for m, got in listings.items() if got != [older]
+        ]
+        if wrong:
+            fail(
+                "before cuts a listing at its checkpoint id, whatever namespace it names",
+                expected=f"[{older}]: the root's one checkpoint older than the subgraph's {cut}",
+                observed="; ".join(wrong),
+                detail="compare checkpoint ids with before's id (checkpoint_id < ?), as "
+                "LangGraph's savers do; do not look the before checkpoint up in the listed "
+                "namespace, nor drop the bound when it is elsewhere",
+            )
+
+    async def test_metadata_comes_back_as_put(self, instance: Any, thread: str) -> None:
+        """A checkpoint whose metadata holds what an application's ``config["metadata"]``
+        may (`ODD_METADATA`: integers past 2**53, a ``None``, nested objects and lists, a
+        float, keys in other scripts) is read back with each key holding an equal value
+        of the same kind by every read, and ``alist(filter=...)`` on an integer past 2**53
+        selects it, not its neighbour 2**53 (a Discord or Twitter snowflake id, a
+        nanosecond clock). A saver that keeps numbers as doubles (a document store's
+        number, JavaScript) gives 2**53 for both; one that drops keys holding None loses
+        them."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no aput or no aget_tuple")
+        decoy, _ = checkpoint_of(saver, {"v": 0})
+        versions = {"v": decoy["channel_versions"]["v"]}
+        neighbour = {"source": "loop", "step": 0, "big": 2**53}
+        await saver.aput(config_of(thread), decoy, neighbour, versions)
+        checkpoint, versions = checkpoint_of(saver, {"v": 1})
+        metadata = {"source": "loop", "step": 1, **ODD_METADATA}
+        await saver.aput(config_of(thread, decoy["id"]), checkpoint, metadata, versions)
+        mine = checkpoint["id"]
+        reads = await _namespace_reads(saver, has, config_of(thread), config_of(thread, mine))
+        wrong: list[str] = []
+        for method, got in reads.items():
+            found = [t for t in got if _id_of(t) == mine] if isinstance(got, list) else [got]
+            if not found or found[0] is None:
+                wrong.append(f"{method}: no checkpoint {mine}")
+                continue
+            stored = found[0].metadata
+            for key, value in ODD_METADATA.items():
+                if key not in stored:
+                    wrong.append(f"{method}: key {key!r} missing")
+                elif not _same_value(stored[key], value):
+                    wrong.append(f"{method}: {key!r} is {stored[key]!r}, not {value!r}")
+        if "alist" in has:
+            selected = {"alist": await _ids(saver, thread, {"big": ODD_METADATA["big"]})}
+            if "list" in has:
+                selected["list"] = await asyncio.to_thread(
+                    _sync_ids, saver, config_of(thread), filter={"big": ODD_METADATA["big"]}
+                )
+            wrong += [
+                f"{m} filter {{'big': 2**53 + 1}} gave {counted(got, [mine])}"
+                for m, got in selected.items()
+                if got != [mine]
+            ]
+        if wrong:
+            fail(
+                "metadata comes back as put, every key with an equal value of the same kind",
+                expected=f"{ODD_METADATA!r} from every read, and the filter on 2**53 + 1 to "
+                "select that checkpoint alone",
+                observed=joined(wrong),
+                detail="keep integers exact (a 64-bit integer or the JSON text, not a double), "
+                "keep keys holding None, nested objects and lists as they are; JSONB and "
+                "LangGraph's serializer do",
+            )
+
+    async def test_a_checkpoint_of_many_channels_and_writes_comes_back_whole(
+        self, instance: Any, thread: str
+    ) -> None:
+        """A checkpoint of 1,000 channels (a graph's state keys, or the per-item channels a
+        map-reduce makes), and one ``aput_writes`` call of 1,000 writes (a node that
+        sends to 1,000 workers): every read gives every channel's value and every write,
+        in order. A backend that takes at most 25 items a batch write (DynamoDB's
+        ``BatchWriteItem``) or 100 a batch read (``BatchGetItem``), or answers the rest as
+        unprocessed, loses the rest when the saver does not send them again."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no aput or no aget_tuple")
+        values = {f"c{n:04d}": n for n in range(MANY)}
+        checkpoint, versions = checkpoint_of(saver, values)
+        await saver.aput(config_of(thread), checkpoint, {"source": "loop", "step": 0}, versions)
+        config = config_of(thread, checkpoint["id"])
+        writes = [(f"w{n:04d}", n) for n in range(MANY)]
+        if "aput_writes" in has:
+            await saver.aput_writes(config, writes, task_id="many")
+        reads = await _namespace_reads(saver, has, config_of(thread), config)
+        wrong: list[str] = []
+        for method, got in reads.items():
+            found = (
+                [t for t in got if _id_of(t) == checkpoint["id"]]
+                if isinstance(got, list)
+                else [got]
+            )
+            if not found or found[0] is None:
+                wrong.append(f"{method}: no checkpoint")
+                continue
+            got_values = found[0].checkpoint["channel_values"]
+            if got_values != values:
+                lost = sum(k not in got_values for k in values)
+                wrong.append(f"{method}: {len(got_values)} channel values, {lost} lost")
+            got_writes = [(c, v) for _, c, v in found[0].pending_writes or []]
+            if "aput_writes" in has and got_writes != writes:
+                wrong.append(f"{method}: writes {counted(got_writes, writes)}")
+        if wrong:
+            fail(
+                f"a checkpoint of {MANY:,} channels and an aput_writes of {MANY:,} writes "
+                "come back whole",
+                expected=f"{MANY:,} channel values and {MANY:,} writes, in order, from every read",
+                observed="; ".join(wrong),
+                detail="a backend's batch takes a limited number of items (DynamoDB: 25 a "
+                "BatchWriteItem, 100 a BatchGetItem) and may answer some unprocessed: send "
+                "the items in batches of that size and send the unprocessed ones again",
+            )
+
     async def test_sweep_every_combination_of_listing_options(
         self, instance: Any, thread: str
     ) -> None:
@@ -1967,20 +2293,23 @@ class SaverSweepTests(SaverFixtures):
     async def test_next_versions_keep_increasing_as_langgraph_compares_them(
         self, instance: Any
     ) -> None:
-        """``get_next_version`` from nothing, 1,100 times in a row: each version is greater
-        than the one before as LangGraph compares them (``>``, string order for strings;
-        ``"10.x" < "9.x"`` unless the number is padded), or nodes stop being triggered
-        after the ninth update of a channel."""
+        """``get_next_version`` from nothing, 100,001 times in a row: each version is
+        greater than the one before as LangGraph compares them (``>``, string order for
+        strings; ``"10.x" < "9.x"`` unless the number is padded, and ``"10000.x" <
+        "9999.x"`` where it is padded to four digits), or nodes stop being triggered after
+        the ninth (the 9,999th) update of a channel: a long-lived thread's message list
+        gets that many."""
         previous: Any = None
-        for n in range(1, 1101):
+        for n in range(1, VERSIONS + 1):
             version = instance.get_next_version(previous, None)
             if previous is not None and not version > previous:
                 fail(
                     "each next version must be greater than the version before it",
                     expected=f"update {n}'s version greater than {previous!r}",
                     observed=f"{version!r}",
-                    detail="pad the number (InMemorySaver: f'{n:032}.{random:016}') or use "
-                    "int versions; LangGraph compares versions with > and max()",
+                    detail="pad the number wider than any count of updates (InMemorySaver: "
+                    "f'{n:032}.{random:016}') or use int versions; LangGraph compares "
+                    "versions with > and max()",
                 )
             previous = version
 

@@ -40,9 +40,16 @@ NS_END: Final = ":"
 NAMESPACE_COLUMNS: Final = ("root", "child", "nested", "prefix twins", "query syntax")
 """The columns of ``namespaces``: the shape of the namespace a call names."""
 
+_DEEP: Final = NS_SEP.join(
+    f"agent_{level}{NS_END}1f0c7e2a-9d4b-6c1e-8000-{level:012d}" for level in range(6)
+)
+"""Six levels of subgraphs, each ``node:task_id`` as LangGraph names them (269
+characters): the common part of the ``deep twins``, which differ past 255."""
+
 NAMESPACE_GROUPS: Final[dict[str, tuple[str, ...]]] = {
     "nested": ("", "p:1", "p:1|c:2", "p:1|c:2|g:3"),
     "prefix twins": ("", "p:1", "p:10", "p:10|c:2", "p:10|c:20"),
+    "deep twins": ("", f"{_DEEP}|leaf:1", f"{_DEEP}|leaf:2"),
     "query syntax": (
         "agent_1:t",
         "agentX1:t",
@@ -65,7 +72,9 @@ NAMESPACE_GROUPS: Final[dict[str, tuple[str, ...]]] = {
 }
 """Namespaces the sweep puts side by side in one thread, per group: a root beside its
 subgraph, that subgraph's nested one and a grandchild; siblings sharing a prefix (``p:1``,
-``p:10``, and ``c:2``, ``c:20`` nested in ``p:10``); node names holding wildcards
+``p:10``, and ``c:2``, ``c:20`` nested in ``p:10``); two namespaces seven levels deep that
+differ only in their last level, past their first 255 characters (a ``VARCHAR(255)``
+column that cuts, an index on a prefix); node names holding wildcards
 (``agent_1`` and ``agentX1`` are ``LIKE`` twins), quotes, a space, path separators and
 RediSearch's syntax."""
 

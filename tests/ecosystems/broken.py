@@ -17,6 +17,7 @@ import json
 import os
 import random
 import re
+import threading
 import unicodedata
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -867,6 +868,15 @@ class NamespaceAlternativesSaver(NamespacesComparedSaver):
         return stored in asked.split("|")
 
 
+class NamespacesCutTo255Saver(NamespacesComparedSaver):
+    """Bug: namespaces compared in their first 255 characters (a ``VARCHAR(255)`` column
+    that cuts, an index on a prefix): two subgraphs six levels deep whose last levels
+    differ past them are one namespace, and each lists and reads the other's checkpoints."""
+
+    def _same(self, stored: str, asked: str) -> bool:
+        return stored[:255] == asked[:255]
+
+
 CHUNK = 256 * 1024
 """Bytes per chunk of `ChunkedSaver`'s channel blobs (a DynamoDB item is at most 400 KB)."""
 
@@ -1226,6 +1236,250 @@ class RunsSaver(HeldSaver):
         """Delete one checkpoint of ``thread`` and its pending writes."""
         self.storage[thread][ns].pop(checkpoint_id, None)
         self.writes.pop((thread, ns, checkpoint_id), None)
+
+
+class PruningSaver(CopyingSaver, RunsSaver):
+    """Correct: ``aprune`` keeps, in each namespace of each thread, the newest checkpoint
+    and its pending writes (``keep_latest``), or deletes the thread's every namespace
+    (``delete``); ``acopy_thread`` and ``adelete_for_runs`` as its twins'."""
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self.backend.io()
+        for thread in thread_ids:
+            if strategy == "delete":
+                self._delete_all(thread)
+            else:
+                self._keep_checkpoints(thread)
+                self._keep_writes(thread)
+
+    def _newest(self, thread: str) -> dict[str, str]:
+        """Namespace -> its newest checkpoint id, of ``thread``."""
+        return {ns: max(saved) for ns, saved in self.storage.get(thread, {}).items() if saved}
+
+    def _delete_all(self, thread: str) -> None:
+        """``delete``: every namespace of ``thread``, its writes and its values."""
+        self.delete_thread(thread)
+
+    def _keep_checkpoints(self, thread: str) -> None:
+        """``keep_latest``: delete every checkpoint but each namespace's newest."""
+        newest = self._newest(thread)
+        for ns, saved in self.storage.get(thread, {}).items():
+            for checkpoint_id in [c for c in saved if c != newest.get(ns)]:
+                del saved[checkpoint_id]
+
+    def _keep_writes(self, thread: str) -> None:
+        """``keep_latest``: delete the writes of every checkpoint but each namespace's newest."""
+        newest = self._newest(thread)
+        for key in [k for k in self.writes if k[0] == thread and k[2] != newest.get(k[1])]:
+            del self.writes[key]
+
+
+class PruneDropsSubgraphWritesSaver(PruningSaver):
+    """Bug: ``keep_latest`` deletes the writes of every checkpoint but the thread's newest
+    in any namespace (the writes' ``DELETE ... WHERE checkpoint_id NOT IN (SELECT
+    max(checkpoint_id) ... WHERE thread_id = ?)`` without the ``GROUP BY checkpoint_ns``
+    of the checkpoints' delete): each subgraph's newest checkpoint is kept without its
+    pending writes, and a resume runs its finished tasks again."""
+
+    def _keep_writes(self, thread: str) -> None:
+        ids = [c for saved in self.storage.get(thread, {}).values() for c in saved]
+        newest = max(ids, default=None)
+        for key in [k for k in self.writes if k[0] == thread and k[2] != newest]:
+            del self.writes[key]
+
+
+class PruneDeletesRootOnlySaver(PruningSaver):
+    """Bug: ``aprune(strategy="delete")`` deletes the thread's root namespace only (its
+    delete built from a config whose ``checkpoint_ns`` defaults to ``""``): the
+    subgraphs' checkpoints and writes are left."""
+
+    def _delete_all(self, thread: str) -> None:
+        self.storage.get(thread, {}).pop("", None)
+        for key in [k for k in self.writes if k[0] == thread and k[1] == ""]:
+            del self.writes[key]
+
+
+class CopiesRootWritesOnlySaver(PruningSaver):
+    """Bug: ``acopy_thread`` copies every namespace's checkpoints and values, but the
+    pending writes of the root namespace only (read with the latest tuple of a config
+    whose ``checkpoint_ns`` is ``""``): a copy's subgraphs resume without them."""
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await super().acopy_thread(source_thread_id, target_thread_id)
+        for key in [k for k in self.writes if k[0] == target_thread_id and k[1] != ""]:
+            del self.writes[key]
+
+
+class CopiesRootValuesOnlySaver(PruningSaver):
+    """Bug: ``acopy_thread`` copies the channel values (blobs) of the root namespace only:
+    a copy's subgraph checkpoints come back without their values."""
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await super().acopy_thread(source_thread_id, target_thread_id)
+        for key in [
+            k
+            for k in self.blobs
+            if isinstance(k, tuple) and len(k) == 4 and k[0] == target_thread_id and k[1] != ""
+        ]:
+            del self.blobs[key]
+
+
+class CopyParentNamesSourceSaver(PruningSaver):
+    """Bug: each checkpoint row keeps its whole ``parent_config``, and ``acopy_thread``
+    copies the rows with the new ``thread_id`` but the ``parent_config`` as it was: a
+    copy's checkpoints name their parents in the source thread (``get_state`` of the
+    copy, and a time travel to its parent, reach the source)."""
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await super().acopy_thread(source_thread_id, target_thread_id)
+        self.backend.cached[("copied from", target_thread_id)] = source_thread_id
+
+    def _as_stored(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
+        """``t`` with the ``parent_config`` its row holds."""
+        if t is None or t.parent_config is None:
+            return t
+        conf = t.parent_config["configurable"]
+        source = self.backend.cached.get(("copied from", conf["thread_id"]))
+        if source is None:
+            return t
+        return t._replace(parent_config={"configurable": {**conf, "thread_id": source}})
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._as_stored(super().get_tuple(config))
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for t in super().list(config, filter=filter, before=before, limit=limit):
+            stored = self._as_stored(t)
+            assert stored is not None
+            yield stored
+
+
+class ListsRootWithoutNamespaceSaver(HeldSaver):
+    """Bug: a listing's config without ``checkpoint_ns`` is read as the root's (``ns =
+    conf.get("checkpoint_ns", "")``, as ``get_tuple`` reads it): ``alist({"configurable":
+    {"thread_id": t}})`` lists the root alone, where LangGraph's savers list every
+    namespace."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if config and "checkpoint_ns" not in config["configurable"]:
+            config = {"configurable": {**config["configurable"], "checkpoint_ns": ""}}
+        yield from super().list(config, filter=filter, before=before, limit=limit)
+
+
+class BeforeLookedUpInNamespaceSaver(HeldSaver):
+    """Bug: ``before`` is resolved by looking its checkpoint up in the namespace listed (to
+    compare a stored timestamp), and is dropped when it is not there: ``before`` naming a
+    subgraph's checkpoint lists every checkpoint of the root."""
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if before is not None and config:
+            conf = config["configurable"]
+            namespaces = self.storage.get(conf["thread_id"], {})
+            ns = conf.get("checkpoint_ns")
+            listed = [ns] if ns is not None else list(namespaces)
+            if not any(get_checkpoint_id(before) in namespaces.get(n, {}) for n in listed):
+                before = None
+        yield from super().list(config, filter=filter, before=before, limit=limit)
+
+
+class VersionsPaddedToFourSaver(HeldSaver):
+    """Bug: get_next_version pads its number to four digits (``f"{n:04}.{random}"``):
+    ``"10000.x"`` sorts before ``"9999.x"``, and a channel's 10,000th update triggers
+    nothing."""
+
+    def get_next_version(self, current: Any, channel: Any) -> str:
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:04}.{random.random():016}"
+
+
+class MetadataNumbersAsDoublesSaver(HeldSaver):
+    """Bug: metadata is kept in a document store whose numbers are doubles (JavaScript's,
+    a JSON parser's default): an integer past 2**53 comes back, and is filtered, as the
+    nearest double."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        stored = {
+            k: int(float(v)) if isinstance(v, int) and not isinstance(v, bool) else v
+            for k, v in metadata.items()
+        }
+        return super().put(config, checkpoint, stored, new_versions)
+
+
+class MetadataDropsNoneSaver(HeldSaver):
+    """Bug: metadata keys holding None are not stored (a serializer with ``exclude_none``,
+    a document store that ignores nulls): they are missing when read back."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        stored = {k: v for k, v in metadata.items() if v is not None}
+        return super().put(config, checkpoint, stored, new_versions)
+
+
+BATCH_GET, BATCH_WRITE = 100, 25
+"""Items per ``BatchGetItem`` and per ``BatchWriteItem`` (DynamoDB's limits)."""
+
+
+class ReadsValuesInOneBatchSaver(HeldSaver):
+    """Bug: a checkpoint's channel values are read with one batch get of at most
+    `BATCH_GET` keys; the rest (the backend's unprocessed keys) are not asked again: a
+    checkpoint of more channels comes back without them."""
+
+    def _load_blobs(
+        self, thread_id: str, checkpoint_ns: str, versions: dict[str, Any]
+    ) -> dict[str, Any]:
+        batch = dict(list(versions.items())[:BATCH_GET])
+        return super()._load_blobs(thread_id, checkpoint_ns, batch)
+
+
+class PutsValuesInOneBatchSaver(HeldSaver):
+    """Bug: ``aput`` writes the new channel values with one batch write of at most
+    `BATCH_WRITE` items; the rest are not sent: a checkpoint of more new channels comes
+    back without them."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        batch = dict(list(new_versions.items())[:BATCH_WRITE])
+        return super().put(config, checkpoint, metadata, batch)
+
+
+class WritesInOneBatchSaver(HeldSaver):
+    """Bug: ``aput_writes`` sends a call's writes as one batch write of at most
+    `BATCH_WRITE` items; the rest are not sent: a node that sends to more workers
+    leaves their writes out."""
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        super().put_writes(config, list(writes)[:BATCH_WRITE], task_id, task_path)
 
 
 class CachedLatestRunsSaver(CachedLatestSaver, RunsSaver):
@@ -1706,10 +1960,89 @@ class ListingsProjectedStorage(WorkflowsComparedStorage):
         return max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
 
 
+class LatestByTimestampTextStorage(HeldStorage):
+    """Bug: ``get_latest`` orders by the timestamp's ISO text (a text column's ``ORDER BY
+    timestamp DESC``, a sorted set scored by the string): a timestamp written with
+    another UTC offset sorts by its wall-clock time, and an older one at ``+02:00``
+    beats a newer one at ``-05:00``."""
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = [c for c in self._checkpoints.values() if c.workflow_name == workflow_name]
+        return copy.deepcopy(max(mine, key=lambda c: c.timestamp)) if mine else None
+
+
+class IndexedStorage(HeldStorage):
+    """Correct: each workflow's checkpoint ids are also kept in an index (a set: Redis
+    ``SADD``, a unique key), which ``list_checkpoint_ids`` reads; a save adds the id to
+    its workflow's set, and removes it from any other's, in the write that stores it."""
+
+    def _index(self, workflow_name: str) -> dict[str, None]:
+        """The ids of ``workflow_name`` (a dict as an ordered set)."""
+        index: dict[str, None] = self.backend.cached.setdefault(("index", workflow_name), {})
+        return index
+
+    def _unindex(self, checkpoint_id: str) -> None:
+        """Remove ``checkpoint_id`` from every workflow's index."""
+        for key, index in self.backend.cached.items():
+            if isinstance(key, tuple) and key[0] == "index":
+                index.pop(checkpoint_id, None)
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self._add(checkpoint.workflow_name, checkpoint.checkpoint_id)
+        return await super().save(checkpoint)
+
+    async def _add(self, workflow_name: str, checkpoint_id: str) -> None:
+        """Add ``checkpoint_id`` to the index of ``workflow_name``, and to no other."""
+        await self.backend.io()
+        self._unindex(checkpoint_id)
+        self._index(workflow_name)[checkpoint_id] = None
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        self._unindex(checkpoint_id)
+        return await super().delete(checkpoint_id)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [i for i in self._index(workflow_name) if i in self._checkpoints]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        ids = await self.list_checkpoint_ids(workflow_name=workflow_name)
+        return [copy.deepcopy(self._checkpoints[i]) for i in ids]
+
+
+class IndexAppendedAfterCheckStorage(IndexedStorage):
+    """Bug: the index is a list (Redis ``RPUSH``), and a save appends the id after
+    checking, in another round trip, that it is not there yet: two saves of one id at
+    once (a save retried after a timeout while the first is in flight) both append it,
+    and the listings give it twice."""
+
+    async def _add(self, workflow_name: str, checkpoint_id: str) -> None:
+        self._unindex_elsewhere(workflow_name, checkpoint_id)
+        listed = await self.list_checkpoint_ids(workflow_name=workflow_name)
+        await self.backend.io()  # the check and the append are two round trips
+        if checkpoint_id not in listed:
+            self.backend.cached.setdefault(("list", workflow_name), []).append(checkpoint_id)
+
+    def _unindex_elsewhere(self, workflow_name: str, checkpoint_id: str) -> None:
+        """Remove ``checkpoint_id`` from the lists of the other workflows."""
+        for key, ids in self.backend.cached.items():
+            if isinstance(key, tuple) and key[0] == "list" and key[1] != workflow_name:
+                while checkpoint_id in ids:
+                    ids.remove(checkpoint_id)
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        self._unindex_elsewhere("", checkpoint_id)
+        return await HeldStorage.delete(self, checkpoint_id)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        ids = self.backend.cached.get(("list", workflow_name), [])
+        return [i for i in ids if i in self._checkpoints]
+
+
 class FileStorage:
     """Correct: one JSON file per checkpoint (named by a digest of its id), holding the whole
-    checkpoint in agent-framework's encoding, written to a temporary file, synced and
-    renamed; a cancelled save waits for its write before raising CancelledError."""
+    checkpoint in agent-framework's encoding, written to a temporary file of its own
+    (two saves of one id at once write two), synced and renamed; a cancelled save waits
+    for its write before raising CancelledError."""
 
     checkpointkit_durable = True
     write_behind = False
@@ -1725,7 +2058,7 @@ class FileStorage:
 
     def _write(self, encoded: dict[str, Any]) -> None:
         path = self._path(encoded["checkpoint_id"])
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(encoded, f)
             f.flush()

@@ -339,6 +339,11 @@ def test_a_namespace_is_a_prefix_twin_only_once_its_twin_is_known_in_its_thread(
     assert shapes.columns("t", "agent_1:x") == {"child", "query syntax"}
     # the sweep's groups: each is of the shape it names (nested: beside its parents)
     for column, group in NAMESPACE_GROUPS.items():
+        if column == "deep twins":  # no column of its own: nested ones, alike in 255 characters
+            twins = [ns for ns in group if ns]
+            assert all(len(ns) > 255 and "nested" in shapes_of(ns) for ns in twins)
+            assert len({ns[:255] for ns in twins}) == 1 < len(twins)
+            continue
         seen = NamespaceShapes()
         for ns in group:
             seen.columns("t", ns)
