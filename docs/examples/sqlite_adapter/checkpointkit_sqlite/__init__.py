@@ -123,9 +123,15 @@ class SQLiteStorage(StorageBase):
         if self._db is None:
             if self._closed:  # an operation that began before aclose(): open nothing new
                 raise StorageClosed(f"{self!r} is closed")
-            if self._opening is None:
-                self._opening = asyncio.ensure_future(self._open())
-            db = await _finish(self._opening)
+            opening = self._opening
+            if opening is None or (opening.done() and not _opened(opening)):
+                # the first call, or the opening before it failed: open again (an opening
+                # kept once it failed would fail every call after, for good)
+                opening = self._opening = asyncio.ensure_future(self._open())
+            try:
+                db = await _finish(opening)
+            except aiosqlite.Error as exc:  # the database is locked past busy_timeout...
+                raise StorageUnavailable(f"SQLite could not open {self.path!r}: {exc}") from exc
             if self._closed:  # aclose() ran meanwhile and closes this connection
                 raise StorageClosed(f"{self!r} is closed")
             self._db = db
@@ -247,6 +253,11 @@ class SQLiteStorage(StorageBase):
         except Exception:  # it never opened: nothing to close
             return
         await _finish(asyncio.ensure_future(db.close()))
+
+
+def _opened(task: asyncio.Future[Any]) -> bool:
+    """Whether ``task``, done, gave a connection (it was neither cancelled nor failed)."""
+    return not task.cancelled() and task.exception() is None
 
 
 async def _finish(task: asyncio.Future[T]) -> T:
