@@ -213,14 +213,7 @@ class UnavailableTests(StorageFixtures):
         # The backend is back: the same client answers, and nothing stored was lost.
         after = f"{_a(kind)} that failed {context}"
         await own_answer(client, "down-next", after)
-        for key, value in _KEPT.items():
-            await expect_value(
-                client,
-                key,
-                value,
-                promise="an outage must lose nothing that was stored",
-                detail=f"after {after}",
-            )
+        await _expect_kept(client, after)
         for key, allowed in case.allowed.items():
             got = await get_or_none(client, key)
             seen = None if got is None else got.data
@@ -463,14 +456,7 @@ class UnavailableTests(StorageFixtures):
                     f"the StorageUnavailable of {after}",
                     shown(error),
                 )
-            for key, value in _KEPT.items():
-                await expect_value(
-                    client,
-                    key,
-                    value,
-                    promise="an outage must lose nothing that was stored",
-                    detail=f"after {after}",
-                )
+            await _expect_kept(client, after)
 
     @checks("error.unavailable", "put.atomic")
     async def test_put_whose_backend_goes_down_partway_leaves_the_key_whole(
@@ -723,6 +709,19 @@ def _wrong(op: str, key: str, exc: BaseException, context: str, detail: str = _F
         ),
         detail=detail,
     )
+
+
+async def _expect_kept(client: Storage, after: str) -> None:
+    """The keys no test of the outage touches (`_KEPT`) hold what they held, ``after``."""
+    __tracebackhide__ = True
+    for key, value in _KEPT.items():
+        await expect_value(
+            client,
+            key,
+            value,
+            promise="an outage must lose nothing that was stored",
+            detail=f"after {after}",
+        )
 
 
 def _large_value(size: int) -> bytes:
