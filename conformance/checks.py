@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 from ..errors import NotFound
@@ -25,6 +25,7 @@ __all__ = [
     "describe",
     "expect",
     "expect_keys",
+    "expect_listed_in_turn",
     "expect_missing",
     "expect_raises",
     "expect_value",
@@ -368,3 +369,29 @@ def call_text(op: str, key: object, *args: Any, **kwargs: Any) -> str:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:30] + f"...<{len(text)} chars>"
+
+
+async def expect_listed_in_turn(
+    wanted: Mapping[str, tuple[AsyncIterable[str], list[str]]], promise: str, detail: str
+) -> None:
+    """Read the listings of ``wanted`` (name -> listing, the keys it must return) a key at a
+    time each, in turn, until each ends; each must return exactly its own keys."""
+    __tracebackhide__ = True
+    seen: dict[str, list[str]] = {name: [] for name in wanted}
+    open_ = {name: listing.__aiter__() for name, (listing, _) in wanted.items()}
+    while open_:
+        for name, listing in list(open_.items()):
+            try:
+                seen[name].append(await listing.__anext__())
+            except StopAsyncIteration:
+                del open_[name]
+    for name, (_, expected) in wanted.items():
+        if seen[name] != expected:
+            fail(
+                promise,
+                key=expected[0],
+                expected=f"{name} to return {expected}",
+                observed=f"it returned {seen[name]}, read in turn with "
+                + ", ".join(n for n in wanted if n != name),
+                detail=detail,
+            )

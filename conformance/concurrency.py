@@ -17,7 +17,16 @@ import pytest
 from ..errors import NotFound, PreconditionFailed
 from ..storage import IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
-from .checks import describe, expect, expect_keys, expect_value, fail, get_or_none, listed
+from .checks import (
+    describe,
+    expect,
+    expect_keys,
+    expect_listed_in_turn,
+    expect_value,
+    fail,
+    get_or_none,
+    listed,
+)
 from .clauses import checks
 from .coverage import large_sizes
 from .fixtures import not_exercised, scaled, set_small_pages
@@ -258,25 +267,12 @@ class ConcurrencyTests(ConcurrentSweepTests):
                     keys["two-listings/b/"],
                 ),
             }
-            seen: dict[str, list[str]] = {name: [] for name in wanted}
-            open_ = {name: listing.__aiter__() for name, (listing, _) in wanted.items()}
-            while open_:
-                for name, listing in list(open_.items()):
-                    try:
-                        seen[name].append(await listing.__anext__())
-                    except StopAsyncIteration:
-                        del open_[name]
-            for name, (_, expected) in wanted.items():
-                if seen[name] != expected:
-                    fail(
-                        "listings of two clients read in turn must each return their own keys",
-                        key=expected[0],
-                        expected=f"{name} to return {expected}",
-                        observed=f"it returned {seen[name]}, read in turn with "
-                        + ", ".join(n for n in wanted if n != name),
-                        detail="name a continuation the backend keeps so that no other "
-                        "client's can have its name (a random id, or one the backend counts)",
-                    )
+            await expect_listed_in_turn(
+                wanted,
+                "listings of two clients read in turn must each return their own keys",
+                "name a continuation the backend keeps so that no other "
+                "client's can have its name (a random id, or one the backend counts)",
+            )
 
     @checks("delete-many.count", "list.concurrent-writes", "cap.shared")
     async def test_listing_and_delete_many_while_another_client_writes(

@@ -17,7 +17,15 @@ from typing import ClassVar
 
 from ..errors import InvalidKey, StorageClosed
 from ..storage import IfMatch, Storage, delete_many
-from .checks import call_text, describe, expect_keys, expect_raises, expect_value, fail
+from .checks import (
+    call_text,
+    describe,
+    expect_keys,
+    expect_listed_in_turn,
+    expect_raises,
+    expect_value,
+    fail,
+)
 from .clauses import checks
 from .fixtures import StorageFixtures, not_exercised, raw_storage, set_small_pages
 
@@ -201,25 +209,12 @@ class PitfallTests(StorageFixtures):
             ),
             "list('interleaved/a/') again": (storage.list("interleaved/a/"), a),
         }
-        seen: dict[str, list[str]] = {name: [] for name in wanted}
-        open_ = {name: listing.__aiter__() for name, (listing, _) in wanted.items()}
-        while open_:
-            for name, listing in list(open_.items()):
-                try:
-                    seen[name].append(await listing.__anext__())
-                except StopAsyncIteration:
-                    del open_[name]
-        for name, (_, expected) in wanted.items():
-            if seen[name] != expected:
-                fail(
-                    "listings read in turn must each return their own keys",
-                    key=expected[0],
-                    expected=f"{name} to return {expected}",
-                    observed=f"it returned {seen[name]}, read in turn with "
-                    + ", ".join(n for n in wanted if n != name),
-                    detail="Keep a listing's continuation (token, cursor, offset) in the "
-                    "listing, not on the storage object",
-                )
+        await expect_listed_in_turn(
+            wanted,
+            "listings read in turn must each return their own keys",
+            "Keep a listing's continuation (token, cursor, offset) in the "
+            "listing, not on the storage object",
+        )
 
     @checks("close.open-listing")
     async def test_next_page_of_a_listing_opened_before_close_raises_storage_closed(
