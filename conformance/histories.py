@@ -30,7 +30,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 
@@ -52,8 +52,10 @@ __all__ = [
     "LinearizabilityTests",
     "record_history",
     "resolve_seed",
-    "wait_point",
+    "run_to_the_end",
 ]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -134,15 +136,7 @@ class HistoryRecorder:
         else:
             coro = storage.delete(key, if_match=call.expected)
         invoked = self.clock()
-        task = asyncio.ensure_future(coro)
-        try:
-            if cancel_at is not None:
-                await wait_point(cancel_at, task)
-                task.cancel()
-            await asyncio.wait({task})
-        finally:
-            if not task.done():  # the test itself was cancelled: leave nothing running
-                task.cancel()
+        task = await run_to_the_end(coro, cancel_at)
         completed = self.clock()
         op = self._record(client, key, call, invoked, completed, task)
         if op is not None:
@@ -246,7 +240,25 @@ def _call_words(key: str, call: _Call) -> str:
     return f"delete({key!r}, if_match={call.expected!r})"
 
 
-async def wait_point(point: int | float, task: asyncio.Future[Any]) -> None:
+async def run_to_the_end(
+    coro: Awaitable[T], cancel_at: int | float | None = None
+) -> asyncio.Future[T]:
+    """Run ``coro`` as a task until it is done, cancelled at ``cancel_at`` if given
+    (event-loop iterations for an int, seconds for a float); the task, done, to read its
+    outcome from. If the caller is cancelled, the task is too: nothing is left running."""
+    task = asyncio.ensure_future(coro)
+    try:
+        if cancel_at is not None:
+            await _wait_point(cancel_at, task)
+            task.cancel()
+        await asyncio.wait({task})
+    finally:
+        if not task.done():  # the test itself was cancelled: leave nothing running
+            task.cancel()
+    return task
+
+
+async def _wait_point(point: int | float, task: asyncio.Future[Any]) -> None:
     """Wait until ``point`` (event-loop iterations for an int, seconds for a float) has
     passed since ``task`` started, or until it is done: where a drawn cancellation falls."""
     if isinstance(point, int):

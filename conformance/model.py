@@ -52,7 +52,7 @@ from ..storage import Capabilities, Storage, StorageBase, delete_many
 from .checks import ConformanceFailure, describe, fail, short_key
 from .clauses import checks
 from .fixtures import StorageFixtures, raw_storage
-from .histories import HistoryRecorder, _Call, wait_point
+from .histories import HistoryRecorder, _Call, run_to_the_end
 from .linearizability import InconclusiveError, Operation, check
 from .programs import (
     CloseDuring,
@@ -375,15 +375,7 @@ class _Run:
                 return await batch(list(op.keys))
             return sum([await storage.delete(k) for k in distinct])
 
-        task = asyncio.ensure_future(delete_all())
-        try:
-            if op.cancel is not None:
-                await wait_point(op.cancel, task)
-                task.cancel()
-            await asyncio.wait({task})
-        finally:
-            if not task.done():  # the test itself was cancelled: leave nothing running
-                task.cancel()
+        task = await run_to_the_end(delete_all(), op.cancel)
         completed = self.recorder.clock()
         if task.cancelled():
             # Not atomic: any subset of the keys may be deleted, until CancelledError (or
