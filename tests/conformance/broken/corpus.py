@@ -1645,6 +1645,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVSharedClient),
     ),
     Mutant(
+        "parts-switched-to-before-stored",
+        ("error.unavailable", "put.atomic"),
+        "lifecycle",
+        "test_put_whose_backend_goes_down_partway_leaves_the_key_whole",
+        lambda: netkv.netkv_target(netkv.NetKVPartsManifestFirst, name="NetKVPartsManifestFirst"),
+        lambda: netkv.netkv_target(netkv.NetKVPartsStorage, name="NetKVPartsStorage"),
+        _doc(netkv.NetKVPartsManifestFirst),
+    ),
+    Mutant(
         "parts-read-until-one-fails",
         ("error.unavailable", "put.round-trip"),
         "lifecycle",

@@ -480,6 +480,23 @@ class NetKVPartsStorage(NetKVStorage):
         return await self._call(op, ns=self.ns + "#parts", **mode, **fields)
 
 
+class NetKVPartsManifestFirst(NetKVPartsStorage):
+    """Bug: a value in parts is switched to before its parts are stored (the manifest put
+    first, then the parts): a put cut after the manifest leaves the key naming parts that
+    were never stored, neither the old value nor the new one."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if len(data) <= NETKV_PART:
+            return await super()._put(key, data, mode)
+        token = secrets.token_hex(8)
+        parts = range(0, len(data), NETKV_PART)
+        manifest = b"\x01" + f"{token}/{len(parts)}/{len(data)}".encode()
+        version = await NetKVStorage._put(self, key, manifest, mode)
+        for i, offset in enumerate(parts):
+            await self._parts("put", key=f"{token}/{i}", data=data[offset : offset + NETKV_PART])
+        return version
+
+
 class NetKVPartsReadUntilOneFails(NetKVPartsStorage):
     """Bug: a get reads a value's parts until one fails and answers what it read (a failed
     part read as "no more parts"): with the backend gone after the first part, it answers
