@@ -9,20 +9,26 @@ then the skip becomes a failure, so that no backend is silently left out.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from typing import NoReturn
 
 __all__ = [
     "REQUIRE_ENV",
+    "SETTLED",
+    "Backlog",
+    "backlog",
     "free_port",
     "listens",
     "received_unread",
     "started",
     "stop",
     "unavailable",
+    "until_sent",
 ]
 
 REQUIRE_ENV = "CHECKPOINTKIT_REQUIRE_BACKENDS"
@@ -68,16 +74,88 @@ def received_unread(port: int) -> int:
     """Bytes that reached the sockets of a server on loopback ``port`` and that it has not read.
 
     Summed over its established connections, from ``/proc/net/tcp`` (Linux): a
-    test that freezes a server can wait on it until every request it sent is
-    in the server's socket.
+    test that freezes a server can wait on it until a request it sent is in the
+    server's socket (for many or large requests, see `until_sent`).
     """
-    total = 0
+    return backlog(port).unread
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What clients on this machine sent to a server on a loopback port and it has not read.
+
+    ``unread``: in the server's sockets (`received_unread`); ``unsent``: still in
+    the clients' send queues, written but not yet acknowledged by the server's
+    kernel (a request larger than the room a frozen server's receive queue has left
+    waits there: it left the client all the same). While bytes are moving, one that
+    arrived and is not yet acknowledged is in both; once the flow has stopped for
+    longer than the kernel's longest delayed acknowledgement (200 ms on Linux), the
+    sum is exact.
+    """
+
+    unread: int
+    unsent: int
+    waiting: int = 0
+    """How many client connections have bytes in their send queue."""
+
+    @property
+    def total(self) -> int:
+        """``unread + unsent``."""
+        return self.unread + self.unsent
+
+
+def backlog(port: int) -> Backlog:
+    """The `Backlog` of the server on loopback ``port`` now, from ``/proc/net/tcp`` (Linux)."""
+    unread = unsent = waiting = 0
     with open("/proc/net/tcp") as table:
         for line in table.read().splitlines()[1:]:
             fields = line.split()
-            if int(fields[1].split(":")[1], 16) == port and fields[3] == "01":  # ESTABLISHED
-                total += int(fields[4].split(":")[1], 16)
-    return total
+            if fields[3] != "01":  # ESTABLISHED
+                continue
+            tx, rx = (int(n, 16) for n in fields[4].split(":"))
+            if int(fields[1].split(":")[1], 16) == port:
+                unread += rx
+            elif int(fields[2].split(":")[1], 16) == port and tx:
+                unsent += tx
+                waiting += 1
+    return Backlog(unread, unsent, waiting)
+
+
+SETTLED = 0.5
+"""Seconds a backlog must stay the same before `until_sent` trusts its sum: more than the
+longest delayed acknowledgement of Linux (200 ms), so no byte is counted twice."""
+
+
+async def until_sent(
+    port: int, nbytes: int, since: Backlog, what: str, within: float = 10.0
+) -> int:
+    """Wait until ``nbytes`` more than ``since`` left the clients for a stopped server.
+
+    Returns at once, with 0, when the bytes are all in the server's sockets;
+    otherwise when the backlog counts them and has stopped moving for `SETTLED`
+    seconds, with how many connections have the rest in their send queues (a client
+    that resets such a connection discards it: one request per connection can then
+    never reach the server whole). Fails the test, naming ``what`` and where the
+    bytes are, after ``within`` seconds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    last, since_when = backlog(port), loop.time()
+    while True:
+        now = backlog(port)
+        if now.unread - since.unread >= nbytes:
+            return 0
+        if now != last:
+            last, since_when = now, loop.time()
+        elif now.total - since.total >= nbytes and loop.time() - since_when >= SETTLED:
+            return now.waiting
+        if loop.time() >= deadline:
+            raise AssertionError(
+                f"{what} did not happen within {within:g} s: of {nbytes} bytes,"
+                f" {now.unread - since.unread} in the server's sockets and"
+                f" {now.unsent - since.unsent} in the clients' send queues"
+            )
+        await asyncio.sleep(0.01)
 
 
 def started(proc: subprocess.Popen[bytes], port: int, timeout: float = 30.0) -> bool:

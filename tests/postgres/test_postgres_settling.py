@@ -35,7 +35,7 @@ from checkpointkit.adapters._deadline import ServerClock
 from checkpointkit.adapters.postgres import PostgresStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.conformance.relay import LateRelay
-from checkpointkit.conformance.servers import received_unread
+from checkpointkit.conformance.servers import backlog, until_sent
 from checkpointkit.conformance.servers.postgres import PostgresServer
 
 pytestmark = pytest.mark.skipif(
@@ -142,13 +142,15 @@ async def _stopped_round(
     server's fence refused meanwhile (each a cancelled write that it ran).
     """
     refused = _late_in_log(server)
-    baseline = received_unread(server.port)
+    baseline = backlog(server.port)
     server.pause()
     try:
         tasks = [asyncio.ensure_future(write(k)) for k in before]
-        await _until(
-            lambda: received_unread(server.port) - baseline >= request_bytes,
-            "every cancelled statement reaching the stopped server's sockets",
+        await until_sent(
+            server.port,
+            request_bytes,
+            baseline,
+            "every cancelled statement reaching the stopped server",
         )
         latencies = await _cancel_every(tasks)
     finally:

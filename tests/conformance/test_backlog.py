@@ -1,0 +1,78 @@
+"""`until_sent`, the barrier the settling tests wait on with their server frozen.
+
+A server that never reads stands for the frozen one: a listening socket of this
+process with a small receive buffer, whose accepted connection is never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from checkpointkit.conformance.servers import backlog, received_unread, until_sent
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="/proc/net/tcp: Linux only"
+)
+
+KiB = 1024
+
+
+@asynccontextmanager
+async def _never_read(rcvbuf: int) -> AsyncIterator[tuple[int, socket.socket]]:
+    """(port, client socket) of a connection whose server side is never read."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    client = socket.socket()
+    client.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(client, listener.getsockname())
+    server_side, _ = listener.accept()
+    try:
+        yield listener.getsockname()[1], client
+    finally:
+        for s in (client, server_side, listener):
+            s.close()
+
+
+async def test_until_sent_returns_once_the_bytes_are_in_the_servers_socket() -> None:
+    async with _never_read(256 * KiB) as (port, client):
+        since = backlog(port)
+        await asyncio.get_running_loop().sock_sendall(client, b"x" * KiB)
+        assert await asyncio.wait_for(until_sent(port, KiB, since, "1 KiB", within=5), 5) == 0
+        assert received_unread(port) - since.unread == KiB
+
+
+async def test_until_sent_counts_what_waits_whole_in_the_clients_send_queue() -> None:
+    """More than the server's receive queue holds: the rest waits in the client's send
+    queue, where a barrier on the receive queues alone would wait for ever."""
+    nbytes = 512 * KiB
+    async with _never_read(8 * KiB) as (port, client):
+        since = backlog(port)
+        loop = asyncio.get_running_loop()
+        sending = asyncio.ensure_future(loop.sock_sendall(client, b"x" * nbytes))
+        try:
+            assert await until_sent(port, nbytes, since, "512 KiB", within=10) == 1
+            now = backlog(port)
+            assert now.unread - since.unread < nbytes, "the receive queue held it all"
+            assert now.total - since.total == nbytes, now
+        finally:
+            sending.cancel()
+
+
+async def test_until_sent_names_where_the_bytes_are_when_they_never_all_leave() -> None:
+    async with _never_read(256 * KiB) as (port, client):
+        since = backlog(port)
+        await asyncio.get_running_loop().sock_sendall(client, b"x" * KiB)
+        with pytest.raises(AssertionError) as raised:
+            await until_sent(port, 2 * KiB, since, "2 KiB", within=1)
+    assert str(raised.value) == (
+        "2 KiB did not happen within 1 s: of 2048 bytes, 1024 in the server's sockets"
+        " and 0 in the clients' send queues"
+    )
