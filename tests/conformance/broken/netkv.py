@@ -25,7 +25,12 @@ from typing import Any, ClassVar
 
 import msgspec
 from checkpointkit.conformance import Target, new_location
-from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.errors import (
+    NotFound,
+    PreconditionFailed,
+    StorageClosed,
+    StorageUnavailable,
+)
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -176,6 +181,7 @@ class NetKVStorage(StorageBase):
     async def _call(self, op: str, **fields: Any) -> Any:
         frame = _frame({"op": op, "ns": self.ns, **fields})
         async with self._lock:
+            self._check_open()  # aclose() came while this call waited for its turn
             reader, writer = await self._connection()
             exchange = asyncio.ensure_future(self._exchange(reader, writer, frame))
             try:
@@ -185,7 +191,12 @@ class NetKVStorage(StorageBase):
                 raise
             except (OSError, asyncio.IncompleteReadError) as exc:
                 await self._drop()
+                if self._closed:  # aclose() dropped the connection under this call
+                    raise StorageClosed(f"netkv {op}: the storage was closed") from exc
                 raise StorageUnavailable(f"netkv {op} failed: {exc!r}") from exc
+            finally:
+                if self._closed:  # aclose() stopped waiting for this call: drop what it used
+                    await self._drop()
         error = reply.get("error")
         if error == "notfound":
             raise NotFound(reply["message"])
@@ -245,7 +256,16 @@ class NetKVStorage(StorageBase):
         await self._call("drop")
 
     async def _aclose(self) -> None:
-        await self._drop()
+        """A call under way gets the grace to end with its own answer (a write it answers
+        is then in place when aclose() returns), as a cancelled one does; then the
+        connection is dropped, and a call still under way raises StorageClosed."""
+        try:
+            async with asyncio.timeout(self.grace), self._lock:
+                pass
+        except TimeoutError:
+            pass  # the server does not answer: nothing more to wait for
+        finally:
+            await self._drop()
 
 
 class NetKVStaleReply(NetKVStorage):
