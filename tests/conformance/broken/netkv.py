@@ -151,7 +151,8 @@ class NetKVServer:
 
 
 class NetKVStorage(StorageBase):
-    """A correct client: one connection, dropped when a call is cancelled mid-exchange."""
+    """A correct client: one connection, dropped when a call is cancelled mid-exchange,
+    and by ``aclose()`` once a call under way has had the grace to end."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(durable=False, shared=True)
     grace: ClassVar[float] = 0.2
