@@ -17,7 +17,11 @@ How a backend goes down depends on the backend, so the target supplies it
   (`StallProxy`) between a network
   client and its server resets every connection and every new one, as a
   server that crashed does (S3, Azure Blob, Redis, PostgreSQL, any adapter
-  whose factory accepts ``endpoint``);
+  whose factory accepts ``endpoint``); with an `HttpAnswer`, it
+  stays up instead and answers every HTTP request with that error, a 503 by
+  default, as a server that is overloaded does (every proxyable target is
+  tried with it: one whose requests are not HTTP/1.1 has that test reported
+  as not exercised);
 - `SQLiteOutage`: another connection holds the database's write lock for
   longer than the client's ``busy_timeout`` (writes only: a reader of a
   database in WAL mode never waits for a writer);
@@ -49,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from .holds import ALL_OPERATIONS, WRITES, Operation
 
 if TYPE_CHECKING:
-    from .proxy import StallProxy
+    from .proxy import HttpAnswer, StallProxy
     from .target import Target
 
 __all__ = [
@@ -134,15 +138,32 @@ class ProxyOutage(Outage):
     `StallProxy` (the target's factory
     must accept ``endpoint`` and the target must name its ``upstream``). Down,
     the proxy resets the client's connections and every new one as soon as it
-    is accepted: what a client sees of a server that crashed and restarts.
+    is accepted: what a client sees of a server that crashed and restarts. With
+    ``answer``, it resets the client's connections, then answers every request on
+    a new one with that HTTP error: a server that is up and fails.
+
+    Args:
+        answer: the HTTP answer to every request while down; None resets instead.
+
+    Attributes:
+        answered: requests the proxy answered with ``answer`` during the last `down`.
+        not_http: connections it reset during the last `down` because they did not
+            start with an HTTP/1.1 request.
     """
 
     name = "the stall proxy, resetting every connection"
     operations: frozenset[Operation] = frozenset(ALL_OPERATIONS)
     partway = True
 
-    def __init__(self) -> None:
+    def __init__(self, answer: HttpAnswer | None = None) -> None:
         self._proxy: StallProxy | None = None
+        self.answer = answer
+        self.answered = self.not_http = 0
+        if answer is not None:
+            self.name = (
+                f"the stall proxy answering every HTTP request {answer.status} {answer.reason}"
+            )
+            self.partway = False
 
     @asynccontextmanager
     async def client(
@@ -180,10 +201,14 @@ class ProxyOutage(Outage):
         proxy = self._proxy
         if proxy is None:
             raise RuntimeError("ProxyOutage.down needs the client that ProxyOutage.client opened")
-        await proxy.refuse()
+        if self.answer is None:
+            await proxy.refuse()
+        else:
+            await proxy.answer(self.answer)
         try:
             yield
         finally:
+            self.answered, self.not_http = proxy.answered, proxy.not_http
             proxy.accept()
 
     @asynccontextmanager

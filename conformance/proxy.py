@@ -19,6 +19,11 @@ Semantics of a stall, per direction (``"request"``: client to server,
   delivered later (the proxy models a backend that stopped answering, not a
   slow one).
 
+Down, the proxy resets every connection (`StallProxy.refuse`), or, for a
+backend that speaks HTTP/1.1, stays up and answers every request itself with
+an error (`StallProxy.answer`, an `HttpAnswer`: 503 by default), as a server
+that is overloaded or failing does.
+
 The protocol for a target: its factory accepts ``endpoint=(host, port)`` and
 the `Target` names its real server in
 ``upstream``; see `checkpointkit.conformance.target`.
@@ -28,12 +33,51 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
-__all__ = ["Direction", "StallProxy"]
+__all__ = ["Direction", "HttpAnswer", "StallProxy"]
 
 Direction = Literal["request", "response", "both"]
+
+_REQUEST_LINE = re.compile(rb"[A-Z]+ \S+ HTTP/1\.[01]")
+_HEAD_LIMIT = 256 * 1024
+"""The longest request head (request line and headers) that `StallProxy.answer` reads."""
+_LINE_WAIT = 5.0
+"""Seconds `StallProxy.answer` waits for the rest of a first line that starts like a request's."""
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    """The response with which `StallProxy.answer` answers every HTTP request.
+
+    The default is what S3 and Azure Blob send when they are overloaded: a 503 whose
+    XML body names the error (S3 reads ``<Code>``, Azure the ``x-ms-error-code``
+    header), ``Retry-After: 0`` so that a client honouring it retries at once.
+    """
+
+    status: int = 503
+    reason: str = "Service Unavailable"
+    code: str = "ServiceUnavailable"
+    message: str = "The server is answering every request with this error (a test outage)."
+
+    def encode(self, *, head_only: bool = False) -> bytes:
+        """The whole response (without its body for ``head_only``: the answer to a HEAD)."""
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Error><Code>{self.code}</Code><Message>{self.message}</Message></Error>"
+        ).encode()
+        head = (
+            f"HTTP/1.1 {self.status} {self.reason}\r\n"
+            "Content-Type: application/xml\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            f"x-ms-error-code: {self.code}\r\n"
+            "Retry-After: 0\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode()
+        return head if head_only else head + body
 
 
 class _Conn:
@@ -59,6 +103,9 @@ class StallProxy:
         connections: connections accepted so far.
         refused: connections reset at once because the proxy was `refusing`.
         tripped: set once `refuse_after_an_answer` went down.
+        answered: requests answered by `answer` since it was called.
+        not_http: connections reset by `answer` because their first bytes were not
+            an HTTP/1.1 request.
         held_bytes: bytes held (not forwarded) by stalls so far.
         dropped_bytes: held bytes discarded because their sender closed.
     """
@@ -73,6 +120,9 @@ class StallProxy:
         self.refused = 0
         self.refusing = False
         self.tripped = False
+        self.answered = 0
+        self.not_http = 0
+        self._answer: HttpAnswer | None = None
         self._armed = False  # refuse_after_an_answer: go down at the next request
         self._answered = False  # ...sent after an answer
         self.held_bytes = 0
@@ -93,7 +143,7 @@ class StallProxy:
         return host, port
 
     async def __aenter__(self) -> Self:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=_HEAD_LIMIT)
         return self
 
     async def __aexit__(
@@ -143,6 +193,16 @@ class StallProxy:
         self.refusing = True
         await self.drop()
 
+    async def answer(self, response: HttpAnswer) -> None:
+        """Act as an HTTP server that is up and fails: reset every current connection,
+        then answer every request on a new one with ``response`` (and close it), until
+        `accept`. A connection whose first bytes are not an HTTP/1.1 request is reset
+        and counted in `not_http`; each answered request in `answered`."""
+        self._answer = response
+        self.answered = 0
+        self.not_http = 0
+        await self.drop()
+
     def refuse_after_an_answer(self) -> None:
         """Go down partway through what the client is doing: forward its requests and the
         server's answers until the server has answered one, then, at the first request
@@ -165,9 +225,11 @@ class StallProxy:
                     writer.transport.abort()
 
     def accept(self) -> None:
-        """Forward new connections again (after `refuse` or `refuse_after_an_answer`)."""
+        """Forward new connections again (after `refuse`, `refuse_after_an_answer` or
+        `answer`)."""
         self._armed = False
         self.refusing = False
+        self._answer = None
 
     async def drop(self, *, abort: bool = True) -> None:
         """Close every current connection (``abort``: with a reset) and wait for them."""
@@ -205,6 +267,9 @@ class StallProxy:
         self._conns.add(conn)
         self.connections += 1
         try:
+            if self._answer is not None:
+                await self._answer_one(reader, writer, self._answer)
+                return
             try:
                 up_reader, up_writer = await asyncio.open_connection(*self.upstream)
             except OSError:
@@ -229,6 +294,43 @@ class StallProxy:
                     w.close()
                     with contextlib.suppress(Exception):
                         await w.wait_closed()
+
+    async def _answer_one(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: HttpAnswer
+    ) -> None:
+        """Read one HTTP/1.1 request whole, answer it, and close the connection."""
+        headers: dict[bytes, bytes] = {}
+        try:
+            first = await reader.readexactly(1)
+            line = b""
+            if first.isupper():  # every method is upper-case letters
+                async with asyncio.timeout(_LINE_WAIT):
+                    line = first + (await reader.readuntil(b"\r\n"))[:-2]
+            if not _REQUEST_LINE.fullmatch(line):
+                self.not_http += 1
+                writer.transport.abort()
+                return
+            while field := (await reader.readuntil(b"\r\n"))[:-2]:
+                name, _, value = field.partition(b":")
+                headers[name.strip().lower()] = value.strip().lower()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            self.not_http += 1
+            writer.transport.abort()
+            return
+        try:
+            if b"100-continue" not in headers.get(b"expect", b""):  # else the body never comes
+                if b"chunked" in headers.get(b"transfer-encoding", b""):
+                    await _read_chunked(reader)
+                else:
+                    await reader.readexactly(int(headers.get(b"content-length", b"0") or 0))
+            writer.write(answer.encode(head_only=line.startswith(b"HEAD ")))
+            await writer.drain()
+            self.answered += 1
+            writer.write_eof()
+            while await reader.read(65536):  # until the client closes: no reset on close
+                pass
+        except (asyncio.IncompleteReadError, ValueError, OSError):
+            writer.transport.abort()
 
     async def _pump(
         self,
@@ -299,3 +401,14 @@ class StallProxy:
             with contextlib.suppress(Exception):
                 if dst.can_write_eof() and not dst.is_closing():
                     dst.write_eof()
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> None:
+    """Read (and drop) a body in chunked transfer coding, up to its last chunk and trailers."""
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
+        if size == 0:
+            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
+                pass
+            return
+        await reader.readexactly(size + 2)

@@ -29,6 +29,13 @@ storage answers once the backend is back. Another closes a storage while its bac
 down: ``aclose()`` returns without
 raising and releases everything (clause ``close.backend-down``).
 
+Another keeps the backend up and failing: the stall proxy answers every HTTP/1.1
+request with a 503 (`HttpAnswer`), and each operation, and a listing's next page,
+must raise ``StorageUnavailable`` as above; an adapter that reads an error *answer*
+as "not there", as a failed condition or as the end of a listing shows it only there
+(a reset is a connection error, not an answer). Skipped for a target the proxy cannot
+stand in front of, or whose requests are not HTTP.
+
 A target that supplies no outage gets the tests reported as *not exercised*;
 an operation that the outage does not fail (a SQLite read never waits for the
 write lock) is skipped with the outage's name; a storage with no backend that
@@ -64,7 +71,8 @@ from .fixtures import StorageFixtures, not_exercised, raw_storage, set_small_pag
 from .holds import Operation
 from .hygiene import hygiene
 from .hygiene_rules import RELEASE_LAG
-from .outages import Outage
+from .outages import Outage, ProxyOutage
+from .proxy import HttpAnswer
 from .target import Target, has_own_delete_many
 
 __all__ = ["PARTWAY_VALUE", "UNAVAILABLE_BOUND", "UnavailableTests"]
@@ -326,32 +334,47 @@ class UnavailableTests(StorageFixtures):
         ``StorageUnavailable``. A paginator that takes a failed continuation for the end
         of the listing (``except ClientError: break``) answers a listing cut short, which
         a caller cannot tell from the whole (a ``latest()`` then finds an older head)."""
-        outage = _failing("list", backend_outage)
-        keys = [f"down-pages/{i}" for i in range(5)]
-        async with outage.client(storage_target, storage, storage_location) as client:
-            for key in keys:
-                await client.put(key, key.encode())
-            if not set_small_pages(client, 2):
-                not_exercised(
-                    "the adapter's page size is not known (no StorageBase): a listing cannot "
-                    "be read across pages with a handful of keys"
-                )
-            listing = client.list("down-pages/")
-            seen = [await anext(listing), await anext(listing)]  # the first page, backend up
+        await _next_page_down(
+            _failing("list", backend_outage), storage, storage_target, storage_location
+        )
 
-            async def rest() -> str:
-                keys_after = [key async for key in listing]
-                return f"{len(seen) + len(keys_after)} of the 5 keys, the listing cut short"
-
-            context = f"while the backend was down ({outage.name}), after its first page"
-            async with outage.down(raw_storage(client)):
-                await _raises_unavailable("listing's next page", keys[2], context, rest())
-            await expect_keys(
-                client,
-                keys,
-                prefix="down-pages/",
-                promise="once the backend is back, a listing must get its own answer",
+    @checks("error.unavailable", "list.pages")
+    async def test_each_operation_while_the_backend_answers_only_errors_raises_storage_unavailable(
+        self,
+        storage: Storage,
+        storage_target: Target | None,
+        storage_location: str | None,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """The backend up but failing: the stall proxy answers every request itself with
+        HTTP 503 (`HttpAnswer`), as an overloaded S3 or Azure Blob does. Each operation in
+        each mode, and a listing's next page, must raise ``StorageUnavailable`` as in the
+        tests above. An adapter that reads any error answer as "not there" (``except
+        ClientError: raise NotFound``), as a refused condition, or as the end of a listing
+        passes those tests, whose client sees its connections reset and raises a
+        connection error, never an answer."""
+        if (
+            storage_target is None
+            or not storage_target.proxyable
+            or storage_target.upstream is None
+        ):
+            pytest.skip(
+                "the backend answers errors only through the stall proxy: the target's "
+                "factory takes no endpoint, or the target names no upstream server"
             )
+        outage = ProxyOutage(answer=HttpAnswer())
+        modes = {"put": supports_conditional_put, "delete": supports_conditional_delete}
+        for op in ("put", "delete", "delete_many", "get", "list"):
+            await self._down(
+                op, storage, outage, storage_target, storage_location, modes.get(op, False)
+            )
+            if outage.not_http and not outage.answered:
+                pytest.skip(
+                    "the backend's requests are not HTTP/1.1: the stall proxy answers errors "
+                    "in HTTP only (the tests above reset its connections)"
+                )
+        await _next_page_down(outage, storage, storage_target, storage_location)
 
     @checks("error.unavailable")
     async def test_first_call_while_the_backend_is_down_raises_and_the_storage_recovers(
@@ -678,6 +701,39 @@ async def _answer_or_unavailable(
             "the traceback shows what failed",
         )
     return None, error
+
+
+async def _next_page_down(
+    outage: Outage, storage: Storage, target: Target | None, location: str | None
+) -> None:
+    """A listing of five keys in pages of two: its first page read with the backend up,
+    the next while it is down must raise ``StorageUnavailable``."""
+    __tracebackhide__ = True
+    keys = [f"down-pages/{i}" for i in range(5)]
+    async with outage.client(target, storage, location) as client:
+        for key in keys:
+            await client.put(key, key.encode())
+        if not set_small_pages(client, 2):
+            not_exercised(
+                "the adapter's page size is not known (no StorageBase): a listing cannot "
+                "be read across pages with a handful of keys"
+            )
+        listing = client.list("down-pages/")
+        seen = [await anext(listing), await anext(listing)]  # the first page, backend up
+
+        async def rest() -> str:
+            keys_after = [key async for key in listing]
+            return f"{len(seen) + len(keys_after)} of the 5 keys, the listing cut short"
+
+        context = f"while the backend was down ({outage.name}), after its first page"
+        async with outage.down(raw_storage(client)):
+            await _raises_unavailable("listing's next page", keys[2], context, rest())
+        await expect_keys(
+            client,
+            keys,
+            prefix="down-pages/",
+            promise="once the backend is back, a listing must get its own answer",
+        )
 
 
 def _failing(op: Operation, outage: Outage | None) -> Outage:

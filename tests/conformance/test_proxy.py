@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 
 import pytest
 from checkpointkit.conformance import StallProxy
+from checkpointkit.conformance import proxy as proxy_module
+from checkpointkit.conformance.proxy import HttpAnswer
 
 
 class Sink:
@@ -192,3 +195,101 @@ async def test_refuse_after_an_answer_never_trips_on_one_request(sink: Sink) -> 
 async def test_proxy_refuses_a_non_loopback_upstream() -> None:
     with pytest.raises(ValueError, match="loopback"):
         StallProxy(("192.0.2.1", 80))
+
+
+# -- answer: a server that is up and answers every request with an error --------------------
+async def _exchange(proxy: StallProxy, request: bytes) -> bytes:
+    """Send ``request`` on a new connection; everything the proxy sends until it closes."""
+    reader, writer = await asyncio.open_connection(*proxy.address)
+    try:
+        writer.write(request)
+        await writer.drain()
+        return await _bounded(reader.read(), 5)  # type: ignore[return-value]
+    finally:
+        await _close(writer)
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"PUT /b/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+        b"PUT /b/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5;ext=1\r\nhello\r\n0\r\nx-trailer: t\r\n\r\n",
+        b"PUT /b/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+        b"GET /b/k HTTP/1.1\r\nHost: x\r\n\r\n",
+    ],
+    ids=["content-length", "chunked", "expect-100-continue", "get"],
+)
+async def test_answer_reads_each_request_whole_and_answers_it_with_the_error(
+    sink: Sink, request_bytes: bytes
+) -> None:
+    async with StallProxy(sink.address) as proxy:
+        await proxy.answer(HttpAnswer())
+        response = await _exchange(proxy, request_bytes)
+        head, _, body = response.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), response
+        assert b"\r\nConnection: close" in head and b"\r\nRetry-After: 0" in head
+        assert body == HttpAnswer().encode().partition(b"\r\n\r\n")[2]
+        assert b"<Code>ServiceUnavailable</Code>" in body
+        assert (proxy.answered, proxy.not_http, bytes(sink.received)) == (1, 0, b"")
+
+
+async def test_answer_sends_no_body_to_a_head_request(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        await proxy.answer(HttpAnswer(status=500, reason="Internal Server Error", code="X"))
+        response = await _exchange(proxy, b"HEAD /b/k HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert response.startswith(b"HTTP/1.1 500 Internal Server Error\r\n"), response
+        assert response.endswith(b"\r\n\r\n") and b"x-ms-error-code: X\r\n" in response
+
+
+@pytest.mark.parametrize(
+    "first_bytes",
+    [b"*1\r\n$4\r\nPING\r\n", b"\x00\x00\x00\x08\x04\xd2\x16\x2f", b"HELLO 3"],
+    ids=["redis", "postgres", "unended-line"],
+)
+async def test_answer_resets_a_connection_that_does_not_speak_http(
+    sink: Sink, first_bytes: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis command, a PostgreSQL SSL request, a line that never ends: closed at once,
+    without an answer, and counted."""
+    monkeypatch.setattr(proxy_module, "_LINE_WAIT", 0.2)
+    async with StallProxy(sink.address) as proxy:
+        await proxy.answer(HttpAnswer())
+        assert await _closed_without_an_answer(proxy, first_bytes)
+        assert (proxy.answered, proxy.not_http) == (0, 1)
+
+
+async def test_answer_resets_the_open_connections_and_accept_forwards_again(sink: Sink) -> None:
+    loop = asyncio.get_running_loop()
+    async with StallProxy(sink.address) as proxy:
+        with socket.create_connection(proxy.address) as before:
+            before.setblocking(False)
+            await _bounded(loop.sock_sendall(before, b"x"))
+            await _bounded(sink.arrived.wait())
+            await proxy.answer(HttpAnswer())
+            with contextlib.suppress(ConnectionResetError):
+                assert await _bounded(loop.sock_recv(before, 100)) == b""
+        proxy.accept()
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(b"GET / HTTP/1.1\r\n\r\n")
+        assert await _bounded(reader.read(8), 5) == b"ack:19;"  # the sink counts all it got
+        await _close(writer)
+
+
+async def _closed_without_an_answer(proxy: StallProxy, first_bytes: bytes) -> bool:
+    """Whether the proxy closes (or resets) a new connection that sends ``first_bytes``
+    without sending anything back."""
+    loop = asyncio.get_running_loop()
+    with socket.create_connection(proxy.address) as client:
+        client.setblocking(False)
+        await _bounded(loop.sock_sendall(client, first_bytes))
+        try:
+            return await _bounded(loop.sock_recv(client, 100)) == b""
+        except ConnectionResetError:
+            return True

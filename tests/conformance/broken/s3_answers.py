@@ -1,0 +1,133 @@
+"""checkpointkit's S3 adapter on moto, and three mutants that read an error answer as an answer.
+
+Each mutant is `S3Storage` with one mistake of the kind S3 adapters are known for: an
+error the server *answered* (a 503 of an overloaded bucket, a 500) caught by ``except
+ClientError`` and taken for a missing key, a failed condition, or the end of a listing.
+A backend that resets its connections never shows the mistake (the client raises a
+connection error, not an answer), so only the backend-down test whose server answers
+errors (`HttpAnswer` through the stall proxy) catches them. The twin is the shipped
+adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+from botocore.exceptions import ClientError
+from checkpointkit import NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.adapters.s3 import S3Storage
+from checkpointkit.conformance import Target, new_location
+from checkpointkit.conformance.servers.s3 import (
+    create_bucket,
+    moto_descriptor,
+    s3_server,
+    storage_options,
+    unique_bucket_name,
+)
+from checkpointkit.storage import ListPage, PutMode
+
+__all__ = [
+    "S3ErrorAnswerEndsTheListing",
+    "S3ErrorAnswerFailsTheCondition",
+    "S3ErrorAnswerIsNotFound",
+    "moto_target",
+]
+
+
+def _answered(exc: BaseException) -> bool:
+    """An error the server answered, other than access denied (which a test of wrong
+    credentials would show)."""
+    if not isinstance(exc, ClientError):
+        return False
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return bool(status != 403)
+
+
+def _caused_by_an_answer(exc: BaseException) -> bool:
+    """Whether an error answered by the server is among ``exc``'s causes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if _answered(seen):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+class S3ErrorAnswerIsNotFound(S3Storage):
+    """Bug: a get reads every error answer but access denied as a missing key
+    (``except ClientError: raise NotFound``): an overloaded bucket's 503 tells its caller
+    that the checkpoint is gone."""
+
+    def _raise_translated(
+        self, exc: Exception, op: str, key: str | None, condition: str | None, sent: bool
+    ) -> NoReturn:
+        if op == "get" and key is not None and _answered(exc):
+            raise NotFound(f"key {key!r} not found") from exc
+        super()._raise_translated(exc, op, key, condition, sent)
+
+
+class S3ErrorAnswerFailsTheCondition(S3Storage):
+    """Bug: a conditional put reads an error answer to its request but access denied as a
+    failed condition (``except ClientError: raise PreconditionFailed``): its caller takes
+    the 503 for another writer's win, re-reads, and gives up a write that never ran."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        try:
+            return await super()._put(key, data, mode)
+        except StorageUnavailable as exc:
+            if mode != "overwrite" and _caused_by_an_answer(exc):
+                raise PreconditionFailed(f"key {key!r}: the condition failed") from exc
+            raise
+
+
+class S3ErrorAnswerEndsTheListing(S3Storage):
+    """Bug: a listing reads an error answer to a continuation page as the end of the
+    listing (``except ClientError: break``): a listing cut short, which a caller cannot
+    tell from the whole (a ``latest()`` then finds an older head)."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        try:
+            return await super()._list_page(prefix, start_after, cursor, limit)
+        except StorageUnavailable as exc:
+            if cursor is not None and _caused_by_an_answer(exc):
+                return ListPage([], None)
+            raise
+
+
+@contextmanager
+def moto_target(cls: type[S3Storage] = S3Storage, *, name: str = "") -> Iterator[Target]:
+    """A target of ``cls`` on a moto server of its own, in a fresh bucket (proxyable)."""
+    with s3_server() as endpoint_url:
+        bucket = unique_bucket_name("corpus")
+        create_bucket(endpoint_url, bucket)
+
+        async def factory(
+            *, location: str | None = None, endpoint: tuple[str, int] | None = None
+        ) -> AsyncIterator[S3Storage]:
+            async with cls(
+                bucket,
+                location or new_location(),
+                **storage_options(endpoint_url),
+                endpoint=endpoint,
+                timeout=20.0,
+                multipart_threshold=1 << 20,
+                part_size=5 << 20,
+            ) as storage:
+                yield storage
+
+        parts = urlsplit(endpoint_url)
+        assert parts.hostname is not None and parts.port is not None
+        yield Target(
+            factory,
+            name=name or cls.__name__,
+            upstream=(parts.hostname, parts.port),
+            scale=0.2,  # moto answers about 100 requests a second
+            max_value=16 * 1024 * 1024,
+            max_batch=4097,
+            foreign_descriptors=moto_descriptor,
+        )
