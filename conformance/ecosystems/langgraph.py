@@ -1126,6 +1126,14 @@ async def _call(saver: Any, method: str, *args: Any) -> Any:
     return await asyncio.to_thread(getattr(saver, method), *args)
 
 
+async def _pruned(saver: Any, method: str, thread: str, strategy: str) -> None:
+    """``prune`` or ``aprune`` of ``thread`` with ``strategy`` (`_call`'s way)."""
+    if method.startswith("a"):
+        await getattr(saver, method)([thread], strategy=strategy)
+    else:
+        await asyncio.to_thread(lambda: getattr(saver, method)([thread], strategy=strategy))
+
+
 async def _read_by(saver: Any, thread: str, checkpoint_id: str, *, row: str) -> _Seen:
     """`_read_as`, ``row`` given last."""
     return await _read_as(saver, row, thread, checkpoint_id)
@@ -1969,37 +1977,44 @@ class SaverSweepTests(SaverFixtures):
         root alone, passes it."""
         saver = instance
         has = set(implemented_methods(saver))
-        if not has & {"acopy_thread", "aprune"} or not {"aput", "aget_tuple"} <= has:
-            pytest.skip("the saver implements no acopy_thread and no aprune")
+        forms = {"acopy_thread", "aprune", "copy_thread", "prune"}
+        if not has & forms or not {"aput", "aget_tuple"} <= has:
+            pytest.skip("the saver implements no copy_thread and no prune, sync or async")
         group = ("", "p:1", "p:1|c:2")
         wrong: list[str] = []
-        if "acopy_thread" in has:
-            source, copied = f"{thread}-source", f"{thread}-copy"
-            made = await _fill_namespaces(saver, has, source, group)
-            await saver.acopy_thread(source, copied)
-            found = await _namespaces_read_back(saver, has, copied, made)
-            wrong += [f"the copy: {w}" for w in found]
-        if "aprune" in has:
-            kept = f"{thread}-kept"
-            made = await _fill_namespaces(saver, has, kept, group)
-            await saver.aprune([kept], strategy="keep_latest")
-            found = await _namespaces_read_back(saver, has, kept, made, pruned=True)
-            wrong += [f"after aprune keep_latest: {w}" for w in found]
-            gone = f"{thread}-deleted"
-            made = await _fill_namespaces(saver, has, gone, group)
-            await saver.aprune([gone], strategy="delete")
-            for ns, (first, _) in made.items():
-                reads = await _namespace_reads(
-                    saver, has, config_of(gone, ns=ns), config_of(gone, first, ns)
-                )
-                left = [m for m, got in reads.items() if got]
-                if left:
-                    wrong.append(
-                        f"after aprune delete: namespace {ns!r} still answers {', '.join(left)}"
+        # each form the saver implements: the async one, and the sync one run in a worker
+        # thread as LangGraph's sync runner calls it (a sync form of its own is code of its
+        # own: one that only copies the root, or drives the async form wrongly, shows here)
+        for copy, prune in (("acopy_thread", "aprune"), ("copy_thread", "prune")):
+            if copy in has:
+                source, copied = f"{thread}-{copy}-source", f"{thread}-{copy}"
+                made = await _fill_namespaces(saver, has, source, group)
+                await _call(saver, copy, source, copied)
+                found = await _namespaces_read_back(saver, has, copied, made)
+                wrong += [f"the copy by {copy}: {w}" for w in found]
+            if prune in has:
+                kept = f"{thread}-{prune}-kept"
+                made = await _fill_namespaces(saver, has, kept, group)
+                await _pruned(saver, prune, kept, "keep_latest")
+                found = await _namespaces_read_back(saver, has, kept, made, pruned=True)
+                wrong += [f"after {prune} keep_latest: {w}" for w in found]
+                gone = f"{thread}-{prune}-deleted"
+                made = await _fill_namespaces(saver, has, gone, group)
+                await _pruned(saver, prune, gone, "delete")
+                for ns, (first, _) in made.items():
+                    reads = await _namespace_reads(
+                        saver, has, config_of(gone, ns=ns), config_of(gone, first, ns)
                     )
+                    left = [m for m, got in reads.items() if got]
+                    if left:
+                        wrong.append(
+                            f"after {prune} delete: namespace {ns!r} still answers "
+                            + ", ".join(left)
+                        )
         if wrong:
             fail(
-                "acopy_thread and aprune treat every namespace of a thread as the root",
+                "copy_thread and prune (each form the saver implements) treat every "
+                "namespace of a thread as the root",
                 expected="the copy to hold every namespace's checkpoints, values and writes; "
                 "keep_latest to keep each namespace's newest with its values and write; "
                 "delete to leave no namespace anything",
@@ -2008,7 +2023,8 @@ class SaverSweepTests(SaverFixtures):
                 "and channel values of every namespace, not of the root alone; keep the "
                 "writes of each namespace's newest checkpoint (group by checkpoint_ns in the "
                 "writes' delete as in the checkpoints'); a copy's parent_config names the "
-                "copy's thread; delete every namespace's rows",
+                "copy's thread; delete every namespace's rows; a sync form does what its "
+                "async form does",
             )
 
     async def test_a_listing_without_a_namespace_gives_every_namespace(

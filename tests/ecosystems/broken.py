@@ -1126,14 +1126,20 @@ class CopyingSaver(HeldSaver):
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self.backend.io()
-        for ns, saved in self.storage.get(source_thread_id, {}).items():
-            self.storage[target_thread_id][ns].update(copy.deepcopy(dict(saved)))
+        self._copy(source_thread_id, target_thread_id)
+
+    def _copy(self, source: str, target: str, namespaces: Sequence[str] | None = None) -> None:
+        """Copy ``source``'s checkpoints, writes and blobs to ``target`` (of ``namespaces``
+        only, where given)."""
+        for ns, saved in self.storage.get(source, {}).items():
+            if namespaces is None or ns in namespaces:
+                self.storage[target][ns].update(copy.deepcopy(dict(saved)))
         for key, value in list(self.writes.items()):
-            if key[0] == source_thread_id:
-                self.writes[(target_thread_id, *key[1:])] = copy.deepcopy(value)
+            if key[0] == source and (namespaces is None or key[1] in namespaces):
+                self.writes[(target, *key[1:])] = copy.deepcopy(value)
         for key, blob in list(self.blobs.items()):
-            if key[0] == source_thread_id:
-                self.blobs[(target_thread_id, *key[1:])] = blob
+            if key[0] == source and (namespaces is None or key[1] in namespaces):
+                self.blobs[(target, *key[1:])] = blob
 
 
 class DeletesCopiesSaver(CopyingSaver):
@@ -1245,6 +1251,9 @@ class PruningSaver(CopyingSaver, RunsSaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self.backend.io()
+        self._prune(thread_ids, strategy)
+
+    def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
         for thread in thread_ids:
             if strategy == "delete":
                 self._delete_all(thread)
@@ -1272,6 +1281,26 @@ class PruningSaver(CopyingSaver, RunsSaver):
         newest = self._newest(thread)
         for key in [k for k in self.writes if k[0] == thread and k[2] != newest.get(k[1])]:
             del self.writes[key]
+
+
+class SyncFormsSaver(PruningSaver):
+    """Correct: sync ``copy_thread`` and ``prune`` of its own (what a saver used by LangGraph's
+    sync runner has), each doing what its async form does."""
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._copy(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._prune(thread_ids, strategy)
+
+
+class SyncCopiesTheRootOnlySaver(SyncFormsSaver):
+    """Bug: the sync ``copy_thread``, written apart from ``acopy_thread``, copies the root
+    namespace only (its rows read with a config whose ``checkpoint_ns`` is ``""``): a copy
+    made by a sync graph has no subgraph checkpoints, and the async copy is right."""
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._copy(source_thread_id, target_thread_id, namespaces=("",))
 
 
 class PruneDropsSubgraphWritesSaver(PruningSaver):

@@ -537,19 +537,26 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
         "after aprune delete: namespace 'p:1' still answers aget_tuple latest",
     ),
+    "sync-copy-takes-the-root-only": (
+        broken.SyncCopiesTheRootOnlySaver,
+        broken.SyncFormsSaver,
+        "langgraph",
+        "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
+        ("the copy by copy_thread: aget_tuple latest of namespace 'p:1'", "a sync form does"),
+    ),
     "copy-takes-the-roots-writes-only": (
         broken.CopiesRootWritesOnlySaver,
         broken.PruningSaver,
         "langgraph",
         "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
-        "the copy: aget_tuple latest of namespace 'p:1': pending writes {}",
+        "the copy by acopy_thread: aget_tuple latest of namespace 'p:1': pending writes {}",
     ),
     "copy-takes-the-roots-values-only": (
         broken.CopiesRootValuesOnlySaver,
         broken.PruningSaver,
         "langgraph",
         "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
-        "the copy: aget_tuple by id of namespace 'p:1': another namespace's values",
+        "the copy by acopy_thread: aget_tuple by id of namespace 'p:1': another namespace's values",
     ),
     "copy-keeps-the-sources-parent-config": (
         broken.CopyParentNamesSourceSaver,
@@ -557,7 +564,7 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "langgraph",
         "test_every_namespace_of_a_thread_is_copied_and_pruned_whole",
         (
-            "the copy: aget_tuple latest of namespace '': parent_config naming",
+            "the copy by acopy_thread: aget_tuple latest of namespace '': parent_config naming",
             "a copy's parent_config names the copy's thread",
         ),
     ),
