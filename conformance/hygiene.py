@@ -62,6 +62,12 @@ under a loaded machine's delays."""
 
 _CREATED_AT: dict[int, list[traceback.FrameSummary]] = {}
 
+_open_blocks = 0
+"""Hygiene blocks entered and not yet left. Only the outermost freezes the heap and thaws it:
+``gc.unfreeze`` is process-wide, and an inner block's thaw released the objects the outer
+one froze, so that the outer block's collection found (and blamed on its own test) the
+garbage of tests that ran before it."""
+
 
 def _site(stack: traceback.StackSummary | list[Any] | None) -> str:
     """``created at FILE:LINE in FUNC`` of the innermost frame outside asyncio, or ""."""
@@ -156,7 +162,10 @@ async def hygiene(
     loop.set_exception_handler(handler)
     # Objects from before the block are not its garbage: freezing them keeps them out of
     # the collection below, which then costs what the block allocated, not the whole heap.
-    gc.freeze()
+    global _open_blocks
+    if _open_blocks == 0:
+        gc.freeze()
+    _open_blocks += 1
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -197,7 +206,9 @@ async def hygiene(
                     if thread.is_alive() and not thread.daemon:
                         report.findings.append(f"thread {thread.name!r} still alive")
             finally:
-                gc.unfreeze()
+                _open_blocks -= 1
+                if _open_blocks == 0:
+                    gc.unfreeze()
                 sys.unraisablehook = old_unraisable
                 loop.set_exception_handler(old_handler)
                 loop.set_task_factory(old_factory)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 import sys
 import warnings
 
@@ -57,3 +58,37 @@ async def test_a_clean_block_leaves_the_loop_and_interpreter_as_they_were() -> N
             await asyncio.create_task(_nothing())
     assert loop.get_task_factory() is factory
     assert sys.get_coroutine_origin_tracking_depth() == depth
+
+
+def _garbage_holding_an_open_socket() -> None:
+    """An unclosed socket in a reference cycle: only the garbage collector frees it, with a
+    ResourceWarning."""
+    cycle: list[object] = [socket.socket()]
+    cycle.append(cycle)
+
+
+async def test_a_nested_block_blames_nothing_from_before_the_outer_one_on_it() -> None:
+    """Garbage left before a block (a socket an earlier test leaked) is not the block's, also
+    when another block runs inside it: the inner block's thaw must not hand the outer one's
+    frozen objects to its collection (``gc.unfreeze`` thaws the whole process)."""
+    gc.collect()
+    gc.disable()  # the garbage must still be there when the blocks start
+    try:
+        _garbage_holding_an_open_socket()
+        async with hygiene(check=False) as outer, hygiene(check=False) as inner:
+            pass
+        found = outer.findings + inner.findings
+        assert not [f for f in found if "socket" in f], found
+    finally:
+        gc.enable()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()  # the socket of before the blocks, collected here on purpose
+
+
+async def test_a_nested_block_still_finds_what_leaks_inside_it() -> None:
+    """The twin: a socket left as garbage inside the inner block is found."""
+    async with hygiene(check=False) as outer, hygiene(check=False) as inner:
+        _garbage_holding_an_open_socket()
+    assert [f for f in inner.findings if "unclosed <socket.socket" in f], inner.findings
+    assert outer.findings == []
