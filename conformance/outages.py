@@ -17,7 +17,7 @@ How a backend goes down depends on the backend, so the target supplies it
   (`StallProxy`) between a network
   client and its server resets every connection and every new one, as a
   server that crashed does (S3, Azure Blob, Redis, PostgreSQL, any adapter
-  whose factory accepts ``endpoint``); with an `HttpAnswer`, it
+  whose factory accepts ``endpoint``); with an `ErrorAnswer`, it
   stays up instead and answers every HTTP request with that error, a 503 by
   default, as a server that is overloaded does (every proxyable target is
   tried with it: one whose requests are not HTTP/1.1 has that test reported
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from .holds import ALL_OPERATIONS, WRITES, Operation
 
 if TYPE_CHECKING:
-    from .proxy import HttpAnswer, StallProxy
+    from .proxy import ErrorAnswer, StallProxy
     from .target import Target
 
 __all__ = [
@@ -140,28 +140,29 @@ class ProxyOutage(Outage):
     the proxy resets the client's connections and every new one as soon as it
     is accepted: what a client sees of a server that crashed and restarts. With
     ``answer``, it resets the client's connections, then answers every request on
-    a new one with that HTTP error: a server that is up and fails.
+    a new one with that error (HTTP or Redis): a server that is up and fails.
 
     Args:
-        answer: the HTTP answer to every request while down; None resets instead.
+        answer: the answer to every request while down; None resets instead.
 
     Attributes:
         answered: requests the proxy answered with ``answer`` during the last `down`.
-        not_http: connections it reset during the last `down` because they did not
-            start with an HTTP/1.1 request.
+        unrecognized: connections it reset during the last `down` because they did not
+            start with an HTTP/1.1 request or a Redis command.
     """
 
     name = "the stall proxy, resetting every connection"
     operations: frozenset[Operation] = frozenset(ALL_OPERATIONS)
     partway = True
 
-    def __init__(self, answer: HttpAnswer | None = None) -> None:
+    def __init__(self, answer: ErrorAnswer | None = None) -> None:
         self._proxy: StallProxy | None = None
         self.answer = answer
-        self.answered = self.not_http = 0
+        self.answered = self.unrecognized = 0
         if answer is not None:
             self.name = (
-                f"the stall proxy answering every HTTP request {answer.status} {answer.reason}"
+                f"the stall proxy answering every request with an error (HTTP {answer.status}"
+                f" {answer.reason}, Redis -{answer.resp.split()[0]})"
             )
             self.partway = False
 
@@ -208,7 +209,7 @@ class ProxyOutage(Outage):
         try:
             yield
         finally:
-            self.answered, self.not_http = proxy.answered, proxy.not_http
+            self.answered, self.unrecognized = proxy.answered, proxy.unrecognized
             proxy.accept()
 
     @asynccontextmanager

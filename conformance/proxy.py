@@ -20,9 +20,9 @@ Semantics of a stall, per direction (``"request"``: client to server,
   slow one).
 
 Down, the proxy resets every connection (`StallProxy.refuse`), or, for a
-backend that speaks HTTP/1.1, stays up and answers every request itself with
-an error (`StallProxy.answer`, an `HttpAnswer`: 503 by default), as a server
-that is overloaded or failing does.
+backend that speaks HTTP/1.1 or Redis's RESP, stays up and answers every request
+itself with an error (`StallProxy.answer`, an `ErrorAnswer`: a 503, a
+``-MASTERDOWN``), as a server that is overloaded or failing does.
 
 The protocol for a target: its factory accepts ``endpoint=(host, port)`` and
 the `Target` names its real server in
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
-__all__ = ["Direction", "HttpAnswer", "StallProxy"]
+__all__ = ["Direction", "ErrorAnswer", "StallProxy"]
 
 Direction = Literal["request", "response", "both"]
 
@@ -50,21 +50,24 @@ _LINE_WAIT = 5.0
 
 
 @dataclass(frozen=True)
-class HttpAnswer:
-    """The response with which `StallProxy.answer` answers every HTTP request.
+class ErrorAnswer:
+    """The error with which `StallProxy.answer` answers every request, in the client's protocol.
 
-    The default is what S3 and Azure Blob send when they are overloaded: a 503 whose
-    XML body names the error (S3 reads ``<Code>``, Azure the ``x-ms-error-code``
-    header), ``Retry-After: 0`` so that a client honouring it retries at once.
+    HTTP/1.1: by default what S3 and Azure Blob send when they are overloaded, a 503
+    whose XML body names the error (S3 reads ``<Code>``, Azure the
+    ``x-ms-error-code`` header), with ``Retry-After: 0`` so that a client honouring it
+    retries at once. Redis (RESP): by default what a replica answers every command
+    while its link to the primary is down (``-MASTERDOWN``).
     """
 
     status: int = 503
     reason: str = "Service Unavailable"
     code: str = "ServiceUnavailable"
     message: str = "The server is answering every request with this error (a test outage)."
+    resp: str = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
 
     def encode(self, *, head_only: bool = False) -> bytes:
-        """The whole response (without its body for ``head_only``: the answer to a HEAD)."""
+        """The whole HTTP response (without its body for ``head_only``: a HEAD's answer)."""
         body = (
             '<?xml version="1.0" encoding="UTF-8"?>\n'
             f"<Error><Code>{self.code}</Code><Message>{self.message}</Message></Error>"
@@ -78,6 +81,10 @@ class HttpAnswer:
             "Connection: close\r\n\r\n"
         ).encode()
         return head if head_only else head + body
+
+    def encode_resp(self) -> bytes:
+        """The RESP error reply to one Redis command."""
+        return b"-" + self.resp.encode() + b"\r\n"
 
 
 class _Conn:
@@ -104,8 +111,8 @@ class StallProxy:
         refused: connections reset at once because the proxy was `refusing`.
         tripped: set once `refuse_after_an_answer` went down.
         answered: requests answered by `answer` since it was called.
-        not_http: connections reset by `answer` because their first bytes were not
-            an HTTP/1.1 request.
+        unrecognized: connections reset by `answer` because their first bytes were
+            neither an HTTP/1.1 request nor a Redis command.
         held_bytes: bytes held (not forwarded) by stalls so far.
         dropped_bytes: held bytes discarded because their sender closed.
     """
@@ -121,8 +128,8 @@ class StallProxy:
         self.refusing = False
         self.tripped = False
         self.answered = 0
-        self.not_http = 0
-        self._answer: HttpAnswer | None = None
+        self.unrecognized = 0
+        self._answer: ErrorAnswer | None = None
         self._armed = False  # refuse_after_an_answer: go down at the next request
         self._answered = False  # ...sent after an answer
         self.held_bytes = 0
@@ -193,14 +200,15 @@ class StallProxy:
         self.refusing = True
         await self.drop()
 
-    async def answer(self, response: HttpAnswer) -> None:
-        """Act as an HTTP server that is up and fails: reset every current connection,
-        then answer every request on a new one with ``response`` (and close it), until
-        `accept`. A connection whose first bytes are not an HTTP/1.1 request is reset
-        and counted in `not_http`; each answered request in `answered`."""
+    async def answer(self, response: ErrorAnswer) -> None:
+        """Act as a server that is up and fails: reset every current connection, then
+        answer every request on a new one with ``response``, until `accept`: an HTTP/1.1
+        request (the connection then closed), or each Redis command (the connection
+        kept). A connection whose first bytes are neither is reset and counted in
+        `unrecognized`; each answered request or command in `answered`."""
         self._answer = response
         self.answered = 0
-        self.not_http = 0
+        self.unrecognized = 0
         await self.drop()
 
     def refuse_after_an_answer(self) -> None:
@@ -296,28 +304,39 @@ class StallProxy:
                         await w.wait_closed()
 
     async def _answer_one(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: HttpAnswer
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: ErrorAnswer
     ) -> None:
-        """Read one HTTP/1.1 request whole, answer it, and close the connection."""
-        headers: dict[bytes, bytes] = {}
+        """Answer what comes on one connection with ``answer``, in its protocol."""
         try:
             first = await reader.readexactly(1)
+            if first == b"*":
+                await self._answer_resp(reader, writer, answer)
+                return
             line = b""
             if first.isupper():  # every method is upper-case letters
                 async with asyncio.timeout(_LINE_WAIT):
                     line = first + (await reader.readuntil(b"\r\n"))[:-2]
-            if not _REQUEST_LINE.fullmatch(line):
-                self.not_http += 1
-                writer.transport.abort()
-                return
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            line = b""
+        if not _REQUEST_LINE.fullmatch(line):
+            self.unrecognized += 1
+            writer.transport.abort()
+            return
+        await self._answer_http(reader, writer, line, answer)
+
+    async def _answer_http(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        line: bytes,
+        answer: ErrorAnswer,
+    ) -> None:
+        """Read the rest of one HTTP/1.1 request whole, answer it, close the connection."""
+        headers: dict[bytes, bytes] = {}
+        try:
             while field := (await reader.readuntil(b"\r\n"))[:-2]:
                 name, _, value = field.partition(b":")
                 headers[name.strip().lower()] = value.strip().lower()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
-            self.not_http += 1
-            writer.transport.abort()
-            return
-        try:
             if b"100-continue" not in headers.get(b"expect", b""):  # else the body never comes
                 if b"chunked" in headers.get(b"transfer-encoding", b""):
                     await _read_chunked(reader)
@@ -329,7 +348,31 @@ class StallProxy:
             writer.write_eof()
             while await reader.read(65536):  # until the client closes: no reset on close
                 pass
-        except (asyncio.IncompleteReadError, ValueError, OSError):
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
+            writer.transport.abort()
+
+    async def _answer_resp(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: ErrorAnswer
+    ) -> None:
+        """Answer each Redis command (a RESP array of bulk strings, its ``*`` read) with
+        the error, until the client closes the connection."""
+        reply = answer.encode_resp()
+        try:
+            while True:
+                count = int((await reader.readuntil(b"\r\n"))[:-2])
+                for _ in range(count):
+                    header = await reader.readuntil(b"\r\n")
+                    if header[:1] != b"$":
+                        raise ValueError(f"not a bulk string: {header[:20]!r}")
+                    await reader.readexactly(int(header[1:-2]) + 2)
+                writer.write(reply)
+                await writer.drain()
+                self.answered += 1
+                if await reader.readexactly(1) != b"*":
+                    raise ValueError("not a RESP array")
+        except asyncio.IncompleteReadError:  # the client closed the connection
+            writer.close()
+        except (asyncio.LimitOverrunError, ValueError, OSError):
             writer.transport.abort()
 
     async def _pump(

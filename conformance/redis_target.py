@@ -54,7 +54,13 @@ def _pinned_node(url: str) -> tuple[tuple[str, int], str]:
         client.close()
 
 
-def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Target:
+def redis_target(
+    url: str,
+    *,
+    name: str | None = None,
+    scale: float = 1.0,
+    storage_class: type[RedisStorage] | None = None,
+) -> Target:
     """A conformance target on the (loopback) Redis server or cluster at ``url``.
 
     Each storage gets its own namespace (``prefix``): the location the suite
@@ -71,6 +77,7 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
         url: ``redis://127.0.0.1:PORT/0`` or ``...?cluster=true``.
         name: shown in reports (default: the URL, redacted).
         scale: see `Target`.
+        storage_class: the class opened (a subclass of `RedisStorage`; default: it).
     """
     from contextlib import asynccontextmanager
 
@@ -103,7 +110,7 @@ def redis_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Ta
             kwargs["endpoint"] = endpoint
             if cluster:
                 kwargs["address_remap"] = lambda addr: endpoint if addr == upstream else addr
-        async with RedisStorage.from_url(url, **kwargs) as storage:
+        async with (storage_class or RedisStorage).from_url(url, **kwargs) as storage:
             try:
                 yield storage
             finally:

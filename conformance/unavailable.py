@@ -30,11 +30,12 @@ down: ``aclose()`` returns without
 raising and releases everything (clause ``close.backend-down``).
 
 Another keeps the backend up and failing: the stall proxy answers every HTTP/1.1
-request with a 503 (`HttpAnswer`), and each operation, and a listing's next page,
+request with a 503 and every Redis command with ``-MASTERDOWN`` (`ErrorAnswer`),
+and each operation, and a listing's next page,
 must raise ``StorageUnavailable`` as above; an adapter that reads an error *answer*
 as "not there", as a failed condition or as the end of a listing shows it only there
 (a reset is a connection error, not an answer). Skipped for a target the proxy cannot
-stand in front of, or whose requests are not HTTP.
+stand in front of, or whose requests are neither HTTP nor Redis commands.
 
 A target that supplies no outage gets the tests reported as *not exercised*;
 an operation that the outage does not fail (a SQLite read never waits for the
@@ -72,7 +73,7 @@ from .holds import Operation
 from .hygiene import hygiene
 from .hygiene_rules import RELEASE_LAG
 from .outages import Outage, ProxyOutage
-from .proxy import HttpAnswer
+from .proxy import ErrorAnswer
 from .target import Target, has_own_delete_many
 
 __all__ = ["PARTWAY_VALUE", "UNAVAILABLE_BOUND", "UnavailableTests"]
@@ -348,12 +349,13 @@ class UnavailableTests(StorageFixtures):
         supports_conditional_delete: bool,
     ) -> None:
         """The backend up but failing: the stall proxy answers every request itself with
-        HTTP 503 (`HttpAnswer`), as an overloaded S3 or Azure Blob does. Each operation in
-        each mode, and a listing's next page, must raise ``StorageUnavailable`` as in the
-        tests above. An adapter that reads any error answer as "not there" (``except
-        ClientError: raise NotFound``), as a refused condition, or as the end of a listing
-        passes those tests, whose client sees its connections reset and raises a
-        connection error, never an answer."""
+        an error in its protocol (`ErrorAnswer`): HTTP 503, as an overloaded S3 or Azure
+        Blob does, or Redis ``-MASTERDOWN``, as a replica cut off from its primary does.
+        Each operation in each mode, and a listing's next page, must raise
+        ``StorageUnavailable`` as in the tests above. An adapter that reads any error
+        answer (``except ClientError``, ``except ResponseError``) as "not there", as a
+        refused condition, or as the end of a listing passes those tests, whose client
+        sees its connections reset and raises a connection error, never an answer."""
         if (
             storage_target is None
             or not storage_target.proxyable
@@ -363,16 +365,17 @@ class UnavailableTests(StorageFixtures):
                 "the backend answers errors only through the stall proxy: the target's "
                 "factory takes no endpoint, or the target names no upstream server"
             )
-        outage = ProxyOutage(answer=HttpAnswer())
+        outage = ProxyOutage(answer=ErrorAnswer())
         modes = {"put": supports_conditional_put, "delete": supports_conditional_delete}
         for op in ("put", "delete", "delete_many", "get", "list"):
             await self._down(
                 op, storage, outage, storage_target, storage_location, modes.get(op, False)
             )
-            if outage.not_http and not outage.answered:
+            if outage.unrecognized and not outage.answered:
                 pytest.skip(
-                    "the backend's requests are not HTTP/1.1: the stall proxy answers errors "
-                    "in HTTP only (the tests above reset its connections)"
+                    "the backend's requests are neither HTTP/1.1 nor Redis commands: the stall "
+                    "proxy answers errors in those two protocols only (the tests above reset "
+                    "its connections)"
                 )
         await _next_page_down(outage, storage, storage_target, storage_location)
 

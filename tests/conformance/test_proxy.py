@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 from checkpointkit.conformance import StallProxy
 from checkpointkit.conformance import proxy as proxy_module
-from checkpointkit.conformance.proxy import HttpAnswer
+from checkpointkit.conformance.proxy import ErrorAnswer
 
 
 class Sink:
@@ -230,39 +230,56 @@ async def test_answer_reads_each_request_whole_and_answers_it_with_the_error(
     sink: Sink, request_bytes: bytes
 ) -> None:
     async with StallProxy(sink.address) as proxy:
-        await proxy.answer(HttpAnswer())
+        await proxy.answer(ErrorAnswer())
         response = await _exchange(proxy, request_bytes)
         head, _, body = response.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), response
         assert b"\r\nConnection: close" in head and b"\r\nRetry-After: 0" in head
-        assert body == HttpAnswer().encode().partition(b"\r\n\r\n")[2]
+        assert body == ErrorAnswer().encode().partition(b"\r\n\r\n")[2]
         assert b"<Code>ServiceUnavailable</Code>" in body
-        assert (proxy.answered, proxy.not_http, bytes(sink.received)) == (1, 0, b"")
+        assert (proxy.answered, proxy.unrecognized, bytes(sink.received)) == (1, 0, b"")
 
 
 async def test_answer_sends_no_body_to_a_head_request(sink: Sink) -> None:
     async with StallProxy(sink.address) as proxy:
-        await proxy.answer(HttpAnswer(status=500, reason="Internal Server Error", code="X"))
+        await proxy.answer(ErrorAnswer(status=500, reason="Internal Server Error", code="X"))
         response = await _exchange(proxy, b"HEAD /b/k HTTP/1.1\r\nHost: x\r\n\r\n")
         assert response.startswith(b"HTTP/1.1 500 Internal Server Error\r\n"), response
         assert response.endswith(b"\r\n\r\n") and b"x-ms-error-code: X\r\n" in response
 
 
+async def test_answer_answers_each_redis_command_and_keeps_the_connection(sink: Sink) -> None:
+    """Two commands sent at once (a pipeline), then a third: each gets the error."""
+    answer = ErrorAnswer(resp="LOADING Redis is loading the dataset in memory")
+    async with StallProxy(sink.address) as proxy:
+        await proxy.answer(answer)
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        try:
+            writer.write(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n")
+            reply = b"-LOADING Redis is loading the dataset in memory\r\n"
+            assert await _bounded(reader.readexactly(2 * len(reply))) == 2 * reply
+            writer.write(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n")
+            assert await _bounded(reader.readexactly(len(reply))) == reply
+        finally:
+            await _close(writer)
+        assert (proxy.answered, proxy.unrecognized, bytes(sink.received)) == (3, 0, b"")
+
+
 @pytest.mark.parametrize(
     "first_bytes",
-    [b"*1\r\n$4\r\nPING\r\n", b"\x00\x00\x00\x08\x04\xd2\x16\x2f", b"HELLO 3"],
-    ids=["redis", "postgres", "unended-line"],
+    [b"\x00\x00\x00\x08\x04\xd2\x16\x2f", b"HELLO 3", b"+OK\r\n"],
+    ids=["postgres", "unended-line", "resp-reply"],
 )
-async def test_answer_resets_a_connection_that_does_not_speak_http(
+async def test_answer_resets_a_connection_that_speaks_neither_http_nor_redis(
     sink: Sink, first_bytes: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A Redis command, a PostgreSQL SSL request, a line that never ends: closed at once,
-    without an answer, and counted."""
+    """A PostgreSQL SSL request, a line that never ends, a RESP reply where a command
+    belongs: closed at once, without an answer, and counted."""
     monkeypatch.setattr(proxy_module, "_LINE_WAIT", 0.2)
     async with StallProxy(sink.address) as proxy:
-        await proxy.answer(HttpAnswer())
+        await proxy.answer(ErrorAnswer())
         assert await _closed_without_an_answer(proxy, first_bytes)
-        assert (proxy.answered, proxy.not_http) == (0, 1)
+        assert (proxy.answered, proxy.unrecognized) == (0, 1)
 
 
 async def test_answer_resets_the_open_connections_and_accept_forwards_again(sink: Sink) -> None:
@@ -272,7 +289,7 @@ async def test_answer_resets_the_open_connections_and_accept_forwards_again(sink
             before.setblocking(False)
             await _bounded(loop.sock_sendall(before, b"x"))
             await _bounded(sink.arrived.wait())
-            await proxy.answer(HttpAnswer())
+            await proxy.answer(ErrorAnswer())
             with contextlib.suppress(ConnectionResetError):
                 assert await _bounded(loop.sock_recv(before, 100)) == b""
         proxy.accept()

@@ -22,9 +22,11 @@ from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.conformance import Target
+from checkpointkit.conformance.servers.redis import redis_standalone_target
 
 from . import (
     adapters,
+    error_answers,
     kv_dict,
     kv_files,
     kv_plain,
@@ -32,7 +34,6 @@ from . import (
     kv_threads,
     model_bugs,
     netkv,
-    s3_answers,
     saved_later,
     threaded,
 )
@@ -1610,31 +1611,40 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVBatchFailsOnlyIfEveryRequestFails),
     ),
     Mutant(
+        "redis-refusal-is-not-found",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_each_operation_while_the_backend_answers_only_errors_raises_storage_unavailable",
+        lambda: redis_standalone_target(storage_class=error_answers.RedisRefusalIsNotFound),
+        lambda: redis_standalone_target(name="RedisStorage"),
+        _doc(error_answers.RedisRefusalIsNotFound),
+    ),
+    Mutant(
         "s3-error-answer-is-not-found",
         ("error.unavailable",),
         "lifecycle",
         "test_each_operation_while_the_backend_answers_only_errors_raises_storage_unavailable",
-        lambda: s3_answers.moto_target(s3_answers.S3ErrorAnswerIsNotFound),
-        lambda: s3_answers.moto_target(name="S3Storage"),
-        _doc(s3_answers.S3ErrorAnswerIsNotFound),
+        lambda: error_answers.moto_target(error_answers.S3ErrorAnswerIsNotFound),
+        lambda: error_answers.moto_target(name="S3Storage"),
+        _doc(error_answers.S3ErrorAnswerIsNotFound),
     ),
     Mutant(
         "s3-error-answer-fails-the-condition",
         ("error.unavailable",),
         "lifecycle",
         "test_each_operation_while_the_backend_answers_only_errors_raises_storage_unavailable",
-        lambda: s3_answers.moto_target(s3_answers.S3ErrorAnswerFailsTheCondition),
-        lambda: s3_answers.moto_target(name="S3Storage"),
-        _doc(s3_answers.S3ErrorAnswerFailsTheCondition),
+        lambda: error_answers.moto_target(error_answers.S3ErrorAnswerFailsTheCondition),
+        lambda: error_answers.moto_target(name="S3Storage"),
+        _doc(error_answers.S3ErrorAnswerFailsTheCondition),
     ),
     Mutant(
         "s3-error-answer-ends-the-listing",
         ("error.unavailable", "list.pages"),
         "lifecycle",
         "test_each_operation_while_the_backend_answers_only_errors_raises_storage_unavailable",
-        lambda: s3_answers.moto_target(s3_answers.S3ErrorAnswerEndsTheListing),
-        lambda: s3_answers.moto_target(name="S3Storage"),
-        _doc(s3_answers.S3ErrorAnswerEndsTheListing),
+        lambda: error_answers.moto_target(error_answers.S3ErrorAnswerEndsTheListing),
+        lambda: error_answers.moto_target(name="S3Storage"),
+        _doc(error_answers.S3ErrorAnswerEndsTheListing),
     ),
     Mutant(
         "goodbye-on-close",

@@ -1,12 +1,13 @@
-"""checkpointkit's S3 adapter on moto, and three mutants that read an error answer as an answer.
+"""checkpointkit's S3 and Redis adapters, and mutants that read an error answer as an answer.
 
-Each mutant is `S3Storage` with one mistake of the kind S3 adapters are known for: an
-error the server *answered* (a 503 of an overloaded bucket, a 500) caught by ``except
-ClientError`` and taken for a missing key, a failed condition, or the end of a listing.
-A backend that resets its connections never shows the mistake (the client raises a
-connection error, not an answer), so only the backend-down test whose server answers
-errors (`HttpAnswer` through the stall proxy) catches them. The twin is the shipped
-adapter.
+Each mutant is `S3Storage` (on moto) or `RedisStorage` (on valkey) with one mistake of
+the kind such adapters are known for: an error the server *answered* (a 503 of an
+overloaded bucket, a replica's ``-MASTERDOWN``) caught by ``except ClientError`` or
+``except ResponseError`` and taken for a missing key, a failed condition, or the end of
+a listing. A backend that resets its connections never shows the mistake (the client
+raises a connection error, not an answer), so only the backend-down test whose server
+answers errors (`ErrorAnswer` through the stall proxy) catches them. The twin is the
+shipped adapter.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 
 from botocore.exceptions import ClientError
 from checkpointkit import NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.adapters.s3 import S3Storage
 from checkpointkit.conformance import Target, new_location
 from checkpointkit.conformance.servers.s3 import (
@@ -28,8 +30,10 @@ from checkpointkit.conformance.servers.s3 import (
     unique_bucket_name,
 )
 from checkpointkit.storage import ListPage, PutMode
+from redis.exceptions import ResponseError
 
 __all__ = [
+    "RedisRefusalIsNotFound",
     "S3ErrorAnswerEndsTheListing",
     "S3ErrorAnswerFailsTheCondition",
     "S3ErrorAnswerIsNotFound",
@@ -97,6 +101,18 @@ class S3ErrorAnswerEndsTheListing(S3Storage):
             if cursor is not None and _caused_by_an_answer(exc):
                 return ListPage([], None)
             raise
+
+
+class RedisRefusalIsNotFound(RedisStorage):
+    """Bug: a get reads a command the server refused as a missing key (``except
+    ResponseError: return None``, written for ``WRONGTYPE``): a replica cut off from its
+    primary (``-MASTERDOWN``) tells its caller that the checkpoint is gone."""
+
+    async def _read(self, key: str, kb: bytes, names: Any, fields: list[bytes]) -> Any:
+        try:
+            return await super()._read(key, kb, names, fields)
+        except ResponseError:
+            return None, None
 
 
 @contextmanager
