@@ -140,7 +140,8 @@ class ProxyOutage(Outage):
     the proxy resets the client's connections and every new one as soon as it
     is accepted: what a client sees of a server that crashed and restarts. With
     ``answer``, it resets the client's connections, then answers every request on
-    a new one with that error (HTTP or Redis): a server that is up and fails.
+    a new one with that error (HTTP, Redis or PostgreSQL): a server that is up and
+    fails.
 
     Args:
         answer: the answer to every request while down; None resets instead.
@@ -148,7 +149,7 @@ class ProxyOutage(Outage):
     Attributes:
         answered: requests the proxy answered with ``answer`` during the last `down`.
         unrecognized: connections it reset during the last `down` because they did not
-            start with an HTTP/1.1 request or a Redis command.
+            start with an HTTP/1.1 request, a Redis command or a PostgreSQL startup.
     """
 
     name = "the stall proxy, resetting every connection"
@@ -162,7 +163,8 @@ class ProxyOutage(Outage):
         if answer is not None:
             self.name = (
                 f"the stall proxy answering every request with an error (HTTP {answer.status}"
-                f" {answer.reason}, Redis -{answer.resp.split()[0]})"
+                f" {answer.reason}, Redis -{answer.resp.split()[0]},"
+                f" PostgreSQL {answer.sqlstate})"
             )
             self.partway = False
 

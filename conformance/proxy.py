@@ -20,9 +20,10 @@ Semantics of a stall, per direction (``"request"``: client to server,
   slow one).
 
 Down, the proxy resets every connection (`StallProxy.refuse`), or, for a
-backend that speaks HTTP/1.1 or Redis's RESP, stays up and answers every request
-itself with an error (`StallProxy.answer`, an `ErrorAnswer`: a 503, a
-``-MASTERDOWN``), as a server that is overloaded or failing does.
+backend that speaks HTTP/1.1, Redis's RESP or PostgreSQL's protocol, stays up and
+answers every request itself with an error (`StallProxy.answer`, an `ErrorAnswer`:
+a 503, a ``-MASTERDOWN``, a ``57P03``), as a server that is overloaded, failing or
+starting up does.
 
 The protocol for a target: its factory accepts ``endpoint=(host, port)`` and
 the `Target` names its real server in
@@ -45,6 +46,8 @@ Direction = Literal["request", "response", "both"]
 _REQUEST_LINE = re.compile(rb"[A-Z]+ \S+ HTTP/1\.[01]")
 _HEAD_LIMIT = 256 * 1024
 """The longest request head (request line and headers) that `StallProxy.answer` reads."""
+_PG_SSL_REQUEST = 80877103
+_PG_GSS_REQUEST = 80877104
 _LINE_WAIT = 5.0
 """Seconds `StallProxy.answer` waits for the rest of a first line that starts like a request's."""
 
@@ -65,6 +68,8 @@ class ErrorAnswer:
     code: str = "ServiceUnavailable"
     message: str = "The server is answering every request with this error (a test outage)."
     resp: str = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+    sqlstate: str = "57P03"
+    pg_message: str = "the database system is starting up"
 
     def encode(self, *, head_only: bool = False) -> bytes:
         """The whole HTTP response (without its body for ``head_only``: a HEAD's answer)."""
@@ -85,6 +90,20 @@ class ErrorAnswer:
     def encode_resp(self) -> bytes:
         """The RESP error reply to one Redis command."""
         return b"-" + self.resp.encode() + b"\r\n"
+
+    def encode_pg(self) -> bytes:
+        """The PostgreSQL ``ErrorResponse`` to a startup message (then the server closes)."""
+        fields = b"".join(
+            kind + text.encode() + b"\0"
+            for kind, text in (
+                (b"S", "FATAL"),
+                (b"V", "FATAL"),
+                (b"C", self.sqlstate),
+                (b"M", self.pg_message),
+            )
+        )
+        body = fields + b"\0"
+        return b"E" + (len(body) + 4).to_bytes(4, "big") + body
 
 
 class _Conn:
@@ -112,7 +131,7 @@ class StallProxy:
         tripped: set once `refuse_after_an_answer` went down.
         answered: requests answered by `answer` since it was called.
         unrecognized: connections reset by `answer` because their first bytes were
-            neither an HTTP/1.1 request nor a Redis command.
+            not an HTTP/1.1 request, a Redis command or a PostgreSQL startup.
         held_bytes: bytes held (not forwarded) by stalls so far.
         dropped_bytes: held bytes discarded because their sender closed.
     """
@@ -203,9 +222,10 @@ class StallProxy:
     async def answer(self, response: ErrorAnswer) -> None:
         """Act as a server that is up and fails: reset every current connection, then
         answer every request on a new one with ``response``, until `accept`: an HTTP/1.1
-        request (the connection then closed), or each Redis command (the connection
-        kept). A connection whose first bytes are neither is reset and counted in
-        `unrecognized`; each answered request or command in `answered`."""
+        request (the connection then closed), each Redis command (the connection kept),
+        a PostgreSQL startup message (the connection then closed). A connection whose
+        first bytes are none of these is reset and counted in `unrecognized`; each
+        answered request, command or startup in `answered`."""
         self._answer = response
         self.answered = 0
         self.unrecognized = 0
@@ -312,6 +332,9 @@ class StallProxy:
             if first == b"*":
                 await self._answer_resp(reader, writer, answer)
                 return
+            if first == b"\0":  # a length below 16 MiB: a PostgreSQL startup packet
+                await self._answer_pg(reader, writer, first, answer)
+                return
             line = b""
             if first.isupper():  # every method is upper-case letters
                 async with asyncio.timeout(_LINE_WAIT):
@@ -349,6 +372,37 @@ class StallProxy:
             while await reader.read(65536):  # until the client closes: no reset on close
                 pass
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
+            writer.transport.abort()
+
+    async def _answer_pg(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        first: bytes,
+        answer: ErrorAnswer,
+    ) -> None:
+        """Decline an SSL or GSS encryption request (``N``), then answer the startup message
+        with the error and close the connection, as a server that is starting up does."""
+        try:
+            while True:
+                length = int.from_bytes(first + await reader.readexactly(3), "big")
+                packet = await reader.readexactly(length - 4)
+                code = int.from_bytes(packet[:4], "big")
+                if code in (_PG_SSL_REQUEST, _PG_GSS_REQUEST):
+                    writer.write(b"N")
+                    await writer.drain()
+                    first = await reader.readexactly(1)
+                    continue
+                if code >> 16 != 3:  # protocol 3.x
+                    raise ValueError(f"not a PostgreSQL startup message: code {code}")
+                writer.write(answer.encode_pg())
+                await writer.drain()
+                self.answered += 1
+                writer.write_eof()
+                while await reader.read(65536):  # until the client closes: no reset on close
+                    pass
+                return
+        except (asyncio.IncompleteReadError, ValueError, OSError):
             writer.transport.abort()
 
     async def _answer_resp(

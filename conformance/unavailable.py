@@ -30,12 +30,12 @@ down: ``aclose()`` returns without
 raising and releases everything (clause ``close.backend-down``).
 
 Another keeps the backend up and failing: the stall proxy answers every HTTP/1.1
-request with a 503 and every Redis command with ``-MASTERDOWN`` (`ErrorAnswer`),
-and each operation, and a listing's next page,
+request with a 503, every Redis command with ``-MASTERDOWN`` and every PostgreSQL
+connection with ``57P03`` (`ErrorAnswer`), and each operation, and a listing's next page,
 must raise ``StorageUnavailable`` as above; an adapter that reads an error *answer*
 as "not there", as a failed condition or as the end of a listing shows it only there
 (a reset is a connection error, not an answer). Skipped for a target the proxy cannot
-stand in front of, or whose requests are neither HTTP nor Redis commands.
+stand in front of, or whose protocol is none of these.
 
 A target that supplies no outage gets the tests reported as *not exercised*;
 an operation that the outage does not fail (a SQLite read never waits for the
@@ -350,10 +350,12 @@ class UnavailableTests(StorageFixtures):
     ) -> None:
         """The backend up but failing: the stall proxy answers every request itself with
         an error in its protocol (`ErrorAnswer`): HTTP 503, as an overloaded S3 or Azure
-        Blob does, or Redis ``-MASTERDOWN``, as a replica cut off from its primary does.
+        Blob does, Redis ``-MASTERDOWN``, as a replica cut off from its primary does, or
+        PostgreSQL ``57P03`` to a new connection, as a server starting up does.
         Each operation in each mode, and a listing's next page, must raise
         ``StorageUnavailable`` as in the tests above. An adapter that reads any error
-        answer (``except ClientError``, ``except ResponseError``) as "not there", as a
+        answer (``except ClientError``, ``except ResponseError``, ``except PostgresError``)
+        as "not there", as a
         refused condition, or as the end of a listing passes those tests, whose client
         sees its connections reset and raises a connection error, never an answer."""
         if (
@@ -367,16 +369,22 @@ class UnavailableTests(StorageFixtures):
             )
         outage = ProxyOutage(answer=ErrorAnswer())
         modes = {"put": supports_conditional_put, "delete": supports_conditional_delete}
+        answered = 0
         for op in ("put", "delete", "delete_many", "get", "list"):
             await self._down(
                 op, storage, outage, storage_target, storage_location, modes.get(op, False)
             )
             if outage.unrecognized and not outage.answered:
                 pytest.skip(
-                    "the backend's requests are neither HTTP/1.1 nor Redis commands: the stall "
-                    "proxy answers errors in those two protocols only (the tests above reset "
-                    "its connections)"
+                    "the backend's protocol is not HTTP/1.1, Redis or PostgreSQL: the stall "
+                    "proxy answers errors in those only (the tests above reset its connections)"
                 )
+            answered += outage.answered
+        if not answered:
+            not_exercised(
+                "no request reached the stall proxy while it answered errors: the operations "
+                "raised without asking the backend"
+            )
         await _next_page_down(outage, storage, storage_target, storage_location)
 
     @checks("error.unavailable")

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from . import free_port, listens, unavailable
 
 if TYPE_CHECKING:
+    from ...adapters.postgres import PostgresStorage
     from ..target import Target
 
 __all__ = [
@@ -387,7 +388,13 @@ def postgres_server(
 # -- conformance targets -------------------------------------------------------------------
 
 
-def postgres_target(url: str, *, name: str | None = None, scale: float = 1.0) -> Target:
+def postgres_target(
+    url: str,
+    *,
+    name: str | None = None,
+    scale: float = 1.0,
+    storage_class: type[PostgresStorage] | None = None,
+) -> Target:
     """A conformance target on the PostgreSQL server at ``url``.
 
     Each storage gets its own namespace (``prefix``): the location the suite
@@ -402,6 +409,7 @@ def postgres_target(url: str, *, name: str | None = None, scale: float = 1.0) ->
             adapter's parameters, ``table=...`` say, if wanted).
         name: shown in reports (default: the URL, redacted).
         scale: see `Target`.
+        storage_class: the class opened (a subclass of `PostgresStorage`; default: it).
     """
     from contextlib import asynccontextmanager
     from urllib.parse import urlsplit
@@ -427,7 +435,7 @@ def postgres_target(url: str, *, name: str | None = None, scale: float = 1.0) ->
         if endpoint is not None:
             options["endpoint"] = endpoint
         try:
-            async with PostgresStorage.from_url(url, **options) as storage:
+            async with (storage_class or PostgresStorage).from_url(url, **options) as storage:
                 yield storage
         finally:
             if location is None:  # (a location may be reopened: its data stays)

@@ -265,16 +265,37 @@ async def test_answer_answers_each_redis_command_and_keeps_the_connection(sink: 
         assert (proxy.answered, proxy.unrecognized, bytes(sink.received)) == (3, 0, b"")
 
 
+async def test_answer_declines_ssl_then_answers_a_postgresql_startup_with_the_error(
+    sink: Sink,
+) -> None:
+    startup_body = (3 << 16).to_bytes(4, "big") + b"user\0u\0database\0d\0\0"
+    startup = (len(startup_body) + 4).to_bytes(4, "big") + startup_body
+    async with StallProxy(sink.address) as proxy:
+        await proxy.answer(ErrorAnswer())
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        try:
+            writer.write((8).to_bytes(4, "big") + (80877103).to_bytes(4, "big"))  # SSLRequest
+            assert await _bounded(reader.readexactly(1)) == b"N"
+            writer.write(startup)
+            kind, length = await _bounded(reader.readexactly(1)), await reader.readexactly(4)
+            body = await reader.readexactly(int.from_bytes(length, "big") - 4)
+            assert kind == b"E" and b"C57P03\0" in body and b"SFATAL\0" in body, body
+            assert await _bounded(reader.read()) == b""  # then the server closes
+        finally:
+            await _close(writer)
+        assert (proxy.answered, proxy.unrecognized, bytes(sink.received)) == (1, 0, b"")
+
+
 @pytest.mark.parametrize(
     "first_bytes",
-    [b"\x00\x00\x00\x08\x04\xd2\x16\x2f", b"HELLO 3", b"+OK\r\n"],
-    ids=["postgres", "unended-line", "resp-reply"],
+    [b"\x16\x03\x01\x00\xa5", b"HELLO 3", b"+OK\r\n"],
+    ids=["tls-hello", "unended-line", "resp-reply"],
 )
-async def test_answer_resets_a_connection_that_speaks_neither_http_nor_redis(
+async def test_answer_resets_a_connection_of_another_protocol(
     sink: Sink, first_bytes: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A PostgreSQL SSL request, a line that never ends, a RESP reply where a command
-    belongs: closed at once, without an answer, and counted."""
+    """A TLS client hello, a line that never ends, a RESP reply where a command belongs:
+    closed at once, without an answer, and counted."""
     monkeypatch.setattr(proxy_module, "_LINE_WAIT", 0.2)
     async with StallProxy(sink.address) as proxy:
         await proxy.answer(ErrorAnswer())

@@ -1620,6 +1620,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(error_answers.RedisRefusalIsNotFound),
     ),
     Mutant(
+        "postgres-refusal-is-not-found",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_each_operation_while_the_backend_answers_only_errors_raises_storage_unavailable",
+        lambda: error_answers.pg_target(error_answers.PostgresRefusalIsNotFound),
+        lambda: error_answers.pg_target(),
+        _doc(error_answers.PostgresRefusalIsNotFound),
+    ),
+    Mutant(
         "s3-error-answer-is-not-found",
         ("error.unavailable",),
         "lifecycle",

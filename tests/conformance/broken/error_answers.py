@@ -17,11 +17,14 @@ from contextlib import contextmanager
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from asyncpg import PostgresError
 from botocore.exceptions import ClientError
 from checkpointkit import NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.adapters.postgres import PostgresStorage
 from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.adapters.s3 import S3Storage
 from checkpointkit.conformance import Target, new_location
+from checkpointkit.conformance.servers.postgres import postgres_server, postgres_target
 from checkpointkit.conformance.servers.s3 import (
     create_bucket,
     moto_descriptor,
@@ -29,15 +32,17 @@ from checkpointkit.conformance.servers.s3 import (
     storage_options,
     unique_bucket_name,
 )
-from checkpointkit.storage import ListPage, PutMode
+from checkpointkit.storage import GetResult, ListPage, PutMode
 from redis.exceptions import ResponseError
 
 __all__ = [
+    "PostgresRefusalIsNotFound",
     "RedisRefusalIsNotFound",
     "S3ErrorAnswerEndsTheListing",
     "S3ErrorAnswerFailsTheCondition",
     "S3ErrorAnswerIsNotFound",
     "moto_target",
+    "pg_target",
 ]
 
 
@@ -113,6 +118,36 @@ class RedisRefusalIsNotFound(RedisStorage):
             return await super()._read(key, kb, names, fields)
         except ResponseError:
             return None, None
+
+
+class PostgresRefusalIsNotFound(PostgresStorage):
+    """Bug: a get reads an error the server answered as a missing key (``except
+    PostgresError: return None``, written for a dropped table): a server that is starting
+    up (``57P03``) tells its caller that the checkpoint is gone."""
+
+    async def _get(self, key: str) -> GetResult:
+        try:
+            return await super()._get(key)
+        except StorageUnavailable as exc:
+            if _has_cause(exc, PostgresError):
+                raise NotFound(f"key {key!r} not found") from exc
+            raise
+
+
+def _has_cause(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+@contextmanager
+def pg_target(cls: type[PostgresStorage] = PostgresStorage, *, name: str = "") -> Iterator[Target]:
+    """A target of ``cls`` on a PostgreSQL server of its own (proxyable)."""
+    with postgres_server() as server:
+        yield postgres_target(server.url, name=name or cls.__name__, storage_class=cls)
 
 
 @contextmanager
