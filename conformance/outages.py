@@ -42,6 +42,7 @@ exercised*, with the reason: never as a pass, never as a quiet skip.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -208,6 +209,8 @@ class ProxyOutage(Outage):
             await proxy.refuse()
         else:
             await proxy.answer(self.answer)
+            await _meet_the_reset(storage)
+            proxy.answered = proxy.unrecognized = 0
         try:
             yield
         finally:
@@ -233,6 +236,20 @@ class ProxyOutage(Outage):
             yield lambda: proxy.tripped
         finally:
             proxy.accept()
+
+
+RECONNECT_KEY = "checkpointkit-conformance-reconnect"
+"""The key a throwaway read asks for once an answering outage began (`_meet_the_reset`)."""
+
+
+async def _meet_the_reset(storage: Any) -> None:
+    """One read, whatever it answers or raises, within 30 s: a client that keeps its
+    connection finds it reset there, so that the call under test goes on a new
+    connection, which the proxy answers (a client that reconnects only on its next call
+    would otherwise never reach the answer)."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(30):
+            await storage.get(RECONNECT_KEY)
 
 
 class SQLiteOutage(Outage):

@@ -386,7 +386,10 @@ class StallProxy:
         try:
             while True:
                 length = int.from_bytes(first + await reader.readexactly(3), "big")
-                packet = await reader.readexactly(length - 4)
+                if not 8 <= length <= _HEAD_LIMIT:
+                    raise ValueError(f"not a PostgreSQL startup packet: length {length}")
+                async with asyncio.timeout(_LINE_WAIT):  # another protocol may send less
+                    packet = await reader.readexactly(length - 4)
                 code = int.from_bytes(packet[:4], "big")
                 if code in (_PG_SSL_REQUEST, _PG_GSS_REQUEST):
                     writer.write(b"N")
@@ -402,7 +405,10 @@ class StallProxy:
                 while await reader.read(65536):  # until the client closes: no reset on close
                     pass
                 return
-        except (asyncio.IncompleteReadError, ValueError, OSError):
+        except (TimeoutError, ValueError):  # another protocol, whose first byte is 0
+            self.unrecognized += 1
+            writer.transport.abort()
+        except (asyncio.IncompleteReadError, OSError):
             writer.transport.abort()
 
     async def _answer_resp(

@@ -288,14 +288,21 @@ async def test_answer_declines_ssl_then_answers_a_postgresql_startup_with_the_er
 
 @pytest.mark.parametrize(
     "first_bytes",
-    [b"\x16\x03\x01\x00\xa5", b"HELLO 3", b"+OK\r\n"],
-    ids=["tls-hello", "unended-line", "resp-reply"],
+    [
+        b"\x16\x03\x01\x00\xa5",
+        b"HELLO 3",
+        b"+OK\r\n",
+        b"\x00\x00\x00\x10\x82\xa2op",
+        b"\x00\x00\x00\x0c\x00\x01\x00\x00\x00\x00\x00\x00",
+    ],
+    ids=["tls-hello", "unended-line", "resp-reply", "short-frame", "zero-led-frame"],
 )
 async def test_answer_resets_a_connection_of_another_protocol(
     sink: Sink, first_bytes: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A TLS client hello, a line that never ends, a RESP reply where a command belongs:
-    closed at once, without an answer, and counted."""
+    """A TLS client hello, a line that never ends, a RESP reply where a command belongs, a
+    length-prefixed frame shorter than its length says, one whose first word is no
+    PostgreSQL protocol: closed without an answer, and counted."""
     monkeypatch.setattr(proxy_module, "_LINE_WAIT", 0.2)
     async with StallProxy(sink.address) as proxy:
         await proxy.answer(ErrorAnswer())
