@@ -242,13 +242,18 @@ RECONNECT_KEY = "checkpointkit-conformance-reconnect"
 """The key a throwaway read asks for once an answering outage began (`_meet_the_reset`)."""
 
 
+_MEET_THE_RESET = 0.5
+"""Seconds the throwaway read of `_meet_the_reset` may take: its first request meets the
+reset at once; a client's retries after that (with their backoff) are not needed."""
+
+
 async def _meet_the_reset(storage: Any) -> None:
-    """One read, whatever it answers or raises, within 30 s: a client that keeps its
-    connection finds it reset there, so that the call under test goes on a new
-    connection, which the proxy answers (a client that reconnects only on its next call
-    would otherwise never reach the answer)."""
+    """One read, whatever it answers or raises, cut off after `_MEET_THE_RESET` seconds: a
+    client that keeps its connection finds it reset there, so that the call under test
+    goes on a new connection, which the proxy answers (a client that reconnects only on
+    its next call would otherwise never reach the answer)."""
     with contextlib.suppress(Exception):
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(_MEET_THE_RESET):
             await storage.get(RECONNECT_KEY)
 
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from asyncpg import PostgresError
+from asyncpg import PostgresConnectionError, PostgresError
 from botocore.exceptions import ClientError
 from checkpointkit import NotFound, PreconditionFailed, StorageUnavailable
 from checkpointkit.adapters.postgres import PostgresStorage
@@ -121,26 +121,29 @@ class RedisRefusalIsNotFound(RedisStorage):
 
 
 class PostgresRefusalIsNotFound(PostgresStorage):
-    """Bug: a get reads an error the server answered as a missing key (``except
-    PostgresError: return None``, written for a dropped table): a server that is starting
-    up (``57P03``) tells its caller that the checkpoint is gone."""
+    """Bug: a get reads an error the server answered (any ``PostgresError`` but a lost
+    connection, which it reports as unavailable) as a missing key, as written for a
+    dropped table: a server that is starting up (``57P03``) tells its caller that the
+    checkpoint is gone."""
 
     async def _get(self, key: str) -> GetResult:
         try:
             return await super()._get(key)
         except StorageUnavailable as exc:
-            if _has_cause(exc, PostgresError):
+            answered = _cause_of(exc, PostgresError)
+            if answered is not None and not isinstance(answered, PostgresConnectionError):
                 raise NotFound(f"key {key!r} not found") from exc
             raise
 
 
-def _has_cause(exc: BaseException, kind: type[BaseException]) -> bool:
+def _cause_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first of ``exc``'s causes (``exc`` itself included) that is a ``kind``."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, kind):
-            return True
+            return seen
         seen = seen.__cause__
-    return False
+    return None
 
 
 @contextmanager
