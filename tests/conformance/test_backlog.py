@@ -1,7 +1,10 @@
 """`until_sent`, the barrier the settling tests wait on with their server frozen.
 
 A server that never reads stands for the frozen one: a listening socket of this
-process with a small receive buffer, whose accepted connection is never read.
+process with a small receive buffer, whose accepted connection is never read. The
+counts are of every connection to its port, as the settling tests' are: another
+test's process that probes a port it was given as free, and that this listener
+took meanwhile, adds its own (seen once in CI), so they are bounds from below.
 """
 
 from __future__ import annotations
@@ -41,12 +44,27 @@ async def _never_read(rcvbuf: int) -> AsyncIterator[tuple[int, socket.socket]]:
             s.close()
 
 
+def _queues(server_port: int, client_port: int) -> tuple[int, int]:
+    """The server side's receive queue and the client side's send queue of one connection."""
+    unread = unsent = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.read().splitlines()[1:]:
+            fields = line.split()
+            local, remote = (int(f.split(":")[1], 16) for f in fields[1:3])
+            tx, rx = (int(n, 16) for n in fields[4].split(":"))
+            if (local, remote) == (server_port, client_port):
+                unread = rx
+            elif (local, remote) == (client_port, server_port):
+                unsent = tx
+    return unread, unsent
+
+
 async def test_until_sent_returns_once_the_bytes_are_in_the_servers_socket() -> None:
     async with _never_read(256 * KiB) as (port, client):
         since = backlog(port)
         await asyncio.get_running_loop().sock_sendall(client, b"x" * KiB)
         assert await asyncio.wait_for(until_sent(port, KiB, since, "1 KiB", within=5), 5) == 0
-        assert received_unread(port) - since.unread == KiB
+        assert received_unread(port) - since.unread >= KiB
 
 
 async def test_until_sent_counts_what_waits_whole_in_the_clients_send_queue() -> None:
@@ -58,10 +76,12 @@ async def test_until_sent_counts_what_waits_whole_in_the_clients_send_queue() ->
         loop = asyncio.get_running_loop()
         sending = asyncio.ensure_future(loop.sock_sendall(client, b"x" * nbytes))
         try:
-            assert await until_sent(port, nbytes, since, "512 KiB", within=10) == 1
-            now = backlog(port)
-            assert now.unread - since.unread < nbytes, "the receive queue held it all"
-            assert now.total - since.total == nbytes, now
+            assert await until_sent(port, nbytes, since, "512 KiB", within=10) >= 1
+            unread, unsent = _queues(port, client.getsockname()[1])
+            assert unread < nbytes, "the receive queue held it all"
+            # exact, once settled: a byte that arrived and is not yet acknowledged is in
+            # both queues while bytes move (returning then would count it twice)
+            assert unread + unsent == nbytes, (unread, unsent)
         finally:
             sending.cancel()
 
