@@ -107,12 +107,13 @@ class ErrorAnswer:
 
 
 class _Conn:
-    __slots__ = ("client", "handler", "upstream")
+    __slots__ = ("answering", "client", "handler", "upstream")
 
     def __init__(self, client: asyncio.StreamWriter) -> None:
         self.client = client
         self.upstream: asyncio.StreamWriter | None = None
         self.handler: asyncio.Task[None] | None = asyncio.current_task()
+        self.answering = False
 
 
 class StallProxy:
@@ -254,10 +255,14 @@ class StallProxy:
 
     def accept(self) -> None:
         """Forward new connections again (after `refuse`, `refuse_after_an_answer` or
-        `answer`)."""
+        `answer`); a connection that `answer` kept open (Redis) is reset, as by a server
+        that restarted, so that nothing it sends later is answered with the error."""
         self._armed = False
         self.refusing = False
         self._answer = None
+        for conn in self._conns:
+            if conn.answering:
+                conn.client.transport.abort()
 
     async def drop(self, *, abort: bool = True) -> None:
         """Close every current connection (``abort``: with a reset) and wait for them."""
@@ -296,6 +301,7 @@ class StallProxy:
         self.connections += 1
         try:
             if self._answer is not None:
+                conn.answering = True
                 await self._answer_one(reader, writer, self._answer)
                 return
             try:

@@ -260,6 +260,9 @@ async def test_answer_answers_each_redis_command_and_keeps_the_connection(sink: 
             assert await _bounded(reader.readexactly(2 * len(reply))) == 2 * reply
             writer.write(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n")
             assert await _bounded(reader.readexactly(len(reply))) == reply
+            proxy.accept()  # the server is back: the kept connection is reset, not answered
+            with contextlib.suppress(ConnectionResetError):
+                assert await _bounded(reader.read()) == b""
         finally:
             await _close(writer)
         assert (proxy.answered, proxy.unrecognized, bytes(sink.received)) == (3, 0, b"")
