@@ -190,12 +190,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
         if-match puts of one version, if-match deletes of one version. Each race has one
         winner (a check and a write made atomic by a lock or a cache of one client holds
         for that client only)."""
-        _need(supports_shared, "shared")
-        if not target.reopens:
-            pytest.skip(
-                "the factory takes no 'location' keyword, so the suite cannot open a second "
-                "client on the same data"
-            )
+        _need_two_clients(target, supports_shared)
         n = scaled(scale, 20)
         location = new_location()
         async with target.open(location=location) as a, target.open(location=location) as b:
@@ -238,12 +233,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
         backend keeps (a server-side cursor) named by a number each client counts alone
         (1, 2, 3...) is one name for both clients' cursors, and one client's next page is
         read from where the other's stopped."""
-        _need(supports_shared, "shared")
-        if not target.reopens:
-            pytest.skip(
-                "the factory takes no 'location' keyword, so the suite cannot open a second "
-                "client on the same data"
-            )
+        _need_two_clients(target, supports_shared)
         location = new_location()
         keys = {
             "two-listings/a/": [f"two-listings/a/{i}" for i in range(5)],
@@ -285,12 +275,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
         key it was given (each was present until deleted); afterwards each kept key holds
         the second client's last value, and each deleted one is missing or holds one of
         its values (an overwrite that came after the delete)."""
-        _need(supports_shared, "shared")
-        if not target.reopens:
-            pytest.skip(
-                "the factory takes no 'location' keyword, so the suite cannot open a second "
-                "client on the same data"
-            )
+        _need_two_clients(target, supports_shared)
         location = new_location()
         keys = [f"clients/busy/{i:02d}" for i in range(8)]
         doomed, kept = keys[::2], keys[1::2]
@@ -652,3 +637,14 @@ async def _winner_holds(storage: Storage, key: str, w: int, outcome: str | None)
         version=outcome,
         promise="the winning put's value must be stored",
     )
+
+
+def _need_two_clients(target: Target, supports_shared: bool) -> None:
+    """Skip unless the adapter declares ``shared`` and the target can open a second client
+    on the same data (its factory takes ``location``)."""
+    _need(supports_shared, "shared")
+    if not target.reopens:
+        pytest.skip(
+            "the factory takes no 'location' keyword, so the suite cannot open a second "
+            "client on the same data"
+        )
