@@ -491,12 +491,36 @@ class SyncPutWritesReplacesSaver(ReplacesFirstWriteSaver):
         self._upsert(config, writes, task_id, task_path)
 
 
-class SharedWriteValuesSaver(HeldSaver):
+class _MapsReads(HeldSaver):
+    """A saver whose reads change what it stored: every tuple ``get_tuple`` and ``list``
+    give (and ``aget_tuple``, which reads through ``get_tuple``) passes `_mapped`."""
+
+    def _mapped(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
+        return t
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._mapped(super().get_tuple(config))
+
+    def list(  # type: ignore[override]
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        for t in super().list(config, filter=filter, before=before, limit=limit):
+            mapped = self._mapped(t)
+            assert mapped is not None
+            yield mapped
+
+
+class SharedWriteValuesSaver(_MapsReads):
     """Bug: decoded pending-write values are kept in a decode cache ("a write never changes
     once stored") and handed out as they are: mutating a loaded write's value changes what
     every later read of that checkpoint gives."""
 
-    def _cached(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
+    def _mapped(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
         if t is None:
             return None
         conf = t.config["configurable"]
@@ -509,22 +533,6 @@ class SharedWriteValuesSaver(HeldSaver):
                 cache[key] = self.serde.loads_typed(typed)
             pending.append((task_id, channel, cache[key]))
         return t._replace(pending_writes=pending)
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._cached(super().get_tuple(config))
-
-    def list(  # type: ignore[override]
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        for t in super().list(config, filter=filter, before=before, limit=limit):
-            cached = self._cached(t)
-            assert cached is not None
-            yield cached
 
 
 class ListsCachedObjectsSaver(HeldSaver):
@@ -1353,7 +1361,7 @@ class CopiesRootValuesOnlySaver(PruningSaver):
             del self.blobs[key]
 
 
-class CopyParentNamesSourceSaver(PruningSaver):
+class CopyParentNamesSourceSaver(_MapsReads, PruningSaver):
     """Bug: each checkpoint row keeps its whole ``parent_config``, and ``acopy_thread``
     copies the rows with the new ``thread_id`` but the ``parent_config`` as it was: a
     copy's checkpoints name their parents in the source thread (``get_state`` of the
@@ -1363,7 +1371,7 @@ class CopyParentNamesSourceSaver(PruningSaver):
         await super().acopy_thread(source_thread_id, target_thread_id)
         self.backend.cached[("copied from", target_thread_id)] = source_thread_id
 
-    def _as_stored(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
+    def _mapped(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
         """``t`` with the ``parent_config`` its row holds."""
         if t is None or t.parent_config is None:
             return t
@@ -1372,22 +1380,6 @@ class CopyParentNamesSourceSaver(PruningSaver):
         if source is None:
             return t
         return t._replace(parent_config={"configurable": {**conf, "thread_id": source}})
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._as_stored(super().get_tuple(config))
-
-    def list(  # type: ignore[override]
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        for t in super().list(config, filter=filter, before=before, limit=limit):
-            stored = self._as_stored(t)
-            assert stored is not None
-            yield stored
 
 
 class ListsRootWithoutNamespaceSaver(HeldSaver):
