@@ -284,7 +284,8 @@ class FileStorage(StorageBase):
                     ) from None
             else:
                 raise ConfigurationError(
-                    f"unknown file URL parameter {name!r}; known: create, fsync, threads"
+                    f"unknown file URL parameter {name!r}; known: create, fsync, lock_timeout, "
+                    "threads"
                 )
         params.update(_check_options(options))
         return cls(unquote(rest), **params)

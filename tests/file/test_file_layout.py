@@ -198,8 +198,9 @@ def test_from_url_parameters(tmp_path: Path) -> None:
     assert s.fsync is True
     with pytest.raises(ConfigurationError, match="create=False"):
         FileStorage.from_url(f"file://{tmp_path}/missing?create=false")
-    with pytest.raises(ConfigurationError, match="'bogus'"):
+    with pytest.raises(ConfigurationError, match="'bogus'") as unknown:
         FileStorage.from_url(f"file://{tmp_path}/p?bogus=1")
+    assert "known: create, fsync, lock_timeout, threads" in str(unknown.value)
     with pytest.raises(ConfigurationError, match="fsync"):
         FileStorage.from_url(f"file://{tmp_path}/p?fsync=maybe")
     with pytest.raises(ConfigurationError, match="host 'somehost'"):
