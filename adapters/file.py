@@ -269,19 +269,9 @@ class FileStorage(StorageBase):
             if name in ("fsync", "create"):
                 params[name] = _parse_bool(url, name, value)
             elif name == "lock_timeout":
-                try:
-                    params[name] = float(value)
-                except ValueError:
-                    raise ConfigurationError(
-                        f"file URL parameter lock_timeout={value!r} is not a number of seconds"
-                    ) from None
+                params[name] = _parse_number(name, value, float, "a number of seconds")
             elif name == "threads":
-                try:
-                    params[name] = int(value)
-                except ValueError:
-                    raise ConfigurationError(
-                        f"file URL parameter threads={value!r} is not an int"
-                    ) from None
+                params[name] = _parse_number(name, value, int, "an int")
             else:
                 raise ConfigurationError(
                     f"unknown file URL parameter {name!r}; known: create, fsync, lock_timeout, "
@@ -1154,6 +1144,13 @@ def _parse_bool(url: str, name: str, value: str) -> bool:
     if low in _FALSE:
         return False
     raise ConfigurationError(f"file URL parameter {name}={value!r} must be true or false")
+
+
+def _parse_number(name: str, value: str, kind: type[float] | type[int], what: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise ConfigurationError(f"file URL parameter {name}={value!r} is not {what}") from None
 
 
 def _check_options(options: dict[str, Any]) -> dict[str, Any]:

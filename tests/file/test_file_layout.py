@@ -203,6 +203,10 @@ def test_from_url_parameters(tmp_path: Path) -> None:
     assert "known: create, fsync, lock_timeout, threads" in str(unknown.value)
     with pytest.raises(ConfigurationError, match="fsync"):
         FileStorage.from_url(f"file://{tmp_path}/p?fsync=maybe")
+    with pytest.raises(ConfigurationError, match="threads='x' is not an int"):
+        FileStorage.from_url(f"file://{tmp_path}/p?threads=x")
+    with pytest.raises(ConfigurationError, match="lock_timeout='y' is not a number of seconds"):
+        FileStorage.from_url(f"file://{tmp_path}/p?lock_timeout=y")
     with pytest.raises(ConfigurationError, match="host 'somehost'"):
         FileStorage.from_url("file://somehost/data")
     with pytest.raises(ConfigurationError, match="no path"):
