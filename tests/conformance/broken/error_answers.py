@@ -12,7 +12,7 @@ shipped adapter.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -56,13 +56,8 @@ def _answered(exc: BaseException) -> bool:
 
 
 def _caused_by_an_answer(exc: BaseException) -> bool:
-    """Whether an error answered by the server is among ``exc``'s causes."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if _answered(seen):
-            return True
-        seen = seen.__cause__
-    return False
+    """Whether an error answered by the S3 server is among ``exc``'s causes."""
+    return _cause_of(exc, _answered) is not None
 
 
 class S3ErrorAnswerIsNotFound(S3Storage):
@@ -130,17 +125,17 @@ class PostgresRefusalIsNotFound(PostgresStorage):
         try:
             return await super()._get(key)
         except StorageUnavailable as exc:
-            answered = _cause_of(exc, PostgresError)
+            answered = _cause_of(exc, lambda e: isinstance(e, PostgresError))
             if answered is not None and not isinstance(answered, PostgresConnectionError):
                 raise NotFound(f"key {key!r} not found") from exc
             raise
 
 
-def _cause_of(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    """The first of ``exc``'s causes (``exc`` itself included) that is a ``kind``."""
+def _cause_of(exc: BaseException, which: Callable[[BaseException], bool]) -> BaseException | None:
+    """The first of ``exc``'s causes (``exc`` itself included) that ``which`` picks."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, kind):
+        if which(seen):
             return seen
         seen = seen.__cause__
     return None
