@@ -371,12 +371,9 @@ class StallProxy:
                     await _read_chunked(reader)
                 else:
                     await reader.readexactly(int(headers.get(b"content-length", b"0") or 0))
-            writer.write(answer.encode(head_only=line.startswith(b"HEAD ")))
-            await writer.drain()
-            self.answered += 1
-            writer.write_eof()
-            while await reader.read(65536):  # until the client closes: no reset on close
-                pass
+            await self._last_answer(
+                reader, writer, answer.encode(head_only=line.startswith(b"HEAD "))
+            )
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
             writer.transport.abort()
 
@@ -404,18 +401,25 @@ class StallProxy:
                     continue
                 if code >> 16 != 3:  # protocol 3.x
                     raise ValueError(f"not a PostgreSQL startup message: code {code}")
-                writer.write(answer.encode_pg())
-                await writer.drain()
-                self.answered += 1
-                writer.write_eof()
-                while await reader.read(65536):  # until the client closes: no reset on close
-                    pass
+                await self._last_answer(reader, writer, answer.encode_pg())
                 return
         except (TimeoutError, ValueError):  # another protocol, whose first byte is 0
             self.unrecognized += 1
             writer.transport.abort()
         except (asyncio.IncompleteReadError, OSError):
             writer.transport.abort()
+
+    async def _last_answer(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: bytes
+    ) -> None:
+        """Send ``reply``, the connection's last, then wait for the client to close it (a
+        server that closed first, with bytes unread, would reset it)."""
+        writer.write(reply)
+        await writer.drain()
+        self.answered += 1
+        writer.write_eof()
+        while await reader.read(65536):
+            pass
 
     async def _answer_resp(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: ErrorAnswer
