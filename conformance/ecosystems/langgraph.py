@@ -1118,20 +1118,12 @@ _Combo = tuple[int | None, bool, bool, int | None]
 thread), whether it filters, whether it gives ``before``, its ``limit``."""
 
 
-async def _call(saver: Any, method: str, *args: Any) -> Any:
+async def _call(saver: Any, method: str, *args: Any, **kwargs: Any) -> Any:
     """``method`` of ``saver``: awaited, or a sync twin run in a thread (as LangGraph's
     sync runner calls it, away from the event loop)."""
     if method.startswith("a"):  # no sync twin's name starts with "a"
-        return await getattr(saver, method)(*args)
-    return await asyncio.to_thread(getattr(saver, method), *args)
-
-
-async def _pruned(saver: Any, method: str, thread: str, strategy: str) -> None:
-    """``prune`` or ``aprune`` of ``thread`` with ``strategy`` (`_call`'s way)."""
-    if method.startswith("a"):
-        await getattr(saver, method)([thread], strategy=strategy)
-    else:
-        await asyncio.to_thread(lambda: getattr(saver, method)([thread], strategy=strategy))
+        return await getattr(saver, method)(*args, **kwargs)
+    return await asyncio.to_thread(getattr(saver, method), *args, **kwargs)
 
 
 async def _read_by(saver: Any, thread: str, checkpoint_id: str, *, row: str) -> _Seen:
@@ -1995,12 +1987,12 @@ class SaverSweepTests(SaverFixtures):
             if prune in has:
                 kept = f"{thread}-{prune}-kept"
                 made = await _fill_namespaces(saver, has, kept, group)
-                await _pruned(saver, prune, kept, "keep_latest")
+                await _call(saver, prune, [kept], strategy="keep_latest")
                 found = await _namespaces_read_back(saver, has, kept, made, pruned=True)
                 wrong += [f"after {prune} keep_latest: {w}" for w in found]
                 gone = f"{thread}-{prune}-deleted"
                 made = await _fill_namespaces(saver, has, gone, group)
-                await _pruned(saver, prune, gone, "delete")
+                await _call(saver, prune, [gone], strategy="delete")
                 for ns, (first, _) in made.items():
                     reads = await _namespace_reads(
                         saver, has, config_of(gone, ns=ns), config_of(gone, first, ns)
