@@ -61,18 +61,95 @@ def _whole_run(config: pytest.Config) -> bool:
 
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """A pytest-xdist worker ended: take the coverage it recorded."""
-    text = getattr(node, "workeroutput", {}).get(_OUTPUT)
+    output = getattr(node, "workeroutput", {})
+    text = output.get(_OUTPUT)
     if text:
         _load(text)
+    counts = output.get(_EXAMPLE_COUNTS)
+    if counts:  # every worker collects every test: the same counts
+        _example_counts[:] = counts
+
+
+_EXAMPLE = "tests/conformance/test_sqlite_example.py::TestSQLiteConformance::"
+"""The worked example's own conformance tests, whose output docs/writing-an-adapter.md shows."""
+_EXAMPLE_COUNTS = "checkpointkit_example_counts"
+_example_counts = [0, 0]  # the example's tests collected, and selected (-k, -m deselect some)
+_example_outcomes: dict[str, str] = {}  # the example's tests that ended -> passed/skipped/failed
+
+
+def _example_tests(items: list[pytest.Item]) -> int:
+    return sum(item.nodeid.startswith(_EXAMPLE) for item in items)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _example_counts[0] = _example_tests(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _example_counts[1] = _example_tests(session.items)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Tally the example's outcomes (on the pytest-xdist controller, every worker's)."""
+    if not report.nodeid.startswith(_EXAMPLE):
+        return
+    if report.failed:
+        _example_outcomes[report.nodeid] = "failed"
+    elif report.skipped:
+        _example_outcomes[report.nodeid] = "skipped"
+    elif report.when == "call":
+        _example_outcomes.setdefault(report.nodeid, "passed")
+
+
+def _example_output() -> list[str]:
+    """Where the example's whole suite ran and passed: what docs/writing-an-adapter.md shows
+    of ``pytest -q`` in the example that differs from what it gave here."""
+    collected, selected = _example_counts
+    outcomes = list(_example_outcomes.values())
+    if not collected or selected != collected or len(outcomes) != collected:
+        return []  # not the whole example suite, or not all of it ended
+    if "failed" in outcomes:
+        return []  # the failures are the news
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "writing-an-adapter.md").read_text()
+    block = re.search(r"^\$ pytest -q\n(.*?)^```", page, re.S | re.M)
+    text = block[1] if block else ""
+    progress = "".join(re.findall(r"^([.s]+) +\[ *\d+%\]$", text, re.M))
+    summary = re.search(r"^(\d+) passed, (\d+) skipped$", text, re.M)
+    shown = summary[0] if summary else None
+    passed, skipped = outcomes.count("passed"), outcomes.count("skipped")
+    measured = f"{passed} passed, {skipped} skipped"
+    lines = []
+    if shown != measured:
+        lines.append(f"docs/writing-an-adapter.md shows {shown!r}, measured {measured!r}")
+    if (progress.count("."), progress.count("s")) != (passed, skipped):
+        lines.append(
+            f"docs/writing-an-adapter.md's progress lines show {progress.count('.')} passed "
+            f"and {progress.count('s')} skipped, measured {passed} and {skipped}"
+        )
+    return lines
 
 
 @pytest.hookimpl(tryfirst=True)  # a worker's output is sent by pytest-xdist's own hook
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Each built-in adapter's conformance run left no reachable coverage cell unexercised."""
+    """Each built-in adapter's conformance run left no reachable coverage cell unexercised,
+    and the worked example's output in the docs is what its suite gave."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # a pytest-xdist worker: hand it to the controller
         workeroutput[_OUTPUT] = _dump()
+        workeroutput[_EXAMPLE_COUNTS] = list(_example_counts)
         return
+    example = _example_output()
+    if example:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("=", "the worked example's output (docs/writing-an-adapter.md)")
+            for line in example:
+                reporter.write_line(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     from checkpointkit.conformance.coverage import coverage
 
     # CHECKPOINTKIT_COVERAGE_CHECK=1: check the built-in targets that ran, in any selection
