@@ -59,6 +59,7 @@ def _whole_run(config: pytest.Config) -> bool:
     return not (explicit or getattr(opt, "keyword", "") or getattr(opt, "markexpr", ""))
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown with -p no:xdist
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """A pytest-xdist worker ended: take the coverage it recorded."""
     output = getattr(node, "workeroutput", {})
