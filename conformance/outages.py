@@ -142,18 +142,13 @@ class ProxyOutage(Outage):
     is accepted: what a client sees of a server that crashed and restarts. With
     ``answer``, it resets the client's connections, then answers every request on
     a new one with that error (HTTP, Redis or PostgreSQL): a server that is up and
-    fails. With ``sessions`` too, it keeps the client's open connections and answers
-    the next request on each of them as well (a PostgreSQL query with ``57P01``, as a
-    server shutting down does).
+    fails.
 
     Args:
         answer: the answer to every request while down; None resets instead.
-        sessions: with ``answer``, answer on the connections already open too.
 
     Attributes:
         answered: requests the proxy answered with ``answer`` during the last `down`.
-        answered_in_session: of those, the ones answered on a connection already open,
-            by protocol (``"http"``, ``"redis"``, ``"postgres"``).
         unrecognized: connections it reset during the last `down` because they did not
             start with an HTTP/1.1 request, a Redis command or a PostgreSQL startup.
     """
@@ -162,19 +157,15 @@ class ProxyOutage(Outage):
     operations: frozenset[Operation] = frozenset(ALL_OPERATIONS)
     partway = True
 
-    def __init__(self, answer: ErrorAnswer | None = None, *, sessions: bool = False) -> None:
+    def __init__(self, answer: ErrorAnswer | None = None) -> None:
         self._proxy: StallProxy | None = None
         self.answer = answer
-        self.sessions = sessions and answer is not None
         self.answered = self.unrecognized = 0
-        self.answered_in_session: dict[str, int] = {}
         if answer is not None:
-            on = "on the connections already open" if sessions else "on new connections"
-            pg = answer.session_sqlstate if sessions else answer.sqlstate
             self.name = (
-                f"the stall proxy answering every request {on} with an error (HTTP "
-                f"{answer.status} {answer.reason}, Redis -{answer.resp.split()[0]}, "
-                f"PostgreSQL {pg})"
+                f"the stall proxy answering every request with an error (HTTP {answer.status}"
+                f" {answer.reason}, Redis -{answer.resp.split()[0]},"
+                f" PostgreSQL {answer.sqlstate})"
             )
             self.partway = False
 
@@ -216,8 +207,6 @@ class ProxyOutage(Outage):
             raise RuntimeError("ProxyOutage.down needs the client that ProxyOutage.client opened")
         if self.answer is None:
             await proxy.refuse()
-        elif self.sessions:
-            await proxy.answer(self.answer, sessions=True)
         else:
             await proxy.answer(self.answer)
             await _meet_the_reset(storage)
@@ -226,7 +215,6 @@ class ProxyOutage(Outage):
             yield
         finally:
             self.answered, self.unrecognized = proxy.answered, proxy.unrecognized
-            self.answered_in_session = dict(proxy.answered_in_session)
             proxy.accept()
 
     @asynccontextmanager

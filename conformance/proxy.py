@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import re
 from dataclasses import dataclass
 from types import TracebackType
@@ -49,10 +48,6 @@ _HEAD_LIMIT = 256 * 1024
 """The longest request head (request line and headers) that `StallProxy.answer` reads."""
 _PG_SSL_REQUEST = 80877103
 _PG_GSS_REQUEST = 80877104
-_IN_SESSION: contextvars.ContextVar[bool] = contextvars.ContextVar("_IN_SESSION", default=False)
-"""Set in the handler of a connection taken over by `StallProxy.answer` with ``sessions``."""
-_PG_MESSAGE_LIMIT = 1 << 30
-"""PostgreSQL's largest message (1 GiB)."""
 _LINE_WAIT = 5.0
 """Seconds `StallProxy.answer` waits for the rest of a first line that starts like a request's."""
 
@@ -65,10 +60,7 @@ class ErrorAnswer:
     whose XML body names the error (S3 reads ``<Code>``, Azure the
     ``x-ms-error-code`` header), with ``Retry-After: 0`` so that a client honouring it
     retries at once. Redis (RESP): by default what a replica answers every command
-    while its link to the primary is down (``-MASTERDOWN``). PostgreSQL: to a new
-    connection's startup, what a server starting up answers (``57P03``); to a query on a
-    connection already open, what a server shutting down answers before it closes the
-    connection (``57P01``, ``admin_shutdown``).
+    while its link to the primary is down (``-MASTERDOWN``).
     """
 
     status: int = 503
@@ -78,8 +70,6 @@ class ErrorAnswer:
     resp: str = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
     sqlstate: str = "57P03"
     pg_message: str = "the database system is starting up"
-    session_sqlstate: str = "57P01"
-    session_message: str = "terminating connection due to administrator command"
 
     def encode(self, *, head_only: bool = False) -> bytes:
         """The whole HTTP response (without its body for ``head_only``: a HEAD's answer)."""
@@ -101,33 +91,29 @@ class ErrorAnswer:
         """The RESP error reply to one Redis command."""
         return b"-" + self.resp.encode() + b"\r\n"
 
-    def encode_pg(self, *, session: bool = False) -> bytes:
-        """The PostgreSQL ``ErrorResponse`` to a startup message, or (``session``) to a
-        query on an open connection; then the server closes the connection."""
-        sqlstate, message = (
-            (self.session_sqlstate, self.session_message)
-            if session
-            else (self.sqlstate, self.pg_message)
-        )
+    def encode_pg(self) -> bytes:
+        """The PostgreSQL ``ErrorResponse`` to a startup message (then the server closes)."""
         fields = b"".join(
             kind + text.encode() + b"\0"
-            for kind, text in ((b"S", "FATAL"), (b"V", "FATAL"), (b"C", sqlstate), (b"M", message))
+            for kind, text in (
+                (b"S", "FATAL"),
+                (b"V", "FATAL"),
+                (b"C", self.sqlstate),
+                (b"M", self.pg_message),
+            )
         )
         body = fields + b"\0"
         return b"E" + (len(body) + 4).to_bytes(4, "big") + body
 
 
 class _Conn:
-    __slots__ = ("answering", "client", "first", "handler", "taken", "takeover", "upstream")
+    __slots__ = ("answering", "client", "handler", "upstream")
 
     def __init__(self, client: asyncio.StreamWriter) -> None:
         self.client = client
         self.upstream: asyncio.StreamWriter | None = None
         self.handler: asyncio.Task[None] | None = asyncio.current_task()
         self.answering = False
-        self.first = b""  # the first byte the client sent: its protocol
-        self.takeover = asyncio.Event()  # answer the client from now on (`answer`, sessions)
-        self.taken = asyncio.Event()  # ...and its bytes are no longer forwarded (or it ended)
 
 
 class StallProxy:
@@ -145,9 +131,6 @@ class StallProxy:
         refused: connections reset at once because the proxy was `refusing`.
         tripped: set once `refuse_after_an_answer` went down.
         answered: requests answered by `answer` since it was called.
-        answered_in_session: of those, the ones answered on a connection that was open
-            when `answer` was called with ``sessions``, by protocol (``"http"``,
-            ``"redis"``, ``"postgres"``).
         unrecognized: connections reset by `answer` because their first bytes were
             not an HTTP/1.1 request, a Redis command or a PostgreSQL startup.
         held_bytes: bytes held (not forwarded) by stalls so far.
@@ -165,7 +148,6 @@ class StallProxy:
         self.refusing = False
         self.tripped = False
         self.answered = 0
-        self.answered_in_session: dict[str, int] = {}
         self.unrecognized = 0
         self._answer: ErrorAnswer | None = None
         self._armed = False  # refuse_after_an_answer: go down at the next request
@@ -238,35 +220,17 @@ class StallProxy:
         self.refusing = True
         await self.drop()
 
-    async def answer(self, response: ErrorAnswer, *, sessions: bool = False) -> None:
+    async def answer(self, response: ErrorAnswer) -> None:
         """Act as a server that is up and fails: reset every current connection, then
         answer every request on a new one with ``response``, until `accept`: an HTTP/1.1
         request (the connection then closed), each Redis command (the connection kept),
         a PostgreSQL startup message (the connection then closed). A connection whose
         first bytes are none of these is reset and counted in `unrecognized`; each
-        answered request, command or startup in `answered`.
-
-        With ``sessions``, the current connections are kept, and the next request on each
-        is answered too (counted in `answered_in_session`): an HTTP/1.1 request (then
-        closed), each Redis command, the next PostgreSQL message, answered as by a server
-        shutting down (then closed). Only a connection with nothing in
-        flight is taken over whole: call it while the client waits for nothing.
-        """
+        answered request, command or startup in `answered`."""
         self._answer = response
         self.answered = 0
-        self.answered_in_session = {}
         self.unrecognized = 0
-        if not sessions:
-            await self.drop()
-            return
-        conns = list(self._conns)
-        for conn in conns:
-            conn.takeover.set()
-        if conns:  # what the client sends from now on is answered, not forwarded
-            waits = [asyncio.ensure_future(conn.taken.wait()) for conn in conns]
-            await asyncio.wait(waits, timeout=5)
-            for wait in waits:
-                wait.cancel()
+        await self.drop()
 
     def refuse_after_an_answer(self) -> None:
         """Go down partway through what the client is doing: forward its requests and the
@@ -346,74 +310,24 @@ class StallProxy:
                 return
             conn.upstream = up_writer
             pumps = [
-                asyncio.ensure_future(self._pump(reader, up_writer, "request", conn)),
-                asyncio.ensure_future(self._pump(up_reader, writer, "response", conn)),
+                asyncio.ensure_future(self._pump(reader, up_writer, "request")),
+                asyncio.ensure_future(self._pump(up_reader, writer, "response")),
             ]
-            takeover = asyncio.ensure_future(conn.takeover.wait())
-            answer: ErrorAnswer | None = None
             try:
                 # When either side closes, the connection is over: close both sides now
                 # rather than wait for the other side to notice (no half-open leftovers).
-                await asyncio.wait([*pumps, takeover], return_when=asyncio.FIRST_COMPLETED)
-                answer = self._answer if takeover.done() else None
-                conn.answering = answer is not None  # (the pumps leave the client open)
+                await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for p in [*pumps, takeover]:
+                for p in pumps:
                     p.cancel()
-                await asyncio.gather(*pumps, takeover, return_exceptions=True)
-            if answer is not None:  # `answer` with sessions: the client's next request
-                up_writer.transport.abort()
-                conn.taken.set()
-                await self._answer_session(reader, writer, conn.first, answer)
+                await asyncio.gather(*pumps, return_exceptions=True)
         finally:
-            conn.taken.set()
             self._conns.discard(conn)
             for w in (writer, conn.upstream):
                 if w is not None:
                     w.close()
                     with contextlib.suppress(Exception):
                         await w.wait_closed()
-
-    async def _answer_session(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        first: bytes,
-        answer: ErrorAnswer,
-    ) -> None:
-        """Answer the next request on a connection that was forwarded until now, in the
-        protocol its first byte named (`answer` with ``sessions``)."""
-        _IN_SESSION.set(True)  # (this connection's handler task only)
-        if first == b"\0":  # a PostgreSQL connection: messages of a type and a length each
-            await self._answer_pg_session(reader, writer, answer)
-        else:  # Redis, HTTP/1.1, or another protocol: as a new connection
-            await self._answer_one(reader, writer, answer)
-
-    def _count(self, protocol: str) -> None:
-        """One more request answered (`answered`, and `answered_in_session`)."""
-        self.answered += 1
-        if _IN_SESSION.get():
-            found = self.answered_in_session
-            found[protocol] = found.get(protocol, 0) + 1
-
-    async def _answer_pg_session(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: ErrorAnswer
-    ) -> None:
-        """Read the next PostgreSQL message whole, answer it with the error and close, as a
-        server shutting down does at the next message it reads (a ``Terminate`` just
-        closes)."""
-        try:
-            kind = await reader.readexactly(1)
-            length = int.from_bytes(await reader.readexactly(4), "big")
-            if not 4 <= length <= _PG_MESSAGE_LIMIT:
-                raise ValueError(f"not a PostgreSQL message: length {length}")
-            await reader.readexactly(length - 4)
-            if kind == b"X":
-                writer.close()
-                return
-            await self._last_answer(reader, writer, answer.encode_pg(session=True), "postgres")
-        except (asyncio.IncompleteReadError, ValueError, OSError):
-            writer.transport.abort()
 
     async def _answer_one(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: ErrorAnswer
@@ -457,8 +371,9 @@ class StallProxy:
                     await _read_chunked(reader)
                 else:
                     await reader.readexactly(int(headers.get(b"content-length", b"0") or 0))
-            reply = answer.encode(head_only=line.startswith(b"HEAD "))
-            await self._last_answer(reader, writer, reply, "http")
+            await self._last_answer(
+                reader, writer, answer.encode(head_only=line.startswith(b"HEAD "))
+            )
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
             writer.transport.abort()
 
@@ -486,7 +401,7 @@ class StallProxy:
                     continue
                 if code >> 16 != 3:  # protocol 3.x
                     raise ValueError(f"not a PostgreSQL startup message: code {code}")
-                await self._last_answer(reader, writer, answer.encode_pg(), "postgres")
+                await self._last_answer(reader, writer, answer.encode_pg())
                 return
         except (TimeoutError, ValueError):  # another protocol, whose first byte is 0
             self.unrecognized += 1
@@ -495,17 +410,13 @@ class StallProxy:
             writer.transport.abort()
 
     async def _last_answer(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        reply: bytes,
-        protocol: str,
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: bytes
     ) -> None:
         """Send ``reply``, the connection's last, then wait for the client to close it (a
         server that closed first, with bytes unread, would reset it)."""
         writer.write(reply)
         await writer.drain()
-        self._count(protocol)
+        self.answered += 1
         writer.write_eof()
         while await reader.read(65536):
             pass
@@ -526,7 +437,7 @@ class StallProxy:
                     await reader.readexactly(int(header[1:-2]) + 2)
                 writer.write(reply)
                 await writer.drain()
-                self._count("redis")
+                self.answered += 1
                 if await reader.readexactly(1) != b"*":
                     raise ValueError("not a RESP array")
         except asyncio.IncompleteReadError:  # the client closed the connection
@@ -539,7 +450,6 @@ class StallProxy:
         src: asyncio.StreamReader,
         dst: asyncio.StreamWriter,
         direction: Literal["request", "response"],
-        conn: _Conn,
     ) -> None:
         gate = self._open[direction]
         held: list[bytes] = []
@@ -568,8 +478,6 @@ class StallProxy:
                 except (ConnectionError, OSError):
                     chunk = b""
                 read = None
-                if direction == "request" and not conn.first:
-                    conn.first = chunk[:1]
                 if not chunk:  # the sender closed: held bytes are never delivered
                     if held:
                         self.dropped_bytes += sum(map(len, held))
@@ -604,8 +512,7 @@ class StallProxy:
                 read.cancel()
                 await asyncio.gather(read, return_exceptions=True)
             with contextlib.suppress(Exception):
-                # a connection taken over (`answer`, sessions) stays open to its client
-                if dst.can_write_eof() and not dst.is_closing() and not conn.answering:
+                if dst.can_write_eof() and not dst.is_closing():
                     dst.write_eof()
 
 
