@@ -206,7 +206,10 @@ async def test_list_start_after_and_limit(s3: S3Storage) -> None:
 async def test_list_never_leaves_the_prefix(
     s3: S3Storage, make_s3: Callable[..., S3Storage], s3_prefix: str
 ) -> None:
-    await asyncio.gather(*(s3.put(k, b"v") for k in ["a", "a/b", "a/c", "ab", "b/a"]))
+    # one at a time: SeaweedFS loses "a" in about 2% of rounds where "a/b" is written at once
+    # (docs/adapters/s3.md, "PutObject of k and of k/x at once"; object_names=flat avoids it)
+    for k in ["a", "a/b", "a/c", "ab", "b/a"]:
+        await s3.put(k, b"v")
     assert [k async for k in s3.list("a/")] == ["a/b", "a/c"]
     assert [k async for k in s3.list("a")] == ["a", "a/b", "a/c", "ab"]
     # a storage on a sibling prefix sees none of these keys
