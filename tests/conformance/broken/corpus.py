@@ -587,6 +587,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _m("truncates-at-64-kib", kv_dict.TruncatesAt64KiB, D, SEM, BIG, "put.round-trip"),
     _m(
+        "parent-lost-to-a-child-at-once",
+        kv_dict.ParentLostToAChildAtOnce,
+        D,
+        CON,
+        "test_concurrent_puts_to_distinct_keys_are_all_readable",
+        "put.round-trip",
+    ),
+    _m(
         "reads-one-64-kib-buffer",
         kv_files.ReadsOneBuffer,
         kv_files.FilesKV,

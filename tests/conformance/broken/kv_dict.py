@@ -726,6 +726,34 @@ class NormalizesKeysNFC(DictKV):
         return unicodedata.normalize("NFC", key)
 
 
+class ParentLostToAChildAtOnce(DictKV):
+    """Bug (SeaweedFS, with object names that are the keys): objects are files in
+    directories, and a put of ``k/x`` makes a directory ``k`` while a put of the file ``k``
+    is in flight, which then is lost: the put of ``k`` answered its version, and ``k`` is
+    gone. Written one after the other, both stay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing: set[str] = set()  # keys whose put is in flight
+        self.lost: set[str] = set()  # ...of which a key below was written meanwhile
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        for other in self.writing:
+            if other.startswith(key + "/"):
+                self.lost.add(key)
+            elif key.startswith(other + "/"):
+                self.lost.add(other)
+        self.writing.add(key)
+        try:
+            version = await super()._put(key, data, mode)
+        finally:
+            self.writing.discard(key)
+        if key in self.lost:
+            self.lost.discard(key)
+            self._drop(self._name(key))
+        return version
+
+
 # -- listing ------------------------------------------------------------------------------------
 MERGED_PARTITIONS = 64
 """The most partitions (first segments) that one page of `PartitionedListingKV` merges."""
