@@ -106,7 +106,7 @@ def _sqlite_target(base: Path) -> Target:
         async with SQLiteStorage(path) as storage:
             yield storage
 
-    return Target(sqlite_storage, name="sqlite")
+    return Target(sqlite_storage, name="aiosqlite")
 
 
 async def _plain_await(task: asyncio.Future[T]) -> T:

@@ -30,7 +30,7 @@ class SQLiteFixtures(StorageFixtures):
             _remove(path)
 
         # The outage: another connection holds the write lock past that busy timeout.
-        return Target(sqlite_storage, name="sqlite", outage=SQLiteOutage())
+        return Target(sqlite_storage, name="aiosqlite", outage=SQLiteOutage())
 
     @pytest.fixture
     def backend_stall(self, tmp_path: Path, storage_location: str) -> HeldLock:
