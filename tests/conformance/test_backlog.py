@@ -2,9 +2,10 @@
 
 A server that never reads stands for the frozen one: a listening socket of this
 process with a small receive buffer, whose accepted connection is never read. The
-counts are of every connection to its port, as the settling tests' are: another
-test's process that probes a port it was given as free, and that this listener
-took meanwhile, adds its own (seen once in CI), so they are bounds from below.
+counts are of every connection to its port, as the settling tests' are; the listener is
+closed once it accepted, so that no other connection can add to them (another test's
+process that probed a port it was given as free, which this listener had taken
+meanwhile, added its bytes twice in CI).
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ async def _never_read(rcvbuf: int) -> AsyncIterator[tuple[int, socket.socket]]:
     loop = asyncio.get_running_loop()
     await loop.sock_connect(client, listener.getsockname())
     server_side, _ = listener.accept()
+    port = listener.getsockname()[1]
+    listener.close()  # no other connection to the port from now on
     try:
-        yield listener.getsockname()[1], client
+        yield port, client
     finally:
-        for s in (client, server_side, listener):
+        for s in (client, server_side):
             s.close()
 
 

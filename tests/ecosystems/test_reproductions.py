@@ -78,11 +78,14 @@ def test_script_exits_as_documented(script: str, tmp_path: Path) -> None:
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _SECONDS = re.compile(r"\b\d+\.\d+ s\b")
+_THREAD = re.compile(r"\basyncio_\d+\b")
 
 
 def _masked(line: str) -> str:
-    """``line`` with its ids and its measured seconds masked (they differ from run to run)."""
-    return _SECONDS.sub("<t> s", _UUID.sub("<id>", line))
+    """``line`` with its ids, its measured seconds and the numbers of asyncio's worker
+    threads masked (they differ from run to run: which worker thread of the event loop's
+    pool ran the call)."""
+    return _THREAD.sub("asyncio_<n>", _SECONDS.sub("<t> s", _UUID.sub("<id>", line)))
 
 
 def _quoted() -> dict[str, list[str]]:
