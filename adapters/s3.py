@@ -79,9 +79,10 @@ _loader: list[Any] = []  # the process's botocore data loader, once a storage op
 def _botocore_session(profile: str | None) -> AioSession:
     """A new botocore session (of ``profile``, with its own credentials and configuration)
     that shares one data loader with every other storage of the process: botocore reads
-    and parses the S3 service model once per loader, about 45 ms of CPU per storage opened
-    when each had its own (``benchmarks/s3_client_open.py``). The loader holds only what
-    it read from botocore's data files, the same for every session."""
+    and parses the S3 service model once per loader (a client took 110 to 120 ms of CPU to
+    open when each storage had a loader of its own, 10 to 11 ms with the shared one:
+    ``benchmarks/s3_client_open.py``). The loader holds only what it read from botocore's
+    data files, the same for every session."""
     session = AioSession(profile=profile)
     if _loader:
         session.register_component("data_loader", _loader[0])
