@@ -12,6 +12,7 @@ client per directory (``shared`` is not declared).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -406,13 +407,21 @@ class OverwriteSavedLater(SavesLater):
             self._conditional = False
 
 
+def _saved_root() -> str:
+    """One folder for this process and the processes it starts (they inherit it), made once
+    and removed when the process that made it exits."""
+    root = os.environ.get("CKC_SAVED_FILES")
+    if root is None:
+        root = os.environ["CKC_SAVED_FILES"] = tempfile.mkdtemp(prefix="ckc-saved-")
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
 def _saved_files(cls: type[SavesEachWrite]) -> Callable[..., AsyncIterator[SavesEachWrite]]:
     async def factory(*, location: str | None = None) -> AsyncIterator[SavesEachWrite]:
         from checkpointkit.conformance import new_location
 
-        # one folder for this process and the processes it starts (they inherit it)
-        root = os.environ.setdefault("CKC_SAVED_FILES", tempfile.mkdtemp(prefix="ckc-saved-"))
-        path = os.path.join(root, f"{location or new_location()}.json")
+        path = os.path.join(_saved_root(), f"{location or new_location()}.json")
         async with cls(path) as storage:
             yield storage
         if location is None:
