@@ -794,24 +794,12 @@ def _parent_in_root(t: CheckpointTuple) -> CheckpointTuple:
     return t._replace(parent_config=parent)
 
 
-class ParentConfigWithoutNamespaceSaver(HeldSaver):
+class ParentConfigWithoutNamespaceSaver(_MapsReads):
     """Bug: ``parent_config`` is built from the thread id and the parent's id alone: a
     subgraph checkpoint's parent is named in the root namespace."""
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        got = super().get_tuple(config)
-        return None if got is None else _parent_in_root(got)
-
-    def list(  # type: ignore[override]
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        for t in super().list(config, filter=filter, before=before, limit=limit):
-            yield _parent_in_root(t)
+    def _mapped(self, t: CheckpointTuple | None) -> CheckpointTuple | None:
+        return None if t is None else _parent_in_root(t)
 
 
 class NamespacesComparedSaver(HeldSaver):
