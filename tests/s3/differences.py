@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import botocore.exceptions
 from checkpointkit.conformance.servers.s3 import boto3_client
 
 __all__ = ["AWS", "QUESTIONS", "RACES", "probe", "table"]
+
+T = TypeVar("T")
 
 QUESTIONS = (
     "create-only PutObject of an existing key",
@@ -91,24 +93,17 @@ def _winners(client: Any, bucket: str, key: str) -> int:
             Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=bytes([i]) * 1024
         )
         uploads.append((upload, part["ETag"]))
-    barrier, won = threading.Barrier(RACERS), []
 
-    def complete(upload: str, etag: str) -> None:
-        barrier.wait()
+    def complete(upload: str, etag: str) -> bool:
         parts = {"Parts": [{"PartNumber": 1, "ETag": etag}]}
         status = _status(
             lambda: client.complete_multipart_upload(
                 Bucket=bucket, Key=key, UploadId=upload, MultipartUpload=parts, IfNoneMatch="*"
             )
         )
-        won.append(status == "200")
+        return status == "200"
 
-    threads = [threading.Thread(target=complete, args=upload) for upload in uploads]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(won)
+    return sum(_at_once([lambda u=u, e=e: complete(u, e) for u, e in uploads]))
 
 
 def _nested(client: Any, bucket: str) -> str:
@@ -117,24 +112,28 @@ def _nested(client: Any, bucket: str) -> str:
     lost = 0
     for r in range(NESTED_ROUNDS):
         keys = (f"n/{r}", f"n/{r}/x")
-        barrier = threading.Barrier(len(keys))
-
-        threads = [
-            threading.Thread(target=_put_at_once, args=(client, bucket, key, barrier))
-            for key in keys
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        _at_once([lambda k=k: client.put_object(Bucket=bucket, Key=k, Body=b"x") for k in keys])
         kept = [_status(lambda k=k: client.head_object(Bucket=bucket, Key=k)) for k in keys]
         lost += kept != ["200", "200"]
     return "one lost" if lost else "both kept"
 
 
-def _put_at_once(client: Any, bucket: str, key: str, barrier: threading.Barrier) -> None:
-    barrier.wait()
-    client.put_object(Bucket=bucket, Key=key, Body=b"x")
+def _at_once(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Each call in a thread of its own, all released at once by a barrier; their results,
+    in order."""
+    barrier = threading.Barrier(len(calls))
+    results: list[T | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        results[i] = calls[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results  # type: ignore[return-value]  # every thread set its result
 
 
 def probe(endpoint_url: str, *, race: bool = True) -> dict[str, str]:
