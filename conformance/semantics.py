@@ -96,6 +96,12 @@ _OWN_NAMES = [
     "x.part-1",
     "x.meta",
     "x.version",
+    "x",
+    "x.json",
+    "x.bin",
+    "x.dat",
+    "x.value",
+    "x.zst",
     "x~",
     "_index",
     "__meta__",
@@ -105,7 +111,9 @@ OWN_NAME_KEYS = [*_OWN_NAMES, *(f"own/{name}" for name in _OWN_NAMES), ".tmp-x/y
 """Valid keys named as adapters name their own records beside the keys, at the top and
 under a prefix: temporary and staging files (``.tmp-N``, ``x.tmp``, the file adapter's
 ``#<hex>.tmp``), locks (``#locks``, ``.lock``), the parts of a large value, metadata and
-version records, an index."""
+version records, an index; and a key beside itself with the extensions that adapters give
+their value files (``x`` and ``x.json``: one file when the extension is added only where
+missing, or replaced)."""
 
 
 class SemanticsTests(PitfallTests, SemanticSweepTests):

@@ -1339,6 +1339,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.one-to-one",
     ),
     _m(
+        "extension-not-doubled",
+        kv_dict.ExtensionNotDoubled,
+        D,
+        SEM,
+        "test_keys_named_like_an_adapters_own_records_round_trip_and_list_exactly",
+        "key.one-to-one",
+    ),
+    _m(
         "short-page-ends-the-listing",
         kv_dict.ShortPageEndsTheListing,
         kv_dict.ByteCappedListingKV,

@@ -879,6 +879,18 @@ class KeysLoseTrailingDots(DictKV):
         )
 
 
+class ExtensionNotDoubled(DictKV):
+    """Bug: each value is stored in a file named ``<key>.json``, unless the key already ends
+    with ``.json`` (so as not to double the extension): ``'x'`` and ``'x.json'`` name one
+    file, which keeps the key first written."""
+
+    def _name(self, key: str) -> str:
+        def file(k: str) -> str:
+            return k if k.endswith(".json") else f"{k}.json"
+
+        return next((k for k in self.keys if file(k) == file(key)), key)
+
+
 class ListsInInsertionOrder(DictKV):
     """Bug: a listing iterates the dict (insertion order), not the sorted keys."""
 
