@@ -58,6 +58,7 @@ try:
         CheckpointMetadata,
         CheckpointTuple,
         empty_checkpoint,
+        get_checkpoint_metadata,
     )
     from langgraph.checkpoint.base.id import uuid6
 except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the extra
@@ -1916,6 +1917,131 @@ class SaverSweepTests(SaverFixtures):
                 observed="; ".join(wrong),
                 detail="filter by checkpoint_ns as well as thread_id when reading the "
                 "latest checkpoint and when listing, in the sync methods as in the async ones",
+            )
+
+    async def test_a_checkpoint_id_is_found_only_in_its_own_thread_and_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """A checkpoint's id asked of another thread, or of another namespace of its own
+        thread, names nothing there: ``aget_tuple`` gives None and ``alist`` nothing (and
+        the sync ``get_tuple`` and ``list``, where the saver implements them). A saver that
+        finds a checkpoint by its id alone (ids are unique, so a table keyed by the id
+        looks safe) answers with another thread's checkpoint: whoever names their own
+        thread and an id that someone else's run wrote reads that run's state."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        mine = await put(saver, thread, {"v": "mine"})
+        other = f"{thread}-other"
+        await put(saver, other, {"v": "other"})
+        checkpoint, versions = checkpoint_of(saver, {"v": "sub"})
+        await saver.aput(
+            config_of(thread, ns="sub:1"), checkpoint, {"source": "loop", "step": 0}, versions
+        )
+        wrong: list[str] = []
+        for where, config in (
+            (f"thread {other!r}", config_of(other, mine)),
+            (f"namespace 'sub:1' of {thread!r}", config_of(thread, mine, ns="sub:1")),
+        ):
+            for method, got in (await _namespace_reads(saver, has, config)).items():
+                found = [_id_of(t) for t in got] if isinstance(got, list) else _id_of(got)
+                if found not in (None, []):
+                    name = method.removesuffix(" latest")
+                    wrong.append(f"{name} of checkpoint {mine} in {where} gave {found}")
+        if wrong:
+            fail(
+                "a checkpoint id names a checkpoint only in its own thread and namespace",
+                expected="None from aget_tuple and nothing from alist",
+                observed=joined(wrong),
+                detail="look a checkpoint up by thread_id, checkpoint_ns and checkpoint_id "
+                "together, never by the id alone",
+            )
+
+    async def test_a_config_without_a_namespace_reads_the_root_namespace(
+        self, instance: Any, thread: str
+    ) -> None:
+        """A config that names a thread and no ``checkpoint_ns`` (``checkpointer.get({
+        "configurable": {"thread_id": ...}})``, as LangGraph's documentation reads a
+        thread's state) reads the root namespace ``""``, as LangGraph's savers do: the
+        root's latest checkpoint, not a newer one of a subgraph, and a root checkpoint by
+        its id. A saver that reads the missing namespace as None (an SQL ``= NULL``, a key
+        with ``None`` in it) finds nothing."""
+        saver = instance
+        has = set(implemented_methods(saver)) & {"aget_tuple", "get_tuple"}
+        if not has:
+            pytest.skip("the saver implements no aget_tuple and no get_tuple")
+        root = await put(saver, thread, {"where": "root"})
+        checkpoint, versions = checkpoint_of(saver, {"where": "sub"})
+        await saver.aput(
+            config_of(thread, ns="sub:1"), checkpoint, {"source": "loop", "step": 0}, versions
+        )
+        wrong: list[str] = []
+        for label, conf in (
+            ("latest", {"thread_id": thread}),
+            ("by id", {"thread_id": thread, "checkpoint_id": root}),
+        ):
+            config: RunnableConfig = {"configurable": conf}
+            for method, got in (await _namespace_reads(saver, has, config)).items():
+                if _id_of(got) != root:
+                    name = method.removesuffix(" latest")
+                    wrong.append(f"{name} {label} gave {_id_of(got)}")
+        if wrong:
+            fail(
+                "a config without checkpoint_ns reads the root namespace",
+                expected=f"the root's checkpoint {root} (a newer one is in 'sub:1')",
+                observed=joined(wrong),
+                detail='read config["configurable"].get("checkpoint_ns", "") as LangGraph\'s '
+                "savers do: a missing namespace is the root's",
+            )
+
+    async def test_config_metadata_is_kept_as_langgraph_merges_it(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``aput`` with a config whose ``metadata`` and ``configurable`` hold an
+        application's keys (a user id, an assistant id, a number of tries, and keys
+        starting with ``__`` that LangGraph keeps out): every read gives the metadata
+        that LangGraph's ``get_checkpoint_metadata`` makes of them, as LangGraph's savers
+        store it (what the loop passed, then each other key of the config's metadata and
+        configurable whose value is a str, an int, a float or a bool, none of the
+        ``__`` ones), and ``alist(filter=...)`` on the user id selects the checkpoint. A
+        saver that stores only the metadata it was passed loses what an application
+        filters its threads' checkpoints by."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "aput" not in has:
+            pytest.skip("the saver implements no aput")
+        user = f"user-{uuid6().hex}"
+        config = config_of(thread)
+        config["metadata"] = {"user_id": user, "step": 99, "__hidden": "no"}
+        config["configurable"].update({"assistant_id": "a-1", "tries": 3, "__pregel_x": "no"})
+        metadata = CheckpointMetadata(source="input", step=-1)
+        expected = dict(get_checkpoint_metadata(config, metadata))
+        checkpoint, versions = checkpoint_of(saver, {"v": 1})
+        await saver.aput(config, checkpoint, metadata, versions)
+        mine = checkpoint["id"]
+        reads = await _namespace_reads(saver, has, config_of(thread), config_of(thread, mine))
+        wrong: list[str] = []
+        for method, got in reads.items():
+            found = [t for t in got if _id_of(t) == mine] if isinstance(got, list) else [got]
+            if not found or found[0] is None:
+                wrong.append(f"{method}: no checkpoint {mine}")
+                continue
+            stored = found[0].metadata
+            for key, value in expected.items():
+                if key not in stored:
+                    wrong.append(f"{method}: {key!r} missing")
+                elif stored[key] != value:
+                    wrong.append(f"{method}: {key!r} is {stored[key]!r}, not {value!r}")
+            wrong += [f"{method}: {k!r} kept" for k in stored if k.startswith("__")]
+        if "alist" in has and await _ids(saver, thread, {"user_id": user}) != [mine]:
+            wrong.append(f"alist filter {{'user_id': {user!r}}} did not select it alone")
+        if wrong:
+            fail(
+                "a checkpoint's metadata holds what LangGraph merges into it from the config",
+                expected=f"{expected!r} from every read",
+                observed=joined(wrong),
+                detail="store get_checkpoint_metadata(config, metadata) "
+                "(langgraph.checkpoint.base), as LangGraph's savers do, not the metadata "
+                "argument alone",
             )
 
     async def test_a_subgraph_checkpoints_parent_config_names_its_namespace(

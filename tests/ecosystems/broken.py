@@ -1221,6 +1221,55 @@ class ListIgnoresConfigIdSaver(HeldSaver):
         yield from super().list(config, filter=filter, before=before, limit=limit)
 
 
+class FindsIdInAnyThreadSaver(HeldSaver):
+    """Bug: a checkpoint named by its id is looked up by that id alone when the thread
+    and namespace of the config have none of that id (a table keyed by the id: ids are
+    unique, so it looks safe): another thread's checkpoint is answered."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        got = super().get_tuple(config)
+        wanted = config["configurable"].get("checkpoint_id")
+        if got is not None or not wanted:
+            return got
+        for thread, namespaces in list(self.storage.items()):
+            for ns, checkpoints in list(namespaces.items()):
+                if wanted in checkpoints:
+                    return super().get_tuple(
+                        {
+                            "configurable": {
+                                "thread_id": thread,
+                                "checkpoint_ns": ns,
+                                "checkpoint_id": wanted,
+                            }
+                        }
+                    )
+        return None
+
+
+class MissingNamespaceIsNoneSaver(HeldSaver):
+    """Bug: a config without ``checkpoint_ns`` is read as the namespace None (an SQL
+    ``checkpoint_ns = NULL``), which matches nothing: where LangGraph's savers read the
+    root namespace, it finds no checkpoint."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if "checkpoint_ns" not in config["configurable"]:
+            return None
+        return super().get_tuple(config)
+
+
+class StoresOnlyPassedMetadataSaver(HeldSaver):
+    """Bug: ``aput`` stores the metadata it was passed, without the keys LangGraph's
+    ``get_checkpoint_metadata`` merges into it from the config's ``metadata`` and
+    ``configurable`` (an application's user id, by which it filters checkpoints)."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        names = ("thread_id", "checkpoint_ns", "checkpoint_id")
+        conf = {k: v for k, v in config["configurable"].items() if k in names}
+        return super().put({"configurable": conf}, checkpoint, metadata, new_versions)
+
+
 class RunsSaver(HeldSaver):
     """Correct: ``adelete_for_runs`` deletes each checkpoint whose metadata names one of
     the runs, and its pending writes, and keeps the thread's other checkpoints."""

@@ -40,6 +40,27 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_every_combination_of_listing_options",
         "alist filter + limit (2)",
     ),
+    "finds-an-id-in-any-thread": (
+        broken.FindsIdInAnyThreadSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_checkpoint_id_is_found_only_in_its_own_thread_and_namespace",
+        ("aget_tuple of checkpoint", "never by the id alone"),
+    ),
+    "missing-namespace-is-none": (
+        broken.MissingNamespaceIsNoneSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_config_without_a_namespace_reads_the_root_namespace",
+        ("aget_tuple latest gave None", 'get("checkpoint_ns", "")'),
+    ),
+    "stores-only-passed-metadata": (
+        broken.StoresOnlyPassedMetadataSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_config_metadata_is_kept_as_langgraph_merges_it",
+        ("'user_id' missing", "get_checkpoint_metadata(config, metadata)"),
+    ),
     "list-ignores-config-checkpoint-id": (
         broken.ListIgnoresConfigIdSaver,
         broken.HeldSaver,
