@@ -42,6 +42,7 @@ from .cancelling import (
     cancel,
     check_raised,
     expect_listed_iff_readable,
+    next_calls,
     observe,
     own_answer,
     point_text,
@@ -321,20 +322,21 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
             await storage.put(b, f"answer for {b}".encode())
             outcome = await cancel(functools.partial(storage.get, a), point, a, bound=cancel_bound)
             detail = f"the get of {a!r} before it was {point_text(point)}"
-            await expect_value(
-                storage,
-                b,
-                f"answer for {b}".encode(),
-                promise="after a cancelled get, the next call must get its own answer",
-                detail=detail,
-            )
-            await expect_value(
-                storage,
-                a,
-                f"answer for {a}".encode(),
-                promise="after a cancelled get, the client must stay healthy",
-                detail=detail,
-            )
+            async with next_calls(b, detail):
+                await expect_value(
+                    storage,
+                    b,
+                    f"answer for {b}".encode(),
+                    promise="after a cancelled get, the next call must get its own answer",
+                    detail=detail,
+                )
+                await expect_value(
+                    storage,
+                    a,
+                    f"answer for {a}".encode(),
+                    promise="after a cancelled get, the client must stay healthy",
+                    detail=detail,
+                )
             check_raised([outcome], "get", cancel_bound)
 
     @checks("cancel.healthy-after")
@@ -348,22 +350,23 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
                 functools.partial(storage.put, a, b"cancelled put"), point, a, bound=cancel_bound
             )
             detail = f"a put of {a!r} was {point_text(point)}"
-            await expect_value(
-                storage,
-                b,
-                f"answer for {b}".encode(),
-                promise="after a cancelled put, the next call must get its own answer",
-                detail=detail,
-            )
-            version = await storage.put(b, b"after")
-            await expect_value(
-                storage,
-                b,
-                b"after",
-                version=version,
-                promise="after a cancelled put, the next put must get its own version",
-                detail=detail,
-            )
+            async with next_calls(b, detail):
+                await expect_value(
+                    storage,
+                    b,
+                    f"answer for {b}".encode(),
+                    promise="after a cancelled put, the next call must get its own answer",
+                    detail=detail,
+                )
+                version = await storage.put(b, b"after")
+                await expect_value(
+                    storage,
+                    b,
+                    b"after",
+                    version=version,
+                    promise="after a cancelled put, the next put must get its own version",
+                    detail=detail,
+                )
 
     # -- the fault-injecting wrapper --------------------------------------------------------------
     @checks("cancel.prompt", "cancel.whole-or-absent", "cancel.healthy-after")

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from ..storage import Storage
 from .checks import describe, expect_value, fail, get_or_none
@@ -212,16 +213,47 @@ async def expect_listed_iff_readable(observer: Storage, key: str, what: str) -> 
     )
 
 
+NEXT_CALLS_LIMIT: Final = 15.0
+"""Seconds the calls after a cancelled one may take in all before the suite fails them as
+hung: they take milliseconds on a healthy storage."""
+
+
+@asynccontextmanager
+async def next_calls(key: str, after: str) -> AsyncIterator[None]:
+    """The calls made inside, after a cancelled call (``after`` says which), must end within
+    `NEXT_CALLS_LIMIT` seconds: a cancelled call that kept a lock or a connection (an
+    ``acquire()`` with its ``release()`` not in a ``finally``) makes every later call wait
+    for it forever."""
+    __tracebackhide__ = True
+    scope = asyncio.timeout(NEXT_CALLS_LIMIT)
+    try:
+        async with scope:
+            yield
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        fail(
+            "the calls after a cancelled call must return",
+            key=key,
+            expected=f"the next calls to return within {NEXT_CALLS_LIMIT:g} s",
+            observed=f"they had not returned after {NEXT_CALLS_LIMIT:g} s ({after})",
+            detail="the cancelled call kept what the next ones wait for: release a lock, "
+            "give back a connection and end a transaction in a finally block (or async "
+            "with), so that a CancelledError releases them too",
+        )
+
+
 async def own_answer(storage: Storage, key: str, what: str) -> None:
     __tracebackhide__ = True
-    await storage.put(key, f"answer for {key}".encode())
-    await expect_value(
-        storage,
-        key,
-        f"answer for {key}".encode(),
-        promise="the next call must get its own answer",
-        detail=f"after {what}",
-    )
+    async with next_calls(key, what):
+        await storage.put(key, f"answer for {key}".encode())
+        await expect_value(
+            storage,
+            key,
+            f"answer for {key}".encode(),
+            promise="the next call must get its own answer",
+            detail=f"after {what}",
+        )
 
 
 async def aclose_within(storage: Storage, bound: float, key: str, context: str) -> None:

@@ -38,12 +38,13 @@ replays the minimal program (`replay`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 import pytest
 
@@ -612,6 +613,11 @@ def program_options(
     )
 
 
+PROGRAM_LIMIT: Final = 30.0
+"""Seconds one random program may take (or the model budget, if longer) before the model
+group fails it as hung: programs take milliseconds each on a healthy storage."""
+
+
 @dataclass
 class _Search:
     """Hypothesis's search, in batches, until the budget is spent or a program fails."""
@@ -627,6 +633,8 @@ class _Search:
     examples: int = 0
     batch_seed: int = 0
     shown: Program | None = None
+    stopped: bool = False
+    """Set when the test ended (its time limit, a cancellation): no program runs after it."""
 
     def _batch_size(self, batch: int) -> int:
         """Examples of batch ``batch``: 10, 20, 40... (fixed, so that a seed replays)."""
@@ -640,12 +648,14 @@ class _Search:
         shrink_for = max(2.0, self.budget / 2)
         stop_shrinking = start + self.budget + shrink_for
         batch = 0
-        while time.monotonic() - start < self.budget and self.failed is None:
+        while time.monotonic() - start < self.budget and self.failed is None and not self.stopped:
             batch_seed = self.seed if batch == 0 else hash((self.seed, batch)) % 2**32
             self.batch_seed = batch_seed
             batch += 1
 
             def example(program: Program) -> None:
+                if self.stopped:
+                    return  # the test has ended: Hypothesis runs out of examples at once
                 late = self.failed is not None and time.monotonic() > stop_shrinking
                 if late and program != self.failed:
                     return  # out of time to shrink: only the smallest failure replays
@@ -794,13 +804,38 @@ class ModelTests(StorageFixtures):
             pytest.skip("the model group's budget is 0 seconds")
         loop = asyncio.get_running_loop()
         options = program_options(target, capabilities, storage, max_value=self.model_max_value)
+        limit = max(PROGRAM_LIMIT, model_budget)
+        running: list[concurrent.futures.Future[None]] = []
 
         def run_example(program: Program) -> None:
             future = asyncio.run_coroutine_threadsafe(execute(program, target, capabilities), loop)
-            future.result()
+            running[:] = [future]
+            if search.stopped:  # the test ended while this program was being sent
+                future.cancel()
+            try:
+                future.result(timeout=limit)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                search.stopped = True  # the storage hangs: no more programs on it
+                raise ConformanceFailure(
+                    f"a program did not finish within {limit:g} s: a storage operation "
+                    "never returned (a lock or a connection kept by an earlier call that "
+                    "was cancelled or failed?)"
+                ) from None
 
         search = _Search(run_example, options, model_seed, model_budget)
-        await asyncio.to_thread(search.search)
+        searching = asyncio.ensure_future(asyncio.to_thread(search.search))
+        try:
+            await asyncio.shield(searching)
+        except BaseException:
+            # The test's time limit or a cancellation: stop the search in its thread, and
+            # wait (a bounded time) until it has stopped, so that no program of it runs on
+            # this event loop after the test (one would hang the loop's shutdown).
+            search.stopped = True
+            for future in running:
+                future.cancel()
+            await asyncio.wait([searching], timeout=limit)
+            raise
         if search.failed is None:
             return
         exc = search.failure

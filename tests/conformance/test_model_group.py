@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from checkpointkit.conformance import GROUPS, Report, Target, run
-from checkpointkit.conformance.model import _Search, execute
+from checkpointkit.conformance.model import PROGRAM_LIMIT, _Search, execute
 from checkpointkit.conformance.programs import (
     DeleteMany,
     List,
@@ -31,7 +31,7 @@ from checkpointkit.conformance.seed import MODEL_SEED_ENV
 from checkpointkit.errors import ConfigurationError
 
 from .broken.adapters import IOMemoryStorage
-from .broken.kv_dict import BatchLandsAfterCancel
+from .broken.kv_dict import BatchLandsAfterCancel, LockKeptByACancelledCall
 from .broken.model_bugs import (
     DeleteManyCountsRepeats,
     DeleteManyLeavesTombstones,
@@ -175,6 +175,23 @@ async def test_model_budget_bounds_the_run_and_zero_skips_it() -> None:
     skipped = await run(Target(IOMemoryStorage, name="io"), groups=["model"], model_budget=0)
     assert skipped.result(MODEL).outcome == "skipped"
     assert "budget is 0" in skipped.result(MODEL).reason
+
+
+async def test_model_group_fails_a_storage_whose_calls_hang_and_stops_its_search() -> None:
+    """A storage whose calls wait forever once one was cancelled (a lock the cancelled call
+    kept): the model group fails it within its limit per program, saying that a program
+    never finished, and no program of its search runs after the test (before, the search
+    went on in its thread past the test's time limit, and the event loop's shutdown
+    waited for it forever)."""
+    start = time.monotonic()
+    report = await run(
+        Target(LockKeptByACancelledCall, name="lock-kept"), groups=["model"], model_budget=5
+    )
+    took = time.monotonic() - start
+    result = report.result(MODEL)
+    assert result.outcome == "failed", report.summary()
+    assert f"a program did not finish within {PROGRAM_LIMIT:g} s" in result.reason
+    assert took < PROGRAM_LIMIT + 30, took
 
 
 async def test_model_budget_that_is_not_seconds_is_refused_by_name() -> None:

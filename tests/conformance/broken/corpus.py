@@ -1339,6 +1339,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.one-to-one",
     ),
     _m(
+        "lock-kept-by-a-cancelled-call",
+        kv_dict.LockKeptByACancelledCall,
+        kv_dict.LockedKV,
+        CAN,
+        "test_next_call_after_cancelled_get_gets_its_own_answer",
+        "cancel.healthy-after",
+    ),
+    _m(
         "extension-not-doubled",
         kv_dict.ExtensionNotDoubled,
         D,

@@ -14,15 +14,16 @@ import asyncio
 import bisect
 import contextlib
 import fnmatch
+import functools
 import hashlib
 import itertools
 import re
 import socket
 import unicodedata
 import zlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote as url_quote
 from urllib.parse import unquote as url_unquote
 from urllib.parse import urlsplit
@@ -33,6 +34,8 @@ from checkpointkit.conformance.holds import WRITES, Hold, Operation
 from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
 from checkpointkit.keys import validate_key
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+
+T = TypeVar("T")
 
 
 class DictKV(StorageBase):
@@ -889,6 +892,41 @@ class ExtensionNotDoubled(DictKV):
             return k if k.endswith(".json") else f"{k}.json"
 
         return next((k for k in self.keys if file(k) == file(key)), key)
+
+
+class LockedKV(DictKV):
+    """Correct: every put and get holds one ``asyncio.Lock`` (``async with``: released
+    whatever ends the call, a cancellation too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = asyncio.Lock()
+
+    async def _locked(self, call: Callable[[], Awaitable[T]]) -> T:
+        async with self.lock:
+            return await call()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        return await self._locked(functools.partial(DictKV._put, self, key, data, mode))
+
+    async def _get(self, key: str) -> GetResult:
+        return await self._locked(functools.partial(DictKV._get, self, key))
+
+
+class LockKeptByACancelledCall(LockedKV):
+    """Bug: the lock is released after the call and on its errors, but not in a
+    ``finally``: a call cancelled while it waits keeps the lock, and every later call
+    waits for it forever."""
+
+    async def _locked(self, call: Callable[[], Awaitable[T]]) -> T:
+        await self.lock.acquire()
+        try:
+            result = await call()
+        except Exception:
+            self.lock.release()
+            raise
+        self.lock.release()  # a CancelledError (a BaseException) skips both releases
+        return result
 
 
 class ListsInInsertionOrder(DictKV):
