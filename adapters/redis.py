@@ -498,22 +498,24 @@ _COMMAND_TABLES_MAX = 64
 
 class _SharedCommandTable(AsyncCommandsParser):
     """redis-py's cluster client loads the server's command table (where each command's
-    keys are) with its topology: a ``COMMAND`` reply of some 12,000 RESP values, which
-    it parses one coroutine per value. That took about 35 ms of CPU on every fresh
-    cluster storage's first call, and 300 ms where coroutine origins are tracked (the
-    conformance suite's hygiene checks). A client's first load takes the table another
-    storage of the process loaded from the same node; a reload of a client that has
-    its table (redis-py reloads after a topology change, and when a command is not in
-    it) asks the server, and keeps the answer for the next storages."""
+    keys are) whenever it loads the topology: a ``COMMAND`` reply of some 12,000 RESP
+    values, which it parses one coroutine per value. That took about 35 ms of CPU on
+    every fresh cluster storage's first call and after every topology reload (each
+    outage), 150 to 300 ms where coroutine origins are tracked (the conformance suite's
+    hygiene checks). A load with the topology takes the table another client of the
+    process loaded from the same node; the reload that redis-py makes when a command is
+    not in the table (a server upgraded since) asks the server, and keeps its answer for
+    the next clients."""
 
     __slots__ = ()
 
     async def initialize(self, node: Any = None) -> None:
-        """Load the command table of ``node`` (or of the node of the last load)."""
+        """Load the command table of ``node`` (given with the topology), or reload the one
+        of the node of the last load (no ``node``: a command was not in the table)."""
         if node is not None:
             self.node = node
         name = str(getattr(self.node, "name", ""))
-        table = _COMMAND_TABLES.get(name) if not self.commands else None
+        table = _COMMAND_TABLES.get(name) if node is not None else None
         if table is not None:
             self.commands = table
             return
