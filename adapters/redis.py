@@ -71,6 +71,7 @@ from ._timeouts import SharedTimeout
 try:
     import redis as _redis_package
     from redis import exceptions as rexc
+    from redis._parsers import AsyncCommandsParser
     from redis.asyncio import Redis
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.connection import Connection, SSLConnection
@@ -487,6 +488,43 @@ def _use_aborting_connections(client: Redis | RedisCluster, ssl: bool) -> None:
         node.connection_class = kind
 
 
+_COMMAND_TABLES: dict[str, dict[str, Any]] = {}
+"""The command table (the parsed reply to ``COMMAND``) of each cluster node a storage of
+the process loaded it from, by the node's ``host:port``."""
+
+_COMMAND_TABLES_MAX = 64
+"""Nodes whose command table is kept; past that the cache starts again."""
+
+
+class _SharedCommandTable(AsyncCommandsParser):
+    """redis-py's cluster client loads the server's command table (where each command's
+    keys are) whenever it loads the topology: a ``COMMAND`` reply of some 12,000 RESP
+    values, which it parses one coroutine per value. That took about 35 ms of CPU on
+    every fresh cluster storage's first call and after every topology reload (each
+    outage), 150 to 300 ms where coroutine origins are tracked (the conformance suite's
+    hygiene checks). A load with the topology takes the table another client of the
+    process loaded from the same node; the reload that redis-py makes when a command is
+    not in the table (a server upgraded since) asks the server, and keeps its answer for
+    the next clients."""
+
+    __slots__ = ()
+
+    async def initialize(self, node: Any = None) -> None:
+        """Load the command table of ``node`` (given with the topology), or reload the one
+        of the node of the last load (no ``node``: a command was not in the table)."""
+        if node is not None:
+            self.node = node
+        name = str(getattr(self.node, "name", ""))
+        table = _COMMAND_TABLES.get(name) if node is not None else None
+        if table is not None:
+            self.commands = table
+            return
+        await super().initialize()
+        if len(_COMMAND_TABLES) >= _COMMAND_TABLES_MAX:
+            _COMMAND_TABLES.clear()
+        _COMMAND_TABLES[name] = self.commands
+
+
 class RedisStorage(StorageBase):
     """A storage on Redis or Valkey, standalone or Cluster, through ``redis.asyncio``.
 
@@ -718,6 +756,7 @@ class RedisStorage(StorageBase):
                 reinitialize_steps=0,
                 **common,
             )
+            self._client.commands_parser = _SharedCommandTable()
         else:
             if address_remap is not None:
                 raise ConfigurationError("redis option address_remap needs cluster=True")

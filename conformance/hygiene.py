@@ -30,12 +30,12 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HygieneError", "HygieneReport", "hygiene"]
+__all__ = ["HygieneError", "HygieneReport", "frozen_heap", "hygiene"]
 
 
 class HygieneError(AssertionError):
@@ -63,10 +63,58 @@ under a loaded machine's delays."""
 _CREATED_AT: dict[int, list[traceback.FrameSummary]] = {}
 
 _open_blocks = 0
-"""Hygiene blocks entered and not yet left. Only the outermost freezes the heap and thaws it:
-``gc.unfreeze`` is process-wide, and an inner block's thaw released the objects the outer
-one froze, so that the outer block's collection found (and blamed on its own test) the
-garbage of tests that ran before it."""
+"""Hygiene blocks entered and not yet left. Only the outermost freezes the heap, and it
+thaws it only when no `frozen_heap` block is open either: ``gc.unfreeze`` is process-wide,
+and an inner block's thaw released the objects the outer one froze, so that the outer
+block's collection found (and blamed on its own test) the garbage of tests that ran
+before it."""
+
+_frozen_runs = 0
+"""`frozen_heap` blocks entered and not yet left."""
+
+_blocks_lock = threading.Lock()
+"""Guards the two counts: `run` enters `frozen_heap` in pytest's worker thread while the
+caller's loop, and its hygiene blocks, may go on in another."""
+
+
+def _freeze_for_block() -> None:
+    global _open_blocks
+    with _blocks_lock:
+        if _open_blocks == 0:
+            gc.freeze()
+        _open_blocks += 1
+
+
+def _thaw_after_block() -> None:
+    global _open_blocks
+    with _blocks_lock:
+        _open_blocks -= 1
+        if _open_blocks == 0 and _frozen_runs == 0:
+            gc.unfreeze()
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Keep the objects that exist now out of every ``gc.collect()`` made inside the block
+    (``gc.freeze``), so that a collection there costs what the block allocated, not the
+    whole heap. `run` enters it around its in-process pytest session, whose
+    unraisable-exception plugin collects garbage as the session ends (a whole-heap
+    collection of the caller's process otherwise: 0.2 s and more inside a test session,
+    twice per run). A hygiene block inside it freezes the heap at its entry as always
+    (what was there before is not its garbage), but leaves it frozen until this block
+    ends. Inside an open hygiene block it changes nothing: that block froze the heap."""
+    global _frozen_runs
+    with _blocks_lock:
+        if _open_blocks == 0 and _frozen_runs == 0:
+            gc.freeze()
+        _frozen_runs += 1
+    try:
+        yield
+    finally:
+        with _blocks_lock:
+            _frozen_runs -= 1
+            if _open_blocks == 0 and _frozen_runs == 0:
+                gc.unfreeze()
 
 
 def _site(stack: traceback.StackSummary | list[Any] | None) -> str:
@@ -162,10 +210,7 @@ async def hygiene(
     loop.set_exception_handler(handler)
     # Objects from before the block are not its garbage: freezing them keeps them out of
     # the collection below, which then costs what the block allocated, not the whole heap.
-    global _open_blocks
-    if _open_blocks == 0:
-        gc.freeze()
-    _open_blocks += 1
+    _freeze_for_block()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -206,9 +251,7 @@ async def hygiene(
                     if thread.is_alive() and not thread.daemon:
                         report.findings.append(f"thread {thread.name!r} still alive")
             finally:
-                _open_blocks -= 1
-                if _open_blocks == 0:
-                    gc.unfreeze()
+                _thaw_after_block()
                 sys.unraisablehook = old_unraisable
                 loop.set_exception_handler(old_handler)
                 loop.set_task_factory(old_factory)

@@ -9,7 +9,7 @@ import sys
 import warnings
 
 import pytest
-from checkpointkit.conformance.hygiene import HygieneError, hygiene
+from checkpointkit.conformance.hygiene import HygieneError, frozen_heap, hygiene
 
 
 async def _forever() -> None:
@@ -92,3 +92,73 @@ async def test_a_nested_block_still_finds_what_leaks_inside_it() -> None:
         _garbage_holding_an_open_socket()
     assert [f for f in inner.findings if "unclosed <socket.socket" in f], inner.findings
     assert outer.findings == []
+
+
+async def test_a_block_inside_a_frozen_heap_blames_nothing_from_before_it() -> None:
+    """`run` freezes the heap around its pytest session: garbage left inside the session
+    before a test's block (an earlier test's socket) is still not that block's, and
+    garbage from before the session is left to the collections after it."""
+    gc.collect()
+    gc.disable()  # the garbage must still be there when the blocks start
+    try:
+        _garbage_holding_an_open_socket()  # before the session
+        with frozen_heap():
+            _garbage_holding_an_open_socket()  # inside it, before the block
+            async with hygiene(check=False) as first:
+                pass
+            async with hygiene(check=False) as second:
+                pass
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                gc.collect()  # the session's end: finds only what the session allocated
+        found = first.findings + second.findings
+        assert not [f for f in found if "socket" in f], found
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning)], caught
+    finally:
+        gc.enable()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()  # the sockets of before the blocks, collected here on purpose
+
+
+async def test_a_block_inside_a_frozen_heap_still_finds_what_leaks_inside_it() -> None:
+    """The twin: a socket left as garbage inside a block within a frozen heap is found,
+    in the second block too (the first left the heap frozen)."""
+    with frozen_heap():
+        async with hygiene(check=False) as first:
+            _garbage_holding_an_open_socket()
+        async with hygiene(check=False) as second:
+            _garbage_holding_an_open_socket()
+    for report in (first, second):
+        assert [f for f in report.findings if "unclosed <socket.socket" in f], report.findings
+
+
+async def test_a_frozen_heap_inside_a_block_hides_nothing_from_it() -> None:
+    """`run` called inside a hygiene block: the block still finds what leaked before and
+    inside the frozen heap (which froze nothing: the block had frozen the heap)."""
+    async with hygiene(check=False) as outer:
+        _garbage_holding_an_open_socket()
+        with frozen_heap():
+            _garbage_holding_an_open_socket()
+    found = [f for f in outer.findings if "unclosed <socket.socket" in f]
+    assert len(found) == 2, outer.findings
+
+
+def test_a_collection_inside_a_frozen_heap_costs_only_what_it_allocated() -> None:
+    """The session's closing ``gc.collect()`` leaves the objects of before the session
+    alone (so it does not walk the caller's whole heap); they are collected after it."""
+    gc.collect()
+    gc.disable()
+    try:
+        _garbage_holding_an_open_socket()
+        with warnings.catch_warnings(record=True) as inside:
+            warnings.simplefilter("always")
+            with frozen_heap():
+                gc.collect()
+        with warnings.catch_warnings(record=True) as after:
+            warnings.simplefilter("always")
+            gc.collect()
+        assert not [w for w in inside if issubclass(w.category, ResourceWarning)], inside
+        assert [w for w in after if issubclass(w.category, ResourceWarning)], after
+    finally:
+        gc.enable()

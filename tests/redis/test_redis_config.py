@@ -404,3 +404,30 @@ def test_password_in_the_url_query_never_appears_in_repr_or_errors() -> None:
         RedisStorage.from_url("redis://127.0.0.1:6390/0?password=hunter2")
     assert "hunter2" not in str(info.value)
     assert "unknown redis URL parameter 'password'" in str(info.value)
+
+
+async def test_cluster_storages_share_the_command_table_until_a_command_is_not_in_it(
+    redis_cluster_url: str,
+) -> None:
+    """redis-py loads the cluster's command table (COMMAND: some 12,000 values to parse) with
+    every topology load; a storage takes the one another storage of the process loaded from
+    the same node, also when its topology is reloaded, and asks the server again only for
+    a command that is not in it."""
+    redis_adapter._COMMAND_TABLES.clear()
+    async with (
+        RedisStorage.from_url(redis_cluster_url, prefix="table-a") as first,
+        RedisStorage.from_url(redis_cluster_url, prefix="table-b") as second,
+    ):
+        await first.put("k", b"v")
+        await second.put("k", b"v")
+        one, two = (s.client.commands_parser for s in (first, second))  # type: ignore[union-attr]
+        assert one.commands is two.commands and "evalsha" in one.commands
+        assert list(redis_adapter._COMMAND_TABLES.values()) == [one.commands]
+        loaded = one.commands
+        await two.initialize(two.node)  # a topology reload (what redis-py does after a reset)
+        assert two.commands is loaded
+        with pytest.raises(rexc.RedisError, match="doesn't exist"):
+            await two.get_keys("NO-SUCH-COMMAND", "k")  # reloads from the server, then fails
+        assert two.commands is not loaded and two.commands == loaded
+        assert redis_adapter._COMMAND_TABLES[str(two.node.name)] is two.commands
+        assert (await second.get("k")).data == b"v"

@@ -1,8 +1,16 @@
 """Each storage's client is built from a session of its own that shares the process's
-botocore data loader (the S3 model parsed once, not once per storage)."""
+botocore data loader (the S3 model parsed once, not once per storage), and its connections
+share one SSL context per CA bundle (the bundle parsed once), unless the client presents a
+certificate of its own."""
 
 from __future__ import annotations
 
+import shutil
+import ssl
+from pathlib import Path
+from typing import Any
+
+import certifi
 from checkpointkit.adapters.s3 import S3Storage
 
 
@@ -35,3 +43,55 @@ async def test_storages_share_one_data_loader_and_keep_their_own_credentials() -
     finally:
         await storage.aclose()
     assert loaders[0].search_paths == paths  # opening a storage adds no search path
+
+
+async def _ssl_context_of(storage: S3Storage, **changes: Any) -> ssl.SSLContext:
+    """The SSL context that the storage's client makes its connector with (``changes``: of
+    its aiobotocore session first)."""
+    client = await storage._open()
+    session = client._endpoint.http_session
+    for name, value in changes.items():
+        setattr(session, name, value)
+    made: list[ssl.SSLContext] = []
+    get = session._get_ssl_context
+
+    def spy() -> ssl.SSLContext:
+        made.append(get())
+        return made[-1]
+
+    session._get_ssl_context = spy
+    try:
+        connector = session._create_connector(None)
+    except FileNotFoundError:  # the client certificate of the test does not exist
+        return made[-1]
+    await connector.close()
+    assert connector._ssl is made[-1]
+    return made[-1]
+
+
+async def test_storages_share_one_ssl_context_per_ca_bundle_unless_they_show_a_certificate(
+    tmp_path: Path,
+) -> None:
+    bundle = tmp_path / "ca.pem"  # a CA bundle of its own: another path
+    shutil.copyfile(certifi.where(), bundle)
+    changes: list[dict[str, Any]] = [
+        {},
+        {},
+        {},
+        {"_verify": str(bundle)},
+        {"_cert_file": str(tmp_path / "client.pem")},  # goes into the context: never shared
+    ]
+    contexts = []
+    for n, change in enumerate(changes):
+        storage = _storage(n)
+        try:
+            contexts.append(await _ssl_context_of(storage, **change))
+        finally:
+            await storage.aclose()
+    first, second, third, own_bundle, with_certificate = contexts
+    assert first is second is third
+    assert own_bundle is not first and own_bundle is not with_certificate
+    assert with_certificate is not first
+    assert type(with_certificate) is ssl.SSLContext  # a context of its own, as botocore makes
+    assert first.verify_mode == ssl.CERT_REQUIRED
+    assert first.cert_store_stats()["x509_ca"] > 0  # the bundle is loaded
