@@ -1,0 +1,100 @@
+"""LangGraph's graph step on PostgreSQL: where its time goes, wall and CPU, saver by saver.
+
+Run: ``.venv/bin/python benchmarks/postgres_graph_cpu.py [--rounds 5] [--graphs 100]``
+
+``bench_postgres.py`` times the graph step (a 10-node ``StateGraph`` run with ``ainvoke``)
+for ``CheckpointkitSaver`` and ``AsyncPostgresSaver``. This script times the same graph,
+round by round and interleaved, with the process's CPU time beside the wall time, for:
+
+- no checkpointer (the floor: LangGraph's own work per step);
+- LangGraph's ``InMemorySaver`` (its serializer and bookkeeping, no I/O);
+- ``CheckpointkitSaver`` on ``memory://`` (its records, envelopes and keys, no I/O);
+- ``CheckpointkitSaver`` on ``postgres://`` and ``AsyncPostgresSaver``, on one PostgreSQL
+  server with its durable defaults.
+
+A step is CPU-bound where its CPU time is close to its wall time: LangGraph saves a step's
+writes and checkpoint in the background while the next step runs, so a saver's share of a
+step is mostly the CPU it spends per call (its own code, the driver, the event loop and
+the kernel's loopback send). Figures are medians over the rounds, in microseconds per
+step; the ratio is ``AsyncPostgresSaver``'s wall time over each row's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from typing import Any
+
+from bench_integrations import logging_quiet, ten_step_graph
+from bench_postgres import OURS, PEER, savers
+from checkpointkit.conformance.servers.postgres import postgres_server
+from checkpointkit.integrations.langgraph import CheckpointkitSaver
+
+STEPS = 10
+"""Nodes of the graph: steps per run."""
+
+
+async def _steps(graph: Any, runs: int) -> tuple[float, float]:
+    """Wall and CPU seconds per step over ``runs`` runs of ``graph``, each on a new thread."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(runs):
+        config = {"configurable": {"thread_id": f"graph-{uuid.uuid4().hex[:8]}"}}
+        await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
+    steps = runs * STEPS
+    return (time.perf_counter() - wall) / steps, (time.process_time() - cpu) / steps
+
+
+async def bench(url: str, rounds: int, graphs: int) -> dict[str, tuple[float, float]]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    builder = ten_step_graph()
+    async with (
+        savers(url) as found,
+        CheckpointkitSaver.from_url("memory://") as on_memory,
+    ):
+        checkpointers: dict[str, Any] = {
+            "no checkpointer (floor)": None,
+            "InMemorySaver": InMemorySaver(),
+            "ckk memory": on_memory,
+            OURS: found[OURS],
+            PEER: found[PEER],
+        }
+        compiled = {name: builder.compile(checkpointer=c) for name, c in checkpointers.items()}
+        for graph in compiled.values():  # warm-up
+            await _steps(graph, max(2, graphs // 10))
+        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in compiled}
+        for _ in range(rounds):
+            for name, graph in compiled.items():
+                figures[name].append(await _steps(graph, graphs))
+    return {
+        name: (
+            statistics.median(w for w, _ in runs),
+            statistics.median(c for _, c in runs),
+        )
+        for name, runs in figures.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--graphs", type=int, default=100, help="graph runs per round")
+    args = parser.parse_args()
+    logging_quiet()
+    with postgres_server(fast=False) as server:
+        medians = asyncio.run(bench(server.url, args.rounds, args.graphs))
+    peer = medians[PEER][0]
+    print(
+        f"\nGraph step, {STEPS} nodes, medians of {args.rounds} rounds of {args.graphs} runs "
+        "(µs per step)"
+    )
+    print(f"{'':<26}{'wall':>8}{'CPU':>8}{'CPU/wall':>10}{PEER + ' / row':>28}")
+    for name, (wall, cpu) in medians.items():
+        print(f"{name:<26}{wall * 1e6:8.0f}{cpu * 1e6:8.0f}{cpu / wall:10.0%}{peer / wall:27.2f}x")
+
+
+if __name__ == "__main__":
+    main()
