@@ -1347,6 +1347,36 @@ async def _namespace_reads(
     return reads
 
 
+async def _metadata_read_back(
+    saver: Any,
+    has: set[str],
+    thread: str,
+    mine: str,
+    expected: Mapping[str, Any],
+    *,
+    same: Callable[[Any, Any], bool] = operator.eq,
+    unwanted: Callable[[str], bool] = lambda _key: False,
+) -> list[str]:
+    """What the reads of checkpoint ``mine`` of ``thread`` get wrong of its metadata: each
+    read (`_namespace_reads`) must give every key of ``expected`` with a value that is
+    ``same``, and no key that is ``unwanted``. What is wrong, or []."""
+    reads = await _namespace_reads(saver, has, config_of(thread), config_of(thread, mine))
+    wrong: list[str] = []
+    for method, got in reads.items():
+        found = [t for t in got if _id_of(t) == mine] if isinstance(got, list) else [got]
+        if not found or found[0] is None:
+            wrong.append(f"{method}: no checkpoint {mine}")
+            continue
+        stored = found[0].metadata
+        for key, value in expected.items():
+            if key not in stored:
+                wrong.append(f"{method}: key {key!r} missing")
+            elif not same(stored[key], value):
+                wrong.append(f"{method}: {key!r} is {stored[key]!r}, not {value!r}")
+        wrong += [f"{method}: key {key!r} kept" for key in stored if unwanted(key)]
+    return wrong
+
+
 async def _namespaces_kept_apart(
     saver: Any, has: set[str], thread: str, group: tuple[str, ...]
 ) -> list[str]:
@@ -2018,20 +2048,9 @@ class SaverSweepTests(SaverFixtures):
         checkpoint, versions = checkpoint_of(saver, {"v": 1})
         await saver.aput(config, checkpoint, metadata, versions)
         mine = checkpoint["id"]
-        reads = await _namespace_reads(saver, has, config_of(thread), config_of(thread, mine))
-        wrong: list[str] = []
-        for method, got in reads.items():
-            found = [t for t in got if _id_of(t) == mine] if isinstance(got, list) else [got]
-            if not found or found[0] is None:
-                wrong.append(f"{method}: no checkpoint {mine}")
-                continue
-            stored = found[0].metadata
-            for key, value in expected.items():
-                if key not in stored:
-                    wrong.append(f"{method}: {key!r} missing")
-                elif stored[key] != value:
-                    wrong.append(f"{method}: {key!r} is {stored[key]!r}, not {value!r}")
-            wrong += [f"{method}: {k!r} kept" for k in stored if k.startswith("__")]
+        wrong = await _metadata_read_back(
+            saver, has, thread, mine, expected, unwanted=lambda key: key.startswith("__")
+        )
         if "alist" in has and await _ids(saver, thread, {"user_id": user}) != [mine]:
             wrong.append(f"alist filter {{'user_id': {user!r}}} did not select it alone")
         if wrong:
@@ -2243,19 +2262,7 @@ class SaverSweepTests(SaverFixtures):
         metadata = {"source": "loop", "step": 1, **ODD_METADATA}
         await saver.aput(config_of(thread, decoy["id"]), checkpoint, metadata, versions)
         mine = checkpoint["id"]
-        reads = await _namespace_reads(saver, has, config_of(thread), config_of(thread, mine))
-        wrong: list[str] = []
-        for method, got in reads.items():
-            found = [t for t in got if _id_of(t) == mine] if isinstance(got, list) else [got]
-            if not found or found[0] is None:
-                wrong.append(f"{method}: no checkpoint {mine}")
-                continue
-            stored = found[0].metadata
-            for key, value in ODD_METADATA.items():
-                if key not in stored:
-                    wrong.append(f"{method}: key {key!r} missing")
-                elif not _same_value(stored[key], value):
-                    wrong.append(f"{method}: {key!r} is {stored[key]!r}, not {value!r}")
+        wrong = await _metadata_read_back(saver, has, thread, mine, ODD_METADATA, same=_same_value)
         if "alist" in has:
             selected = {"alist": await _ids(saver, thread, {"big": ODD_METADATA["big"]})}
             if "list" in has:

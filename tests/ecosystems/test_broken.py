@@ -59,7 +59,7 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         broken.HeldSaver,
         "langgraph",
         "test_config_metadata_is_kept_as_langgraph_merges_it",
-        ("'user_id' missing", "get_checkpoint_metadata(config, metadata)"),
+        ("key 'user_id' missing", "get_checkpoint_metadata(config, metadata)"),
     ),
     "list-ignores-config-checkpoint-id": (
         broken.ListIgnoresConfigIdSaver,
