@@ -835,6 +835,8 @@ class ModelTests(StorageFixtures):
             for future in running:
                 future.cancel()
             await asyncio.wait([searching], timeout=limit)
+            if searching.done() and not searching.cancelled():
+                searching.exception()  # retrieved: the test's own error is the one raised
             raise
         if search.failed is None:
             return
