@@ -23,6 +23,7 @@ from typing import Any, Final, TypeVar
 from ..storage import Storage
 from .checks import describe, expect_value, fail, get_or_none
 from .settings import DEFAULT_CANCEL_BOUND
+from .timing import pending
 
 __all__ = [
     "Outcome",
@@ -226,17 +227,20 @@ async def next_calls(key: str, after: str) -> AsyncIterator[None]:
     for it forever."""
     __tracebackhide__ = True
     scope = asyncio.timeout(NEXT_CALLS_LIMIT)
+    began = asyncio.get_running_loop().time()
     try:
         async with scope:
             yield
     except TimeoutError:
         if not scope.expired():
             raise
+        waiting = pending(began, scope.when() or 0.0)
         fail(
             "the calls after a cancelled call must return",
             key=key,
             expected=f"the next calls to return within {NEXT_CALLS_LIMIT:g} s",
-            observed=f"they had not returned after {NEXT_CALLS_LIMIT:g} s ({after})",
+            observed=f"they had not returned after {NEXT_CALLS_LIMIT:g} s ({after})"
+            + (f": {'; '.join(waiting)}" if waiting else ""),
             detail="the cancelled call kept what the next ones wait for: release a lock, "
             "give back a connection and end a transaction in a finally block (or async "
             "with), so that a CancelledError releases them too",

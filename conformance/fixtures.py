@@ -53,7 +53,7 @@ from .settings import DEFAULT_CANCEL_BOUND, DEFAULT_SETTLE_WINDOW, NOT_EXERCISED
 from .settle import SettleWatch
 from .styles import StorageWrapper
 from .target import Factory, PrefixedStorage, Target, new_location
-from .timing import TimedStorage
+from .timing import TimedStorage, pending
 
 __all__ = [
     "DEFAULT_CANCEL_BOUND",
@@ -131,6 +131,7 @@ def _time_limited(fn: TestFn, group: str | None) -> TestFn:
         __tracebackhide__ = True
         limit = max(self.time_limit, seconds)
         scope = asyncio.timeout(limit)
+        began = asyncio.get_running_loop().time()
         try:
             async with scope:
                 await fn(self, *args, **kwargs)
@@ -139,10 +140,12 @@ def _time_limited(fn: TestFn, group: str | None) -> TestFn:
                 raise
             seed = kwargs.get("model_seed")
             replay = "" if seed is None else f"; {_replay(seed)}"
+            waiting = pending(began, scope.when() or 0.0)
+            calls = f"; the calls that had not returned: {'; '.join(waiting)}" if waiting else ""
             raise ConformanceFailure(
                 f"{fn.__name__} did not finish within the suite's time limit of {limit:g} s: "
                 "a storage operation never returned, or a listing never ended (a stalled "
-                f"backend, a lost reply, a page cursor that does not move?){replay}"
+                f"backend, a lost reply, a page cursor that does not move?){calls}{replay}"
                 + (f"; or the backend is slow for it: {hint}" if hint else "")
             ) from exc
 

@@ -14,6 +14,9 @@ from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance import FaultyStorage, PrefixedStorage, Target, resolve_target
 from checkpointkit.conformance.target import _redact
 from checkpointkit.conformance.timing import LatencyRecorder, TimedStorage
+from checkpointkit.storage import GetResult
+
+from .broken.kv_dict import DictKV
 
 
 async def _bounded(aw: object) -> object:
@@ -277,6 +280,41 @@ async def test_a_model_test_past_the_time_limit_names_the_seed_that_replays_it()
     assert "did not finish within the suite's time limit of 0.05 s" in message
     assert "a listing never ended" in message
     assert message.endswith("its programs replay with --checkpointkit-model-seed 4242")
+
+
+class _NeverAnswers(DictKV):
+    """A get that never returns (a lock kept by an earlier call, a lost reply)."""
+
+    async def _get(self, key: str) -> GetResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+class _WaitsOnOneGet:
+    time_limit = 0.2
+
+    def __init__(self, storage: TimedStorage) -> None:
+        self.storage = storage
+
+    async def test_reads(self) -> None:
+        await self.storage.put("p/done", b"answered")  # returns: not named
+        await self.storage.get("p/done")
+
+
+async def test_a_test_past_the_time_limit_names_the_calls_that_never_returned() -> None:
+    """The failure of a test that ran out of time names each call through the suite's
+    storage that had not returned (the call, its key, how long it waited), and none that
+    returned: so a hung adapter's report says where it hung."""
+    from checkpointkit.conformance.checks import ConformanceFailure
+    from checkpointkit.conformance.fixtures import _time_limited
+
+    test = _time_limited(_WaitsOnOneGet.test_reads, "semantics")
+    async with TimedStorage(_NeverAnswers()) as storage:
+        with pytest.raises(ConformanceFailure) as failure:
+            await test(_WaitsOnOneGet(storage))  # type: ignore[arg-type]
+    message = str(failure.value)
+    assert "the calls that had not returned: get('p/done'), 0.2 s" in message, message
+    assert "put(" not in message, message
 
 
 async def test_a_slow_test_gets_its_own_time_limit_and_names_what_lowers_it() -> None:
