@@ -98,6 +98,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
@@ -1128,6 +1129,15 @@ _SIGNATURES: dict[str, Any] = {
 _CLASSES: dict[tuple[type, tuple[str, ...]], type] = {}
 
 
+def _with_signature_of(original: Any, wrapper: Any) -> Any:
+    """``wrapper``, showing ``original``'s signature: LangGraph reads a saver's
+    (``put_writes_accepts_task_path``) to decide what it passes, so a probe with a bare
+    ``*args, **kwargs`` would be called without ``task_path``, unlike the saver."""
+    with contextlib.suppress(TypeError, ValueError):
+        wrapper.__signature__ = inspect.signature(original)
+    return wrapper
+
+
 def _saver_probe_class(cls: type, has: tuple[str, ...]) -> type:
     """A ``BaseCheckpointSaver`` that overrides exactly the methods ``cls`` implements."""
     known = _CLASSES.get((cls, has))
@@ -1171,7 +1181,7 @@ def _saver_probe_class(cls: type, has: tuple[str, ...]) -> type:
         "aget_delta_channel_history": aget_delta_channel_history,
         "__module__": __name__,
     }
-    namespace.update({m: _saver_method(m) for m in has})
+    namespace.update({m: _with_signature_of(getattr(cls, m), _saver_method(m)) for m in has})
     made = type(f"SaverProbe_{cls.__name__}", (BaseCheckpointSaver,), namespace)
     _CLASSES[(cls, has)] = made
     return made

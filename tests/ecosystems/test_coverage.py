@@ -158,6 +158,29 @@ def test_a_savers_probe_is_detected_as_the_same_saver_by_langgraphs_suite() -> N
     )
 
 
+def test_a_savers_probe_is_called_by_langgraph_as_the_saver_is() -> None:
+    """LangGraph passes ``task_path`` to a saver's ``put_writes``/``aput_writes`` only where
+    their signature takes it (``put_writes_accepts_task_path``): the probe shows the saver's
+    signatures, so that LangGraph's runner calls it as it calls the saver. A probe of bare
+    ``*args, **kwargs`` (as it was) got no task_path, and a step's writes read back in
+    task-id order: a DeltaChannel rebuilt from them came back shuffled."""
+    from langgraph.pregel._checkpoint import put_writes_accepts_task_path
+
+    saver = InMemorySaver()
+    probed = probe(
+        saver,
+        "langgraph",
+        "probe-signatures",
+        location=None,
+        reopens=False,
+        durable=False,
+        holds=False,
+    )
+    for method in ("put_writes", "aput_writes"):
+        assert put_writes_accepts_task_path(getattr(saver, method))
+        assert put_writes_accepts_task_path(getattr(probed, method)), method
+
+
 def test_reachability_follows_what_the_target_offers() -> None:
     methods: Any = ("aput", "aget_tuple", "alist", "adelete_thread")
     bare = EcosystemReach("langgraph", methods)
