@@ -169,6 +169,8 @@ log = logging.getLogger("checkpointkit.integrations.langgraph")
 _CONCURRENCY = 16
 _LIST_BATCH = 16
 _CACHE_SIZE = 4096
+_INLINE_CACHE_BYTES = 16 << 20
+"""Bytes of serialized channel values a saver keeps by (thread, namespace, channel, version)."""
 
 
 def _expect_tag(got: int, tag: int, key: str) -> None:
@@ -231,6 +233,13 @@ class _Runtime:
         self.heads: OrderedDict[str, tuple[str, str]] = OrderedDict()
         # Heads off: head keys checked for a head left by a saver that kept heads.
         self.no_head: OrderedDict[str, None] = OrderedDict()
+        # (thread, ns, channel, version) -> the serialized value stored in a record for
+        # that version: a put whose channel kept its version stores that value again, not
+        # the live object LangGraph hands over (which it may have changed in place since).
+        self.inline_values: OrderedDict[tuple[str, str, str, str], tuple[str, bytes]] = (
+            OrderedDict()
+        )
+        self.inline_bytes = 0
 
 
 class CheckpointkitSaver(BaseCheckpointSaver[str]):
@@ -415,9 +424,23 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
         if len(cache) > _CACHE_SIZE:
             cache.popitem(last=False)
 
+    def _remember_inline(self, ident: tuple[str, str, str, str], typed: tuple[str, bytes]) -> None:
+        """Keep the serialized value of a channel version (bounded in entries and bytes)."""
+        rt = self._rt
+        old = rt.inline_values.pop(ident, None)
+        if old is not None:
+            rt.inline_bytes -= len(old[1])
+        rt.inline_values[ident] = typed
+        rt.inline_bytes += len(typed[1])
+        while len(rt.inline_values) > _CACHE_SIZE or rt.inline_bytes > _INLINE_CACHE_BYTES:
+            _, dropped = rt.inline_values.popitem(last=False)
+            rt.inline_bytes -= len(dropped[1])
+
     def _forget_thread(self, thread_id: str) -> None:
         for ident in [i for i in self._rt.blob_types if i[0] == thread_id]:
             del self._rt.blob_types[ident]
+        for ident in [i for i in self._rt.inline_values if i[0] == thread_id]:
+            self._rt.inline_bytes -= len(self._rt.inline_values.pop(ident)[1])
         prefix = f"{self._p}h/{_seg(thread_id)}/"
         for cache in (self._rt.heads, self._rt.no_head):
             for key in [k for k in cache if k.startswith(prefix)]:
@@ -714,6 +737,10 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
             values = await self._load_values(thread_id, ns, record)
         checkpoint = cast(Checkpoint, self.serde.loads_typed(record.checkpoint))
         checkpoint["channel_values"] = values
+        versions = checkpoint.get("channel_versions") or {}
+        for channel, typed in record.values.items():
+            if channel in versions:
+                self._remember_inline((thread_id, ns, channel, str(versions[channel])), typed)
         metadata = cast(CheckpointMetadata, self.serde.loads_typed(record.metadata))
         return CheckpointTuple(
             config=self._config(thread_id, ns, checkpoint_id),
@@ -902,11 +929,17 @@ class CheckpointkitSaver(BaseCheckpointSaver[str]):
                 if known is not None:
                     blobs[channel] = (version, known)
                     continue
+                stored = self._rt.inline_values.get(ident)
+                if stored is not None:  # the value of this version, as first stored
+                    inline[channel] = stored
+                    continue
             if channel not in values:
                 continue  # an empty channel
             serde_type, data = self.serde.dumps_typed(values[channel])
             if len(data) <= self.inline_limit:
                 inline[channel] = (serde_type, data)
+                if is_new:
+                    self._remember_inline(ident, (serde_type, data))
                 continue
             blobs[channel] = (version, serde_type)
             key = self._blob_key(thread_id, ns, channel, version)

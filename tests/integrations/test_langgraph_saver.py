@@ -513,3 +513,55 @@ async def test_a_copy_cancelled_while_its_reads_wait_leaves_no_coroutine_never_a
             await copying
     storage.gate.set()
     await saver.aclose()
+
+
+class _Items(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+class _SlowPuts(MemoryStorage):
+    """A memory storage whose puts take a few event-loop turns, as any storage with I/O does:
+    LangGraph's background saves then run while its next steps go on."""
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return await super().put(key, data, mode=mode)
+
+
+async def test_a_join_never_looks_ready_before_the_nodes_it_waits_for_ran() -> None:
+    """A graph ``first -> p1..p5 -> last`` run twice on one thread (``durability="async"``,
+    saves slower than steps): no checkpoint's ``next`` holds ``last`` beside another node.
+    LangGraph hands ``aput`` its live channel objects and changes the join's set of finished
+    nodes in place before a delayed save runs; the saver stores a channel that kept its
+    version with the value it stored for that version, not with the live set (which it
+    did: the second run's checkpoints then showed ``last`` ready before ``p1..p5`` ran, as
+    ``AsyncSqliteSaver``'s do, ``scripts/repro/langgraph_sqlite_join_stored_before_it_ran.py``)."""
+    parallel = [f"p{i}" for i in range(1, 6)]
+
+    def node(name: str) -> Any:
+        async def run(state: _Items) -> dict[str, list[str]]:
+            return {"items": [name]}
+
+        return run
+
+    builder = StateGraph(_Items)
+    builder.add_node("first", node("first"))
+    builder.add_node("last", node("last"))
+    builder.add_edge(START, "first")
+    for name in parallel:
+        builder.add_node(name, node(name))
+        builder.add_edge("first", name)
+    builder.add_edge(parallel, "last")
+    builder.add_edge("last", END)
+    async with CheckpointkitSaver(_SlowPuts()) as saver:
+        graph = builder.compile(checkpointer=saver)
+        config: Any = {"configurable": {"thread_id": "joined"}}
+        for run in ("run 1", "run 2"):
+            await graph.ainvoke({"items": [run]}, config)
+        early = [
+            (s.metadata or {}).get("step")
+            async for s in graph.aget_state_history(config)
+            if "last" in s.next and len(s.next) > 1
+        ]
+    assert early == [], f"checkpoints of steps {early} schedule 'last' before p1..p5 ran"
