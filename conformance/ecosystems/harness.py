@@ -397,6 +397,7 @@ async def cancel_at_each_step(
     *,
     steps: int,
     visible: Callable[[int], Awaitable[bool]] | None = None,
+    prepare: Callable[[int], Awaitable[None]] | None = None,
 ) -> list[tuple[int, str, bool]]:
     """Cancel ``make()`` after 0, 1, 2, ... loop iterations, until it completes first.
 
@@ -405,6 +406,8 @@ async def cancel_at_each_step(
         steps: the most attempts.
         visible: given the attempt's index, whether its write can be seen
             (through a second instance); asked right after each cancelled attempt.
+        prepare: given the attempt's index, awaited before it (what the attempt's call
+            works on: a thread to delete, say).
 
     Returns ``(iterations, outcome, seen)`` per attempt, where outcome is
     ``cancelled``, ``completed`` (it ended before the cancel), ``swallowed``
@@ -413,6 +416,8 @@ async def cancel_at_each_step(
     """
     outcomes: list[tuple[int, str, bool]] = []
     for k in range(steps):
+        if prepare is not None:
+            await prepare(k)
         task = asyncio.ensure_future(make())
         for _ in range(k):
             await asyncio.sleep(0)

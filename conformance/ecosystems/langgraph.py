@@ -236,6 +236,11 @@ PENDING_WRITES: tuple[tuple[str, str, list[tuple[str, Any]]], ...] = (
 the writes of one ``aput_writes`` call)."""
 
 
+def _task_order(writes: Sequence[Sequence[Any]]) -> list[str]:
+    """The task ids of ``writes`` (``(task_id, channel, value)``), each once, in order."""
+    return list(dict.fromkeys(str(w[0]) for w in writes))
+
+
 def _writes(t: CheckpointTuple | None) -> dict[tuple[str, str], Any]:
     return {} if t is None else {(w[0], w[1]): w[2] for w in (t.pending_writes or [])}
 
@@ -417,6 +422,7 @@ class SaverCancellationTests(SaverFixtures):
             return await get(second, thread, ids[k]) is not None
 
         outcomes = await cancel_at_each_step(make, steps=40, visible=visible)
+        await _next_call_answers(saver, thread, "aput cancelled at each step")
         for k, outcome, _ in outcomes:
             if outcome == "swallowed":
                 fail(
@@ -458,6 +464,153 @@ class SaverCancellationTests(SaverFixtures):
                     detail="the write went on after the cancel (a thread, a task): wait for it to "
                     "end before raising CancelledError",
                 )
+
+    async def test_cancelled_aput_writes_is_whole_or_absent(
+        self, instance: Any, second: Any, thread: str, settle_window: float
+    ) -> None:
+        """``aput_writes`` of one task's four writes, cancelled after 0, 1, 2, ... event-loop
+        iterations: each call's writes are all stored or none (read through the second
+        instance), and one that returned has all four. LangGraph counts a task with any
+        stored write as done: on resume it does not run it again and applies what is
+        there, so a saver that stores a call's writes one request at a time, cancelled
+        half-way, makes the run go on with part of a node's update."""
+        saver: BaseCheckpointSaver[Any] = instance
+        if "aput_writes" not in set(implemented_methods(saver)):
+            pytest.skip("the saver implements no aput_writes")
+        checkpoint_id = await put(saver, thread, {"v": 0})
+        config = config_of(thread, checkpoint_id)
+        calls: list[str] = []
+
+        def make() -> Any:
+            task = f"task-{len(calls)}"
+            calls.append(task)
+            writes = [(f"ch{i}", f"{task}:{i}") for i in range(4)]
+            return saver.aput_writes(config, writes, task_id=task, task_path="~a")
+
+        outcomes = await cancel_at_each_step(make, steps=40)
+        await _next_call_answers(saver, thread, "aput_writes cancelled at each step")
+        await asyncio.sleep(min(settle_window, 0.5))
+        writes = _writes(await get(second, thread, checkpoint_id))
+        for k, outcome, _ in outcomes:
+            task = calls[k]
+            stored = sorted(ch for (t, ch) in writes if t == task)
+            if outcome == "completed" and len(stored) != 4:
+                fail(
+                    "an aput_writes that returned must have stored every write",
+                    expected=f"the 4 writes of {task}",
+                    observed=f"{len(stored)} of them: {stored}",
+                )
+            if stored and len(stored) != 4:
+                fail(
+                    "a cancelled aput_writes must store all of its writes or none",
+                    expected=f"none or all 4 writes of {task}",
+                    observed=f"{len(stored)} of them ({stored}) after a cancel at step {k}",
+                    detail="write one call's writes in one atomic request (one transaction, one "
+                    "record, one batch): LangGraph takes a task with any stored write for "
+                    "done, and resumes with part of its update",
+                )
+
+    async def test_cancelled_delete_thread_leaves_each_checkpoint_whole_or_gone(
+        self, instance: Any, second: Any, thread: str
+    ) -> None:
+        """``adelete_thread`` of a thread of three checkpoints (each with its values and a
+        pending write), cancelled after 0, 1, 2, ... event-loop iterations, one new thread
+        per attempt: every checkpoint still there is whole (its values and its write), as
+        LangGraph's savers delete the checkpoints before what they reference. A saver that
+        deletes the values or the writes first, cancelled half-way, leaves checkpoints
+        that load with missing values: the next run continues from a state that never
+        existed."""
+        saver: BaseCheckpointSaver[Any] = instance
+        has = set(implemented_methods(saver))
+        if "adelete_thread" not in has or "aput_writes" not in has:
+            pytest.skip("the saver implements no adelete_thread or no aput_writes")
+        threads: list[tuple[str, list[str]]] = []
+
+        async def fill(name: str) -> list[str]:
+            ids: list[str] = []
+            previous: Checkpoint | None = None
+            for n in range(3):
+                checkpoint, versions = checkpoint_of(
+                    saver, {"v": n, "w": [n] * 3}, previous=previous
+                )
+                parent = None if previous is None else previous["id"]
+                metadata = CheckpointMetadata(source="loop", step=n)
+                await saver.aput(config_of(name, parent), checkpoint, metadata, versions)
+                await saver.aput_writes(config_of(name, checkpoint["id"]), [("ch", n)], "t")
+                ids.append(checkpoint["id"])
+                previous = checkpoint
+            return ids
+
+        async def prepare(k: int) -> None:
+            name = f"{thread}-{k}"
+            threads.append((name, await fill(name)))
+
+        def make() -> Any:
+            return saver.adelete_thread(threads[-1][0])
+
+        outcomes = await cancel_at_each_step(make, steps=40, prepare=prepare)
+        await _next_call_answers(saver, thread, "adelete_thread cancelled at each step")
+        for (k, outcome, _), (name, ids) in zip(outcomes, threads, strict=False):
+            for n, checkpoint_id in enumerate(ids):
+                got = await get(second, name, checkpoint_id)
+                if got is None:
+                    continue
+                if outcome == "completed":
+                    fail(
+                        "an adelete_thread that returned leaves nothing of the thread",
+                        expected="no checkpoint",
+                        observed=f"checkpoint {checkpoint_id} of {name} is there",
+                    )
+                values = got.checkpoint["channel_values"]
+                if values != {"v": n, "w": [n] * 3} or _writes(got) != {("t", "ch"): n}:
+                    fail(
+                        "a cancelled adelete_thread leaves each checkpoint whole or gone",
+                        expected=f"checkpoint {checkpoint_id} gone, or with values "
+                        f"{{'v': {n}, 'w': {[n] * 3}}} and its write",
+                        observed=f"values {values}, writes {_writes(got)} after a cancel at "
+                        f"step {k}",
+                        detail="delete the checkpoints first and what they reference (values, "
+                        "writes) after them, or all in one transaction",
+                    )
+
+
+NEXT_CALL_LIMIT = 15.0
+"""Seconds the same instance's next ``aput`` and ``aget_tuple`` may take after calls
+cancelled at each step: milliseconds on a healthy saver."""
+
+
+async def _next_call_answers(saver: Any, thread: str, after: str) -> None:
+    """After cancelled calls (``after`` says which), the same instance's next ``aput`` and
+    ``aget_tuple`` return within `NEXT_CALL_LIMIT` and give the new checkpoint: a call
+    cancelled while it held a lock (an ``acquire()`` whose ``release()`` is not in a
+    ``finally``) makes every later call wait forever. Needs no hold: the cancels land
+    wherever the calls awaited."""
+    __tracebackhide__ = True
+    scope = asyncio.timeout(NEXT_CALL_LIMIT)
+    got: CheckpointTuple | None = None
+    try:
+        async with scope:
+            checkpoint_id = await put(saver, f"{thread}-next", {"v": "next"}, step=1)
+            got = await get(saver, f"{thread}-next", checkpoint_id)
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        fail(
+            "after cancelled calls, the same instance's next call must return",
+            expected=f"the next aput and aget_tuple to return within {NEXT_CALL_LIMIT:g} s",
+            observed=f"they had not returned after {NEXT_CALL_LIMIT:g} s ({after})",
+            detail="a cancelled call kept what the next ones wait for: release a lock, give "
+            "back a connection and end a transaction in a finally block (or async with), so "
+            "that a CancelledError releases them too",
+        )
+    if got is None or got.checkpoint["channel_values"] != {"v": "next"}:
+        fail(
+            "after cancelled calls, the same instance's next call must get its own answer",
+            expected="the next aput's checkpoint, read back with its values",
+            observed="it is missing" if got is None else f"{got.checkpoint['channel_values']}",
+            detail=f"after {after}: a cancelled call must leave no half-sent request or "
+            "unread reply on the connection",
+        )
 
 
 async def _watch_absent(
@@ -1860,6 +2013,14 @@ class SaverSweepTests(SaverFixtures):
             task_id: [(channel, value) for channel, value in writes]
             for task_id, _, writes in PENDING_WRITES
         }
+        in_order = [
+            (task_id, channel, value)
+            for task_path, task_id, idx, channel, value in sorted(
+                (task_path, task_id, idx, channel, value)
+                for task_id, task_path, writes in PENDING_WRITES
+                for idx, (channel, value) in enumerate(writes)
+            )
+        ]  # writes_sort_key order: (task_path, task_id, idx)
         reads = await _namespace_reads(
             saver, set(implemented_methods(saver)), config_of(thread), config
         )
@@ -1867,22 +2028,295 @@ class SaverSweepTests(SaverFixtures):
         for how, got in reads.items():
             mine = [t for t in (got if isinstance(got, list) else [got]) if t is not None]
             pending = [
-                w for t in mine if _id_of(t) == checkpoint_id for w in t.pending_writes or []
+                tuple(w) for t in mine if _id_of(t) == checkpoint_id for w in t.pending_writes or []
             ]
             by_task: dict[str, list[tuple[str, Any]]] = {}
             for task_id, channel, value in pending:
                 by_task.setdefault(task_id, []).append((channel, value))
             if by_task != expected:
                 wrong.append(f"{how} gave {by_task}")
+            elif pending != in_order:
+                wrong.append(f"{how} gave the tasks in the order {_task_order(pending)}")
         if wrong:
             fail(
-                "every pending write comes back once, each task's in the order it was put",
-                expected=f"per task: {expected}",
+                "every pending write comes back once, each task's in the order it was put, the "
+                "tasks in LangGraph's order (task_path, then task_id)",
+                expected=f"per task: {expected}, the tasks in the order {_task_order(in_order)}",
                 observed="; ".join(wrong),
                 detail="key a write by (thread, namespace, checkpoint, task_id, idx), the idx "
                 "being its place in the aput_writes call (LangGraph's savers do), not by "
                 "its channel; read a checkpoint's writes back in (task_path, task_id, idx) "
                 "order (langgraph.checkpoint.base.writes_sort_key)",
+            )
+
+    async def test_pending_writes_stay_with_the_checkpoint_they_name(
+        self, instance: Any, thread: str
+    ) -> None:
+        """Writes to a checkpoint, then its child put, then more writes to the first (no
+        longer the newest) and writes to the child: each checkpoint's reads give its own
+        writes, every one. With ``durability="async"`` LangGraph saves a step's writes
+        while the next checkpoint is being put, and ``get_state_history`` shows each
+        step's task results from them; a saver that files writes under the thread's
+        newest checkpoint, or drops a parent's writes as consumed when its child is put,
+        loses them (and a ``DeltaChannel`` rebuilt from them comes back empty)."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "aput_writes" not in has:
+            pytest.skip("the saver implements no aput_writes")
+        first = await put(saver, thread, {"v": 1})
+        await saver.aput_writes(config_of(thread, first), [("log", "a")], task_id="t-a")
+        child = await put(saver, thread, {"v": 2}, parent=first, step=1)
+        await saver.aput_writes(config_of(thread, first), [("log", "b")], task_id="t-b")
+        await saver.aput_writes(config_of(thread, child), [("log", "c")], task_id="t-c")
+        want = {
+            first: {("t-a", "log"): "a", ("t-b", "log"): "b"},
+            child: {("t-c", "log"): "c"},
+        }
+        wrong: list[str] = []
+        for checkpoint_id, expected in want.items():
+            reads = await _namespace_reads(
+                saver, has, config_of(thread), config_of(thread, checkpoint_id)
+            )
+            for how, got in reads.items():
+                for t in got if isinstance(got, list) else [got]:
+                    if t is not None and _id_of(t) == checkpoint_id and _writes(t) != expected:
+                        wrong.append(f"{how} of {checkpoint_id} gave {_writes(t)}")
+        if wrong:
+            fail(
+                "each checkpoint keeps the writes put to it, also once it has a child",
+                expected=f"the first checkpoint's writes {want[first]}, the child's {want[child]}",
+                observed=joined(wrong),
+                detail="file a write under the checkpoint its config names (thread, namespace, "
+                "checkpoint_id), never under the thread's newest one, and delete writes only "
+                "with their checkpoint",
+            )
+
+    async def test_writes_whose_value_is_none_come_back(self, instance: Any, thread: str) -> None:
+        """A task's writes whose value is None (LangGraph writes ``branch:to:<node>`` with
+        None to send the run to a node, and a node may set a key to None) come back as
+        None. A saver that skips empty values drops the routing: a run resumed after a
+        failed sibling never runs the node the finished task chose."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "aput_writes" not in has:
+            pytest.skip("the saver implements no aput_writes")
+        checkpoint_id = await put(saver, thread, {"v": 0})
+        writes = [("branch:to:next", None), ("choice", None), ("log", "kept")]
+        await saver.aput_writes(config_of(thread, checkpoint_id), writes, task_id="t")
+        expected = {("t", channel): value for channel, value in writes}
+        reads = await _namespace_reads(
+            saver, has, config_of(thread), config_of(thread, checkpoint_id)
+        )
+        wrong = [
+            f"{how} gave {_writes(t)}"
+            for how, got in reads.items()
+            for t in (got if isinstance(got, list) else [got])
+            if t is not None and _writes(t) != expected
+        ]
+        if wrong:
+            fail(
+                "pending writes whose value is None come back",
+                expected=f"{expected}",
+                observed=joined(wrong),
+                detail="store a write's serialized None like any value; do not read None as "
+                "no write",
+            )
+
+    async def test_a_channel_emptied_in_a_step_reads_back_absent(
+        self, instance: Any, thread: str
+    ) -> None:
+        """A checkpoint whose channel has a new version but no value (LangGraph empties an
+        ephemeral channel, ``branch:to:<node>`` or ``__start__``, once a step consumed it)
+        reads back without that channel in ``channel_values``, not with the value None:
+        LangGraph takes a channel that holds None for one that still holds a value, so
+        ``aget_state`` of a finished thread reports tasks still to run (``next``)."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        previous, _ = checkpoint_of(saver, {"kept": 1, "gone": "start"})
+        checkpoint, versions = checkpoint_of(saver, {"kept": 1}, previous=previous)
+        versions["gone"] = saver.get_next_version(previous["channel_versions"]["gone"], None)
+        checkpoint["channel_versions"]["gone"] = versions["gone"]
+        await saver.aput(
+            config_of(thread), checkpoint, CheckpointMetadata(source="loop", step=1), versions
+        )
+        reads = await _namespace_reads(
+            saver, has, config_of(thread), config_of(thread, checkpoint["id"])
+        )
+        wrong = [
+            f"{how} gave {t.checkpoint['channel_values']}"
+            for how, got in reads.items()
+            for t in (got if isinstance(got, list) else [got])
+            if t is not None and t.checkpoint["channel_values"] != {"kept": 1}
+        ]
+        if wrong:
+            fail(
+                "a channel with a version and no value reads back absent",
+                expected="channel_values {'kept': 1}",
+                observed=joined(wrong),
+                detail="store an emptied channel as empty (LangGraph's savers write the "
+                "'empty' type) and leave it out of channel_values when reading; never "
+                "store it as the value None",
+            )
+
+    async def test_before_naming_a_checkpoint_that_is_gone_still_cuts_by_id(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``alist`` with ``before`` naming a checkpoint id that the thread does not hold
+        (one pruned or deleted since a page of history was read, as a paging cursor
+        does) gives the thread's checkpoints whose ids are less: LangGraph's savers
+        compare ids alone. A saver that drops the bound when it cannot find the
+        checkpoint gives the newest ones again, and the pages repeat forever."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "alist" not in has:
+            pytest.skip("the saver implements no alist")
+        older = [await put(saver, thread, {"v": n}, step=n) for n in range(2)]
+        gone = str(uuid6(clock_seq=-1))  # an id between the two halves, never stored
+        newer = [await put(saver, thread, {"v": n}, step=n) for n in range(2, 4)]
+        config, before = config_of(thread), config_of(thread, gone)
+        want = list(reversed(older))
+        listings = {"alist": [_id_of(t) async for t in saver.alist(config, before=before)]}
+        if "list" in has:
+            listings["list"] = await asyncio.to_thread(_sync_ids, saver, config, before=before)
+        wrong = [f"{m} gave {counted(got, want)}" for m, got in listings.items() if got != want]
+        if wrong:
+            fail(
+                "before cuts a listing at its checkpoint id, also when no checkpoint has it",
+                expected=f"{want}: the two checkpoints older than {gone} (newer: {newer})",
+                observed="; ".join(wrong),
+                detail="compare checkpoint ids with before's id (checkpoint_id < ?), as "
+                "LangGraph's savers do; do not look the before checkpoint up first",
+            )
+
+    async def test_limit_counts_checkpoints_across_namespaces(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``alist`` of a thread without ``checkpoint_ns`` (every namespace) with ``limit``
+        gives at most ``limit`` checkpoints in all, and ``alist(None, limit=...)`` (every
+        thread) too: a saver that applies the limit per namespace or per thread answers
+        a retention job's ``limit=1`` with one checkpoint of each."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        if "alist" not in has:
+            pytest.skip("the saver implements no alist")
+        for ns in ("", "p:1", "p:1|c:2"):
+            parent = await _put_in(saver, thread, ns, None)
+            await _put_in(saver, thread, ns, parent)
+        await _put_in(saver, f"{thread}-other", "", None)
+        wrong: list[str] = []
+        thread_only: RunnableConfig = {"configurable": {"thread_id": thread}}
+        for limit in (1, 4):
+            got = [t async for t in saver.alist(thread_only, limit=limit)]
+            if len(got) != limit:
+                wrong.append(f"alist of the thread, limit={limit}, gave {len(got)}")
+            if "list" in has:
+                sync = await asyncio.to_thread(_listed, saver, thread_only, limit)
+                if len(sync) != limit:
+                    wrong.append(f"list of the thread, limit={limit}, gave {len(sync)}")
+        every = [t async for t in saver.alist(None, limit=2)]
+        if len(every) != 2:
+            wrong.append(f"alist(None, limit=2) gave {len(every)}")
+        if wrong:
+            fail(
+                "limit bounds the whole listing, across namespaces and threads",
+                expected="as many checkpoints as the limit (the thread has 6 in 3 namespaces)",
+                observed="; ".join(wrong),
+                detail="apply the limit once to the whole listing (LIMIT on one query over "
+                "every namespace), not to each namespace or thread",
+            )
+
+    async def test_a_channel_that_kept_its_version_keeps_its_value(
+        self, instance: Any, second: Any, thread: str
+    ) -> None:
+        """A checkpoint whose channel kept its version (not in ``new_versions``) reads back
+        with the value stored for that version, not with what its ``channel_values`` hold
+        when ``aput`` runs. LangGraph hands a saver its live channel objects (a join
+        edge's set of finished nodes, say) and, with ``durability="async"``, the put runs
+        after the next step changed them in place: a saver that stores every channel's
+        value with every checkpoint records a value its version never had, and a run
+        resumed from it (or ``get_state``'s ``next``) starts the joined node before its
+        predecessors ran. Checked through the instance that put the version, and through
+        the second one after it read the checkpoint (a run resumed elsewhere)."""
+        has = set(implemented_methods(instance))
+        wrong: list[str] = []
+        for how, writer in (("the same instance", instance), ("a second instance", second)):
+            name = f"{thread}-{len(wrong)}-{how[0]}"
+            live = ["a"]
+            first, versions = checkpoint_of(instance, {"live": live, "n": 1})
+            await instance.aput(config_of(name), first, {"step": 1}, versions)
+            if writer is second:
+                await second.aget_tuple(config_of(name, first["id"]))
+            child, versions = checkpoint_of(instance, {"n": 2}, previous=first)
+            live.append("changed after its version")  # in place, as LangGraph's channels do
+            child["channel_values"]["live"] = live
+            await writer.aput(config_of(name, first["id"]), child, {"step": 2}, versions)
+            reads = await _namespace_reads(
+                instance, has, config_of(name), config_of(name, child["id"])
+            )
+            for method, got in reads.items():
+                for t in got if isinstance(got, list) else [got]:
+                    if t is not None and _id_of(t) == child["id"]:
+                        value = t.checkpoint["channel_values"].get("live")
+                        if value != ["a"]:
+                            wrong.append(f"put through {how}, {method} gave {value}")
+        if wrong:
+            fail(
+                "a channel that kept its version keeps the value stored with that version",
+                expected="['a'], the value of the channel's version when it was put",
+                observed=joined(wrong),
+                detail="store a channel's value once per (thread, namespace, channel, "
+                "version), as LangGraph's savers do, and write only the channels in "
+                "new_versions; a checkpoint references the others by version",
+            )
+
+    async def test_delta_channel_history_follows_the_parent_chain(
+        self, instance: Any, thread: str
+    ) -> None:
+        """``aget_delta_channel_history`` (LangGraph's ``DeltaChannel``, beta, rebuilds a
+        value from it) of a checkpoint on a branch, with pending writes on every
+        checkpoint (the target's own too) and another branch from the same parent, gives
+        what LangGraph's own implementation gives walking the saver's ``aget_tuple``:
+        the writes of the target's ancestors along ``parent_config``, oldest first, in
+        ``writes_sort_key`` order, from the nearest ancestor that holds a value. A saver
+        that walks ``alist(before=...)`` takes in the other branch; one that adds the
+        target's own writes applies them twice."""
+        saver = instance
+        if not hasattr(BaseCheckpointSaver, "aget_delta_channel_history"):
+            pytest.skip("this LangGraph has no aget_delta_channel_history")
+        has = set(implemented_methods(saver))
+        if "aput_writes" not in has:
+            pytest.skip("the saver implements no aput_writes")
+        made: dict[str, Checkpoint] = {}
+
+        async def step(label: str, parent: str | None, values: dict[str, Any]) -> str:
+            previous = made[parent] if parent is not None else None
+            checkpoint, versions = checkpoint_of(saver, values, previous=previous)
+            await saver.aput(config_of(thread, parent), checkpoint, {"step": len(made)}, versions)
+            made[checkpoint["id"]] = checkpoint
+            config = config_of(thread, checkpoint["id"])
+            for path, task in (("~b", "t-1"), ("~a", "t-2")):  # stored out of LangGraph's order
+                writes = [("items", f"{label}:{task}:{i}") for i in range(2)]
+                await saver.aput_writes(config, writes, task_id=task, task_path=path)
+            return checkpoint["id"]
+
+        root = await step("root", None, {"items": ["seed"]})
+        middle = await step("middle", root, {"n": 1})
+        await step("other branch", middle, {"n": 2})
+        target = await step("target", middle, {"n": 3})
+        config = config_of(thread, target)
+        got = await saver.aget_delta_channel_history(config=config, channels=["items"])
+        want = await BaseCheckpointSaver.aget_delta_channel_history(
+            saver, config=config, channels=["items"]
+        )
+        if got != want:
+            fail(
+                "aget_delta_channel_history follows the parent chain, as LangGraph's walks it",
+                expected=f"{want}",
+                observed=f"{got}",
+                detail="walk parent_config from the target's parent up to the nearest "
+                "checkpoint holding the channel's value (the seed), taking each ancestor's "
+                "pending writes in writes_sort_key order, oldest first; not the target's own "
+                "writes, not a listing by checkpoint id (another branch's checkpoints)",
             )
 
     async def test_threads_whose_ids_share_a_prefix_stay_apart(
@@ -2580,6 +3014,11 @@ async def _grow(saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], n:
     while len(ids) < n:
         parent = ids[-1] if ids else None
         ids.append(await put(saver, thread, {"n": len(ids)}, parent=parent, step=len(ids)))
+
+
+def _listed(saver: Any, config: RunnableConfig | None, limit: int) -> list[CheckpointTuple]:
+    """The sync ``list`` of ``config`` with ``limit``, read whole (run in a worker thread)."""
+    return list(saver.list(config, limit=limit))
 
 
 def _sync_ids(saver: BaseCheckpointSaver[Any], config: RunnableConfig, **options: Any) -> Any:

@@ -2190,3 +2190,277 @@ def target(cls: type, ecosystem: str) -> EcosystemTarget:
         spec=f"{cls.__module__}:{cls.__qualname__}",
         settle_window=0.3,
     )
+
+
+# -- mistakes nobody had listed: savers written from LangGraph's docs and savers -----------------
+def _conf(config: RunnableConfig) -> tuple[str, str, str | None]:
+    c = config["configurable"]
+    return c["thread_id"], c.get("checkpoint_ns", ""), c.get("checkpoint_id")
+
+
+class WritesByTaskIdSaver(HeldSaver):
+    """Pending writes returned ORDER BY task_id, idx (task_path ignored), as a
+    backend with no task_path column (or an old Postgres schema) does."""
+
+    def _ordered_writes(self, thread_id, checkpoint_ns, checkpoint_id):
+        stored = self.writes.get((thread_id, checkpoint_ns, checkpoint_id), {})
+        return [stored[k] for k in sorted(stored)]  # (task_id, idx)
+
+
+# 2 ---------------------------------------------------------------------------
+
+
+class LimitPerNamespaceSaver(HeldSaver):
+    """limit counted per (thread, namespace) partition, not over the whole listing
+    (one query per partition, each with LIMIT n)."""
+
+    def list(self, config, *, filter=None, before=None, limit=None):
+        thread_ids = (config["configurable"]["thread_id"],) if config else list(self.storage)
+        ns_wanted = config["configurable"].get("checkpoint_ns") if config else None
+        for tid in thread_ids:
+            for ns in list(self.storage[tid].keys()):
+                if ns_wanted is not None and ns != ns_wanted:
+                    continue
+                sub = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
+                if config and get_checkpoint_id(config):
+                    sub["configurable"]["checkpoint_id"] = get_checkpoint_id(config)
+                yield from super().list(sub, filter=filter, before=before, limit=limit)
+
+
+# 6 ---------------------------------------------------------------------------
+
+
+class LockLeakSaver(HeldSaver):
+    """Each instance serialises its calls with an asyncio.Lock, acquired and
+    released without try/finally: a cancelled call leaves the lock held."""
+
+    def __init__(self, *, location=None):
+        super().__init__(location=location)
+        self._lock = asyncio.Lock()
+
+    async def aput(self, config, checkpoint, metadata, new_versions):
+        await self._lock.acquire()
+        await self.backend.io()
+        out = self.put(config, checkpoint, metadata, new_versions)
+        self._lock.release()
+        return out
+
+    async def aput_writes(self, config, writes, task_id, task_path=""):
+        await self._lock.acquire()
+        await self.backend.io()
+        self.put_writes(config, writes, task_id, task_path)
+        self._lock.release()
+
+    async def aget_tuple(self, config):
+        await self._lock.acquire()
+        await asyncio.sleep(0)
+        out = self.get_tuple(config)
+        self._lock.release()
+        return out
+
+
+# 17 --------------------------------------------------------------------------
+
+
+class EmptyAsNoneSaver(HeldSaver):
+    """A channel bumped in new_versions but with no value (emptied) is stored as
+    the value None instead of an 'empty' marker: reads give {channel: None}."""
+
+    def put(self, config, checkpoint, metadata, new_versions):
+        values = checkpoint["channel_values"]
+        filled = {**values, **{k: None for k in new_versions if k not in values}}
+        return super().put(config, {**checkpoint, "channel_values": filled}, metadata, new_versions)
+
+
+# 18 --------------------------------------------------------------------------
+
+
+class ClearsParentWritesOnPutSaver(HeldSaver):
+    """put deletes the parent checkpoint's pending writes ('consumed' by the new
+    checkpoint)."""
+
+    def put(self, config, checkpoint, metadata, new_versions):
+        thread_id, ns, parent = _conf(config)
+        out = super().put(config, checkpoint, metadata, new_versions)
+        if parent:
+            self.writes.pop((thread_id, ns, parent), None)
+        return out
+
+
+# 21 --------------------------------------------------------------------------
+
+
+class BeforeByLookupSaver(HeldSaver):
+    """before resolved by looking its checkpoint up in the listed thread/ns; when
+    not found there, before is ignored."""
+
+    def list(self, config, *, filter=None, before=None, limit=None):
+        if before is not None and config is not None:
+            thread_id = config["configurable"]["thread_id"]
+            bid = get_checkpoint_id(before)
+            found = any(bid in d for d in self.storage.get(thread_id, {}).values())
+            if not found:
+                before = None
+        yield from super().list(config, filter=filter, before=before, limit=limit)
+
+
+# ============================ round 2 =========================================
+# 28 (correct twin) -----------------------------------------------------------
+
+
+class DeltaHistoryByListSaver(HeldSaver):
+    """get_delta_channel_history walks list(before=target) (every older checkpoint
+    of the namespace, newest first) instead of the parent chain: a fork's
+    off-path siblings contribute their writes."""
+
+    def get_delta_channel_history(self, *, config, channels):
+        if not channels:
+            return {}
+        target = self.get_tuple(config)
+        if target is None:
+            return {ch: {"writes": []} for ch in channels}
+        collected = {c: [] for c in channels}
+        seed = {}
+        remaining = set(channels)
+        for tup in self.list(
+            {
+                "configurable": {
+                    "thread_id": target.config["configurable"]["thread_id"],
+                    "checkpoint_ns": target.config["configurable"].get("checkpoint_ns", ""),
+                }
+            },
+            before=target.config,
+        ):
+            if not remaining:
+                break
+            for w in reversed(tup.pending_writes or []):
+                if w[1] in remaining:
+                    collected[w[1]].append(w)
+            for ch in list(remaining):
+                if ch in tup.checkpoint["channel_values"]:
+                    seed[ch] = tup.checkpoint["channel_values"][ch]
+                    remaining.discard(ch)
+        out = {}
+        for ch in channels:
+            e = {"writes": list(reversed(collected[ch]))}
+            if ch in seed:
+                e["seed"] = seed[ch]
+            out[ch] = e
+        return out
+
+
+# 30 --------------------------------------------------------------------------
+
+
+class DeltaHistoryIncludesTargetSaver(HeldSaver):
+    """get_delta_channel_history also collects the target checkpoint's own
+    pending writes (they belong to the next super-step)."""
+
+    def get_delta_channel_history(self, *, config, channels):
+        res = super().get_delta_channel_history(config=config, channels=channels)
+        thread_id, ns, cid = _conf(config)
+        t = self.get_tuple(config)
+        if t is None:
+            return res
+        cid = t.config["configurable"]["checkpoint_id"]
+        out = {}
+        for ch, e in res.items():
+            own = [
+                (tid, c, self.serde.loads_typed(v))
+                for tid, c, v, _ in self._ordered_writes(thread_id, ns, cid)
+                if c == ch
+            ]
+            e2 = dict(e)
+            e2["writes"] = list(e["writes"]) + own
+            out[ch] = e2
+        return out
+
+
+# 31 --------------------------------------------------------------------------
+
+
+class PartialWritesOnCancelSaver(HeldSaver):
+    """aput_writes sends one request per write (no transaction / batch): a
+    cancelled call leaves the first writes of the task stored."""
+
+    async def aput_writes(self, config, writes, task_id, task_path=""):
+        for idx, (c, v) in enumerate(writes):
+            await self.backend.io()
+            # store this one write at its proper index
+            thread_id, ns, cid = _conf(config)
+            outer_key = (thread_id, ns, cid)
+            inner = (task_id, WRITES_IDX_MAP.get(c, idx))
+            outer = self.writes.get(outer_key)
+            if inner[1] >= 0 and outer and inner in outer:
+                continue
+            self.writes[outer_key][inner] = (task_id, c, self.serde.dumps_typed(v), task_path)
+
+
+# 33 --------------------------------------------------------------------------
+
+
+class WritesToHeadSaver(HeldSaver):
+    """put_writes attaches the writes to the namespace's latest checkpoint, not to
+    config's checkpoint_id."""
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        thread_id, ns, cid = _conf(config)
+        cps = self.storage[thread_id][ns]
+        head = max(cps) if cps else cid
+        conf = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": head}
+        }
+        super().put_writes(conf, writes, task_id, task_path)
+
+
+# 35 --------------------------------------------------------------------------
+
+
+class WritesNoneDroppedSaver(HeldSaver):
+    """put_writes skips writes whose value is None (NULL column / 'nothing to
+    store'): e.g. LangGraph's 'branch:to:<node>' writes, whose value is None."""
+
+    def put_writes(self, config, writes, task_id, task_path=""):
+        thread_id, ns, cid = _conf(config)
+        outer_key = (thread_id, ns, cid)
+        outer = self.writes.get(outer_key)
+        for idx, (c, v) in enumerate(writes):
+            if v is None:
+                continue
+            inner = (task_id, WRITES_IDX_MAP.get(c, idx))
+            if inner[1] >= 0 and outer and inner in outer:
+                continue
+            self.writes[outer_key][inner] = (task_id, c, self.serde.dumps_typed(v), task_path)
+
+
+class DeletePerRowSaver(HeldSaver):
+    """adelete_thread is not one transaction: it deletes the child rows first (as
+    foreign keys require: blobs, then writes), then the checkpoints, one request
+    per row. A delete cancelled (or read concurrently) part way leaves checkpoints
+    whose values and writes are gone."""
+
+    async def adelete_thread(self, thread_id):
+        for k in [k for k in list(self.blobs) if k[0] == thread_id]:
+            await self.backend.io()
+            self.blobs.pop(k, None)
+        for k in [k for k in list(self.writes) if k[0] == thread_id]:
+            await self.backend.io()
+            self.writes.pop(k, None)
+        for ns in list(self.storage.get(thread_id, {}).keys()):
+            for cid in sorted(self.storage[thread_id][ns]):
+                await self.backend.io()
+                self.storage[thread_id][ns].pop(cid, None)
+        self.storage.pop(thread_id, None)
+
+
+class StoresLiveValuesSaver(HeldSaver):
+    """Bug: every checkpoint stores the value of every channel as ``aput`` finds it (one
+    document per checkpoint), also of a channel that kept its version: LangGraph hands
+    over its live channel objects and changes them in place before a delayed put runs, so
+    a version is stored with a value it never had (as ``AsyncSqliteSaver`` stores it)."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        every = dict(checkpoint["channel_versions"])
+        return super().put(config, checkpoint, metadata, every)
