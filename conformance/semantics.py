@@ -21,7 +21,7 @@ from .checks import (
     fail,
 )
 from .clauses import checks
-from .fixtures import raw_storage, set_small_pages
+from .fixtures import raw_storage, scaled, set_small_pages
 from .pitfalls import PitfallTests
 from .sweeps import SemanticSweepTests, put_or_refused
 
@@ -450,6 +450,45 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
             version=steps[-1][1],
             promise="get must report the version of the last write",
         )
+
+    @checks("put.returns-version", "put.if-match.stale")
+    async def test_versions_of_one_key_never_repeat_over_many_writes(
+        self, storage: Storage, scale: float, supports_conditional_put: bool
+    ) -> None:
+        """A thousand writes of one key (scaled by the target's ``scale``), overwrites and
+        if-match puts in turn: every version differs from every earlier one, and an
+        if-match with the first is refused. A version from a short hash, a clock of
+        milliseconds or a per-key counter kept in a few bits repeats after a few hundred
+        writes, and a stale if-match then overwrites a value changed since (the run head's
+        compare-and-swap goes backward)."""
+        n = scaled(scale, 1000, minimum=50)
+        version = await storage.put("many", b"0")
+        first = version
+        seen = {version: 0}
+        for i in range(1, n):
+            mode: PutMode = IfMatch(version) if supports_conditional_put and i % 2 else "overwrite"
+            version = await storage.put("many", str(i).encode(), mode=mode)
+            if version in seen:
+                fail(
+                    "versions of one key never repeat",
+                    key="many",
+                    expected=f"write {i} to return a version never returned before",
+                    observed=f"it returned {version!r}, as write {seen[version]} did",
+                    detail="mint versions from a counter or a random token wide enough never "
+                    "to repeat (64 bits or more), not a short hash or a clock",
+                )
+            seen[version] = i
+        if supports_conditional_put:
+            try:
+                await storage.put("many", b"stale", mode=IfMatch(first))
+            except PreconditionFailed:
+                return
+            fail(
+                "an if-match put with a stale version is refused",
+                key="many",
+                expected=f"IfMatch({first!r}), the version of write 0 of {n}, refused",
+                observed="the put succeeded",
+            )
 
     # -- get and delete -------------------------------------------------------------------
     @checks("get.missing")

@@ -16,12 +16,13 @@ import contextlib
 import functools
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 import pytest
 
 from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed, StorageUnavailable
+from ..keys import MAX_KEY_BYTES
 from ..storage import GetResult, IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
 from .cancelling import cancel, check_raised, own_answer, point_text
@@ -797,7 +798,9 @@ class SemanticSweepTests(StorageFixtures):
         self, storage: Storage, storage_target: Target | None
     ) -> None:
         """One character, several and 120 segments, a 200-byte segment, the longest key
-        the storage holds, characters of 2, 3 and 4 UTF-8 bytes (either side of U+FFFF,
+        the storage holds and the longest segment it holds under ``s/``, each beside a twin
+        that differs in its last character only (a name cut to a length makes one of
+        both), characters of 2, 3 and 4 UTF-8 bytes (either side of U+FFFF,
         where UTF-16 order differs, and above U+F8FF), punctuation, dots; keys that a
         backend's escaping would merge (``a/b`` and ``a%2Fb``, ``a b`` and ``a+b``...); the
         characters ``str.splitlines()`` splits at (U+0085, U+2028, U+2029); a parent with its
@@ -810,12 +813,21 @@ class SemanticSweepTests(StorageFixtures):
         longest = "l"
         while holds(longest + "l") and len(longest) < 2048:
             longest += "l"
+        segment = "x" * 200  # the longest one segment under "s/" that the storage holds
+        while holds("s/" + segment + "x") and len(segment) < 2048:
+            segment += "x"
         shapes = [
             "k",
             "a/b/c",
             "/".join(["d"] * 100),
             "s/" + "x" * 200,
             longest,
+            # twins of the longest key and of the longest segment, different in their last
+            # character only: a backend name cut to a length (a file name limit, a VARCHAR
+            # column) makes one name of both
+            longest[:-1] + "m",
+            "s/" + segment,
+            "s/" + segment[:-1] + "y",
             "é/ß",
             "日本/語",
             "emoji/\U0001f600",
@@ -921,6 +933,67 @@ class SemanticSweepTests(StorageFixtures):
             expected=f"it to return {len(shapes)} and leave no key",
             observed=f"it returned {count!r} and left {len(left)} keys"
             + (f", {', '.join(repr(k) for k in left[:3])} first" if left else ""),
+        )
+
+    @checks("error.invalid-key")
+    async def test_a_valid_key_the_storage_does_not_hold_is_refused_as_invalid(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
+        """A key within the key rules (at most 1024 UTF-8 bytes with the suite's prefix)
+        that the adapter's ``holds_key`` says it does not hold (a server's 255-byte name
+        segments, a root before every key): ``put``, ``get``, ``delete`` and
+        ``delete_many`` of it raise ``InvalidKey`` naming the limit, and nothing is stored.
+        An adapter that sends it anyway gets the backend's own error (a file name too long,
+        an HTTP 400) as ``StorageUnavailable``, an error a caller retries, or a wrong
+        answer (``NotFound``, False)."""
+        holds = storage_target.holds_key(storage) if storage_target else holds_key_of(storage)
+        room = MAX_KEY_BYTES - len(raw_key(storage, "").encode())
+        candidates = [
+            "l" * room,
+            "s/" + "x" * (room - 2),
+            *(f"s/{'x' * n}" for n in (256, 512) if n + 2 <= room),
+            "/".join(["d"] * (room // 2)),
+        ]
+        unheld = [k for k in dict.fromkeys(candidates) if not holds(k)]
+        if not unheld:
+            pytest.skip("the storage holds every valid key (its holds_key accepts them all)")
+        for key in unheld:
+            calls: list[tuple[str, Awaitable[object]]] = [
+                ("put", storage.put(key, b"not held")),
+                ("get", storage.get(key)),
+                ("delete", storage.delete(key)),
+                ("delete_many", delete_many_of(storage, [key])),
+            ]
+            for i, (name, call) in enumerate(calls):
+                try:
+                    answer = await call
+                except InvalidKey:
+                    continue
+                except Exception as exc:
+                    _close_unawaited(c for _, c in calls[i + 1 :])
+                    fail(
+                        "an operation on a key the storage does not hold raises InvalidKey",
+                        key=key,
+                        expected=f"{name} to raise InvalidKey naming the limit "
+                        f"(holds_key is False for this {len(key.encode())}-byte key)",
+                        observed=f"it raised {type(exc).__name__}: {exc}",
+                        detail="in every operation, check holds_key before sending, and "
+                        "raise InvalidKey naming the limit, not the backend's error",
+                    )
+                _close_unawaited(c for _, c in calls[i + 1 :])
+                fail(
+                    "an operation on a key the storage does not hold raises InvalidKey",
+                    key=key,
+                    expected=f"{name} to raise InvalidKey naming the limit",
+                    observed=f"it returned {answer!r}",
+                )
+        left = [k async for k in storage.list()]
+        expect(
+            not left,
+            "a key the storage does not hold is never stored",
+            key=left[0] if left else None,
+            expected="no key",
+            observed=f"{len(left)} keys",
         )
 
     @checks("delete-many.validates-first", "error.invalid-key")
@@ -1795,3 +1868,11 @@ class CancellationSweepTests(StorageFixtures):
             observed=describe(got.data),
         )
         await settle.settle()
+
+
+def _close_unawaited(calls: Iterable[Awaitable[object]]) -> None:
+    """Close the coroutines of calls a test will not await (it failed before them)."""
+    for call in calls:
+        close = getattr(call, "close", None)
+        if close is not None:
+            close()

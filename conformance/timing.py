@@ -163,8 +163,9 @@ class TimedStorage:
     async def delete_many(self, keys: Iterable[str]) -> int:
         """The adapter's own ``delete_many`` (one ``delete`` per key where it has none)."""
         start = time.perf_counter()
-        keys = list(keys)
-        with _InFlight(f"delete_many({len(keys)} keys, first {keys[:1]!r})"):
+        # the keys as given (a one-shot iterator stays one: the adapter must take it so)
+        shown = f"{len(keys)} keys" if isinstance(keys, list | tuple) else type(keys).__name__
+        with _InFlight(f"delete_many({shown})"):
             count = await delete_many(self.inner, keys)
         self._rec.record("delete_many", time.perf_counter() - start)
         return count

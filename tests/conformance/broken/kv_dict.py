@@ -31,7 +31,7 @@ from xml.etree import ElementTree
 from xml.sax.saxutils import escape as xml_escape
 
 from checkpointkit.conformance.holds import WRITES, Hold, Operation
-from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.errors import InvalidKey, NotFound, PreconditionFailed, StorageUnavailable
 from checkpointkit.keys import validate_key
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
@@ -2831,3 +2831,73 @@ def _now() -> float:
     import time
 
     return time.monotonic()
+
+
+# -- mistakes nobody had listed: a helper session's blind adapters, the suite passed them -----
+class VersionsFromAShortHash(DictKV):
+    """Bug: the version is 4 hex digits of a hash of the key and a write counter (a short
+    ETag): after a few hundred writes of one key a version repeats, and an if-match with
+    the old one succeeds although the value changed since."""
+
+    def _mint(self, key: str, data: bytes) -> str:
+        return hashlib.sha1(f"{key}{next(self.counter)}".encode()).hexdigest()[:4]
+
+
+def _cut(key: str, size: int = 200) -> str:
+    return "/".join(s.encode()[:size].decode("utf-8", "ignore") for s in key.split("/"))
+
+
+class NamesCutTo200Bytes(DictKV):
+    """Bug: each segment of a backend name is cut to 200 bytes (a file name limit), the
+    whole key kept beside it for listing: two keys that differ only past a segment's 200th
+    byte are one name, which keeps the key first written."""
+
+    def _name(self, key: str) -> str:
+        return next((k for k in self.keys if _cut(k) == _cut(key)), key)
+
+
+class _HoldsShortKeys(DictKV):
+    """Names of at most 255 bytes (a server's limit), which ``holds_key`` says."""
+
+    LIMIT: ClassVar[int] = 255
+
+    def holds_key(self, key: str) -> bool:
+        return len(key.encode()) <= self.LIMIT and super().holds_key(key)
+
+
+class ShortKeysKV(_HoldsShortKeys):
+    """Correct: a key longer than its 255-byte names is refused with ``InvalidKey`` naming
+    the limit, by every operation, before anything is sent."""
+
+    def _check(self, key: str) -> None:
+        if not self.holds_key(key):
+            raise InvalidKey(f"key {key!r} is longer than this backend's {self.LIMIT}-byte names")
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        self._check(key)
+        return await super()._put(key, data, mode)
+
+    async def _get(self, key: str) -> GetResult:
+        self._check(key)
+        return await super()._get(key)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        self._check(key)
+        return await super()._delete(key, if_match)
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        for key in keys:
+            self._check(key)
+        return await super()._delete_many(keys)
+
+
+class SendsKeysItDoesNotHold(_HoldsShortKeys):
+    """Bug: ``holds_key`` says 255 bytes, but a longer key is sent anyway: the backend's
+    error (a file name too long) comes back as ``StorageUnavailable``, which a caller
+    retries, and a get answers ``NotFound``."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if not self.holds_key(key):
+            await self._round_trip()
+            raise StorageUnavailable(f"[Errno 36] File name too long: {key!r}")
+        return await super()._put(key, data, mode)
