@@ -520,6 +520,85 @@ class CapabilityTests(StorageFixtures):
                     observed="still there for: " + ", ".join(waiting),
                 )
 
+    @checks("ttl.expires")
+    async def test_declared_ttl_expired_keys_are_gone_to_writes_before_any_read(
+        self, target: Target, supports_ttl: bool
+    ) -> None:
+        """Keys past their expiry that nothing has read since: a create-only put of one
+        writes it (tried every 100 ms, within 5 s after the ttl), and then, the others having
+        expired with it, an if-match put with the last version of one is refused, a delete
+        of one finds nothing (``False``), and a conditional delete with the last version of
+        one finds nothing. An adapter that removes expired keys only when a get or a
+        listing comes by (a cache that expires lazily) refuses the create (a run that
+        cannot start again until something reads) and lets an if-match put bring an
+        expired key back; the watching in `test_declared_ttl_expires_keys` lists each key
+        before its write, which removes it there."""
+        await _skip_unless_ttl(target, supports_ttl)
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            caps = storage.capabilities
+            if not caps.conditional_put:
+                pytest.skip("the adapter declares no conditional_put: no create-only put")
+            keys = {
+                probe: f"cap/ttl-unread-{probe}/k"
+                for probe in ("create", "if-match", "delete", "conditional delete")
+            }
+            last = {probe: await storage.put(key, b"short-lived") for probe, key in keys.items()}
+            written = time.monotonic()
+            await asyncio.sleep(max(0.0, written + TTL_SECONDS - time.monotonic()))
+            deadline = written + TTL_SECONDS + 5
+            while True:
+                try:
+                    await storage.put(keys["create"], b"created again", mode="create")
+                    break
+                except PreconditionFailed:
+                    if time.monotonic() > deadline:
+                        fail(
+                            "ttl: a create-only put of an expired key writes it, read or not",
+                            key=keys["create"],
+                            expected=f"the put to write within {TTL_SECONDS + 5:g} s (ttl "
+                            f"{TTL_SECONDS:g} s), nothing having read the key",
+                            observed="PreconditionFailed each time",
+                            detail="an expired key is gone to every operation: test the "
+                            "expiry in the write's condition (or let the backend expire it), "
+                            "not only when a read comes by",
+                        )
+                    await asyncio.sleep(0.1)
+            try:
+                await storage.put(keys["if-match"], b"back", mode=IfMatch(last["if-match"]))
+            except PreconditionFailed:
+                pass
+            else:
+                fail(
+                    "ttl: an if-match put of an expired key is refused",
+                    key=keys["if-match"],
+                    expected="PreconditionFailed (the key expired with the one created again)",
+                    observed="the put wrote the expired key back",
+                )
+            existed = await storage.delete(keys["delete"])
+            expect(
+                existed is False,
+                "ttl: a delete of an expired key finds nothing",
+                key=keys["delete"],
+                expected="False",
+                observed=repr(existed),
+            )
+            if caps.conditional_delete:
+                key = keys["conditional delete"]
+                answer: bool | None
+                try:
+                    answer = await storage.delete(key, if_match=last["conditional delete"])
+                except PreconditionFailed:
+                    answer = None
+                expect(
+                    answer is False,
+                    "ttl: a conditional delete of an expired key finds nothing",
+                    key=key,
+                    expected="False",
+                    observed="PreconditionFailed" if answer is None else repr(answer),
+                )
+
     @checks("ttl.across-reopen")
     async def test_declared_ttl_holds_across_a_reopen(
         self, target: Target, supports_ttl: bool, supports_durable: bool

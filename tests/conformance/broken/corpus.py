@@ -1511,6 +1511,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.not-early",
     ),
     _m(
+        "expired-keys-swept-by-reads-only",
+        kv_dict.ExpiredKeysSweptByReadsOnly,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_expired_keys_are_gone_to_writes_before_any_read",
+        "ttl.expires",
+    ),
+    _m(
         "ttl-in-whole-seconds",
         kv_dict.TtlInWholeSeconds,
         kv_dict.ExpiringDictKV,

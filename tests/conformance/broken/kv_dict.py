@@ -2901,3 +2901,23 @@ class SendsKeysItDoesNotHold(_HoldsShortKeys):
             await self._round_trip()
             raise StorageUnavailable(f"[Errno 36] File name too long: {key!r}")
         return await super()._put(key, data, mode)
+
+
+class ExpiredKeysSweptByReadsOnly(ExpiringDictKV):
+    """Bug: expired keys are removed by reads only (a get or a listing sweeps them, as a
+    cache that expires lazily on access): a create-only put of an expired key is refused
+    until something reads, an if-match put with its last version writes it back, and a
+    delete finds it."""
+
+    async def _round_trip(self) -> None:
+        await DictKV._round_trip(self)
+
+    async def _get(self, key: str) -> GetResult:
+        await ExpiringDictKV._round_trip(self)
+        return await super()._get(key)
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        await ExpiringDictKV._round_trip(self)
+        return await super()._list_page(prefix, start_after, cursor, limit)
