@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, ClassVar
@@ -1460,6 +1461,54 @@ class LifecycleSweepTests(StorageFixtures):
             async with storage_target.open(location=location) as rest:
                 await delete_many_of(rest, await _listed(rest, "opening/"))
 
+    @checks("hygiene.no-task-left", "hygiene.no-thread-left")
+    async def test_aclose_returns_with_nothing_of_the_storage_still_running(
+        self, storage_target: Target | None
+    ) -> None:
+        """A fresh storage used once in every operation, then closed with a put in flight
+        (in the caller's task): when ``aclose()`` returns, no task it started is pending
+        (not even one cancelled and not awaited) and no thread it started is alive, daemon
+        or not. The hygiene check around each test
+        gives a task or thread a few loop turns and a second; here nothing may be left the
+        moment ``aclose()`` returns, as the protocol says: a keep-alive task cancelled but
+        not awaited, a write in a task of the storage's own, or a writer thread not joined
+        may still write after the caller went on (and deleted or reopened what it wrote)."""
+        if storage_target is None:
+            not_exercised("the target supplies no factory: no fresh storage to close")
+        tasks = asyncio.all_tasks()
+        threads = set(threading.enumerate())
+        async with storage_target.open() as fresh:
+            await fresh.put("running/a", b"a")
+            await fresh.get("running/a")
+            await _listed(fresh, "running/")
+            await delete_many_of(fresh, ["running/a"])
+            await fresh.delete("running/b")
+            # and a put in flight, in the caller's own task: aclose() may let it finish
+            # there, but not in a task of the storage's that outlives aclose()
+            in_flight = asyncio.ensure_future(fresh.put("running/c", b"c"))
+            await asyncio.sleep(0)
+            await fresh.aclose()
+            mine = {asyncio.current_task(), in_flight}
+            pending = [t for t in asyncio.all_tasks() - tasks if t not in mine and not t.done()]
+            await asyncio.gather(in_flight, return_exceptions=True)
+            alive = [
+                t
+                for t in set(threading.enumerate()) - threads
+                if t.is_alive() and not t.name.startswith("asyncio_") and not _serving(t)
+            ]
+        if pending or alive:
+            fail(
+                "when aclose() returns, nothing the storage started is still running",
+                expected="no pending task and no live thread of the storage",
+                observed=", ".join(
+                    [f"task {t.get_name()} ({t.get_coro()!r})" for t in pending]
+                    + [f"thread {t.name!r}" for t in alive]
+                ),
+                detail="in aclose(), cancel each task the storage started and await it "
+                "(await asyncio.gather(*tasks, return_exceptions=True)), and join each "
+                "thread, daemon ones too",
+            )
+
     @checks("list.concurrent-writes")
     async def test_writes_while_a_listing_is_open(self, storage: Storage) -> None:
         """A put, a delete and a ``delete_many`` of keys of the prefix between two steps of a
@@ -1876,3 +1925,10 @@ def _close_unawaited(calls: Iterable[Awaitable[object]]) -> None:
         close = getattr(call, "close", None)
         if close is not None:
             close()
+
+
+def _serving(thread: threading.Thread) -> bool:
+    """Whether ``thread`` answers a request of a server in this process (a test server's,
+    such as moto's threaded one: ``socketserver`` names it after
+    ``process_request_thread``), not a thread of the storage."""
+    return "(process_request_thread)" in thread.name

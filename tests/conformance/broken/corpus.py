@@ -1371,6 +1371,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "error.invalid-key",
     ),
     _m(
+        "keep-alive-cancelled-not-awaited",
+        kv_dict.KeepAliveCancelledNotAwaited,
+        kv_dict.KeepAliveKV,
+        "lifecycle",
+        "test_aclose_returns_with_nothing_of_the_storage_still_running",
+        "hygiene.no-task-left",
+    ),
+    _m(
+        "writer-thread-not-joined",
+        kv_dict.WriterThreadNotJoined,
+        kv_dict.WriterThreadKV,
+        "lifecycle",
+        "test_aclose_returns_with_nothing_of_the_storage_still_running",
+        "hygiene.no-thread-left",
+    ),
+    _m(
         "extension-not-doubled",
         kv_dict.ExtensionNotDoubled,
         D,

@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import re
 import socket
+import threading
 import unicodedata
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -2921,3 +2922,70 @@ class ExpiredKeysSweptByReadsOnly(ExpiringDictKV):
     ) -> ListPage:
         await ExpiringDictKV._round_trip(self)
         return await super()._list_page(prefix, start_after, cursor, limit)
+
+
+class KeepAliveKV(DictKV):
+    """Correct: a keep-alive task started by the first call; ``aclose()`` cancels it and
+    awaits it, so that it has ended when ``aclose()`` returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keep_alive: asyncio.Task[None] | None = None
+
+    async def _round_trip(self) -> None:
+        if self.keep_alive is None:
+            self.keep_alive = asyncio.get_running_loop().create_task(self._ping())
+        await super()._round_trip()
+
+    async def _ping(self) -> None:
+        while True:
+            await asyncio.sleep(0.05)
+
+    async def _aclose(self) -> None:
+        if self.keep_alive is not None:
+            self.keep_alive.cancel()
+            await asyncio.gather(self.keep_alive, return_exceptions=True)
+
+
+class KeepAliveCancelledNotAwaited(KeepAliveKV):
+    """Bug: ``aclose()`` cancels the keep-alive task and returns without awaiting it: the
+    task is still pending (unwinding) when the caller goes on."""
+
+    async def _aclose(self) -> None:
+        if self.keep_alive is not None:
+            self.keep_alive.cancel()
+
+
+class WriterThreadKV(DictKV):
+    """Correct: a flusher thread started by the first call; ``aclose()`` stops it and joins
+    it (in a worker thread), so that it has ended when ``aclose()`` returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    async def _round_trip(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._flush, name="flusher", daemon=True)
+            self.thread.start()
+        await super()._round_trip()
+
+    def _flush(self) -> None:
+        while not self.stop.wait(0.02):
+            pass
+        threading.Event().wait(0.05)  # the last flush, once told to stop
+
+    async def _aclose(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            await asyncio.to_thread(self.thread.join)
+
+
+class WriterThreadNotJoined(WriterThreadKV):
+    """Bug: ``aclose()`` tells the flusher thread to stop and returns without joining it (a
+    daemon thread, so nothing waits for it at exit): it may still be writing when the
+    caller goes on."""
+
+    async def _aclose(self) -> None:
+        self.stop.set()
