@@ -2175,9 +2175,7 @@ class SaverSweepTests(SaverFixtures):
         newer = [await put(saver, thread, {"v": n}, step=n) for n in range(2, 4)]
         config, before = config_of(thread), config_of(thread, gone)
         want = list(reversed(older))
-        listings = {"alist": [_id_of(t) async for t in saver.alist(config, before=before)]}
-        if "list" in has:
-            listings["list"] = await asyncio.to_thread(_sync_ids, saver, config, before=before)
+        listings = await _ids_before(saver, has, config, before)
         wrong = [f"{m} gave {counted(got, want)}" for m, got in listings.items() if got != want]
         if wrong:
             fail(
@@ -2659,9 +2657,7 @@ class SaverSweepTests(SaverFixtures):
         newer = await _put_in(saver, thread, "", older)
         await _put_in(saver, thread, "", newer)
         config, before = config_of(thread), config_of(thread, cut, "p:1")
-        listings = {"alist": [_id_of(t) async for t in saver.alist(config, before=before)]}
-        if "list" in has:
-            listings["list"] = await asyncio.to_thread(_sync_ids, saver, config, before=before)
+        listings = await _ids_before(saver, has, config, before)
         wrong = [
             f"{m} gave {counted(got, [older])}" for m, got in listings.items() if got != [older]
         ]
@@ -3014,6 +3010,19 @@ async def _grow(saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], n:
     while len(ids) < n:
         parent = ids[-1] if ids else None
         ids.append(await put(saver, thread, {"n": len(ids)}, parent=parent, step=len(ids)))
+
+
+async def _ids_before(
+    saver: Any, has: set[str], config: RunnableConfig, before: RunnableConfig
+) -> dict[str, Any]:
+    """The ids ``alist`` (and the sync ``list``, where the saver has it, in a worker
+    thread) give for ``config`` with ``before``, by method."""
+    listings: dict[str, Any] = {
+        "alist": [_id_of(t) async for t in saver.alist(config, before=before)]
+    }
+    if "list" in has:
+        listings["list"] = await asyncio.to_thread(_sync_ids, saver, config, before=before)
+    return listings
 
 
 def _listed(saver: Any, config: RunnableConfig | None, limit: int) -> list[CheckpointTuple]:

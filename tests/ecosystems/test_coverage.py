@@ -135,17 +135,14 @@ async def test_a_run_without_a_sweep_shows_the_cells_not_exercised_and_is_not_fu
     assert set(missing) <= alone.coverage.exercised
 
 
+def _probed(saver: Any, name: str) -> Any:
+    """``saver`` in the suite's coverage probe (no second instance, hold or durability)."""
+    return probe(saver, "langgraph", name, location=None, reopens=False, durable=False, holds=False)
+
+
 def test_a_savers_probe_is_detected_as_the_same_saver_by_langgraphs_suite() -> None:
     saver = InMemorySaver()
-    probed = probe(
-        saver,
-        "langgraph",
-        "probe-detection",
-        location=None,
-        reopens=False,
-        durable=False,
-        holds=False,
-    )
+    probed = _probed(saver, "probe-detection")
     assert DetectedCapabilities.from_instance(probed) == DetectedCapabilities.from_instance(saver)
     assert probed.get_next_version(None, None).split(".")[0] == "0" * 31 + "1"
     assert probed.storage is saver.storage  # the saver's own attributes
@@ -167,15 +164,7 @@ def test_a_savers_probe_is_called_by_langgraph_as_the_saver_is() -> None:
     from langgraph.pregel._checkpoint import put_writes_accepts_task_path
 
     saver = InMemorySaver()
-    probed = probe(
-        saver,
-        "langgraph",
-        "probe-signatures",
-        location=None,
-        reopens=False,
-        durable=False,
-        holds=False,
-    )
+    probed = _probed(saver, "probe-signatures")
     for method in ("put_writes", "aput_writes"):
         assert put_writes_accepts_task_path(getattr(saver, method))
         assert put_writes_accepts_task_path(getattr(probed, method)), method
