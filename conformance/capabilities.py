@@ -885,6 +885,50 @@ class CapabilityTests(StorageFixtures):
                 )
             )
 
+    @checks("ttl.expires", "ttl.not-early")
+    async def test_declared_ttl_is_the_writing_storages_beside_one_without(
+        self, target: Target, supports_ttl: bool, supports_shared: bool
+    ) -> None:
+        """Two storages at one location, the first opened without a ttl, the second with
+        one: a key written through the second expires (read through both), and a key
+        written through the first at the same moment is still there then, and a ttl
+        later. An adapter that keeps one ttl per location (the first client's settings,
+        a table's default expiry set when the table was made) expires both keys or
+        neither."""
+        await _skip_unless_ttl(target, supports_ttl)
+        _undeclared(supports_shared, "shared")
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        _reopenable(target, "shared with ttl")
+        location = new_location()
+        # each in a scope of its own: a backend may expire a run's keys together
+        kept, expiring = "cap/ttl-writer-kept/k", "cap/ttl-writer-expiring/k"
+        async with (
+            target.open(location=location) as without,
+            target.open(location=location, ttl=TTL_SECONDS) as with_ttl,
+        ):
+            written = time.monotonic()
+            await without.put(kept, b"no ttl")
+            await with_ttl.put(expiring, b"ttl")
+            for client in (with_ttl, without):
+                await _until_gone(
+                    client,
+                    expiring,
+                    written,
+                    "ttl: a key written through a storage opened with a ttl expires, beside "
+                    "a storage at the same location opened without one",
+                    "of its write",
+                )
+            await asyncio.sleep(TTL_SECONDS)  # a ttl past the other key's expiry
+            for client in (with_ttl, without):
+                await expect_value(
+                    client,
+                    kept,
+                    b"no ttl",
+                    promise="a key written through a storage opened without a ttl never "
+                    "expires, beside one at the same location opened with a ttl",
+                )
+
     @checks("ttl.not-early")
     async def test_declared_ttl_of_a_fraction_of_a_second_keeps_a_key_that_long(
         self, target: Target, supports_ttl: bool

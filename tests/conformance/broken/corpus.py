@@ -1535,6 +1535,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.expires",
     ),
     _m(
+        "ttl-of-the-first-client",
+        kv_dict.TtlOfTheFirstClient,
+        kv_dict.SharedExpiringKV,
+        CAP,
+        "test_declared_ttl_is_the_writing_storages_beside_one_without",
+        "ttl.expires",
+    ),
+    _m(
         "ttl-in-whole-seconds",
         kv_dict.TtlInWholeSeconds,
         kv_dict.ExpiringDictKV,

@@ -2989,3 +2989,19 @@ class WriterThreadNotJoined(WriterThreadKV):
 
     async def _aclose(self) -> None:
         self.stop.set()
+
+
+class TtlOfTheFirstClient(SharedExpiringKV):
+    """Bug: a location's ttl is the one of the first storage opened at it (a table whose
+    default expiry is set when the table is made): a storage opened with a ttl beside an
+    earlier one opened without writes keys that never expire."""
+
+    _by_location: ClassVar[
+        dict[str, tuple[dict[str, tuple[bytes, str]], list[str], dict[str, float]]]
+    ] = {}
+    _first_ttl: ClassVar[dict[str, float | None]] = {}
+
+    def __init__(self, location: str | None = None, ttl: float | None = None) -> None:
+        super().__init__(location, ttl)
+        if location is not None:
+            self.ttl = self._first_ttl.setdefault(location, ttl)
