@@ -17,7 +17,7 @@ import functools
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import pytest
@@ -959,19 +959,18 @@ class SemanticSweepTests(StorageFixtures):
         if not unheld:
             pytest.skip("the storage holds every valid key (its holds_key accepts them all)")
         for key in unheld:
-            calls: list[tuple[str, Awaitable[object]]] = [
-                ("put", storage.put(key, b"not held")),
-                ("get", storage.get(key)),
-                ("delete", storage.delete(key)),
-                ("delete_many", delete_many_of(storage, [key])),
+            calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+                ("put", functools.partial(storage.put, key, b"not held")),
+                ("get", functools.partial(storage.get, key)),
+                ("delete", functools.partial(storage.delete, key)),
+                ("delete_many", functools.partial(delete_many_of, storage, [key])),
             ]
-            for i, (name, call) in enumerate(calls):
+            for name, call in calls:
                 try:
-                    answer = await call
+                    answer = await call()
                 except InvalidKey:
                     continue
                 except Exception as exc:
-                    _close_unawaited(c for _, c in calls[i + 1 :])
                     fail(
                         "an operation on a key the storage does not hold raises InvalidKey",
                         key=key,
@@ -981,7 +980,6 @@ class SemanticSweepTests(StorageFixtures):
                         detail="in every operation, check holds_key before sending, and "
                         "raise InvalidKey naming the limit, not the backend's error",
                     )
-                _close_unawaited(c for _, c in calls[i + 1 :])
                 fail(
                     "an operation on a key the storage does not hold raises InvalidKey",
                     key=key,
@@ -1468,9 +1466,9 @@ class LifecycleSweepTests(StorageFixtures):
         """A fresh storage used once in every operation, then closed with a put in flight
         (in the caller's task): when ``aclose()`` returns, no task it started is pending
         (not even one cancelled and not awaited) and no thread it started is alive, daemon
-        or not. The hygiene check around each test
-        gives a task or thread a few loop turns and a second; here nothing may be left the
-        moment ``aclose()`` returns, as the protocol says: a keep-alive task cancelled but
+        or not. The hygiene check around each test gives a task or thread a few loop turns
+        and a second; here nothing may be left the moment ``aclose()`` returns, as the
+        protocol says: a keep-alive task cancelled but
         not awaited, a write in a task of the storage's own, or a writer thread not joined
         may still write after the caller went on (and deleted or reopened what it wrote)."""
         if storage_target is None:
@@ -1490,12 +1488,12 @@ class LifecycleSweepTests(StorageFixtures):
             await fresh.aclose()
             mine = {asyncio.current_task(), in_flight}
             pending = [t for t in asyncio.all_tasks() - tasks if t not in mine and not t.done()]
-            await asyncio.gather(in_flight, return_exceptions=True)
             alive = [
                 t
                 for t in set(threading.enumerate()) - threads
                 if t.is_alive() and not t.name.startswith("asyncio_") and not _serving(t)
             ]
+            await asyncio.gather(in_flight, return_exceptions=True)
         if pending or alive:
             fail(
                 "when aclose() returns, nothing the storage started is still running",
@@ -1917,14 +1915,6 @@ class CancellationSweepTests(StorageFixtures):
             observed=describe(got.data),
         )
         await settle.settle()
-
-
-def _close_unawaited(calls: Iterable[Awaitable[object]]) -> None:
-    """Close the coroutines of calls a test will not await (it failed before them)."""
-    for call in calls:
-        close = getattr(call, "close", None)
-        if close is not None:
-            close()
 
 
 def _serving(thread: threading.Thread) -> bool:

@@ -68,6 +68,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
         name=_exc.name,
     ) from _exc
 
+from ..cancelling import next_calls
 from ..checks import fail, joined
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
@@ -574,35 +575,16 @@ class SaverCancellationTests(SaverFixtures):
                     )
 
 
-NEXT_CALL_LIMIT = 15.0
-"""Seconds the same instance's next ``aput`` and ``aget_tuple`` may take after calls
-cancelled at each step: milliseconds on a healthy saver."""
-
-
 async def _next_call_answers(saver: Any, thread: str, after: str) -> None:
     """After cancelled calls (``after`` says which), the same instance's next ``aput`` and
-    ``aget_tuple`` return within `NEXT_CALL_LIMIT` and give the new checkpoint: a call
-    cancelled while it held a lock (an ``acquire()`` whose ``release()`` is not in a
-    ``finally``) makes every later call wait forever. Needs no hold: the cancels land
-    wherever the calls awaited."""
+    ``aget_tuple`` return within the storage suite's bound on the calls after a cancelled
+    one (`next_calls`) and give the new checkpoint: a call cancelled while it held a lock
+    (an ``acquire()`` whose ``release()`` is not in a ``finally``) makes every later call
+    wait forever. Needs no hold: the cancels land wherever the calls awaited."""
     __tracebackhide__ = True
-    scope = asyncio.timeout(NEXT_CALL_LIMIT)
-    got: CheckpointTuple | None = None
-    try:
-        async with scope:
-            checkpoint_id = await put(saver, f"{thread}-next", {"v": "next"}, step=1)
-            got = await get(saver, f"{thread}-next", checkpoint_id)
-    except TimeoutError:
-        if not scope.expired():
-            raise
-        fail(
-            "after cancelled calls, the same instance's next call must return",
-            expected=f"the next aput and aget_tuple to return within {NEXT_CALL_LIMIT:g} s",
-            observed=f"they had not returned after {NEXT_CALL_LIMIT:g} s ({after})",
-            detail="a cancelled call kept what the next ones wait for: release a lock, give "
-            "back a connection and end a transaction in a finally block (or async with), so "
-            "that a CancelledError releases them too",
-        )
+    async with next_calls(f"{thread}-next", after):
+        checkpoint_id = await put(saver, f"{thread}-next", {"v": "next"}, step=1)
+        got = await get(saver, f"{thread}-next", checkpoint_id)
     if got is None or got.checkpoint["channel_values"] != {"v": "next"}:
         fail(
             "after cancelled calls, the same instance's next call must get its own answer",

@@ -688,7 +688,7 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         broken.HeldSaver,
         "langgraph",
         "test_cancel_at_each_step_is_whole_or_absent",
-        "the same instance's next call must return",
+        "the calls after a cancelled call must return",
     ),
     "emptied-channel-stored-as-none": (
         broken.EmptyAsNoneSaver,
