@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 import uuid
 import warnings
@@ -35,7 +36,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from enum import Enum
 from functools import partial
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
 import pytest
 
@@ -530,15 +531,25 @@ class CheckpointStorageSemanticsTests(CheckpointStorageFixtures):
         await instance.delete(chain[0].checkpoint_id)
         left = [c.checkpoint_id for c in chain[1:]]
         ids = await instance.list_checkpoint_ids(workflow_name=name)
-        loaded = [_id(await load_or_none(instance, c)) for c in left]
+        got = [await load_or_none(instance, c) for c in left]
+        loaded = [_id(g) for g in got]
+        links = [g.previous_checkpoint_id for g in got if g is not None]
+        saved_links = [c.previous_checkpoint_id for c in chain[1:]]
         latest = await instance.get_latest(workflow_name=name)
-        if sorted(ids) != sorted(left) or loaded != left or _id(latest) != left[-1]:
+        if (
+            sorted(ids) != sorted(left)
+            or loaded != left
+            or _id(latest) != left[-1]
+            or links != saved_links
+        ):
             fail(
-                "deleting a checkpoint leaves the checkpoints that name it as their previous one",
-                expected=f"{left} listed and loaded, and {left[-1]} the latest, after the "
-                f"oldest of the chain ({chain[0].checkpoint_id}) was deleted",
-                observed=f"listed {sorted(ids)}, loaded {[i for i in loaded if i]}, latest "
-                f"{_id(latest)}",
+                "deleting a checkpoint leaves the checkpoints that name it as their previous "
+                "one, each with its previous_checkpoint_id",
+                expected=f"{left} listed and loaded (previous ids {saved_links}), and "
+                f"{left[-1]} the latest, after the oldest of the chain "
+                f"({chain[0].checkpoint_id}) was deleted",
+                observed=f"listed {sorted(ids)}, loaded {[i for i in loaded if i]} (previous "
+                f"ids {links}), latest {_id(latest)}",
                 detail="previous_checkpoint_id is a name, not a reference the store enforces: "
                 "no ON DELETE CASCADE (nor SET NULL) on it",
             )
@@ -687,6 +698,50 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
                     break
                 await asyncio.sleep(0.02)
 
+    async def test_cancelled_delete_does_not_land_later(
+        self,
+        eco_target: EcosystemTarget,
+        location: str | None,
+        name: str,
+        cancel_bound: float,
+        settle_window: float,
+    ) -> None:
+        """A checkpoint's ``delete`` cancelled while the backend is held: once it raised
+        ``CancelledError`` and the backend answers again, a second instance still loads
+        the checkpoint for the whole settle window (the delete may have landed before its
+        ``CancelledError``, never after)."""
+        need(
+            location is not None,
+            NOT_EXERCISED + "the factory takes no location: no second instance to watch through",
+        )
+        async with eco_target.open(location=location) as setup:
+            kept = await save_one(setup, name, {"v": "kept"})
+        async with held(eco_target, location) as h:
+            need(h is not None, no_hold_reason(eco_target))
+            assert h is not None
+            outcome = await cancel_while_held(
+                lambda: h.instance.delete(kept), wait=max(5.0, 10 * cancel_bound)
+            )
+            await h.release()
+            await finish(outcome.task)
+            if outcome.result != "cancelled":
+                pytest.skip(f"the cancelled delete {outcome.result} (see the write sweep)")
+            # Held, it could not land before its CancelledError: gone now is gone later.
+            async with eco_target.open(location=location) as observer:
+                start = time.monotonic()
+                while time.monotonic() - start < settle_window:
+                    if await load_or_none(observer, kept) is None:
+                        fail(
+                            "a cancelled delete must not land after CancelledError",
+                            expected=f"checkpoint {kept} to stay",
+                            observed="a second instance no longer loaded it "
+                            f"{time.monotonic() - start:.2f} s after the hold was released",
+                            detail="the delete went on after the cancel (a thread, a task, a "
+                            "request already sent): wait for it before raising "
+                            "CancelledError, or fence it",
+                        )
+                    await asyncio.sleep(0.02)
+
     async def test_call_after_cancel_gets_its_own_answer(
         self, eco_target: EcosystemTarget, location: str | None, name: str
     ) -> None:
@@ -754,6 +809,20 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
                     detail="the write went on after the cancel (a worker thread, a task): wait "
                     "for it to end before raising CancelledError",
                 )
+        disagree = await _reads_disagree(second, name, [made[k] for k, _, _ in outcomes])
+        if disagree:
+            fail(
+                "a cancelled save leaves the checkpoint whole or absent in every read: load, "
+                "the listings and get_latest agree",
+                expected="each checkpoint that load finds listed by list_checkpoint_ids and "
+                "list_checkpoints, none listed that load does not find, and get_latest the "
+                "newest that load finds",
+                observed=joined(disagree),
+                detail="a checkpoint kept as several writes (the data, an index, a sorted set "
+                "of the workflow's) is half-saved when a cancel falls between them: write it "
+                "in one atomic write (a transaction, MULTI/EXEC), or the index last and read "
+                "through it only",
+            )
 
 
 # -- concurrency -----------------------------------------------------------------------------------
@@ -1568,14 +1637,102 @@ async def _checkpoints_kept_apart(
             got = _raised(deleted) if isinstance(deleted, Exception) else repr(deleted)
             wrong.append(f"delete of {_who(cid)}, refused by save: {got}, not False")
     if kept:
-        first, kept = kept[0], kept[1:]
-        try:
-            deleted = await storage.delete(first)
-        except Exception as exc:
-            deleted = _raised(exc)
-        if deleted is not True:
-            wrong.append(f"delete of {_who(first)}: {deleted}, not True")
-        await check(kept, f" after {_who(first)} was deleted")
+        # The first id, and the first one a glob reads as a pattern (a Redis KEYS or SCAN
+        # MATCH, fnmatch): deleted, each must take its own checkpoint alone.
+        doomed = [kept[0], *[c for c in kept[1:] if set(c) & _GLOB][:1]]
+        for cid in doomed:
+            try:
+                deleted = await storage.delete(cid)
+            except Exception as exc:
+                deleted = _raised(exc)
+            if deleted is not True:
+                wrong.append(f"delete of {_who(cid)}: {deleted}, not True")
+        kept = [c for c in kept if c not in doomed]
+        await check(kept, f" after {' and '.join(_who(c) for c in doomed)} was deleted")
+    return wrong
+
+
+_MISSING: Final = object()
+
+STATE_SHAPES: Final[dict[str, Any]] = {
+    "NaN": math.nan,
+    "infinity": math.inf,
+    "-infinity": -math.inf,
+    "-0.0": -0.0,
+    "0.1 (no float32)": 0.1,
+    "2**53 + 1 (no float64)": 2**53 + 1,
+    "2**70 (past 64 bits)": 2**70,
+    "-2**63": -(2**63),
+    "NUL in a string": "a\x00b",
+    "lone surrogate": "x\ud800y",
+    "keys with . and $": {"a.b": 1, "$c": {"d.e": 2}},
+    "empty key": {"": 1},
+    "bytes": b"\x00\xff",
+    "empty containers": {"a": [], "b": {}, "c": ""},
+}
+"""The state values of `test_sweep_state_values_of_every_shape`: each one that some
+backend's encoding changes without a word."""
+
+
+def same_value(got: Any, saved: Any) -> bool:
+    """Whether ``got`` is ``saved`` exactly: same types all the way down, NaN for NaN,
+    -0.0 for -0.0 (a dict's keys in any order: nothing in agent-framework reads their
+    order)."""
+    if type(got) is not type(saved):
+        return False
+    if isinstance(saved, float):
+        if math.isnan(saved):
+            return math.isnan(got)
+        return got == saved and math.copysign(1.0, got) == math.copysign(1.0, saved)
+    if isinstance(saved, dict):
+        return set(got) == set(saved) and all(same_value(got[k], saved[k]) for k in saved)
+    if isinstance(saved, list | tuple):
+        return len(got) == len(saved) and all(map(same_value, got, saved))
+    return bool(got == saved)
+
+
+_GLOB: Final = frozenset("*?[")
+"""The characters a glob reads as a pattern."""
+
+
+async def _reads_disagree(storage: Any, workflow: str, made: list[WorkflowCheckpoint]) -> list[str]:
+    """Where the reads of ``workflow`` disagree on which of ``made`` are stored (`load`
+    against each listing, and `get_latest` against the newest loaded). What is wrong."""
+    has = set(implemented(storage, "agent-framework")[0])
+    loaded = [cp for cp in made if await load_or_none(storage, cp.checkpoint_id) is not None]
+    found = {cp.checkpoint_id for cp in loaded}
+    made_ids = {cp.checkpoint_id for cp in made}
+    wrong: list[str] = []
+    listings: dict[str, set[str]] = {}
+    if "list_checkpoint_ids" in has:
+        listings["list_checkpoint_ids"] = {
+            str(i) for i in await storage.list_checkpoint_ids(workflow_name=workflow)
+        }
+    if "list_checkpoints" in has:
+        listings["list_checkpoints"] = {
+            c.checkpoint_id for c in await storage.list_checkpoints(workflow_name=workflow)
+        }
+    for method, listed in listings.items():
+        listed &= made_ids
+        if listed - found:
+            wrong.append(
+                f"{method} lists {len(listed - found)} checkpoints that load does not find "
+                f"({_who(min(listed - found))}...)"
+            )
+        if found - listed:
+            wrong.append(
+                f"load finds {len(found - listed)} checkpoints that {method} does not list "
+                f"({_who(min(found - listed))}...)"
+            )
+    if "get_latest" in has and loaded:
+        at = max(datetime.fromisoformat(cp.timestamp) for cp in loaded)
+        newest = [cp for cp in loaded if datetime.fromisoformat(cp.timestamp) == at]
+        latest = _id(await storage.get_latest(workflow_name=workflow))
+        if latest not in {cp.checkpoint_id for cp in newest}:
+            wrong.append(
+                f"get_latest gives {None if latest is None else _who(latest)}, not the newest "
+                f"that load finds ({_who(newest[0].checkpoint_id)})"
+            )
     return wrong
 
 
@@ -1770,6 +1927,47 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                 + ", ".join(f"{len(v):,} characters in {k!r}" for k, v in sized.items()),
                 observed="nothing" if got is None else "; ".join(wrong),
                 detail=SIZES_HINT,
+            )
+
+    async def test_sweep_state_values_of_every_shape(self, instance: Any, name: str) -> None:
+        """Each shape of `STATE_SHAPES` (special floats, integers past 2**53 and 64 bits,
+        NUL and a lone surrogate in a string, keys with ``.`` and ``$``...) saved as the
+        state of a checkpoint of its own and loaded back: exactly as saved (type, value,
+        the sign of -0.0), or refused by ``save`` with an error. A backend that stores
+        JSON in a database column, a document store or a 32-bit float changes some of
+        them without a word: a resumed workflow then runs on other values."""
+        wrong: list[str] = []
+        for shape, value in STATE_SHAPES.items():
+            cp = checkpoint(name, {"v": value})
+            try:
+                await instance.save(cp)
+            except Exception:
+                refused = True  # refusing what it cannot store is right; check nothing stays
+            else:
+                refused = False
+            try:
+                got = await load_or_none(instance, cp.checkpoint_id)
+            except Exception as exc:
+                wrong.append(f"{shape}: saved, then load raised {_raised(exc)}")
+                continue
+            if got is None:
+                if not refused:
+                    wrong.append(f"{shape}: saved, then load found nothing")
+                continue
+            found = (got.state or {}).get("v", _MISSING)
+            if not same_value(found, value):
+                wrong.append(f"{shape}: {value!r} loaded back as {found!r}")
+        if wrong:
+            fail(
+                "a state value comes back exactly as saved, or save refuses it",
+                expected="each shape's value, of the same type (NaN, infinities and -0.0 "
+                "included), or an error from save",
+                observed=joined(wrong),
+                detail="store the state with agent-framework's own encoding "
+                "(encode_checkpoint_value) in a form that keeps every value: not a JSON "
+                "column that turns NaN into null or strips NUL, not a document store that "
+                "renames keys holding . or $, not a 32-bit float; refuse what cannot be "
+                "stored",
             )
 
     @slow(300, LENGTHS_HINT)

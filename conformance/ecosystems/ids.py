@@ -7,7 +7,8 @@ backend compares them in its own way: a SQL ``LIKE`` or a glob treats ``_``, ``%
 Server collation folds case and pads trailing spaces; a macOS file name is
 normalized (NFD and NFC are one name); a ``VARCHAR(255)`` column cuts a long id;
 a RediSearch or Lucene query, a JSON path or a file path gives quotes, ``@``,
-``:``, ``|`` and ``/`` a meaning. A saver that stores ids exactly but finds them
+``:``, ``|`` and ``/`` a meaning; a key ``cp:{name}:{id}`` found by a prefix scan
+takes ``orders:v2``'s checkpoints for ``orders``'s. A saver that stores ids exactly but finds them
 that way answers another thread's checkpoints, deletes them, or raises.
 
 The ``ids`` matrix has a row per shape (`ID_ROWS`); the sweeps use each group of
@@ -36,6 +37,7 @@ ID_GROUPS: Final[dict[str, tuple[str, ...]]] = {
     "trailing-space twins": ("w", "w ", "w  "),
     "normalization twins": ("caf\u00e9", "cafe\u0301", "\u00c5", "\u212b"),
     "long twins": ("x" * (LONG + 45) + "1", "x" * (LONG + 45) + "2"),
+    "prefix twins": ("p", "p:v2", "p/v2", "p.v2", "p-v2", "p v2", "p:"),
     "separators": ("a/b", "a:b", "a|b", "a\\b", "/", "..", "a//b", "a/"),
     "query syntax": (
         "'q",
@@ -72,7 +74,13 @@ ID_ROWS: Final = tuple(ID_GROUPS)
 _WILDCARDS: Final = frozenset("_%*?[.")
 _SEPARATORS: Final = frozenset("/:|\\")
 _QUERY: Final = frozenset("'\";!@#&=~<>{}(),$^+ ")
-_TWINS: Final = ("case twins", "trailing-space twins", "normalization twins", "long twins")
+_TWINS: Final = (
+    "case twins",
+    "trailing-space twins",
+    "normalization twins",
+    "long twins",
+    "prefix twins",
+)
 
 
 def _like(pattern: str, text: str) -> bool:
@@ -92,6 +100,11 @@ def _matches(pattern: str, text: str) -> bool:
         return False
 
 
+def _extends(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` and more than trailing spaces (those are the space twins)."""
+    return len(b) > len(a) and b.startswith(a) and b[len(a) :].strip(" ") != ""
+
+
 def _twins(a: str, b: str) -> list[str]:
     """The twin rows of two different ids."""
     rows = []
@@ -103,6 +116,8 @@ def _twins(a: str, b: str) -> list[str]:
         rows.append("normalization twins")
     if min(len(a), len(b)) > LONG and a[:LONG] == b[:LONG]:
         rows.append("long twins")
+    if _extends(a, b) or _extends(b, a):
+        rows.append("prefix twins")
     if (_WILDCARDS & set(a) and _matches(a, b)) or (_WILDCARDS & set(b) and _matches(b, a)):
         rows.append("wildcard twins")
     return rows

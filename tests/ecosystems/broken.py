@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import copy
+import fnmatch
 import hashlib
 import json
 import os
@@ -2094,6 +2095,154 @@ class IndexAppendedAfterCheckStorage(IndexedStorage):
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
         ids = self.backend.cached.get(("list", workflow_name), [])
         return [i for i in ids if i in self._checkpoints]
+
+
+class ListsTheIndexAloneStorage(IndexedStorage):
+    """Bug: list_checkpoint_ids answers from the index alone, which a save writes a round
+    trip before the checkpoint: a save cancelled between the two leaves an id listed that
+    load does not find (and list_checkpoints, which loads, does not list)."""
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return list(self._index(workflow_name))
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        ids = await self.list_checkpoint_ids(workflow_name=workflow_name)
+        return [copy.deepcopy(self._checkpoints[i]) for i in ids if i in self._checkpoints]
+
+
+class HeldEverywhereStorage(HeldStorage):
+    """Correct: every call is a round trip to the backend (held reads and deletes too)."""
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        await self.backend.io()
+        return await super().load(checkpoint_id)
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        await self.backend.io()
+        return await super().list_checkpoints(workflow_name=workflow_name)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        await self.backend.io()
+        return await super().list_checkpoint_ids(workflow_name=workflow_name)
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        await self.backend.io()
+        return await super().get_latest(workflow_name=workflow_name)
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        await self.backend.io()
+        return await super().delete(checkpoint_id)
+
+
+class SwallowsCancelledReadStorage(HeldEverywhereStorage):
+    """Bug: get_latest and the listings catch the CancelledError of their round trip and
+    answer as if the workflow had no checkpoint (None, []): the caller's task goes on with
+    a wrong answer instead of ending."""
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        try:
+            return await super().get_latest(workflow_name=workflow_name)
+        except asyncio.CancelledError:
+            return None
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        try:
+            return await super().list_checkpoints(workflow_name=workflow_name)
+        except asyncio.CancelledError:
+            return []
+
+
+class SwallowsCancelledDeleteStorage(HeldEverywhereStorage):
+    """Bug: delete catches the CancelledError of its round trip and answers False ("there
+    was no such checkpoint"), while the checkpoint is still stored."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        try:
+            return await super().delete(checkpoint_id)
+        except asyncio.CancelledError:
+            return False
+
+
+class DeletesAfterCancelStorage(HeldEverywhereStorage):
+    """Bug: delete runs in a shielded task (a thread, a fire-and-forget request): a
+    cancelled delete raises CancelledError, and the checkpoint disappears later, when the
+    backend answers."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        return await asyncio.shield(
+            asyncio.ensure_future(HeldEverywhereStorage.delete(self, checkpoint_id))
+        )
+
+
+class PrefixScanStorage(HeldStorage):
+    """Bug: a workflow's checkpoints are found by a prefix scan of keys ``cp:{workflow}:{id}``
+    (Redis ``SCAN MATCH cp:orders:*``): the listings and get_latest of ``orders`` take in
+    the checkpoints of ``orders:v2``."""
+
+    def _mine(self, workflow_name: str) -> list[WorkflowCheckpoint]:
+        prefix = f"cp:{workflow_name}:"
+        return [
+            c
+            for c in self._checkpoints.values()
+            if f"cp:{c.workflow_name}:{c.checkpoint_id}".startswith(prefix)
+        ]
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [copy.deepcopy(c) for c in self._mine(workflow_name)]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in self._mine(workflow_name)]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = self._mine(workflow_name)
+        newest = max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
+        return copy.deepcopy(newest)
+
+
+class GlobDeleteStorage(HeldStorage):
+    """Bug: delete finds the keys to delete with a glob of the id (Redis ``KEYS cp:{id}``,
+    unescaped): deleting ``run-*`` deletes ``run-1`` too."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        doomed = [i for i in self._checkpoints if fnmatch.fnmatchcase(i, checkpoint_id)]
+        for i in doomed:
+            del self._checkpoints[i]
+        return bool(doomed)
+
+
+class DeleteSetsNullStorage(HeldStorage):
+    """Bug: previous_checkpoint_id is a foreign key ``ON DELETE SET NULL``: deleting a
+    checkpoint cuts the lineage of the checkpoints that named it."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        for c in self._checkpoints.values():
+            if c.previous_checkpoint_id == checkpoint_id:
+                c.previous_checkpoint_id = None
+        return await super().delete(checkpoint_id)
+
+
+def _as_json_column(value: Any) -> Any:
+    """``value`` as a JSON column gives it back: NaN and the infinities null, NUL stripped."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {k: _as_json_column(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_json_column(v) for v in value]
+    return value
+
+
+class JsonColumnStorage(HeldStorage):
+    """Bug: the state goes into a JSON column (PostgreSQL ``jsonb`` through a driver that
+    maps NaN to null, and a text column that cannot hold NUL): NaN and the infinities come
+    back None, and NUL characters are gone, without an error."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        checkpoint = copy.deepcopy(checkpoint)
+        checkpoint.state = _as_json_column(checkpoint.state)
+        return await super().save(checkpoint)
 
 
 class FileStorage:

@@ -511,7 +511,7 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         broken.HeldStorage,
         "agent-framework",
         "test_deleting_a_checkpoint_keeps_the_rest_of_its_chain",
-        ("listed [], loaded [], latest None", "no ON DELETE CASCADE"),
+        ("listed [], loaded [] (previous ids []), latest None", "no ON DELETE CASCADE"),
     ),
     "checkpoint-ids-case-folded": (
         broken.IdsCaseFoldedStorage,
@@ -759,6 +759,63 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "langgraph",
         "test_a_channel_that_kept_its_version_keeps_its_value",
         "keeps the value stored with that version",
+    ),
+    # -- from a blind round: broken agent-framework storages the suite missed ------------------
+    "cancelled-reads-swallowed": (
+        broken.SwallowsCancelledReadStorage,
+        broken.HeldEverywhereStorage,
+        "agent-framework",
+        "test_sweep_every_read_cancelled_while_held",
+        "returned a value after cancel()",
+    ),
+    "cancelled-delete-swallowed": (
+        broken.SwallowsCancelledDeleteStorage,
+        broken.HeldEverywhereStorage,
+        "agent-framework",
+        "test_sweep_every_write_cancelled_while_held",
+        "delete returned a value after cancel()",
+    ),
+    "cancelled-delete-lands-later": (
+        broken.DeletesAfterCancelStorage,
+        broken.HeldEverywhereStorage,
+        "agent-framework",
+        "test_cancelled_delete_does_not_land_later",
+        "no longer loaded it",
+    ),
+    "index-listed-before-the-checkpoint": (
+        broken.ListsTheIndexAloneStorage,
+        broken.IndexedStorage,
+        "agent-framework",
+        "test_cancel_at_each_step_is_whole_or_absent",
+        "list_checkpoint_ids lists",
+    ),
+    "workflows-found-by-a-prefix-scan": (
+        broken.PrefixScanStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_sweep_workflow_names_of_every_shape",
+        "prefix twins:",
+    ),
+    "delete-by-a-glob-of-the-id": (
+        broken.GlobDeleteStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_sweep_checkpoint_ids_of_every_shape",
+        "wildcard twins:",
+    ),
+    "delete-cuts-the-lineage": (
+        broken.DeleteSetsNullStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_deleting_a_checkpoint_keeps_the_rest_of_its_chain",
+        "(previous ids [None, ",
+    ),
+    "state-in-a-json-column": (
+        broken.JsonColumnStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_sweep_state_values_of_every_shape",
+        ("NaN: nan loaded back as None", "NUL in a string"),
     ),
 }
 
