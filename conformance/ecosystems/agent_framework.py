@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import random
 import time
 import uuid
 import warnings
@@ -944,6 +945,57 @@ class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):
                 await asyncio.sleep(0)
 
         await asyncio.gather(writer(), reader())
+
+    async def test_a_checkpoint_saved_again_reads_whole_throughout(
+        self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
+    ) -> None:
+        """One checkpoint id saved again and again (100 KB of state, each save different),
+        while a second instance loads it: every load finds it (it exists before, during and
+        after each save) and whole. A save of an existing id done as a delete and an insert,
+        or a file rewritten in place, shows a reader no checkpoint or half of one."""
+        n = eco_target.count(15)
+        cp = checkpoint(name, _resaved(0))
+        await instance.save(cp)
+        done = asyncio.Event()
+        wrong: list[str] = []
+
+        async def writer() -> None:
+            try:
+                for i in range(1, n + 1):
+                    again = dataclasses.replace(cp, state=_resaved(i))
+                    await instance.save(again)
+                    await asyncio.sleep(0)
+            finally:
+                done.set()
+
+        async def reader() -> None:
+            while not done.is_set() and len(wrong) < 3:
+                try:
+                    got = await second.load(cp.checkpoint_id)
+                except Exception as exc:
+                    wrong.append(f"load raised {_raised(exc)}")
+                else:
+                    i = got.state.get("i")
+                    if not isinstance(i, int) or got.state != _resaved(i):
+                        wrong.append(f"load gave a state of no save (i={i!r})")
+                await asyncio.sleep(0)
+
+        await asyncio.gather(writer(), reader())
+        if wrong:
+            fail(
+                "a checkpoint saved again is found whole by every read meanwhile",
+                expected=f"checkpoint {cp.checkpoint_id} loaded whole every time, as one of "
+                "its saves",
+                observed=joined(wrong),
+                detail="replace a checkpoint in one atomic write (an upsert, a rename over "
+                "the old file), never as a delete then an insert, nor by rewriting a file in "
+                "place",
+            )
+
+
+def _resaved(i: int) -> dict[str, Any]:
+    """The state of save ``i`` of `test_a_checkpoint_saved_again_reads_whole_throughout`."""
+    return {"i": i, "blob": str(i % 10) * 100_000, "j": i}
 
 
 # -- isolation ------------------------------------------------------------------------------------
@@ -1884,7 +1936,9 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
         uuid ids, but users and other libraries name checkpoints (``cp-1``, a run's
         title): ids that differ only where a backend's comparison does not look (a
         collation folding case or padding spaces, a prefix of a key, a file name) must
-        stay apart. A storage may refuse an id it cannot store, with a ``ValueError`` or
+        stay apart; so must whole ids that a column's type makes one (``7``, ``007`` and
+        ``7.0`` under SQLite's numeric affinity; a uuid, its upper case and its hex under a
+        PostgreSQL ``uuid`` column). A storage may refuse an id it cannot store, with a ``ValueError`` or
         a ``WorkflowCheckpointException`` naming it; it must never answer another."""
         has = set(implemented(instance, "agent-framework")[0])
         if not {"save", "load"} <= has:
@@ -1894,6 +1948,16 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
         for n, (row, suffixes) in enumerate(ID_GROUPS.items()):
             ids = [f"{base}.{n}-{s}" for s in suffixes]
             found = await _checkpoints_kept_apart(instance, has, f"{name}.{n}", ids)
+            wrong += [f"{row}: {w}" for w in found]
+        # Whole ids that a column's type would make one: a number's forms (SQLite's numeric
+        # affinity keeps 007 as 7) and a uuid's (a PostgreSQL uuid column).
+        digits, u = str(random.randrange(10**11, 10**12)), uuid.uuid4()
+        forms = {
+            "number forms": [digits, f"00{digits}", f"{digits}.0"],
+            "uuid forms": [str(u), str(u).upper(), u.hex],
+        }
+        for row, ids in forms.items():
+            found = await _checkpoints_kept_apart(instance, has, f"{name}.{row}", ids)
             wrong += [f"{row}: {w}" for w in found]
         if wrong:
             fail(

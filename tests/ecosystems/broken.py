@@ -20,6 +20,7 @@ import random
 import re
 import threading
 import unicodedata
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -2219,6 +2220,60 @@ class DeleteSetsNullStorage(HeldStorage):
             if c.previous_checkpoint_id == checkpoint_id:
                 c.previous_checkpoint_id = None
         return await super().delete(checkpoint_id)
+
+
+class ResavedAsDeleteAndInsertStorage(HeldStorage):
+    """Bug: saving an existing id deletes the old row, then inserts the new one, in two
+    round trips (an upsert written by hand): a read in between finds no checkpoint."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        if self._checkpoints.pop(checkpoint.checkpoint_id, None) is not None:
+            await self.backend.io()
+        return await super().save(checkpoint)
+
+
+class CanonicalIdsStorage(HeldStorage):
+    """Correct as it is (ids kept as given); its subclasses key checkpoints by a column
+    type's canonical form of the id (`canonical`)."""
+
+    def canonical(self, checkpoint_id: str) -> str:
+        return checkpoint_id
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self.backend.io()
+        kept = copy.deepcopy(checkpoint)
+        kept.checkpoint_id = self.canonical(checkpoint.checkpoint_id)
+        self._checkpoints[kept.checkpoint_id] = kept
+        return checkpoint.checkpoint_id
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        return await super().load(self.canonical(checkpoint_id))
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        return await super().delete(self.canonical(checkpoint_id))
+
+
+class NumericAffinityIdsStorage(CanonicalIdsStorage):
+    """Bug: ids in an SQLite column of NUMERIC affinity: an id that reads as a number is
+    stored as one, so ``007`` and ``7`` are one checkpoint, loaded back as ``7``."""
+
+    def canonical(self, checkpoint_id: str) -> str:
+        try:
+            number = float(checkpoint_id)
+        except ValueError:
+            return checkpoint_id
+        return str(int(number)) if number.is_integer() else str(number)
+
+
+class UuidColumnIdsStorage(CanonicalIdsStorage):
+    """Bug: ids in a PostgreSQL ``uuid`` column: an id that parses as a uuid comes back in
+    the canonical form (lower case, hyphens), so its upper case and its hex are one."""
+
+    def canonical(self, checkpoint_id: str) -> str:
+        try:
+            return str(uuid.UUID(checkpoint_id))
+        except ValueError:
+            return checkpoint_id
 
 
 def _as_json_column(value: Any) -> Any:

@@ -810,6 +810,27 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_deleting_a_checkpoint_keeps_the_rest_of_its_chain",
         "(previous ids [None, ",
     ),
+    "resaved-as-delete-and-insert": (
+        broken.ResavedAsDeleteAndInsertStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_a_checkpoint_saved_again_reads_whole_throughout",
+        "load raised WorkflowCheckpointException",
+    ),
+    "ids-of-numeric-affinity": (
+        broken.NumericAffinityIdsStorage,
+        broken.CanonicalIdsStorage,
+        "agent-framework",
+        "test_sweep_checkpoint_ids_of_every_shape",
+        "number forms:",
+    ),
+    "ids-in-a-uuid-column": (
+        broken.UuidColumnIdsStorage,
+        broken.CanonicalIdsStorage,
+        "agent-framework",
+        "test_sweep_checkpoint_ids_of_every_shape",
+        "uuid forms:",
+    ),
     "state-in-a-json-column": (
         broken.JsonColumnStorage,
         broken.HeldStorage,
