@@ -1938,8 +1938,9 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
         collation folding case or padding spaces, a prefix of a key, a file name) must
         stay apart; so must whole ids that a column's type makes one (``7``, ``007`` and
         ``7.0`` under SQLite's numeric affinity; a uuid, its upper case and its hex under a
-        PostgreSQL ``uuid`` column). A storage may refuse an id it cannot store, with a ``ValueError`` or
-        a ``WorkflowCheckpointException`` naming it; it must never answer another."""
+        PostgreSQL ``uuid`` column). A storage may refuse an id it cannot store, with a
+        ``ValueError`` or a ``WorkflowCheckpointException`` naming it; it must never
+        answer another."""
         has = set(implemented(instance, "agent-framework")[0])
         if not {"save", "load"} <= has:
             pytest.skip("the storage implements no save or no load")
@@ -1974,6 +1975,10 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
             )
 
     async def test_sweep_value_sizes(self, instance: Any, name: str) -> None:
+        """State values of each size of the ``sizes`` matrix in one checkpoint, loaded back
+        whole; three more checkpoints of 1 MiB in the workflow (8 MiB in four), each in
+        every listing and the newest from ``get_latest``; then the first saved again with
+        1 KiB, which loads back alone."""
         sized = sized_values()
         cp = checkpoint(name, dict(sized))
         await instance.save(cp)
@@ -1991,6 +1996,44 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
                 + ", ".join(f"{len(v):,} characters in {k!r}" for k, v in sized.items()),
                 observed="nothing" if got is None else "; ".join(wrong),
                 detail=SIZES_HINT,
+            )
+        # Three more checkpoints of 1 MiB: the workflow holds 8 MiB in four checkpoints,
+        # past a query page of 1 MiB (DynamoDB's) and an item limit a listing may skip.
+        at = datetime.fromisoformat(cp.timestamp)
+        more = [
+            checkpoint(name, {"mib": sized["mib"], "n": n}, at=at + timedelta(seconds=n))
+            for n in range(1, 4)
+        ]
+        for c in more:
+            await instance.save(c)
+        made = [cp, *more]
+        wrong = await _reads_disagree(instance, name, made)
+        has = set(implemented(instance, "agent-framework")[0])
+        if "list_checkpoint_ids" in has:
+            ids = await instance.list_checkpoint_ids(workflow_name=name)
+            if sorted(map(str, ids)) != sorted(c.checkpoint_id for c in made):
+                wrong.append(f"list_checkpoint_ids gives {len(ids)} of the 4 checkpoints")
+        # Saved again, small: nothing of the 5 MiB it held before comes back with it.
+        small = dataclasses.replace(cp, state={"kib": sized["kib"]})
+        await instance.save(small)
+        try:
+            again = await load_or_none(instance, cp.checkpoint_id)
+        except Exception as exc:
+            wrong.append(f"the 5 MiB checkpoint saved again with 1 KiB: load raised {_raised(exc)}")
+        else:
+            if again is None or again.state != small.state:
+                found = "nothing" if again is None else f"keys {sorted(again.state or {})}"
+                wrong.append(f"the 5 MiB checkpoint saved again with 1 KiB loads back as {found}")
+        if wrong:
+            fail(
+                "a workflow holding megabytes lists every checkpoint, and a large checkpoint "
+                "saved again small loads back small",
+                expected="the 4 checkpoints (8 MiB) in every listing and the newest from "
+                "get_latest; the 1 KiB state after the re-save",
+                observed=joined(wrong),
+                detail="follow every page of a listing (a query page ends at 1 MiB, not at "
+                "the last item), never skip an item for its size, and delete a value's old "
+                "parts when it is saved again with fewer",
             )
 
     async def test_sweep_state_values_of_every_shape(self, instance: Any, name: str) -> None:

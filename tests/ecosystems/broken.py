@@ -2276,6 +2276,64 @@ class UuidColumnIdsStorage(CanonicalIdsStorage):
             return checkpoint_id
 
 
+def _item_bytes(checkpoint: WorkflowCheckpoint) -> int:
+    """About what a checkpoint takes as one item: its state's text."""
+    return len(repr(checkpoint.state))
+
+
+class FirstMebibytePageStorage(HeldStorage):
+    """Bug: a workflow's checkpoints are one DynamoDB query, whose page ends at 1 MiB, and
+    the page's ``LastEvaluatedKey`` is ignored: past the first mebibyte, checkpoints are
+    missing from the listings and get_latest."""
+
+    def _page(self, workflow_name: str) -> list[WorkflowCheckpoint]:
+        page: list[WorkflowCheckpoint] = []
+        total = 0
+        for c in sorted(self._checkpoints.values(), key=lambda c: c.checkpoint_id):
+            if c.workflow_name != workflow_name:
+                continue
+            if page and total + _item_bytes(c) > 1 << 20:
+                break
+            page.append(c)
+            total += _item_bytes(c)
+        return page
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [copy.deepcopy(c) for c in self._page(workflow_name)]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in self._page(workflow_name)]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        page = self._page(workflow_name)
+        newest = max(page, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
+        return copy.deepcopy(newest)
+
+
+class StaleChunksStorage(HeldStorage):
+    """Bug: a checkpoint is kept as chunks of 256 KiB of its JSON (``cp:{id}:0``,
+    ``cp:{id}:1``...), and a save writes its chunks over the old ones without deleting
+    those past its last: saved again smaller, it loads with the old tail appended."""
+
+    CHUNK: ClassVar[int] = 256 << 10
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        await self.backend.io()
+        text = json.dumps(encode_checkpoint_value(checkpoint.to_dict()))
+        chunks = self.backend.cached.setdefault(("chunks", checkpoint.checkpoint_id), [])
+        new = [text[i : i + self.CHUNK] for i in range(0, len(text), self.CHUNK)]
+        chunks[: len(new)] = new
+        self._checkpoints[checkpoint.checkpoint_id] = copy.deepcopy(checkpoint)
+        return checkpoint.checkpoint_id
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        chunks = self.backend.cached.get(("chunks", checkpoint_id))
+        if not chunks:
+            return await super().load(checkpoint_id)
+        data = decode_checkpoint_value(json.loads("".join(chunks)))
+        return WorkflowCheckpoint.from_dict(data)
+
+
 def _as_json_column(value: Any) -> Any:
     """``value`` as a JSON column gives it back: NaN and the infinities null, NUL stripped."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
