@@ -825,6 +825,48 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
                 "through it only",
             )
 
+    async def test_a_cancelled_save_of_an_existing_id_keeps_the_old_or_the_new(
+        self, instance: Any, second: Any, name: str
+    ) -> None:
+        """A checkpoint saved, then saved again with other state and cancelled after 0, 1,
+        2... loop iterations: after each cancel it loads as the last save that completed
+        or as the cancelled one, never missing (a cancel that "rolls back" by deleting the
+        key destroys the checkpoint it was replacing)."""
+        cp = checkpoint(name, {"v": 0})
+        await instance.save(cp)
+        current = {"v": 0}
+        attempts: list[dict[str, Any]] = []
+
+        def make() -> Coroutine[Any, Any, Any]:
+            state = {"v": len(attempts) + 1}
+            attempts.append(state)
+            return instance.save(dataclasses.replace(cp, state=state))  # type: ignore[no-any-return]
+
+        wrong: list[str] = []
+
+        async def check(k: int) -> bool:
+            nonlocal current
+            got = await load_or_none(second, cp.checkpoint_id)
+            if got is None:
+                wrong.append(f"missing after a cancel at step {k}")
+                await instance.save(dataclasses.replace(cp, state=current))
+                return False
+            if got.state not in (current, attempts[k]):
+                wrong.append(f"{got.state} after a cancel at step {k} (last saved {current})")
+            current = dict(got.state)
+            return got.state == attempts[k]
+
+        await cancel_at_each_step(make, steps=40, visible=check)
+        if wrong:
+            fail(
+                "a cancelled save of an existing id leaves the old checkpoint or the new one",
+                expected="the checkpoint loaded after every cancel, as saved before or by the "
+                "cancelled save",
+                observed=joined(wrong),
+                detail="on CancelledError, do not delete what the save was replacing: replace "
+                "the checkpoint in one atomic write and leave it as that write left it",
+            )
+
 
 # -- concurrency -----------------------------------------------------------------------------------
 class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):

@@ -2232,6 +2232,18 @@ class ResavedAsDeleteAndInsertStorage(HeldStorage):
         return await super().save(checkpoint)
 
 
+class CancelDeletesTheKeyStorage(HeldStorage):
+    """Bug: a cancelled save "rolls back" by deleting the checkpoint's key, so that no half
+    of it stays: cancelling a save of an existing id destroys the checkpoint it replaced."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        try:
+            return await super().save(checkpoint)
+        except asyncio.CancelledError:
+            self._checkpoints.pop(checkpoint.checkpoint_id, None)
+            raise
+
+
 class CanonicalIdsStorage(HeldStorage):
     """Correct as it is (ids kept as given); its subclasses key checkpoints by a column
     type's canonical form of the id (`canonical`)."""
