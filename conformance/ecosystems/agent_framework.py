@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import random
 import time
 import uuid
@@ -73,6 +72,7 @@ from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
     SIZES_HINT,
+    VALUE_SHAPES,
     EcosystemFixtures,
     cancel_a_read_then_read_again,
     cancel_at_each_step,
@@ -86,6 +86,7 @@ from .harness import (
     need,
     no_hold_reason,
     read_back_wrong,
+    same_value,
     sized_values,
 )
 from .ids import ID_GROUPS
@@ -1748,42 +1749,6 @@ async def _checkpoints_kept_apart(
 
 _MISSING: Final = object()
 
-STATE_SHAPES: Final[dict[str, Any]] = {
-    "NaN": math.nan,
-    "infinity": math.inf,
-    "-infinity": -math.inf,
-    "-0.0": -0.0,
-    "0.1 (no float32)": 0.1,
-    "2**53 + 1 (no float64)": 2**53 + 1,
-    "2**70 (past 64 bits)": 2**70,
-    "-2**63": -(2**63),
-    "NUL in a string": "a\x00b",
-    "lone surrogate": "x\ud800y",
-    "keys with . and $": {"a.b": 1, "$c": {"d.e": 2}},
-    "empty key": {"": 1},
-    "bytes": b"\x00\xff",
-    "empty containers": {"a": [], "b": {}, "c": ""},
-}
-"""The state values of `test_sweep_state_values_of_every_shape`: each one that some
-backend's encoding changes without a word."""
-
-
-def same_value(got: Any, saved: Any) -> bool:
-    """Whether ``got`` is ``saved`` exactly: same types all the way down, NaN for NaN,
-    -0.0 for -0.0 (a dict's keys in any order: nothing in agent-framework reads their
-    order)."""
-    if type(got) is not type(saved):
-        return False
-    if isinstance(saved, float):
-        if math.isnan(saved):
-            return math.isnan(got)
-        return got == saved and math.copysign(1.0, got) == math.copysign(1.0, saved)
-    if isinstance(saved, dict):
-        return set(got) == set(saved) and all(same_value(got[k], saved[k]) for k in saved)
-    if isinstance(saved, list | tuple):
-        return len(got) == len(saved) and all(map(same_value, got, saved))
-    return bool(got == saved)
-
 
 _GLOB: Final = frozenset("*?[")
 """The characters a glob reads as a pattern."""
@@ -2079,14 +2044,14 @@ class CheckpointStorageSweepTests(CheckpointStorageFixtures):
             )
 
     async def test_sweep_state_values_of_every_shape(self, instance: Any, name: str) -> None:
-        """Each shape of `STATE_SHAPES` (special floats, integers past 2**53 and 64 bits,
+        """Each shape of `VALUE_SHAPES` (special floats, integers past 2**53 and 64 bits,
         NUL and a lone surrogate in a string, keys with ``.`` and ``$``...) saved as the
         state of a checkpoint of its own and loaded back: exactly as saved (type, value,
         the sign of -0.0), or refused by ``save`` with an error. A backend that stores
         JSON in a database column, a document store or a 32-bit float changes some of
         them without a word: a resumed workflow then runs on other values."""
         wrong: list[str] = []
-        for shape, value in STATE_SHAPES.items():
+        for shape, value in VALUE_SHAPES.items():
             cp = checkpoint(name, {"v": value})
             try:
                 await instance.save(cp)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import math
 import os
 import signal
 import subprocess
@@ -93,6 +94,43 @@ def sized_values() -> dict[str, str]:
         "mib": "m" * (1 << 20),
         "mib4": "".join(map("{:07d}\n".format, range((4 << 20) // 8))),
     }
+
+
+VALUE_SHAPES: Final[dict[str, Any]] = {
+    "NaN": math.nan,
+    "infinity": math.inf,
+    "-infinity": -math.inf,
+    "-0.0": -0.0,
+    "0.1 (no float32)": 0.1,
+    "2**53 + 1 (no float64)": 2**53 + 1,
+    "2**70 (past 64 bits)": 2**70,
+    "-2**63": -(2**63),
+    "NUL in a string": "a\x00b",
+    "lone surrogate": "x\ud800y",
+    "keys with . and $": {"a.b": 1, "$c": {"d.e": 2}},
+    "empty key": {"": 1},
+    "bytes": b"\x00\xff",
+    "empty containers": {"a": [], "b": {}, "c": ""},
+}
+"""Values that some backend's encoding changes without a word (a JSON column, a document
+store, a 32-bit float): the ecosystem sweeps store each as a state or channel value."""
+
+
+def same_value(got: Any, saved: Any) -> bool:
+    """Whether ``got`` is ``saved`` exactly: same types all the way down, NaN for NaN,
+    -0.0 for -0.0 (a dict's keys in any order: nothing in agent-framework or LangGraph
+    reads their order)."""
+    if type(got) is not type(saved):
+        return False
+    if isinstance(saved, float):
+        if math.isnan(saved):
+            return math.isnan(got)
+        return got == saved and math.copysign(1.0, got) == math.copysign(1.0, saved)
+    if isinstance(saved, dict):
+        return set(got) == set(saved) and all(same_value(got[k], saved[k]) for k in saved)
+    if isinstance(saved, list | tuple):
+        return len(got) == len(saved) and all(map(same_value, got, saved))
+    return bool(got == saved)
 
 
 def read_back_wrong(expected: str, got: Any) -> str | None:

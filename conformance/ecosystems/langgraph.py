@@ -78,6 +78,7 @@ from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
     SIZES_HINT,
+    VALUE_SHAPES,
     EcosystemFixtures,
     cancel_a_read_then_read_again,
     cancel_at_each_step,
@@ -91,6 +92,7 @@ from .harness import (
     need,
     no_hold_reason,
     read_back_wrong,
+    same_value,
     sized_values,
 )
 from .ids import ID_GROUPS
@@ -2939,6 +2941,58 @@ class SaverSweepTests(SaverFixtures):
                 list(saver.list(config_of(thread), limit=1))
 
             await asyncio.to_thread(listing)
+
+    async def test_sweep_channel_values_of_every_shape(self, instance: Any, thread: str) -> None:
+        """Each shape of `VALUE_SHAPES` (special floats, integers past 2**53, NUL and a lone
+        surrogate in a string, keys with ``.`` and ``$``...) put as a channel value and as
+        a pending write, each in a thread of its own, and read back: as the saver's
+        serializer gives it back (``serde.loads_typed(serde.dumps_typed(v))``: a value
+        that LangGraph's serializer itself changes is not the saver's doing), or refused
+        by ``aput`` or ``aput_writes`` with an error. A saver that keeps values in a JSON
+        column or a JSON encoding of its own changes some of them without a word."""
+        saver = instance
+        wrong: list[str] = []
+        for n, (shape, value) in enumerate(VALUE_SHAPES.items()):
+            try:
+                expected = saver.serde.loads_typed(saver.serde.dumps_typed(value))
+            except Exception:
+                continue  # the serializer cannot: the saver has nothing to keep
+            where = f"{thread}-v{n}"
+            try:
+                stored = await put(saver, where, {"c": value})
+            except Exception:
+                continue  # refused with an error: right
+            try:
+                await saver.aput_writes(config_of(where, stored), [("c", value)], task_id="t")
+            except Exception:
+                wrote = False
+            else:
+                wrote = True
+            try:
+                got = await get(saver, where, stored)
+            except Exception as exc:
+                wrong.append(f"{shape}: put, then aget_tuple raised {type(exc).__name__}: {exc}")
+                continue
+            if got is None:
+                wrong.append(f"{shape}: put, then aget_tuple found nothing")
+                continue
+            found = got.checkpoint["channel_values"].get("c", "<missing>")
+            if not same_value(found, expected):
+                wrong.append(f"{shape}: channel value {expected!r} read back as {found!r}")
+            written = _writes(got).get(("t", "c"), "<missing>")
+            if wrote and not same_value(written, expected):
+                wrong.append(f"{shape}: pending write {expected!r} read back as {written!r}")
+        if wrong:
+            fail(
+                "a channel value or write comes back as the serializer gives it, or is refused",
+                expected="each shape's value as serde.loads_typed(serde.dumps_typed(value)) "
+                "gives it (NaN, the infinities and -0.0 included), or an error from aput or "
+                "aput_writes",
+                observed=joined(wrong),
+                detail="store the bytes of serde.dumps_typed as they are (a bytea or blob "
+                "column), not values re-encoded as JSON: a JSON column has no NaN, no "
+                "infinity and no NUL, jsonb turns -0.0 into 0, and orjson writes NaN as null",
+            )
 
     @slow(300, LENGTHS_HINT)
     async def test_sweep_threads_of_every_length(

@@ -2370,6 +2370,32 @@ class JsonColumnStorage(HeldStorage):
         return await super().save(checkpoint)
 
 
+class JsonChannelValuesSaver(HeldSaver):
+    """Bug: channel values and writes are kept as JSON of their own (orjson, a JSON
+    column), not as the serializer's bytes: NaN and the infinities come back None, and NUL
+    characters are gone, without an error."""
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: Any,
+        new_versions: Any,
+    ) -> RunnableConfig:
+        checkpoint = {**checkpoint, "channel_values": _as_json_column(checkpoint["channel_values"])}  # type: ignore[typeddict-item]
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        writes = [(c, _as_json_column(v)) for c, v in writes]
+        await super().aput_writes(config, writes, task_id, task_path)
+
+
 class FileStorage:
     """Correct: one JSON file per checkpoint (named by a digest of its id), holding the whole
     checkpoint in agent-framework's encoding, written to a temporary file of its own

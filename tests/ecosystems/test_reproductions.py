@@ -20,7 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 REPRO = ROOT / "scripts" / "repro"
 PAGE = ROOT / "docs" / "ecosystem-conformance.md"
-NEEDS_SERVER = {"langgraph_postgres_cancelled_call_hangs.py"}
+NEEDS_SERVER = {
+    "langgraph_postgres_cancelled_call_hangs.py",
+    "langgraph_postgres_negative_zero.py",
+}
 TIMEOUT = 20.0
 """Seconds a script may take (the slowest, SQLite's busy timeout, takes about 5)."""
 
@@ -115,16 +118,21 @@ def postgres_url() -> Iterator[str]:
         yield server.url
 
 
-def test_postgres_script_shows_its_help(tmp_path: Path) -> None:
-    done = _run("langgraph_postgres_cancelled_call_hangs.py", tmp_path, "--help")
+@pytest.mark.parametrize("script", sorted(NEEDS_SERVER))
+def test_postgres_script_shows_its_help(script: str, tmp_path: Path) -> None:
+    done = _run(script, tmp_path, "--help")
     assert done.returncode == 0, done.stderr
     assert "DATABASE_URL" in done.stdout
 
 
-def test_postgres_script_exits_as_documented(postgres_url: str, tmp_path: Path) -> None:
-    script = "langgraph_postgres_cancelled_call_hangs.py"
+@pytest.mark.parametrize("script", sorted(NEEDS_SERVER))
+def test_postgres_script_exits_as_documented(
+    script: str, postgres_url: str, tmp_path: Path
+) -> None:
     done = _run(script, tmp_path, postgres_url)
     expected = _documented()[script]
     assert done.returncode == expected, done.stdout + done.stderr[-3000:]
     if expected == 1:
         assert "BUG:" in done.stdout
+    printed = [_masked(line) for line in done.stdout.splitlines()]
+    assert printed == [_masked(line) for line in _quoted()[script]], done.stdout
