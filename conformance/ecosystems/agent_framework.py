@@ -826,6 +826,40 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
                 "through it only",
             )
 
+    async def test_a_delete_cancelled_at_each_step_leaves_reads_that_agree(
+        self, instance: Any, second: Any, name: str
+    ) -> None:
+        """A checkpoint saved, then its ``delete`` cancelled after 0, 1, 2... loop
+        iterations (a new checkpoint each time): the delete may have happened or not, but
+        every read agrees on which: ``load``, the listings and ``get_latest``. A
+        checkpoint kept as several records (the data, an index) and deleted data first,
+        with listings read from the index alone, stays listed but cannot be loaded."""
+        made: list[WorkflowCheckpoint] = []
+
+        async def prepare(k: int) -> None:
+            cp = checkpoint(name, {"k": k})
+            await instance.save(cp)
+            made.append(cp)
+
+        def make() -> Coroutine[Any, Any, Any]:
+            return instance.delete(made[-1].checkpoint_id)  # type: ignore[no-any-return]
+
+        outcomes = await cancel_at_each_step(make, steps=40, prepare=prepare)
+        swallowed = [k for k, outcome, _ in outcomes if outcome == "swallowed"]
+        disagree = await _reads_disagree(second, name, made)
+        if swallowed or disagree:
+            fail(
+                "a delete cancelled at any step raises CancelledError and leaves every read "
+                "agreeing on whether the checkpoint is there",
+                expected="CancelledError, then load, the listings and get_latest agreeing",
+                observed=joined(
+                    [f"returned when cancelled after {k} loop iterations" for k in swallowed]
+                    + disagree
+                ),
+                detail="delete a checkpoint in one atomic write, or remove it from the index "
+                "first and the data last, and list only what load finds",
+            )
+
     async def test_a_cancelled_save_of_an_existing_id_keeps_the_old_or_the_new(
         self, instance: Any, second: Any, name: str
     ) -> None:

@@ -2111,6 +2111,25 @@ class ListsTheIndexAloneStorage(IndexedStorage):
         return [copy.deepcopy(self._checkpoints[i]) for i in ids if i in self._checkpoints]
 
 
+class TwoStepDeleteStorage(IndexedStorage):
+    """Correct: delete removes the checkpoint, then, in another round trip, its id from
+    the index; the listings keep only the indexed ids whose checkpoint is there."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        existed = self._checkpoints.pop(checkpoint_id, None) is not None
+        await self.backend.io()
+        self._unindex(checkpoint_id)
+        return existed
+
+
+class TwoStepDeleteListsTheIndexStorage(TwoStepDeleteStorage):
+    """Bug: as `TwoStepDeleteStorage`, but the listings read the index alone: a delete
+    cancelled between its two round trips leaves an id listed that load does not find."""
+
+    list_checkpoint_ids = ListsTheIndexAloneStorage.list_checkpoint_ids
+    list_checkpoints = ListsTheIndexAloneStorage.list_checkpoints
+
+
 class HeldEverywhereStorage(HeldStorage):
     """Correct: every call is a round trip to the backend (held reads and deletes too)."""
 

@@ -845,6 +845,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_value_sizes",
         "saved again with 1 KiB: load raised",
     ),
+    "delete-data-first-listed-from-the-index": (
+        broken.TwoStepDeleteListsTheIndexStorage,
+        broken.TwoStepDeleteStorage,
+        "agent-framework",
+        "test_a_delete_cancelled_at_each_step_leaves_reads_that_agree",
+        "list_checkpoint_ids lists",
+    ),
     "cancel-deletes-the-key": (
         broken.CancelDeletesTheKeyStorage,
         broken.HeldStorage,
