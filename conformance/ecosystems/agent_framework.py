@@ -194,7 +194,7 @@ def every_field(workflow_name: str, checkpoint_id: str, n: int) -> WorkflowCheck
         },
         iteration_count=2 + n,
         metadata={"superstep": 2 + n, "tags": [f"t{n}"], "at": at},
-        version=f"1.{n}",
+        version=f"1.{n}0",  # "1.10": a version read as a number is "1.1"
     )
 
 

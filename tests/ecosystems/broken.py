@@ -2365,6 +2365,16 @@ class StaleChunksStorage(HeldStorage):
         return WorkflowCheckpoint.from_dict(data)
 
 
+class VersionAsNumberStorage(HeldStorage):
+    """Bug: the checkpoint's ``version`` goes into a numeric column: ``"1.10"`` comes back
+    ``"1.1"``."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        checkpoint = copy.deepcopy(checkpoint)
+        checkpoint.version = str(float(checkpoint.version))
+        return await super().save(checkpoint)
+
+
 def _as_json_column(value: Any) -> Any:
     """``value`` as a JSON column gives it back: NaN and the infinities null, NUL stripped."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
