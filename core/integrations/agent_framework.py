@@ -73,9 +73,9 @@ import gc
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self, TypeVar
 
 import msgspec
 
@@ -562,12 +562,14 @@ class CheckpointkitCheckpointStorage:
             return old_marker if old_marker != marker else None
 
         # Both at once: a marker whose checkpoint is missing (a failed save) is
-        # skipped by readers, so the order does not matter.
+        # skipped by readers. A cancel lets both finish (`_finishing`): else the
+        # checkpoint could land and its marker not, and the checkpoint would load
+        # by its id but be missing from the listings.
         writes = [write_checkpoint(), reconcile.put(self.storage, marker, b"")]
         head = self._head_key(workflow_prefix)
         if not self._use_heads and head not in self._no_head:
             writes.append(self._drop_old_head(head))
-        stale = (await _gather(writes))[0]
+        stale = (await _finishing(_gather(writes)))[0]
         if stale is not None:
             await reconcile.delete(self.storage, stale)
             if self._use_heads:
@@ -613,6 +615,9 @@ class CheckpointkitCheckpointStorage:
         if encoded is None:
             return False
         marker = self._marker_of(encoded, checkpoint_id)
+        # The marker first, the checkpoint last: a delete cancelled between the two
+        # leaves a checkpoint that loads by its id but is listed nowhere, never an id
+        # listed (list_checkpoint_ids reads markers alone) that does not load.
         if marker is not None:
             await reconcile.delete(self.storage, marker)
         existed = await reconcile.delete(self.storage, key)
@@ -706,6 +711,29 @@ def _check_prefix(prefix: str) -> str:
     if prefix:
         validate_prefix(prefix + "/")
     return prefix
+
+
+T = TypeVar("T")
+
+FINISH_GRACE: Final = 0.1
+"""Seconds a cancelled `CheckpointkitCheckpointStorage.save` gives its writes in flight
+(the checkpoint and its marker) to finish before it cancels them and raises."""
+
+
+async def _finishing(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` in a task of its own. If cancelled meanwhile, give that task up to
+    `FINISH_GRACE` seconds to finish (so that a save's writes land together), then cancel
+    it, wait for it, and raise the ``CancelledError``: bounded, never swallowed."""
+    task = asyncio.ensure_future(coro)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        try:
+            await asyncio.wait({task}, timeout=FINISH_GRACE)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        raise
 
 
 async def _gather(coros: Iterable[Any]) -> Sequence[Any]:

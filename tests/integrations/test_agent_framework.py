@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import warnings
@@ -21,7 +22,12 @@ from agent_framework._feature_stage import ExperimentalWarning
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.crypto import Encryption
-from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
+from checkpointkit.integrations import agent_framework as agent_framework_integration
+from checkpointkit.integrations.agent_framework import (
+    FINISH_GRACE,
+    CheckpointkitCheckpointStorage,
+)
+from checkpointkit.storage import PutMode
 
 from .conftest import Location
 from .test_langgraph_saver import Counting
@@ -342,3 +348,52 @@ async def test_storage_from_url_is_closed_but_a_passed_storage_is_not(tmp_path: 
         async with CheckpointkitCheckpointStorage(storage) as ours:
             await ours.save(_checkpoint())
         assert [k async for k in storage.list("")]
+
+
+class _SlowMarkers(Counting):
+    """Memory storage (mirrored capabilities: no heads) whose marker puts (empty values)
+    wait for `release`, after telling `marker_sent`."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStorage(), mirror=True)
+        self.marker_sent = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def put(self, key: str, data: bytes, *, mode: PutMode = "overwrite") -> str:
+        if data == b"":
+            self.marker_sent.set()
+            await self.release.wait()
+        return await super().put(key, data, mode=mode)
+
+
+@pytest.mark.parametrize("finishing", [True, False])
+async def test_a_cancelled_save_whose_writes_are_in_flight_is_listed_whenever_it_loads(
+    finishing: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save is cancelled after its checkpoint is written and while its marker's put is
+    in flight; the put answers right after the cancel. The save lets it finish (within
+    FINISH_GRACE) before it raises CancelledError: the checkpoint loads and is listed.
+    Without that (the broken twin: the writes awaited as they are, as before) the marker's
+    put is cancelled with the save, and the checkpoint loads by its id but is listed
+    nowhere."""
+    assert FINISH_GRACE > 0
+    if not finishing:
+        monkeypatch.setattr(agent_framework_integration, "_finishing", lambda coro: coro)
+    storage = _SlowMarkers()
+    async with CheckpointkitCheckpointStorage(storage) as ours:
+        cp = _checkpoint(x=1)
+        task = asyncio.ensure_future(ours.save(cp))
+        await storage.marker_sent.wait()
+        while storage.counts["put"] < 1:  # the checkpoint's own put has ended
+            await asyncio.sleep(0)
+        task.cancel()
+        asyncio.get_running_loop().call_soon(storage.release.set)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        loaded = (await ours.load(cp.checkpoint_id)).checkpoint_id
+        listed = await ours.list_checkpoint_ids(workflow_name="wf")
+    assert loaded == cp.checkpoint_id
+    if finishing:
+        assert listed == [cp.checkpoint_id]
+    else:
+        assert listed == [], "the broken twin should leave the checkpoint unlisted"
