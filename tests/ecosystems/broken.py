@@ -2194,29 +2194,37 @@ class DeletesAfterCancelStorage(HeldEverywhereStorage):
         )
 
 
-class PrefixScanStorage(HeldStorage):
+class _ListsASelection(HeldStorage):
+    """Listings and get_latest over `_selected`: each subclass selects a workflow's
+    checkpoints its own (wrong) way."""
+
+    def _selected(self, workflow_name: str) -> list[WorkflowCheckpoint]:
+        raise NotImplementedError
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        return [copy.deepcopy(c) for c in self._selected(workflow_name)]
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
+        return [c.checkpoint_id for c in self._selected(workflow_name)]
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        mine = self._selected(workflow_name)
+        newest = max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
+        return copy.deepcopy(newest)
+
+
+class PrefixScanStorage(_ListsASelection):
     """Bug: a workflow's checkpoints are found by a prefix scan of keys ``cp:{workflow}:{id}``
     (Redis ``SCAN MATCH cp:orders:*``): the listings and get_latest of ``orders`` take in
     the checkpoints of ``orders:v2``."""
 
-    def _mine(self, workflow_name: str) -> list[WorkflowCheckpoint]:
+    def _selected(self, workflow_name: str) -> list[WorkflowCheckpoint]:
         prefix = f"cp:{workflow_name}:"
         return [
             c
             for c in self._checkpoints.values()
             if f"cp:{c.workflow_name}:{c.checkpoint_id}".startswith(prefix)
         ]
-
-    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
-        return [copy.deepcopy(c) for c in self._mine(workflow_name)]
-
-    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
-        return [c.checkpoint_id for c in self._mine(workflow_name)]
-
-    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
-        mine = self._mine(workflow_name)
-        newest = max(mine, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
-        return copy.deepcopy(newest)
 
 
 class GlobDeleteStorage(HeldStorage):
@@ -2312,12 +2320,12 @@ def _item_bytes(checkpoint: WorkflowCheckpoint) -> int:
     return len(repr(checkpoint.state))
 
 
-class FirstMebibytePageStorage(HeldStorage):
+class FirstMebibytePageStorage(_ListsASelection):
     """Bug: a workflow's checkpoints are one DynamoDB query, whose page ends at 1 MiB, and
     the page's ``LastEvaluatedKey`` is ignored: past the first mebibyte, checkpoints are
     missing from the listings and get_latest."""
 
-    def _page(self, workflow_name: str) -> list[WorkflowCheckpoint]:
+    def _selected(self, workflow_name: str) -> list[WorkflowCheckpoint]:
         page: list[WorkflowCheckpoint] = []
         total = 0
         for c in sorted(self._checkpoints.values(), key=lambda c: c.checkpoint_id):
@@ -2328,17 +2336,6 @@ class FirstMebibytePageStorage(HeldStorage):
             page.append(c)
             total += _item_bytes(c)
         return page
-
-    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
-        return [copy.deepcopy(c) for c in self._page(workflow_name)]
-
-    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[str]:
-        return [c.checkpoint_id for c in self._page(workflow_name)]
-
-    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
-        page = self._page(workflow_name)
-        newest = max(page, key=lambda c: datetime.fromisoformat(c.timestamp), default=None)
-        return copy.deepcopy(newest)
 
 
 class StaleChunksStorage(HeldStorage):
