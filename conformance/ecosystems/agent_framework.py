@@ -684,21 +684,17 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
         )
         if outcome.result != "cancelled":
             pytest.skip(f"the cancelled save {outcome.result} (see the promptness test)")
-        start = time.monotonic()
-        async with eco_target.open(location=location) as observer:
-            while True:
-                if await load_or_none(observer, checkpoint_id) is not None:
-                    fail(
-                        "a cancelled save must not land after CancelledError",
-                        expected=f"checkpoint {checkpoint_id} never to appear",
-                        observed="a second instance loaded it "
-                        f"{time.monotonic() - start:.2f} s after the hold was released",
-                        detail="the write went on after the cancel (a thread, a task, bytes "
-                        "already sent): wait for it before raising CancelledError, or fence it",
-                    )
-                if time.monotonic() - start >= settle_window:
-                    break
-                await asyncio.sleep(0.02)
+        changed = await _changes_within(
+            eco_target, location, checkpoint_id, present=False, window=settle_window
+        )
+        if changed is not None:
+            fail(
+                "a cancelled save must not land after CancelledError",
+                expected=f"checkpoint {checkpoint_id} never to appear",
+                observed=f"a second instance loaded it {changed:.2f} s after the hold was released",
+                detail="the write went on after the cancel (a thread, a task, bytes "
+                "already sent): wait for it before raising CancelledError, or fence it",
+            )
 
     async def test_cancelled_delete_does_not_land_later(
         self,
@@ -728,21 +724,19 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
             await finish(outcome.task)
             if outcome.result != "cancelled":
                 pytest.skip(f"the cancelled delete {outcome.result} (see the write sweep)")
-            # Held, it could not land before its CancelledError: gone now is gone later.
-            async with eco_target.open(location=location) as observer:
-                start = time.monotonic()
-                while time.monotonic() - start < settle_window:
-                    if await load_or_none(observer, kept) is None:
-                        fail(
-                            "a cancelled delete must not land after CancelledError",
-                            expected=f"checkpoint {kept} to stay",
-                            observed="a second instance no longer loaded it "
-                            f"{time.monotonic() - start:.2f} s after the hold was released",
-                            detail="the delete went on after the cancel (a thread, a task, a "
-                            "request already sent): wait for it before raising "
-                            "CancelledError, or fence it",
-                        )
-                    await asyncio.sleep(0.02)
+        # Held, it could not land before its CancelledError: gone now is gone later.
+        changed = await _changes_within(
+            eco_target, location, kept, present=True, window=settle_window
+        )
+        if changed is not None:
+            fail(
+                "a cancelled delete must not land after CancelledError",
+                expected=f"checkpoint {kept} to stay",
+                observed=f"a second instance no longer loaded it {changed:.2f} s after the "
+                "hold was released",
+                detail="the delete went on after the cancel (a thread, a task, a request "
+                "already sent): wait for it before raising CancelledError, or fence it",
+            )
 
     async def test_call_after_cancel_gets_its_own_answer(
         self, eco_target: EcosystemTarget, location: str | None, name: str
@@ -1789,6 +1783,27 @@ _MISSING: Final = object()
 
 _GLOB: Final = frozenset("*?[")
 """The characters a glob reads as a pattern."""
+
+
+async def _changes_within(
+    target: EcosystemTarget,
+    location: str | None,
+    checkpoint_id: str,
+    *,
+    present: bool,
+    window: float,
+) -> float | None:
+    """Watch ``checkpoint_id`` through a new instance on ``location`` for ``window`` seconds
+    (at least once): the seconds after which ``load`` first found it other than
+    ``present`` (a cancelled write landing late), or None."""
+    start = time.monotonic()
+    async with target.open(location=location) as observer:
+        while True:
+            if (await load_or_none(observer, checkpoint_id) is not None) != present:
+                return time.monotonic() - start
+            if time.monotonic() - start >= window:
+                return None
+            await asyncio.sleep(0.02)
 
 
 async def _reads_disagree(
