@@ -19,6 +19,7 @@ from agent_framework import (
     workflow,
 )
 from agent_framework._feature_stage import ExperimentalWarning
+from checkpointkit import reconcile
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.crypto import Encryption
@@ -397,3 +398,64 @@ async def test_a_cancelled_save_whose_writes_are_in_flight_is_listed_whenever_it
         assert listed == [cp.checkpoint_id]
     else:
         assert listed == [], "the broken twin should leave the checkpoint unlisted"
+
+
+class _SecondDeleteHangs(Counting):
+    """Memory storage (no heads) whose second delete after `arm` never answers, after
+    telling `hanging`: a delete of a checkpoint is cancelled between its two deletes."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStorage(), mirror=True)
+        self.hanging = asyncio.Event()
+        self.armed = False
+
+    async def delete(self, key: str, *, if_match: str | None = None) -> bool:
+        if self.armed and self.counts["delete"] == 1:
+            self.hanging.set()
+            await asyncio.Event().wait()
+        return await super().delete(key, if_match=if_match)
+
+
+class _CheckpointFirstDelete(CheckpointkitCheckpointStorage):
+    """The broken twin: deletes the checkpoint first, its marker last."""
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        key = self._checkpoint_key(checkpoint_id)
+        encoded = await self._read(key)
+        if encoded is None:
+            return False
+        existed = await reconcile.delete(self.storage, key)
+        marker = self._marker_of(encoded, checkpoint_id)
+        if marker is not None:
+            await reconcile.delete(self.storage, marker)
+        return existed
+
+
+@pytest.mark.parametrize("storage_class", [CheckpointkitCheckpointStorage, _CheckpointFirstDelete])
+async def test_a_delete_cancelled_between_its_deletes_never_lists_what_does_not_load(
+    storage_class: type[CheckpointkitCheckpointStorage],
+) -> None:
+    """A delete cancelled after its first delete, the second never answering: no id is
+    listed that load does not find (the marker goes first). The broken twin, the
+    checkpoint first, leaves its id listed by list_checkpoint_ids and not loadable."""
+    storage = _SecondDeleteHangs()
+    async with storage_class(storage) as ours:
+        cp = _checkpoint(x=1)
+        await ours.save(cp)
+        storage.reset()
+        storage.armed = True
+        task = asyncio.ensure_future(ours.delete(cp.checkpoint_id))
+        await storage.hanging.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        storage.armed = False
+        listed = await ours.list_checkpoint_ids(workflow_name="wf")
+        try:
+            loads = (await ours.load(cp.checkpoint_id)).checkpoint_id == cp.checkpoint_id
+        except WorkflowCheckpointException:
+            loads = False
+    if storage_class is CheckpointkitCheckpointStorage:
+        assert listed == [] and loads, (listed, loads)
+    else:
+        assert listed == [cp.checkpoint_id] and not loads, "the broken twin should list it"
