@@ -69,6 +69,7 @@ Cost per operation, in storage requests:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -732,7 +733,11 @@ async def _finishing(coro: Coroutine[Any, Any, T]) -> T:
             await asyncio.wait({task}, timeout=FINISH_GRACE)
         finally:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            while not task.done():  # a second cancel does not leave it running
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({task})
+            if not task.cancelled():
+                task.exception()  # retrieve its error: the caller gets CancelledError
         raise
 
 

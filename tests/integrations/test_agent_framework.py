@@ -459,3 +459,24 @@ async def test_a_delete_cancelled_between_its_deletes_never_lists_what_does_not_
         assert listed == [] and loads, (listed, loads)
     else:
         assert listed == [cp.checkpoint_id] and not loads, "the broken twin should list it"
+
+
+async def test_a_save_cancelled_twice_in_its_grace_ends_and_leaves_no_task() -> None:
+    """A save whose marker's put never answers, cancelled, then cancelled again during
+    its grace: it raises CancelledError within FINISH_GRACE (and a generous slack), and
+    no task of it is left running."""
+    storage = _SlowMarkers()  # `release` is never set: the marker's put never answers
+    async with CheckpointkitCheckpointStorage(storage) as ours:
+        before = asyncio.all_tasks()
+        task = asyncio.ensure_future(ours.save(_checkpoint(x=1)))
+        await storage.marker_sent.wait()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        task.cancel()
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert loop.time() - start < FINISH_GRACE + 2.0
+        left = [t for t in asyncio.all_tasks() - before if not t.done()]
+        assert left == [], left
