@@ -436,6 +436,40 @@ _WRITE: ContextVar[_Write | None] = ContextVar("checkpointkit_redis_write", defa
 """The write operation of the current task, if any (pipelines' child tasks share it)."""
 
 
+class _ResendsNoWrite(Retry):
+    """redis-py's `Retry`, except for a write script whose request has started to leave.
+
+    redis-py sends a command again on a new connection after a connection error or a
+    timeout. For a write script that had reached the server and run, the repeat answers
+    for the write's own effect: a delete finds nothing and answers ``False``, and an
+    overwrite lands a second time, after another client's write. So once the request of
+    the write in flight (`_WRITE`) has started to leave, its error is raised, not retried
+    (`call_with_retry`: the standalone client), and the cluster client's own loop gets no
+    retry for the write's command (`get_retries`: `RedisStorage._write` retries one whose
+    request never left); the write then raises ``OutcomeUnknown``. Every other command,
+    and a write's command that failed before its request left, is retried as before.
+    """
+
+    async def call_with_retry(
+        self,
+        do: Callable[[], Awaitable[T]],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        def retryable(error: Exception) -> bool:
+            write = _WRITE.get()
+            if write is not None and write.sent:
+                return False
+            return is_retryable is None or is_retryable(error)
+
+        return await super().call_with_retry(do, fail, retryable, with_failure_count)
+
+    def get_retries(self) -> int:
+        write = _WRITE.get()
+        return 0 if write is not None and write.armed else super().get_retries()
+
+
 class _AbortingConnection(Connection):
     """A connection that, when dropped on an error or a cancellation, resets instead of flushing.
 
@@ -556,7 +590,9 @@ class RedisStorage(StorageBase):
         connect_timeout: the deadline of one TCP connect (default:
             ``min(timeout, 5)``).
         retries: how many times a command is retried, with exponential
-            backoff and jitter, after a connection error or a socket timeout.
+            backoff and jitter, after a connection error or a socket timeout;
+            a write's command only if its request had not started to leave
+            (a write is never sent twice: it raises ``OutcomeUnknown``).
         scope_depth: how many leading key segments form a scope, i.e. share
             a hash slot (default 2: ``runs/<run>``). Use 3 when every key has a
             one-segment namespace before ``runs/``.
@@ -689,6 +725,8 @@ class RedisStorage(StorageBase):
         # one connection per node per operation: operations beyond the pool's size wait
         # here instead of failing with "Too many connections"
         self._slots = asyncio.Semaphore(max_connections or _pool_size(client))
+        self._retries = retries
+        self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=1.0)
         if client is not None:
             if not isinstance(client, Redis | RedisCluster):
                 raise ConfigurationError(
@@ -727,7 +765,7 @@ class RedisStorage(StorageBase):
         user = quote(username, safe="") if username else ""
         auth = f"{user}:***@" if password else (f"{user}@" if user else "")
         self._where = f"{scheme}://{auth}{host}:{port}/{db}"
-        retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries)
+        retry = _ResendsNoWrite(self._backoff, retries)
         common: dict[str, Any] = {
             "username": username,
             "password": password,
@@ -985,12 +1023,27 @@ class RedisStorage(StorageBase):
                     async with self._slots:
                         if self.cluster:
                             await self._cluster_ready()
+                            return await self._unsent_retried(write, attempts)
                         return await attempts(write)
                 except BaseException as exc:
                     await self._settle_on_error(write, exc)
                     raise
         finally:
             _WRITE.reset(reset)
+
+    async def _unsent_retried(self, write: _Write, attempts: Callable[[_Write], Awaitable[T]]) -> T:
+        """``attempts`` on a cluster, again after a connection error or a timeout that came
+        before its write's request left (`_ResendsNoWrite` leaves these to the storage):
+        at most ``retries`` times, with the client's backoff."""
+        failures = 0
+        while True:
+            try:
+                return await attempts(write)
+            except (rexc.ConnectionError, rexc.TimeoutError):
+                if write.sent or failures >= self._retries:
+                    raise
+                failures += 1
+                await asyncio.sleep(self._backoff.compute(failures))
 
     async def _put_attempts(self, key: str, data: bytes, mode: PutMode, write: _Write) -> str:
         scope = self._scope(key)

@@ -200,6 +200,11 @@ CLAUSES: tuple[Clause, ...] = (
         "error.unavailable",
         "a backend failure raises StorageUnavailable with the backend's error chained",
     ),
+    Clause(
+        "error.outcome-unknown",
+        "a write whose reply is lost answers truly or raises OutcomeUnknown, never a false "
+        "PreconditionFailed, False or 'nothing happened'",
+    ),
     # -- cancellation ---------------------------------------------------------------------
     Clause("cancel.prompt", "a cancelled operation raises CancelledError promptly"),
     Clause(

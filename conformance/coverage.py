@@ -159,6 +159,7 @@ __all__ = [
     "large_sizes",
     "measuring_waits",
     "recording",
+    "reply_lost",
     "size_classes",
     "size_label",
     "value_shapes",
@@ -242,6 +243,7 @@ EVENTS = (
     "backend down",
     "down at a later page",
     "down partway",
+    "reply lost",
     "another listing open",
     "past expired keys",
     "kept key overwritten",
@@ -490,6 +492,9 @@ class Reach:
             storage with no backend that can fail (`NoBackend`).
         partway: the target's outage can start partway through a call
             (`Outage.partway`), or the target supplies none.
+        lost_replies: the stall proxy can stand between the storage and its server
+            (`Target.proxyable`), so a write's reply can be lost after the server
+            answered it (``reply lost``).
     """
 
     capabilities: Capabilities
@@ -502,6 +507,7 @@ class Reach:
     down: tuple[str, ...] = OPS
     partway: bool = True
     expires: bool = False
+    lost_replies: bool = False
 
     @property
     def matrices(self) -> tuple[str, ...]:
@@ -522,6 +528,12 @@ class Reach:
             out.append(
                 "batches of more than 2 keys: the storage has no delete_many of its own "
                 "(a batch is one delete per key)"
+            )
+        if not self.lost_replies:
+            out.append(
+                "reply lost: the target takes no endpoint (or names no upstream server), so "
+                "the stall proxy cannot lose a write's reply after its server answered (a "
+                "network adapter's target should take one)"
             )
         for op in PARTWAY_OPS:
             if _one_request(op) in exercised and _partway_cell(op) not in exercised:
@@ -581,6 +593,8 @@ class Reach:
                     op in PARTWAY_OPS and op in self.down and self.partway and self.batches
                 ):
                     continue  # a call whose backend goes down between two of its requests
+                if event == "reply lost" and not (op in WRITE_OPS and self.lost_replies):
+                    continue  # a write whose reply the stall proxy held, then dropped
                 if event == "past expired keys" and not (
                     op == "list" and caps.ttl and self.expires
                 ):
@@ -590,13 +604,15 @@ class Reach:
                 if event == "kept key overwritten" and op != "list":
                     continue  # a listing read on while a key it has still to yield is overwritten
                 out.append(("lifecycle", op, event))
-            out += [
-                ("lifecycle", row, "backend down")
-                for row, of in DOWN_MODES.items()
-                if of == op
-                and op in self.down
-                and (caps.conditional_put if op == "put" else caps.conditional_delete)
-            ]
+            for row, of in DOWN_MODES.items():
+                if of != op or not (
+                    caps.conditional_put if op == "put" else caps.conditional_delete
+                ):
+                    continue
+                if op in self.down:
+                    out.append(("lifecycle", row, "backend down"))
+                if self.lost_replies:
+                    out.append(("lifecycle", row, "reply lost"))
         out += [("lifecycle", "aclose", event) for event in (*ACLOSE_EVENTS, "another closed")]
         if self.down:
             out.append(("lifecycle", "aclose", "backend down"))
@@ -760,6 +776,8 @@ _HELD: ContextVar[bool] = ContextVar("checkpointkit_backend_held", default=False
 _PARTWAY: ContextVar[Callable[[], bool] | None] = ContextVar(
     "checkpointkit_backend_down_partway", default=None
 )
+_LOST: ContextVar[Callable[[], bool] | None] = ContextVar("checkpointkit_reply_lost", default=None)
+WRITE_OPS = ("put", "delete", "delete_many")
 PARTWAY_OPS = ("delete_many",)
 """The operations whose ``down partway`` cell a cut (`backend_down_partway`) marks: a
 ``delete_many`` of a large batch. The put and the get of a large value cut partway have no
@@ -798,6 +816,19 @@ def backend_held() -> Iterator[None]:
         yield
     finally:
         _HELD.reset(token)
+
+
+@contextlib.contextmanager
+def reply_lost(lost: Callable[[], bool]) -> Iterator[None]:
+    """A write started in this context may lose its reply: ``lost()``, asked when the
+    call ends, says whether the stall proxy dropped a reply of the server's (held, then
+    its connection reset). If so the write records ``reply lost`` (its mode's row for a
+    conditional put or delete)."""
+    token = _LOST.set(lost)
+    try:
+        yield
+    finally:
+        _LOST.reset(token)
 
 
 @contextlib.contextmanager
@@ -1074,6 +1105,10 @@ class CoverageProbe:
             raise
         finally:
             self._answered = True
+            lost = _LOST.get()
+            if lost is not None and writes and lost():
+                mode = None if row is None else " ".join(row.split()[:2])
+                self._mark("lifecycle", mode if mode in DOWN_MODES else op, "reply lost")
             went_down = _PARTWAY.get()
             if went_down is not None and op in PARTWAY_OPS:
                 self._mark(*(_partway_cell(op) if went_down() else _one_request(op)))

@@ -158,6 +158,7 @@ class StallProxy:
         for gate in self._open.values():
             gate.set()
         self._split = {"request": False, "response": False}
+        self._after = {"request": 0, "response": 0}
         self._conns: set[_Conn] = set()
         self._server: asyncio.Server | None = None
 
@@ -196,23 +197,32 @@ class StallProxy:
             await server.wait_closed()
 
     # -- control -------------------------------------------------------------------------
-    def stall(self, direction: Direction = "response", *, partial: bool = True) -> None:
+    def stall(
+        self, direction: Direction = "response", *, partial: bool = True, after: int = 0
+    ) -> None:
         """Stop forwarding ``direction`` from now on (held until `resume`).
 
         Args:
             direction: ``"request"``, ``"response"`` or ``"both"``.
             partial: forward the first half of the next chunk before holding, so
                 the stall falls in the middle of a request or reply.
+            after: forward this many chunks (reads of up to 64 KiB, on any
+                connection) of ``direction`` first, then hold: to stall at a later
+                exchange of an operation that makes several.
         """
+        if not isinstance(after, int) or after < 0:
+            raise ValueError(f"after must be an int >= 0, not {after!r}")
         self.stalled.clear()
         for d in ("request", "response") if direction == "both" else (direction,):
             self._open[d].clear()
             self._split[d] = partial
+            self._after[d] = after
 
     def resume(self) -> None:
         """Forward held bytes of still-open connections, and everything from now on."""
-        for gate in self._open.values():
+        for d, gate in self._open.items():
             gate.set()
+            self._after[d] = 0
 
     async def refuse(self) -> None:
         """Act as a server that is down: reset every current connection, and every new
@@ -489,6 +499,11 @@ class StallProxy:
                     elif self._answered:
                         self._trip()  # a request after an answer: never forwarded
                         break
+                if not gate.is_set() and not held and self._after[direction]:
+                    self._after[direction] -= 1  # stalled, but forward this chunk first
+                    dst.write(chunk)
+                    await dst.drain()
+                    continue
                 if gate.is_set():
                     for earlier in held:  # resumed while this read completed: keep the order
                         dst.write(earlier)
@@ -508,6 +523,9 @@ class StallProxy:
         except (ConnectionError, OSError):
             pass
         finally:
+            if held:  # the connection ended (or was dropped) while these were held
+                self.dropped_bytes += sum(map(len, held))
+                held.clear()
             if read is not None:
                 read.cancel()
                 await asyncio.gather(read, return_exceptions=True)

@@ -306,6 +306,7 @@ class Target:
                 down=_down_ops(outage := self.outage_for(storage)),
                 partway=outage is None or not outage.operations or outage.partway,
                 expires=self.expires,
+                lost_replies=self.proxyable,
             )
             yield CoverageProbe(
                 storage, self.name, reach, location=location, holds_key=holds, ttl=ttl

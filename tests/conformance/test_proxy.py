@@ -111,6 +111,31 @@ async def test_response_stall_holds_the_reply(sink: Sink) -> None:
         await writer.wait_closed()
 
 
+async def test_a_stall_after_n_chunks_forwards_them_then_holds_the_next(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("response", partial=False, after=2)
+        for i, part in enumerate((b"a", b"bb", b"ccc"), 1):
+            writer.write(part)
+            await writer.drain()
+            if i < 3:  # the first two replies come through: one chunk each, one at a time
+                assert await _bounded(reader.readuntil(b";")) == b"ack:%d;" % len(sink.received)
+        await _bounded(proxy.stalled.wait())
+        read = asyncio.ensure_future(reader.readuntil(b";"))
+        done, _ = await asyncio.wait({read}, timeout=0.05)
+        assert not done  # the third is held
+        proxy.resume()
+        assert await _bounded(read) == b"ack:6;"
+        writer.close()
+        await writer.wait_closed()
+
+
+async def test_stall_refuses_a_negative_count(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        with pytest.raises(ValueError, match="after must be an int >= 0, not -1"):
+            proxy.stall("response", after=-1)
+
+
 async def test_held_bytes_of_a_closed_sender_are_never_delivered(sink: Sink) -> None:
     async with StallProxy(sink.address) as proxy:
         _, writer = await asyncio.open_connection(*proxy.address)

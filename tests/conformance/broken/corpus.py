@@ -136,6 +136,7 @@ BIG = "test_16_mib_value_round_trips"
 PAGES = "test_list_pages_across_many_keys"
 ODD = "test_odd_but_valid_keys_round_trip_and_list_exactly"
 UNICODE = "test_unicode_keys_round_trip_and_stay_distinct"
+LOST_REPLY = "test_a_write_whose_reply_is_lost_raises_outcome_unknown_or_answers_truly"
 EMPTY_PRESENT = "test_a_key_holding_an_empty_value_is_present_to_every_operation"
 
 _SQL = kv_sqlite.sqlite_target
@@ -1801,6 +1802,26 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
         _doc(netkv.NetKVLaterPageErrorEndsListing),
+    ),
+    Mutant(
+        "write-resent-after-a-lost-reply",
+        ("error.outcome-unknown",),
+        "lifecycle",
+        LOST_REPLY,
+        lambda: netkv.netkv_target(netkv.NetKVResendsWrites, name="NetKVResendsWrites"),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVResendsWrites),
+    ),
+    Mutant(
+        "lost-write-reported-as-nothing-happened",
+        ("error.outcome-unknown",),
+        "lifecycle",
+        LOST_REPLY,
+        lambda: netkv.netkv_target(
+            netkv.NetKVLostWriteIsUnavailable, name="NetKVLostWriteIsUnavailable"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVLostWriteIsUnavailable),
     ),
     _m(
         "listing-index-built-by-the-first-write",

@@ -27,6 +27,7 @@ import msgspec
 from checkpointkit.conformance import Target, new_location
 from checkpointkit.errors import (
     NotFound,
+    OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
     StorageUnavailable,
@@ -47,6 +48,8 @@ def _frame(body: dict[str, Any]) -> bytes:
     data = _encode(body)
     return struct.pack(">I", len(data)) + data
 
+
+_WRITES = frozenset({"put", "delete", "delete_many"})
 
 NETKV_BATCH = 100
 """The most keys one ``delete_many`` request of the netkv server takes."""
@@ -194,7 +197,7 @@ class NetKVStorage(StorageBase):
                 await self._drop()
                 if self._closed:  # aclose() dropped the connection under this call
                     raise StorageClosed(f"netkv {op}: the storage was closed") from exc
-                raise StorageUnavailable(f"netkv {op} failed: {exc!r}") from exc
+                raise self._lost(op, exc) from exc
             finally:
                 if self._closed:  # aclose() stopped waiting for this call: drop what it used
                     await self._drop()
@@ -206,6 +209,16 @@ class NetKVStorage(StorageBase):
         if error is not None:
             raise StorageUnavailable(reply["message"])
         return reply["value"]
+
+    @staticmethod
+    def _lost(op: str, exc: BaseException) -> StorageUnavailable:
+        """The error of a call whose connection failed after its request was handed to it:
+        a write may have happened (never resent: a repeat would answer for its own effect)."""
+        if op in _WRITES:
+            return OutcomeUnknown(
+                f"netkv {op}: the connection failed, it may have happened: {exc!r}"
+            )
+        return StorageUnavailable(f"netkv {op} failed: {exc!r}")
 
     @staticmethod
     async def _exchange(
@@ -308,6 +321,28 @@ class NetKVRawErrors(NetKVStorage):
         if error is not None:
             raise StorageUnavailable(reply["message"])
         return reply["value"]
+
+
+class NetKVResendsWrites(NetKVStorage):
+    """Bug: a client that resends a request once on a new connection when the first one
+    failed, writes included (redis-py's ``Retry`` does so for every command): a delete
+    whose reply was lost after the server applied it is resent, finds nothing and answers
+    ``False``; a create-only put answers ``PreconditionFailed``, beaten by itself."""
+
+    async def _call(self, op: str, **fields: Any) -> Any:
+        try:
+            return await super()._call(op, **fields)
+        except OutcomeUnknown:
+            return await super()._call(op, **fields)
+
+
+class NetKVLostWriteIsUnavailable(NetKVStorage):
+    """Bug: a write whose connection failed after its request left raises plain
+    ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
+
+    @staticmethod
+    def _lost(op: str, exc: BaseException) -> StorageUnavailable:
+        return StorageUnavailable(f"netkv {op} failed: {exc!r}")
 
 
 class NetKVLaterPageErrorEndsListing(NetKVStorage):

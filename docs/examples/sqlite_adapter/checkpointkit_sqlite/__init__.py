@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import threading
 import uuid
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import parse_qsl, unquote
@@ -253,6 +254,11 @@ class SQLiteStorage(StorageBase):
         except Exception:  # it never opened: nothing to close
             return
         await _finish(asyncio.ensure_future(db.close()))
+        # aiosqlite's close() is answered by its worker thread just before that thread
+        # ends: wait for the end, so that nothing of the storage runs once aclose() returns
+        thread = getattr(db, "_thread", None)  # aiosqlite 0.20+: no public join
+        if isinstance(thread, threading.Thread):
+            await asyncio.to_thread(thread.join)
 
 
 def _opened(task: asyncio.Future[Any]) -> bool:

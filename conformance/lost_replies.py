@@ -1,0 +1,261 @@
+"""A write whose reply is lost after its server applied it: the ``lifecycle`` group's test
+of ``OutcomeUnknown`` (clause ``error.outcome-unknown``).
+
+The stall proxy stands between a storage and its server, lets the write's request through,
+holds the server's reply and resets the connection: the write happened, and its client
+never hears so. What the client does next is where adapters go wrong. One whose driver
+resends the command on a new connection (redis-py's ``Retry``, an HTTP client's retries of
+a request it takes for idempotent) gets the answer to the repeat, not to the write: a
+delete answers ``False``, for a key it deleted itself; a create-only put, or an if-match
+put, answers ``PreconditionFailed``, beaten by its own first attempt. One that raises plain
+``StorageUnavailable`` tells its caller that nothing happened. The caller then acts on a
+falsehood: it gives up a record it did store, or writes again what a later writer
+replaced.
+
+So each write, in each mode the adapter declares, with a condition that holds, must
+either answer truly (the version it stored, ``True``, the count of what existed) or raise
+``OutcomeUnknown``; ``StorageUnavailable`` only if its write did not happen. The test then
+reads the keys back through the same storage: it must answer again, and hold the whole old
+or the whole new value.
+
+A write can take several exchanges (a read first, a value sent in parts): the stall holds
+the first reply after the set-up, then, run again on new keys, the second, and so on
+(`StallProxy.stall`'s ``after``), until one run shows the write applied when its reply was
+lost, or the write ends before anything is held. Skipped for a target without an
+endpoint for the proxy; *not exercised* if no run lost a reply after its write applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+import pytest
+
+from ..errors import OutcomeUnknown, StorageUnavailable
+from ..storage import GetResult
+from .checks import describe, fail, get_or_none
+from .clauses import checks
+from .coverage import reply_lost
+from .fixtures import StorageFixtures, not_exercised
+from .proxy import StallProxy
+from .target import Target, new_location
+from .unavailable import UNAVAILABLE_BOUND, _a, _case
+
+__all__ = ["LOST_EXCHANGES", "LostReplyTests"]
+
+LOST_EXCHANGES = 6
+"""The most exchanges of one write whose reply the test loses, one run each."""
+
+_KINDS = ("put", "create-only put", "if-match put", "delete", "if-match delete", "delete_many")
+
+
+class LostReplyTests(StorageFixtures):
+    """Each write whose reply the stall proxy loses after its server applied it."""
+
+    conformance_group: ClassVar[str | None] = "lifecycle"
+
+    @checks("error.outcome-unknown")
+    async def test_a_write_whose_reply_is_lost_raises_outcome_unknown_or_answers_truly(
+        self,
+        storage_target: Target | None,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """A put, a delete and a ``delete_many``, in each conditional mode declared (its
+        condition holding), each on a storage of its own behind a new stall proxy. Once
+        the keys are set up, the proxy holds a reply of the server's and resets the
+        connections; the write must return its true answer or raise ``OutcomeUnknown``
+        (``StorageUnavailable`` only if nothing happened) within `UNAVAILABLE_BOUND`, and
+        the keys must read back whole. A driver's transparent resend answers with the
+        repeat's ``False`` or ``PreconditionFailed`` and fails here."""
+        target = storage_target
+        if target is None or not target.proxyable or target.upstream is None:
+            pytest.skip(
+                "no reply can be lost: the target's factory takes no endpoint, or the target "
+                "names no upstream server"
+            )
+        skipped = {
+            "create-only put": not supports_conditional_put,
+            "if-match put": not supports_conditional_put,
+            "if-match delete": not supports_conditional_delete,
+        }
+        lost = [kind for kind in _KINDS if not skipped.get(kind) and await _lose(kind, target)]
+        if not lost:
+            not_exercised(
+                "no write applied before its reply was lost: every write ended before the "
+                f"stall proxy held any of its first {LOST_EXCHANGES} replies, or failed first"
+            )
+
+
+async def _lose(kind: str, target: Target) -> bool:
+    """Run ``kind`` with its ``n``-th reply lost, for n = 1, 2, ...: True once a run
+    lost a reply after the write applied (and its answer held), False if the write
+    ended before the proxy held anything."""
+    __tracebackhide__ = True
+    for after in range(LOST_EXCHANGES):
+        applied = await _lose_once(kind, target, after)
+        if applied is None:
+            return False
+        if applied:
+            return True
+    return False
+
+
+async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
+    """One run: None if the write ended before a reply was held; else whether it applied."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    case = _case(kind)
+    location = new_location() if target.reopens else None
+    losing = False  # set once the proxy holds a reply and is about to drop it
+    context = f"after the stall proxy lost reply {after + 1} of the write"
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(endpoint=proxy.address, location=location) as storage,
+    ):
+        versions = {key: await storage.put(key, value) for key, value in case.before.items()}
+        proxy.stall("response", partial=False, after=after)
+        with reply_lost(lambda: losing):
+            call = asyncio.ensure_future(case.start(storage, versions))
+        held = asyncio.ensure_future(proxy.stalled.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {call, held}, timeout=UNAVAILABLE_BOUND, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            held.cancel()
+        if not done:
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            fail(
+                f"{_a(kind)} must end once the backend stops answering",
+                key=case.key,
+                expected=f"an answer or an error within {UNAVAILABLE_BOUND:g} s",
+                observed="it neither sent anything whose reply the proxy could hold nor ended",
+            )
+        if call.done() and not proxy.stalled.is_set():
+            if not call.cancelled():
+                call.exception()  # retrieved: what it raised is another test's business
+            proxy.resume()
+            return None
+        losing = True
+        await proxy.drop()
+        proxy.resume()
+        answer, error = await _outcome(kind, case.key, call, context)
+        got = {key: await _read(storage, key, kind, context) for key in case.allowed}
+    stored = {key: None if g is None else g.data for key, g in got.items()}
+    old = {key: allowed[0] for key, allowed in case.allowed.items()}
+    new = {key: allowed[-1] for key, allowed in case.allowed.items()}
+    for key, seen in stored.items():
+        if seen not in case.allowed[key]:
+            fail(
+                f"{_a(kind)} whose reply was lost must leave its key whole",
+                key=key,
+                expected=" or ".join(describe(a) for a in case.allowed[key]),
+                observed=f"it holds {describe(seen)} {context}",
+            )
+    applied = stored == new
+    untouched = stored == old
+    if error is None:
+        current = got[case.key]
+        if kind.endswith("put") and (current is None or current.version != answer):
+            applied = False  # it returned a version that the key does not hold
+        _expect_true(kind, case.key, answer, applied, stored, new, context)
+    elif not isinstance(error, OutcomeUnknown) and not untouched:
+        fail(
+            f"{_a(kind)} that happened must not raise plain StorageUnavailable",
+            key=case.key,
+            expected="OutcomeUnknown (the write may have happened), or its true answer",
+            observed=f"it raised {type(error).__name__}: {error} ({context}); "
+            f"yet the write happened: the keys hold {describe(list(stored.values()))}",
+            detail="StorageUnavailable tells the caller that nothing happened. A write whose "
+            "request had left when the connection failed raises OutcomeUnknown, a "
+            "StorageUnavailable, so that the caller can tell the two apart",
+        )
+    return applied
+
+
+async def _outcome(
+    kind: str, key: str, call: asyncio.Future[Any], context: str
+) -> tuple[Any, StorageUnavailable | None]:
+    """What the write answered, or the ``StorageUnavailable`` it raised; anything else
+    (``PreconditionFailed``, ``NotFound``, a driver's error) or no end in time fails."""
+    __tracebackhide__ = True
+    try:
+        async with asyncio.timeout(UNAVAILABLE_BOUND):
+            return await asyncio.shield(call), None
+    except StorageUnavailable as exc:
+        return None, exc
+    except TimeoutError:
+        if not call.done():
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            fail(
+                f"{_a(kind)} whose reply was lost must end",
+                key=key,
+                expected=f"OutcomeUnknown or its answer within {UNAVAILABLE_BOUND:g} s",
+                observed=f"it had not ended {UNAVAILABLE_BOUND:g} s {context}",
+            )
+        raise
+    except Exception as exc:
+        fail(
+            f"{_a(kind)} whose reply was lost must raise OutcomeUnknown or answer truly",
+            key=key,
+            expected="OutcomeUnknown, or its true answer (its condition held)",
+            observed=f"it raised {type(exc).__name__}: {exc} ({context})",
+            detail="The write's request had reached the server, which applied it; an "
+            "answer to a repeat of it (a driver that resends the command on a new "
+            "connection) sees the write's own effect: 'the key exists', 'another "
+            "version', 'not found'. Resend no write whose request may have left, or raise "
+            "OutcomeUnknown when the repeat fails",
+        )
+
+
+async def _read(storage: Any, key: str, kind: str, context: str) -> GetResult | None:
+    __tracebackhide__ = True
+    try:
+        async with asyncio.timeout(UNAVAILABLE_BOUND):
+            got = await get_or_none(storage, key)
+    except TimeoutError:
+        fail(
+            "the client must answer again once the backend does",
+            key=key,
+            expected=f"get to answer within {UNAVAILABLE_BOUND:g} s",
+            observed=f"it did not, {context} of {_a(kind)}",
+        )
+    return got
+
+
+def _expect_true(
+    kind: str,
+    key: str,
+    answer: Any,
+    applied: bool,
+    stored: dict[str, bytes | None],
+    new: dict[str, bytes | None],
+    context: str,
+) -> None:
+    """The answer of a write that returned must say what it did."""
+    __tracebackhide__ = True
+    if kind.endswith("put"):
+        truth, expected = applied, "the version the key now holds, with the new value"
+    elif kind == "delete_many":
+        truth = applied and answer == len(new)
+        expected = f"{len(new)} (every key existed), with every key deleted"
+    else:
+        truth = applied and answer is True
+        expected = "True (the key existed), with the key deleted"
+    if truth:
+        return
+    fail(
+        f"{_a(kind)} whose reply was lost must answer truly or raise OutcomeUnknown",
+        key=key,
+        expected=f"{expected}, or OutcomeUnknown",
+        observed=f"it answered {describe(answer)} ({context}), and the keys hold "
+        f"{describe(list(stored.values()))}",
+        detail="An answer computed from a repeat of the write (resent on a new connection "
+        "after the first had applied) sees the write's own effect: a delete answers False "
+        "for the key it deleted. Resend no write whose request may have left, or raise "
+        "OutcomeUnknown",
+    )
