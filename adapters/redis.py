@@ -414,13 +414,26 @@ class _Write:
     handshake). Once the reply is read the write calls `answered`.
     """
 
-    __slots__ = ("armed", "sent", "settle", "tracked")
+    __slots__ = ("armed", "sent", "settle", "sha", "tracked")
 
     def __init__(self, tracked: bool) -> None:
         self.tracked = tracked  # the storage's own connections report what they send
         self.armed = False
         self.sent = False
         self.settle = 0.0
+        self.sha = b""  # the SHA1 of the write's script, as the request carries it
+
+    def carried_by(self, command: Any) -> bool:
+        """Whether the packed ``command`` (bytes, or a list of chunks) is the write's own
+        request: it carries the script's SHA1 (not a topology load or a ``SCRIPT LOAD``
+        sent meanwhile). The SHA1 is packed with the other small arguments; a chunk of its
+        own is a large argument (a value), never searched."""
+        sha = self.sha
+        if not sha:
+            return True  # unknown: count it as sent
+        if isinstance(command, bytes | bytearray):
+            return sha in command
+        return any(len(chunk) <= _SMALL_CHUNK and sha in chunk for chunk in command)
 
     def arm(self, settle: float) -> None:
         self.armed = True
@@ -432,8 +445,26 @@ class _Write:
         self.armed = self.sent = False
 
 
+_SMALL_CHUNK = 16 * 1024
+"""redis-py packs arguments up to 6,000 bytes together; longer ones go in chunks of their own."""
+
 _WRITE: ContextVar[_Write | None] = ContextVar("checkpointkit_redis_write", default=None)
 """The write operation of the current task, if any (pipelines' child tasks share it)."""
+
+
+async def _load_then(client: Redis | RedisCluster, source: str) -> None:
+    """``SCRIPT LOAD`` of ``source`` (on every primary of a cluster), after the server
+    answered the write in flight that its script is not loaded: the script did not run,
+    and what the load sends is not the write's request, so the write is disarmed while
+    it loads (an error of the load is "not sent"), then armed again for its script."""
+    write = _WRITE.get()
+    if write is None:
+        await client.script_load(source)
+        return
+    settle = write.settle
+    write.answered()
+    await client.script_load(source)
+    write.arm(settle)
 
 
 class _ResendsNoWrite(Retry):
@@ -498,10 +529,17 @@ class _AbortingConnection(Connection):
             self._handshake = False
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        reader, writer = self._reader, self._writer
+        if (writer is not None and writer.transport.is_closing()) or (
+            reader is not None and reader.at_eof()
+        ):
+            # the server closed or reset it while it sat in the pool: a new connection,
+            # before anything is sent (a write sent on it could only be OutcomeUnknown)
+            await self.disconnect(nowait=True)
         if not self.is_connected:
             await self.connect_check_health(check_health=False)
         write = _WRITE.get()
-        if write is not None and write.armed and not self._handshake:
+        if write is not None and write.armed and not self._handshake and write.carried_by(command):
             write.sent = True
         await super().send_packed_command(command, check_health)
 
@@ -937,11 +975,14 @@ class RedisStorage(StorageBase):
         sha = self._sha.get(source)
         if sha is None:
             sha = self._sha[source] = hashlib.sha1(source.encode()).hexdigest()
+        write = _WRITE.get()
+        if write is not None:
+            write.sha = sha.encode()
         try:
             return await self._client.evalsha(sha, len(keys), *keys, *args)
         except rexc.NoScriptError:
             # a restarted or new node: load the script (on every primary of a cluster)
-            await self._client.script_load(source)
+            await _load_then(self._client, source)
             return await self._client.evalsha(sha, len(keys), *keys, *args)
 
     # -- the server's clock: deadlines of write scripts ---------------------------------
@@ -1127,6 +1168,9 @@ class RedisStorage(StorageBase):
         sha = self._sha.get(_PUT) or self._sha.setdefault(
             _PUT, hashlib.sha1(_PUT.encode()).hexdigest()
         )
+        write = _WRITE.get()
+        if write is not None:
+            write.sha = sha.encode()
         for attempt in (1, 2):
             pipe = self._client.pipeline(transaction=False)
             pipe.set(keys[4], data, px=STAGED_MS)  # s: the staging key
@@ -1138,7 +1182,7 @@ class RedisStorage(StorageBase):
             except rexc.NoScriptError:
                 if attempt == 2:
                     raise
-                await self._client.script_load(_PUT)
+                await _load_then(self._client, _PUT)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _get(self, key: str) -> GetResult:
@@ -1249,6 +1293,7 @@ class RedisStorage(StorageBase):
         sha = self._sha.get(_DELETE_MANY) or self._sha.setdefault(
             _DELETE_MANY, hashlib.sha1(_DELETE_MANY.encode()).hexdigest()
         )
+        write.sha = sha.encode()
         loop = asyncio.get_running_loop()
         existed = 0
         retired: list[bytes] = []
@@ -1279,6 +1324,11 @@ class RedisStorage(StorageBase):
             write.arm(settle)
             sent = loop.time()
             results = await pipe.execute(raise_on_error=False)
+            for res in results:
+                # a cluster pipeline gives a lost connection as a result: the scripts may
+                # have run, so it is the write's error (OutcomeUnknown), raised while armed
+                if isinstance(res, rexc.ConnectionError | rexc.TimeoutError):
+                    raise res
             write.answered()
             received = loop.time()
             again: list[tuple[str, list[str]]] = []

@@ -146,6 +146,7 @@ class StallProxy:
         self.connections = 0
         self.refused = 0
         self.refusing = False
+        self._refuse_left: int | None = None
         self.tripped = False
         self.answered = 0
         self.unrecognized = 0
@@ -224,9 +225,17 @@ class StallProxy:
             gate.set()
             self._after[d] = 0
 
-    async def refuse(self) -> None:
+    async def refuse(self, connections: int | None = None) -> None:
         """Act as a server that is down: reset every current connection, and every new
-        one as soon as it is accepted, until `accept`."""
+        one as soon as it is accepted, until `accept`.
+
+        Args:
+            connections: refuse only this many new connections, then accept again (a
+                server back up before the client's retry); None: until `accept`.
+        """
+        if connections is not None and (not isinstance(connections, int) or connections < 1):
+            raise ValueError(f"connections must be an int >= 1 or None, not {connections!r}")
+        self._refuse_left = connections
         self.refusing = True
         await self.drop()
 
@@ -258,6 +267,7 @@ class StallProxy:
         self._armed = False
         self.tripped = True
         self.refusing = True
+        self._refuse_left = None
         for conn in list(self._conns):
             for writer in (conn.client, conn.upstream):
                 if writer is not None:
@@ -270,6 +280,7 @@ class StallProxy:
         self._armed = False
         self.refusing = False
         self._answer = None
+        self._refuse_left = None
         for conn in self._conns:
             if conn.answering:
                 conn.client.transport.abort()
@@ -305,6 +316,9 @@ class StallProxy:
         if self.refusing:  # a server that is down: the connection is reset at once
             self.refused += 1
             writer.transport.abort()
+            if self._refuse_left is not None:
+                self._refuse_left -= 1
+                self.refusing = self._refuse_left > 0
             return
         conn = _Conn(writer)
         self._conns.add(conn)

@@ -136,6 +136,23 @@ async def test_stall_refuses_a_negative_count(sink: Sink) -> None:
             proxy.stall("response", after=-1)
 
 
+async def test_refuse_a_count_resets_that_many_new_connections_then_forwards(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        await proxy.refuse(connections=2)
+        for _ in range(2):
+            reader, writer = await asyncio.open_connection(*proxy.address)
+            assert await _bounded(reader.read()) == b""  # reset at once
+            writer.close()
+        assert proxy.refused == 2 and not proxy.refusing
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(b"up")
+        assert await _bounded(reader.readuntil(b";")) == b"ack:2;"
+        writer.close()
+        await writer.wait_closed()
+        with pytest.raises(ValueError, match="connections must be an int >= 1 or None, not 0"):
+            await proxy.refuse(connections=0)
+
+
 async def test_held_bytes_of_a_closed_sender_are_never_delivered(sink: Sink) -> None:
     async with StallProxy(sink.address) as proxy:
         _, writer = await asyncio.open_connection(*proxy.address)

@@ -25,7 +25,7 @@ from checkpointkit.adapters.redis import RedisStorage
 from checkpointkit.conformance.hygiene import hygiene
 from checkpointkit.conformance.proxy import StallProxy
 from checkpointkit.conformance.servers.redis import ValkeyProcess, valkey_server_or_unavailable
-from checkpointkit.storage import PutMode
+from checkpointkit.storage import PutMode, delete_many
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
@@ -357,3 +357,23 @@ async def test_a_caller_cancellation_is_not_mistaken_for_the_deadline(
         await cancel_promptly(task)  # CancelledError, not StorageUnavailable
         proxies.resume()
         assert (await s.get("runs/d/k")).data == b"v"
+
+
+async def test_a_write_refused_before_its_request_left_is_sent_again_and_lands(
+    redis_url: str,
+) -> None:
+    """The server resets the storage's connections and refuses its next new one: the write
+    did not happen, so it is retried (after the reset, a pooled connection is replaced
+    before anything is sent on it) and lands. Only a write whose request had started to
+    leave is never sent again (``test_a_write_whose_reply_is_lost_...`` in the suite)."""
+    async with proxied(redis_url) as (s, proxies):
+        for i in range(3):
+            await s.put(f"runs/a/k{i}", b"old")
+        for p in proxies.proxies:
+            await p.refuse(connections=1)
+        assert await s.delete("runs/a/k0") is True
+        assert await s.put("runs/a/k1", b"new", mode=IfMatch((await s.get("runs/a/k1")).version))
+        assert await delete_many(s, ["runs/a/k2"]) == 1
+        assert sum(p.refused for p in proxies.proxies) >= 1
+        assert [k async for k in s.list("runs/a/")] == ["runs/a/k1"]
+        assert (await s.get("runs/a/k1")).data == b"new"
