@@ -244,6 +244,7 @@ EVENTS = (
     "down at a later page",
     "down partway",
     "reply lost",
+    "request lost",
     "another listing open",
     "past expired keys",
     "kept key overwritten",
@@ -595,6 +596,10 @@ class Reach:
                     continue  # a call whose backend goes down between two of its requests
                 if event == "reply lost" and not (op in WRITE_OPS and self.lost_replies):
                     continue  # a write whose reply the stall proxy held, then dropped
+                if event == "request lost" and not (
+                    op in WRITE_OPS and self.lost_replies and caps.shared and self.reopens
+                ):
+                    continue  # ...whose request it held while another client wrote, dropped
                 if event == "past expired keys" and not (
                     op == "list" and caps.ttl and self.expires
                 ):
@@ -613,6 +618,8 @@ class Reach:
                     out.append(("lifecycle", row, "backend down"))
                 if self.lost_replies:
                     out.append(("lifecycle", row, "reply lost"))
+                    if caps.shared and self.reopens:
+                        out.append(("lifecycle", row, "request lost"))
         out += [("lifecycle", "aclose", event) for event in (*ACLOSE_EVENTS, "another closed")]
         if self.down:
             out.append(("lifecycle", "aclose", "backend down"))
@@ -776,7 +783,9 @@ _HELD: ContextVar[bool] = ContextVar("checkpointkit_backend_held", default=False
 _PARTWAY: ContextVar[Callable[[], bool] | None] = ContextVar(
     "checkpointkit_backend_down_partway", default=None
 )
-_LOST: ContextVar[Callable[[], bool] | None] = ContextVar("checkpointkit_reply_lost", default=None)
+_LOST: ContextVar[tuple[Callable[[], bool], str] | None] = ContextVar(
+    "checkpointkit_reply_lost", default=None
+)
 WRITE_OPS = ("put", "delete", "delete_many")
 PARTWAY_OPS = ("delete_many",)
 """The operations whose ``down partway`` cell a cut (`backend_down_partway`) marks: a
@@ -819,12 +828,12 @@ def backend_held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def reply_lost(lost: Callable[[], bool]) -> Iterator[None]:
-    """A write started in this context may lose its reply: ``lost()``, asked when the
-    call ends, says whether the stall proxy dropped a reply of the server's (held, then
-    its connection reset). If so the write records ``reply lost`` (its mode's row for a
-    conditional put or delete)."""
-    token = _LOST.set(lost)
+def reply_lost(lost: Callable[[], bool], what: str = "reply") -> Iterator[None]:
+    """A write started in this context may lose its reply (``what``: or its request):
+    ``lost()``, asked when the call ends, says whether the stall proxy dropped one of the
+    server's replies (or the write's request) that it held, resetting the connection. If
+    so the write records ``reply lost`` (``request lost``) in its mode's row."""
+    token = _LOST.set((lost, f"{what} lost"))
     try:
         yield
     finally:
@@ -1106,9 +1115,9 @@ class CoverageProbe:
         finally:
             self._answered = True
             lost = _LOST.get()
-            if lost is not None and writes and lost():
+            if lost is not None and writes and lost[0]():
                 mode = None if row is None else " ".join(row.split()[:2])
-                self._mark("lifecycle", mode if mode in DOWN_MODES else op, "reply lost")
+                self._mark("lifecycle", mode if mode in DOWN_MODES else op, lost[1])
             went_down = _PARTWAY.get()
             if went_down is not None and op in PARTWAY_OPS:
                 self._mark(*(_partway_cell(op) if went_down() else _one_request(op)))

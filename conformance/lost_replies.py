@@ -28,25 +28,27 @@ endpoint for the proxy; *not exercised* if no run lost a reply after its write a
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import pytest
 
-from ..errors import OutcomeUnknown, StorageUnavailable
-from ..storage import GetResult
+from ..errors import OutcomeUnknown, PreconditionFailed, StorageUnavailable
+from ..storage import GetResult, Storage
+from ..storage import delete_many as delete_many_of
 from .checks import describe, fail, get_or_none
 from .clauses import checks
 from .coverage import reply_lost
 from .fixtures import StorageFixtures, not_exercised
 from .proxy import StallProxy
 from .target import Target, new_location
-from .unavailable import UNAVAILABLE_BOUND, _a, _case
+from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _case
 
 __all__ = ["LOST_EXCHANGES", "LostReplyTests"]
 
 LOST_EXCHANGES = 6
 """The most exchanges of one write whose reply the test loses, one run each."""
 
+_CONDITIONAL = ("create-only put", "if-match put", "if-match delete")
 _KINDS = ("put", "create-only put", "if-match put", "delete", "if-match delete", "delete_many")
 
 
@@ -85,6 +87,44 @@ class LostReplyTests(StorageFixtures):
             not_exercised(
                 "no write applied before its reply was lost: every write ended before the "
                 f"stall proxy held any of its first {LOST_EXCHANGES} replies, or failed first"
+            )
+
+    @checks("error.outcome-unknown")
+    async def test_a_write_whose_request_is_lost_while_another_client_writes_answers_truly(
+        self,
+        storage_target: Target | None,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+        supports_shared: bool,
+    ) -> None:
+        """The other side of a lost exchange: the stall proxy holds a write's request, a
+        second client (straight to the server) writes the same key meanwhile, and the proxy
+        resets the connection, so the held request never arrives. A write sent again then
+        meets the other client's write, and must say so: a create-only put whose repeat
+        finds the key answers ``PreconditionFailed`` or ``OutcomeUnknown``, never a version
+        ("it must have been my own first attempt"); a delete whose repeat finds nothing
+        answers ``False`` or ``OutcomeUnknown``, never ``True`` (the other client's delete
+        answered ``True``: one value deleted twice). Every write in each mode declared,
+        each against the other client's write that its repeat would meet. Needs a target
+        that opens a second client on the same data (``shared``, ``location``)."""
+        target = storage_target
+        if target is None or not target.proxyable or target.upstream is None:
+            pytest.skip(
+                "no request can be lost: the target's factory takes no endpoint, or the "
+                "target names no upstream server"
+            )
+        if not (supports_shared and target.reopens):
+            pytest.skip("no second client on the same data (the target is not shared)")
+        skipped = {
+            "create-only put": not supports_conditional_put,
+            "if-match put": not supports_conditional_put,
+            "if-match delete": not supports_conditional_delete,
+        }
+        lost = [kind for kind in _KINDS if not skipped.get(kind) and await _race(kind, target)]
+        if not lost:
+            not_exercised(
+                "no write sent a request that the stall proxy could hold: every write "
+                "ended without sending one, or failed first"
             )
 
 
@@ -176,40 +216,146 @@ async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
     return applied
 
 
+_RIVAL = b"written by the other client while the request was held"
+
+
+async def _rival(kind: str, other: Storage) -> None:
+    """The other client's write that a repeat of ``kind`` would meet."""
+    if kind in ("put", "create-only put", "if-match put"):
+        await other.put(_case(kind).key, _RIVAL)
+    elif kind == "if-match delete":
+        await other.put("down-del-if", _RIVAL)
+    elif kind == "delete":
+        await other.delete("down-del")
+    else:
+        await delete_many_of(other, list(_case(kind).allowed))
+
+
+async def _race(kind: str, target: Target) -> bool:
+    """One run of ``kind`` whose request is held while the other client writes, then lost.
+    False if the write ended before the proxy held any request of it."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    case = _case(kind)
+    location = new_location()
+    context = "after the stall proxy lost its request while another client wrote the key"
+    losing = False  # set once the other client wrote and the proxy is about to drop
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(endpoint=proxy.address, location=location) as storage,
+        target.open(location=location) as other,
+    ):
+        versions = {key: await storage.put(key, value) for key, value in case.before.items()}
+        proxy.stall("request", partial=False)
+        with reply_lost(lambda: losing, "request"):
+            call = asyncio.ensure_future(case.start(storage, versions))
+        held = asyncio.ensure_future(proxy.stalled.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {call, held}, timeout=UNAVAILABLE_BOUND, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            held.cancel()
+        if call.done() and not proxy.stalled.is_set():
+            if not call.cancelled():
+                call.exception()  # retrieved: what it raised is another test's business
+            proxy.resume()
+            return False
+        if not done:
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            fail(
+                f"{_a(kind)} must end once the backend stops answering",
+                key=case.key,
+                expected=f"an answer or an error within {UNAVAILABLE_BOUND:g} s",
+                observed="it neither sent anything that the proxy could hold nor ended",
+            )
+        await _rival(kind, other)
+        losing = True
+        await proxy.drop()
+        proxy.resume()
+        answer, error = await _outcome(kind, case.key, call, context, lost="request")
+        got = {key: await _read(storage, key, kind, context) for key in case.allowed}
+    if error is not None:
+        return True  # OutcomeUnknown, or StorageUnavailable: nothing of it arrived
+    stored = {key: None if g is None else g.data for key, g in got.items()}
+    current = got[case.key]
+    if kind.endswith("put"):
+        truth = current is not None and current.version == answer and current.data == _NEW
+        expected = "the version the key holds, with the new value (a repeat that landed)"
+    elif kind == "delete_many":
+        truth = answer == 0
+        expected = "0: the other client had deleted every key"
+    elif kind == "delete":
+        truth = answer is False
+        expected = "False: the other client had deleted the key (and was answered True)"
+    else:
+        truth = False
+        expected = "no answer: the other client had changed the key's version"
+    if not truth:
+        fail(
+            f"{_a(kind)} whose request was lost must answer truly or raise OutcomeUnknown",
+            key=case.key,
+            expected=f"{expected}, PreconditionFailed where its condition failed, or "
+            "OutcomeUnknown",
+            observed=f"it answered {describe(answer)} ({context}), and the keys hold "
+            f"{describe(list(stored.values()))}",
+            detail="A write sent again after a lost connection that meets another client's "
+            "write cannot take that write for its own first attempt: raise OutcomeUnknown "
+            "(or the true PreconditionFailed, False, 0)",
+        )
+    return True
+
+
 async def _outcome(
-    kind: str, key: str, call: asyncio.Future[Any], context: str
-) -> tuple[Any, StorageUnavailable | None]:
-    """What the write answered, or the ``StorageUnavailable`` it raised; anything else
-    (``PreconditionFailed``, ``NotFound``, a driver's error) or no end in time fails."""
+    kind: str, key: str, call: asyncio.Future[Any], context: str, lost: str = "reply"
+) -> tuple[Any, StorageUnavailable | PreconditionFailed | None]:
+    """What the write answered, or the ``StorageUnavailable`` it raised (``lost`` the
+    request: or the ``PreconditionFailed`` of a condition that the other client's write
+    failed); anything else (a driver's error) or no end in time fails."""
     __tracebackhide__ = True
     try:
         async with asyncio.timeout(UNAVAILABLE_BOUND):
             return await asyncio.shield(call), None
     except StorageUnavailable as exc:
         return None, exc
+    except PreconditionFailed as exc:
+        if lost == "request" and kind in _CONDITIONAL:
+            return None, exc
+        _wrong(kind, key, exc, context, lost)
     except TimeoutError:
         if not call.done():
             call.cancel()
             await asyncio.gather(call, return_exceptions=True)
             fail(
-                f"{_a(kind)} whose reply was lost must end",
+                f"{_a(kind)} whose {lost} was lost must end",
                 key=key,
                 expected=f"OutcomeUnknown or its answer within {UNAVAILABLE_BOUND:g} s",
                 observed=f"it had not ended {UNAVAILABLE_BOUND:g} s {context}",
             )
         raise
     except Exception as exc:
-        fail(
-            f"{_a(kind)} whose reply was lost must raise OutcomeUnknown or answer truly",
-            key=key,
-            expected="OutcomeUnknown, or its true answer (its condition held)",
-            observed=f"it raised {type(exc).__name__}: {exc} ({context})",
-            detail="The write's request had reached the server, which applied it; an "
+        _wrong(kind, key, exc, context, lost)
+
+
+def _wrong(kind: str, key: str, exc: Exception, context: str, lost: str) -> NoReturn:
+    __tracebackhide__ = True
+    fail(
+        f"{_a(kind)} whose {lost} was lost must raise OutcomeUnknown or answer truly",
+        key=key,
+        expected="OutcomeUnknown, or its true answer (its condition held)",
+        observed=f"it raised {type(exc).__name__}: {exc} ({context})",
+        detail=(
+            "The write's request had reached the server, which applied it; an "
             "answer to a repeat of it (a driver that resends the command on a new "
             "connection) sees the write's own effect: 'the key exists', 'another "
             "version', 'not found'. Resend no write whose request may have left, or raise "
-            "OutcomeUnknown when the repeat fails",
-        )
+            "OutcomeUnknown when the repeat fails"
+            if lost == "reply"
+            else "The write's request never arrived: a backend error becomes "
+            "StorageUnavailable (OutcomeUnknown where the request may have left)"
+        ),
+    )
 
 
 async def _read(storage: Any, key: str, kind: str, context: str) -> GetResult | None:

@@ -137,6 +137,7 @@ PAGES = "test_list_pages_across_many_keys"
 ODD = "test_odd_but_valid_keys_round_trip_and_list_exactly"
 UNICODE = "test_unicode_keys_round_trip_and_stay_distinct"
 LOST_REPLY = "test_a_write_whose_reply_is_lost_raises_outcome_unknown_or_answers_truly"
+LOST_REQUEST = "test_a_write_whose_request_is_lost_while_another_client_writes_answers_truly"
 EMPTY_PRESENT = "test_a_key_holding_an_empty_value_is_present_to_every_operation"
 
 _SQL = kv_sqlite.sqlite_target
@@ -1811,6 +1812,28 @@ MUTANTS: tuple[Mutant, ...] = (
         lambda: netkv.netkv_target(netkv.NetKVResendsWrites, name="NetKVResendsWrites"),
         lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
         _doc(netkv.NetKVResendsWrites),
+    ),
+    Mutant(
+        "repeat-takes-a-conflict-for-its-own",
+        ("error.outcome-unknown",),
+        "lifecycle",
+        LOST_REQUEST,
+        lambda: netkv.netkv_target(
+            netkv.NetKVRepeatTakesAConflictForItsOwn, name="NetKVRepeatTakesAConflictForItsOwn"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVRepeatTakesAConflictForItsOwn),
+    ),
+    Mutant(
+        "repeat-takes-nothing-for-its-own-delete",
+        ("error.outcome-unknown",),
+        "lifecycle",
+        LOST_REQUEST,
+        lambda: netkv.netkv_target(
+            netkv.NetKVRepeatTakesNothingForItsOwn, name="NetKVRepeatTakesNothingForItsOwn"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVRepeatTakesNothingForItsOwn),
     ),
     Mutant(
         "lost-write-reported-as-nothing-happened",

@@ -336,6 +336,37 @@ class NetKVResendsWrites(NetKVStorage):
             return await super()._call(op, **fields)
 
 
+class NetKVRepeatTakesAConflictForItsOwn(NetKVStorage):
+    """Bug: a conditional put sent again after a lost connection that meets "the key
+    exists" or "another version" takes it for its own first attempt, and answers the
+    version it reads back: but the first attempt may never have arrived, and the key
+    holds another client's write."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        try:
+            return await super()._put(key, data, mode)
+        except OutcomeUnknown:
+            if mode == "overwrite":
+                raise
+            try:
+                return await super()._put(key, data, mode)
+            except PreconditionFailed:
+                return (await self._get(key)).version  # "it must have been mine"
+
+
+class NetKVRepeatTakesNothingForItsOwn(NetKVStorage):
+    """Bug: a delete sent again after a lost connection that finds nothing answers
+    ``True`` ("my first attempt deleted it"): but the first attempt may never have
+    arrived, and another client's delete, answered ``True`` too, deleted the value."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        try:
+            return await super()._delete(key, if_match)
+        except OutcomeUnknown:
+            await super()._delete(key, if_match)
+            return True
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
