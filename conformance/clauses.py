@@ -201,6 +201,11 @@ CLAUSES: tuple[Clause, ...] = (
         "a backend failure raises StorageUnavailable with the backend's error chained",
     ),
     Clause(
+        "error.healthy-after",
+        "after a call fails (a timeout, a lost connection) the next call gets its own answer, "
+        "never the late reply of the failed one",
+    ),
+    Clause(
         "error.outcome-unknown",
         "a write whose reply is lost answers truly or raises OutcomeUnknown, never a false "
         "PreconditionFailed, False or 'nothing happened'",

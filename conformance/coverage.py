@@ -245,6 +245,7 @@ EVENTS = (
     "down partway",
     "reply lost",
     "request lost",
+    "timed out",
     "another listing open",
     "past expired keys",
     "kept key overwritten",
@@ -496,6 +497,8 @@ class Reach:
         lost_replies: the stall proxy can stand between the storage and its server
             (`Target.proxyable`), so a write's reply can be lost after the server
             answered it (``reply lost``).
+        timeouts: the target's factory also takes ``timeout`` (`Target.times_out`), so a
+            reply can be held past the storage's own deadline (``timed out``).
     """
 
     capabilities: Capabilities
@@ -509,6 +512,7 @@ class Reach:
     partway: bool = True
     expires: bool = False
     lost_replies: bool = False
+    timeouts: bool = False
 
     @property
     def matrices(self) -> tuple[str, ...]:
@@ -529,6 +533,11 @@ class Reach:
             out.append(
                 "batches of more than 2 keys: the storage has no delete_many of its own "
                 "(a batch is one delete per key)"
+            )
+        if self.lost_replies and not self.timeouts:
+            out.append(
+                "timed out: the target's factory takes no timeout, so no reply can be held "
+                "past the storage's own deadline"
             )
         if not self.lost_replies:
             out.append(
@@ -600,6 +609,8 @@ class Reach:
                     op in WRITE_OPS and self.lost_replies and caps.shared and self.reopens
                 ):
                     continue  # ...whose request it held while another client wrote, dropped
+                if event == "timed out" and not self.timeouts:
+                    continue  # a call whose reply the proxy held past the storage's deadline
                 if event == "past expired keys" and not (
                     op == "list" and caps.ttl and self.expires
                 ):
@@ -828,12 +839,14 @@ def backend_held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def reply_lost(lost: Callable[[], bool], what: str = "reply") -> Iterator[None]:
-    """A write started in this context may lose its reply (``what``: or its request):
-    ``lost()``, asked when the call ends, says whether the stall proxy dropped one of the
-    server's replies (or the write's request) that it held, resetting the connection. If
-    so the write records ``reply lost`` (``request lost``) in its mode's row."""
-    token = _LOST.set((lost, f"{what} lost"))
+def reply_lost(lost: Callable[[], bool], what: str = "reply lost") -> Iterator[None]:
+    """A write started in this context may lose its reply (``what``: ``request lost``,
+    its request; ``timed out``, any call whose reply is held past its deadline):
+    ``lost()``, asked when the call ends, says whether that happened (the stall proxy
+    held one of the server's replies, or the write's request, and dropped it, or the
+    call ended while a reply was held). If so the call records ``what`` in its row
+    (its mode's, for a conditional put or delete)."""
+    token = _LOST.set((lost, what))
     try:
         yield
     finally:
@@ -1115,7 +1128,7 @@ class CoverageProbe:
         finally:
             self._answered = True
             lost = _LOST.get()
-            if lost is not None and writes and lost[0]():
+            if lost is not None and (writes or lost[1] == "timed out") and lost[0]():
                 mode = None if row is None else " ".join(row.split()[:2])
                 self._mark("lifecycle", mode if mode in DOWN_MODES else op, lost[1])
             went_down = _PARTWAY.get()

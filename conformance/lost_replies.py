@@ -35,7 +35,8 @@ import pytest
 from ..errors import OutcomeUnknown, PreconditionFailed, StorageUnavailable
 from ..storage import GetResult, Storage
 from ..storage import delete_many as delete_many_of
-from .checks import describe, fail, get_or_none
+from .cancelling import own_answer
+from .checks import ConformanceFailure, describe, fail, get_or_none
 from .clauses import checks
 from .coverage import reply_lost
 from .fixtures import StorageFixtures, not_exercised
@@ -43,7 +44,7 @@ from .proxy import StallProxy
 from .target import Target, new_location
 from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _case
 
-__all__ = ["LOST_EXCHANGES", "LostReplyTests"]
+__all__ = ["HELD_TIMEOUT", "LOST_EXCHANGES", "LostReplyTests"]
 
 LOST_EXCHANGES = 6
 """The most exchanges of one write whose reply the test loses, one run each."""
@@ -126,6 +127,35 @@ class LostReplyTests(StorageFixtures):
                 "no write sent a request that the stall proxy could hold: every write "
                 "ended without sending one, or failed first"
             )
+
+    @checks("error.outcome-unknown", "error.healthy-after")
+    async def test_a_call_whose_reply_never_comes_times_out_and_leaves_no_late_reply(
+        self,
+        storage_target: Target | None,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """Each operation (each write in each mode declared) on a storage opened with
+        ``timeout=1``, whose reply the stall proxy holds until the call ends by itself:
+        it must end within `UNAVAILABLE_BOUND` with ``StorageUnavailable``
+        (``OutcomeUnknown`` for a write, which the server applied); then the proxy lets
+        the held reply through, and the next call on the same storage must get its own
+        answer. A client that stops waiting but keeps its connection hands the late reply
+        to the next call. Needs a target whose factory takes ``timeout``."""
+        target = storage_target
+        if target is None or not target.times_out:
+            pytest.skip(
+                "no reply can be held past the storage's deadline: the target's factory "
+                "takes no timeout (or no endpoint, or names no upstream server)"
+            )
+        skipped = {
+            "create-only put": not supports_conditional_put,
+            "if-match put": not supports_conditional_put,
+            "if-match delete": not supports_conditional_delete,
+        }
+        held = [k for k in _ALL_KINDS if not skipped.get(k) and await _time_out(k, target)]
+        if not held:
+            not_exercised("no call sent a request whose reply the stall proxy could hold")
 
 
 async def _lose(kind: str, target: Target) -> bool:
@@ -216,6 +246,108 @@ async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
     return applied
 
 
+HELD_TIMEOUT = 1.0
+"""The deadline, in seconds, of the storage whose reply the timeout test holds past it."""
+
+_ALL_KINDS = (*_KINDS, "get", "list")
+
+
+async def _time_out(kind: str, target: Target) -> bool:
+    """One run of ``kind`` on a storage with a deadline of `HELD_TIMEOUT`, whose reply the
+    proxy holds until the call ends on its own; then the held reply is let through, and the
+    next call must get its own answer. False if the call ended before a reply was held."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    case = _case(kind)
+    timing = False  # set once a reply of the call is held: it can only end by its deadline
+    context = f"after it timed out (timeout={HELD_TIMEOUT:g} s) while the proxy held its reply"
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as storage,
+    ):
+        versions = {key: await storage.put(key, value) for key, value in case.before.items()}
+        proxy.stall("response", partial=False)
+        with reply_lost(lambda: timing, "timed out"):
+            call = asyncio.ensure_future(case.start(storage, versions))
+        held = asyncio.ensure_future(proxy.stalled.wait())
+        try:
+            await asyncio.wait({call, held}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            held.cancel()
+        if call.done() and not proxy.stalled.is_set():
+            if not call.cancelled():
+                call.exception()  # retrieved: what it raised is another test's business
+            proxy.resume()
+            return False
+        timing = True
+        done, _ = await asyncio.wait({call}, timeout=UNAVAILABLE_BOUND)
+        if not done:
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            fail(
+                f"{_a(kind)} whose reply never comes must end by its deadline",
+                key=case.key,
+                expected=f"StorageUnavailable (OutcomeUnknown for a write) within "
+                f"{UNAVAILABLE_BOUND:g} s, on a storage opened with timeout={HELD_TIMEOUT:g}",
+                observed=f"it had not ended after {UNAVAILABLE_BOUND:g} s",
+                detail="Bound every wait for the backend by the operation's deadline, "
+                "retries included (asyncio.timeout around the whole call)",
+            )
+        answer, error = await _outcome(kind, case.key, call, context, lost="reply")
+        if error is None:
+            fail(
+                f"{_a(kind)} whose reply never came cannot answer",
+                key=case.key,
+                expected="StorageUnavailable (OutcomeUnknown for a write)",
+                observed=f"it answered {describe(answer)} ({context})",
+            )
+        proxy.resume()  # the held reply now reaches a connection the storage kept, if any
+        await _next_answers(storage, kind)
+        got = {key: await _read(storage, key, kind, context) for key in case.allowed}
+    stored = {key: None if g is None else g.data for key, g in got.items()}
+    for key, seen in stored.items():
+        if seen not in case.allowed[key]:
+            fail(
+                f"{_a(kind)} that timed out must leave its key whole",
+                key=key,
+                expected=" or ".join(describe(a) for a in case.allowed[key]),
+                observed=f"it holds {describe(seen)} {context}",
+            )
+    new = {key: allowed[-1] for key, allowed in case.allowed.items()}
+    if case.allowed and not isinstance(error, OutcomeUnknown) and stored == new:
+        fail(
+            f"{_a(kind)} that happened must not raise plain StorageUnavailable",
+            key=case.key,
+            expected="OutcomeUnknown (the write may have happened)",
+            observed=f"it raised {type(error).__name__}: {error} ({context}); yet the "
+            f"write happened: the keys hold {describe(list(stored.values()))}",
+            detail="StorageUnavailable tells the caller that nothing happened. A write "
+            "that timed out after its request left raises OutcomeUnknown",
+        )
+    return True
+
+
+async def _next_answers(storage: Storage, kind: str) -> None:
+    """The next call after ``kind`` timed out gets its own answer (`own_answer`); an error
+    that the late reply of the call causes (a reply of another shape) fails as such."""
+    __tracebackhide__ = True
+    after = f"{_a(kind)} that timed out, whose reply then came"
+    try:
+        await own_answer(storage, "down-next", after)
+    except ConformanceFailure:
+        raise
+    except Exception as exc:
+        fail(
+            "after a call that timed out, the next call must get its own answer",
+            key="down-next",
+            expected="a put, then a get of what it wrote",
+            observed=f"it raised {type(exc).__name__}: {exc} (after {after}: that late reply "
+            "read as the next call's own?)",
+            detail="A call that stops waiting for its answer must drop its connection (or "
+            "read the answer away before another call uses it)",
+        )
+
+
 _RIVAL = b"written by the other client while the request was held"
 
 
@@ -247,7 +379,7 @@ async def _race(kind: str, target: Target) -> bool:
     ):
         versions = {key: await storage.put(key, value) for key, value in case.before.items()}
         proxy.stall("request", partial=False)
-        with reply_lost(lambda: losing, "request"):
+        with reply_lost(lambda: losing, "request lost"):
             call = asyncio.ensure_future(case.start(storage, versions))
         held = asyncio.ensure_future(proxy.stalled.wait())
         try:

@@ -101,11 +101,14 @@ def redis_target(
         location: str | None = None,
         endpoint: tuple[str, int] | None = None,
         ttl: float | None = None,
+        timeout: float | None = None,
     ) -> AsyncIterator[RedisStorage]:
         prefix = _namespace(location or new_location())
         kwargs = {**options, "prefix": prefix}
         if ttl is not None:
             kwargs["ttl"] = ttl
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         if endpoint is not None:
             kwargs["endpoint"] = endpoint
             if cluster:

@@ -9,7 +9,7 @@ A factory is any of:
   class itself, say) or an awaitable of one; the suite closes it with ``async with``.
 
 Each call must give a storage that sees no key of any other call, unless it is
-asked for the same ``location``. Two optional keywords make more tests possible;
+asked for the same ``location``. Optional keywords make more tests possible;
 the suite passes them only when the factory's signature accepts them:
 
 ``location: str``
@@ -27,6 +27,11 @@ the suite passes them only when the factory's signature accepts them:
 ``ttl: float``
     Expire every key written through this storage after ``ttl`` seconds (only
     used when the adapter declares the ``ttl`` capability).
+``timeout: float``
+    The deadline, in seconds, of one operation of this storage (the adapter's
+    own ``timeout``, retries included): with ``endpoint``, the suite holds a
+    call's reply past it, and checks that the call ends on its own and leaves
+    no late reply for the next one.
 """
 
 from __future__ import annotations
@@ -206,7 +211,7 @@ class Target:
                 "Target.outage must be a checkpointkit.conformance.outages.Outage, "
                 f"not {self.outage!r}"
             )
-        for kw in ("location", "endpoint", "ttl"):
+        for kw in ("location", "endpoint", "ttl", "timeout"):
             self._kw[kw] = _accepts(self.factory, kw)
 
     @classmethod
@@ -235,6 +240,12 @@ class Target:
         return self._kw["endpoint"] and self.upstream is not None
 
     @property
+    def times_out(self) -> bool:
+        """The factory accepts ``timeout`` and ``endpoint``, and the real server's address
+        is known: the suite can hold a reply past the storage's own deadline."""
+        return self._kw["timeout"] and self.proxyable
+
+    @property
     def expires(self) -> bool:
         """The factory accepts ``ttl``."""
         return self._kw["ttl"]
@@ -250,6 +261,7 @@ class Target:
         location: str | None = None,
         endpoint: tuple[str, int] | None = None,
         ttl: float | None = None,
+        timeout: float | None = None,
     ) -> AsyncIterator[Storage]:
         """Open one storage from the factory; close it (and clean up) on exit.
 
@@ -257,13 +269,15 @@ class Target:
             location: open at this location (requires `reopens`).
             endpoint: connect through this address (requires `proxyable`).
             ttl: expire keys after this many seconds (requires `expires`).
+            timeout: the deadline of one operation (the factory takes ``timeout``).
 
         Raises:
             ConfigurationError: a keyword that the factory does not accept.
             TypeError: the factory gave something that is not a storage.
         """
         kwargs: dict[str, Any] = {}
-        for name, value in (("location", location), ("endpoint", endpoint), ("ttl", ttl)):
+        given = (("location", location), ("endpoint", endpoint), ("ttl", ttl), ("timeout", timeout))
+        for name, value in given:
             if value is None:
                 continue
             if not self._kw[name]:
@@ -307,6 +321,7 @@ class Target:
                 partway=outage is None or not outage.operations or outage.partway,
                 expires=self.expires,
                 lost_replies=self.proxyable,
+                timeouts=self.times_out,
             )
             yield CoverageProbe(
                 storage, self.name, reach, location=location, holds_key=holds, ttl=ttl
@@ -492,13 +507,17 @@ def _url_target(url: str) -> Target:
 
     @asynccontextmanager
     async def url_storage(
-        *, location: str | None = None, endpoint: tuple[str, int] | None = None
+        *,
+        location: str | None = None,
+        endpoint: tuple[str, int] | None = None,
+        timeout: float | None = None,
     ) -> AsyncIterator[Storage]:
         where = url
         if endpoint is not None and match is not None:
             where = url[: match.start()] + f"{endpoint[0]}:{endpoint[1]}" + url[match.end() :]
         prefix = f"{location or new_location()}/"
-        inner = open_storage(where, **options)
+        timed = {} if timeout is None else {"timeout": timeout}
+        inner = open_storage(where, **options, **timed)
         try:
             async with PrefixedStorage(inner, prefix) as storage:
                 yield storage

@@ -427,11 +427,14 @@ def postgres_target(
         location: str | None = None,
         endpoint: tuple[str, int] | None = None,
         ttl: float | None = None,
+        timeout: float | None = None,
     ) -> AsyncIterator[PostgresStorage]:
         prefix = _namespace(location or new_location())
         options: dict[str, Any] = {"prefix": prefix}
         if ttl is not None:
             options["ttl"] = ttl
+        if timeout is not None:
+            options["timeout"] = timeout
         if endpoint is not None:
             options["endpoint"] = endpoint
         try:

@@ -17,7 +17,10 @@ class AzureFixtures(StorageFixtures):
     @pytest.fixture
     def storage_factory(self, azurite: str, az_container: str) -> Target:
         async def azure_storage(
-            *, location: str | None = None, endpoint: tuple[str, int] | None = None
+            *,
+            location: str | None = None,
+            endpoint: tuple[str, int] | None = None,
+            timeout: float = 20.0,
         ) -> AsyncIterator[AzureBlobStorage]:
             async with AzureBlobStorage(
                 az_container,
@@ -25,7 +28,7 @@ class AzureFixtures(StorageFixtures):
                 connection_string=azurite,
                 endpoint=endpoint,
                 create=True,
-                timeout=20.0,
+                timeout=timeout,
             ) as storage:
                 yield storage
 

@@ -24,14 +24,17 @@ class S3Fixtures(StorageFixtures):
         longest = 255 if seaweedfs else 1024
 
         async def s3_storage(
-            *, location: str | None = None, endpoint: tuple[str, int] | None = None
+            *,
+            location: str | None = None,
+            endpoint: tuple[str, int] | None = None,
+            timeout: float = 20.0,
         ) -> AsyncIterator[S3Storage]:
             async with S3Storage(
                 s3_bucket,
                 location or new_location(),
                 **storage_options(s3_endpoint),
                 endpoint=endpoint,
-                timeout=20.0,
+                timeout=timeout,
                 object_names=names,
                 max_key_bytes=longest,
                 # the large values (1 MiB + 1 and 4 MiB + 1) and the sizes above 1 MiB take

@@ -138,6 +138,7 @@ ODD = "test_odd_but_valid_keys_round_trip_and_list_exactly"
 UNICODE = "test_unicode_keys_round_trip_and_stay_distinct"
 LOST_REPLY = "test_a_write_whose_reply_is_lost_raises_outcome_unknown_or_answers_truly"
 LOST_REQUEST = "test_a_write_whose_request_is_lost_while_another_client_writes_answers_truly"
+TIMED_OUT = "test_a_call_whose_reply_never_comes_times_out_and_leaves_no_late_reply"
 EMPTY_PRESENT = "test_a_key_holding_an_empty_value_is_present_to_every_operation"
 
 _SQL = kv_sqlite.sqlite_target
@@ -1834,6 +1835,17 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
         _doc(netkv.NetKVRepeatTakesNothingForItsOwn),
+    ),
+    Mutant(
+        "timed-out-call-keeps-its-connection",
+        ("error.healthy-after",),
+        "lifecycle",
+        TIMED_OUT,
+        lambda: netkv.netkv_target(
+            netkv.NetKVTimeoutKeepsTheConnection, name="NetKVTimeoutKeepsTheConnection"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVTimeoutKeepsTheConnection),
     ),
     Mutant(
         "lost-write-reported-as-nothing-happened",

@@ -158,6 +158,8 @@ class NetKVStorage(StorageBase):
     and by ``aclose()`` once a call under way has had the grace to end."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(durable=False, shared=True)
+    timeout: float | None = None
+    """The deadline of one exchange (None: none); the target's factory sets it."""
     grace: ClassVar[float] = 0.2
     """Seconds a cancelled call waits for the answer of a request already sent (well
     under the suite's 0.5 s cancel bound)."""
@@ -189,10 +191,14 @@ class NetKVStorage(StorageBase):
             reader, writer = await self._connection()
             exchange = asyncio.ensure_future(self._exchange(reader, writer, frame))
             try:
-                reply = await asyncio.shield(exchange)
+                async with asyncio.timeout(self.timeout):
+                    reply = await asyncio.shield(exchange)
             except asyncio.CancelledError:
                 await self._settle_cancelled(exchange)
                 raise
+            except TimeoutError as exc:
+                await self._timed_out(exchange)
+                raise self._lost(op, exc) from exc
             except (OSError, asyncio.IncompleteReadError) as exc:
                 await self._drop()
                 if self._closed:  # aclose() dropped the connection under this call
@@ -227,6 +233,13 @@ class NetKVStorage(StorageBase):
         writer.write(frame)
         await writer.drain()
         return await _read_frame(reader)
+
+    async def _timed_out(self, exchange: asyncio.Future[dict[str, Any]]) -> None:
+        """No answer within the timeout: the answer may still come, so the connection goes
+        (never read by another call)."""
+        exchange.cancel()
+        await asyncio.gather(exchange, return_exceptions=True)
+        await self._drop()
 
     async def _settle_cancelled(self, exchange: asyncio.Future[dict[str, Any]]) -> None:
         """The caller cancelled: the request may already be on its way.
@@ -365,6 +378,15 @@ class NetKVRepeatTakesNothingForItsOwn(NetKVStorage):
         except OutcomeUnknown:
             await super()._delete(key, if_match)
             return True
+
+
+class NetKVTimeoutKeepsTheConnection(NetKVStorage):
+    """Bug: a call that times out stops waiting but keeps its connection: the reply that
+    comes late is read by the next call on it, as its own answer."""
+
+    async def _timed_out(self, exchange: asyncio.Future[dict[str, Any]]) -> None:
+        exchange.cancel()
+        await asyncio.gather(exchange, return_exceptions=True)
 
 
 class NetKVLostWriteIsUnavailable(NetKVStorage):
@@ -641,11 +663,15 @@ def netkv_target(
 
         @asynccontextmanager
         async def factory(
-            *, location: str | None = None, endpoint: tuple[str, int] | None = None
+            *,
+            location: str | None = None,
+            endpoint: tuple[str, int] | None = None,
+            timeout: float | None = None,
         ) -> AsyncIterator[NetKVStorage]:
             host, port = endpoint or server.address
             ns = location or new_location()
             async with client(host, port, ns) as storage:
+                storage.timeout = timeout
                 yield storage
             async with NetKVStorage(*server.address, ns) as cleaner:
                 await cleaner.drop_namespace()
