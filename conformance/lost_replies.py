@@ -36,10 +36,10 @@ from ..errors import OutcomeUnknown, PreconditionFailed, StorageUnavailable
 from ..storage import GetResult, Storage
 from ..storage import delete_many as delete_many_of
 from .cancelling import own_answer
-from .checks import ConformanceFailure, describe, fail, get_or_none
+from .checks import ConformanceFailure, describe, expect_keys, fail, get_or_none
 from .clauses import checks
 from .coverage import reply_lost
-from .fixtures import StorageFixtures, not_exercised
+from .fixtures import StorageFixtures, not_exercised, set_small_pages
 from .proxy import StallProxy
 from .target import Target, new_location
 from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _case
@@ -156,6 +156,59 @@ class LostReplyTests(StorageFixtures):
         held = [k for k in _ALL_KINDS if not skipped.get(k) and await _time_out(k, target)]
         if not held:
             not_exercised("no call sent a request whose reply the stall proxy could hold")
+
+    @checks("list.pages", "error.healthy-after")
+    async def test_a_listing_whose_connections_reset_between_pages_yields_each_key_once(
+        self, storage_target: Target | None
+    ) -> None:
+        """A listing of five keys in pages of two, through the stall proxy: after its first
+        page the proxy resets every connection (the server stays up, as when a load balancer
+        or a server's idle timeout cuts them). The rest of the listing must yield each of the
+        other keys once, in order, or raise ``StorageUnavailable``; never a key twice (a
+        cursor that lived on the lost connection, opened again from the start) nor a key
+        skipped. Then a new listing gets all five."""
+        target = storage_target
+        if target is None or not target.proxyable or target.upstream is None:
+            pytest.skip(
+                "no connection can be reset between pages: the target's factory takes no "
+                "endpoint, or the target names no upstream server"
+            )
+        keys = [f"reset-pages/{i}" for i in range(5)]
+        async with (
+            StallProxy(target.upstream) as proxy,
+            target.open(endpoint=proxy.address) as storage,
+        ):
+            for key in keys:
+                await storage.put(key, key.encode())
+            if not set_small_pages(storage, 2):
+                not_exercised(
+                    "the adapter's page size is not known (no StorageBase): a listing cannot "
+                    "be read across pages with a handful of keys"
+                )
+            listing = storage.list("reset-pages/")
+            seen = [await anext(listing), await anext(listing)]  # the first page
+            await proxy.drop()
+            try:
+                async with asyncio.timeout(UNAVAILABLE_BOUND):
+                    seen += [key async for key in listing]
+            except StorageUnavailable:
+                seen = keys  # it said it could not go on: the truth
+            if seen != keys:
+                fail(
+                    "a listing whose connection was reset between pages must yield each key "
+                    "once, or raise StorageUnavailable",
+                    key=keys[0],
+                    expected=f"{keys}",
+                    observed=f"it yielded {seen} (the connections reset after its first page)",
+                    detail="A cursor that lives on a connection is gone with it: continue from "
+                    "the last key yielded (start after it), or raise StorageUnavailable",
+                )
+            await expect_keys(
+                storage,
+                keys,
+                prefix="reset-pages/",
+                promise="after its connections were reset, a listing must get its own answer",
+            )
 
 
 async def _lose(kind: str, target: Target) -> bool:

@@ -1848,6 +1848,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVTimeoutKeepsTheConnection),
     ),
     Mutant(
+        "cursor-restarts-after-a-reconnect",
+        ("list.pages",),
+        "lifecycle",
+        "test_a_listing_whose_connections_reset_between_pages_yields_each_key_once",
+        lambda: netkv.netkv_target(
+            netkv.NetKVCursorRestartsAfterReconnect, name="NetKVCursorRestartsAfterReconnect"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVCursorRestartsAfterReconnect),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",

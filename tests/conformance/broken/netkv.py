@@ -389,6 +389,28 @@ class NetKVTimeoutKeepsTheConnection(NetKVStorage):
         await asyncio.gather(exchange, return_exceptions=True)
 
 
+class NetKVCursorRestartsAfterReconnect(NetKVStorage):
+    """Bug: pages through a cursor that lives on its connection (a server-side cursor, as a
+    SQL ``DECLARE CURSOR`` is) and, when the connection was replaced between two pages,
+    opens the cursor again from the start of the range on a new connection: the first
+    keys come twice."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        after = start_after
+        if cursor is not None:
+            last, on = cursor
+            if on is self._conn:  # the same connection: the cursor is still there
+                after = last
+        try:
+            page = await super()._list_page(prefix, after, None, limit)
+        except StorageUnavailable:  # the connection is gone, and its cursor with it:
+            page = await super()._list_page(prefix, start_after, None, limit)  # a new one
+        more = page.cursor is not None
+        return ListPage(page.keys, (page.keys[-1], self._conn) if more else None)
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
