@@ -28,6 +28,7 @@ the next operation on the same client gets its own answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -439,6 +440,21 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
     ) -> None:
         await _through_proxy(target, "response", settle, cancel_bound)
 
+    @checks("cancel.no-late-landing", "cancel.held-backend", "cancel.whole-or-absent")
+    async def test_put_cancelled_while_its_request_is_on_a_slow_link_never_lands_later(
+        self, target: Target, settle: SettleWatch, cancel_bound: float
+    ) -> None:
+        """The stall proxy lets half of a put's request through and holds the rest *on
+        the wire*: when the client, cancelled, resets its connection, the held half still
+        arrives, once the put has raised ``CancelledError`` (a slow link: what left the
+        client arrives, and a reset does not overtake it). The server then has the whole
+        request, late. An adapter that declares ``settles_cancelled_writes`` must make it
+        do nothing (a deadline the server checks, past which the write does nothing, as
+        the Redis and PostgreSQL adapters' scripts and statements carry); the key is
+        watched over the settle window through a second client. For an adapter that does
+        not declare it, a late landing is recorded as an indeterminate outcome."""
+        await _through_proxy(target, "request", settle, cancel_bound, in_flight=True)
+
 
 async def _bounded(aw: Awaitable[T], seconds: float, what: str, key: str) -> T:
     __tracebackhide__ = True
@@ -459,6 +475,8 @@ async def _through_proxy(
     direction: Literal["request", "response"],
     settle: SettleWatch,
     bound: float,
+    *,
+    in_flight: bool = False,
 ) -> None:
     __tracebackhide__ = True
     if not target.proxyable:
@@ -471,15 +489,26 @@ async def _through_proxy(
     async with (
         StallProxy(target.upstream) as proxy,
         target.open(endpoint=proxy.address, location=location) as storage,
+        contextlib.AsyncExitStack() as stack,
     ):
+        # A second client, straight to the server (the proxied one may queue behind), open
+        # throughout: closing a target's storage may clean its location up.
+        direct = None
+        if location is not None:
+            direct = await stack.enter_async_context(target.open(location=location))
         key = f"proxy/{direction}"
         old, new = b"o" * 4096, b"n" * 4096
         await _bounded(storage.put(key, old), 10, "the first put", key)
         await _bounded(storage.put("proxy/other", b"other"), 10, "a put", "proxy/other")
-        proxy.stall(direction, partial=True)
+        proxy.stall(direction, partial=True, in_flight=in_flight)
         outcome = await cancel(
             lambda: storage.put(key, new), 0, key, started=proxy.stalled, bound=bound
         )
+        before: list[bytes | None] = []
+        if in_flight and direct is not None:
+            # what the key holds before the request's second half arrives (at resume)
+            got = await _bounded(get_or_none(direct, key), 10, f"get({key!r})", key)
+            before.append(None if got is None else got.data)
         proxy.resume()
         resumed = time.monotonic()
         check_raised([outcome], f"put (the backend stopped answering mid-{direction})", bound)
@@ -501,12 +530,7 @@ async def _through_proxy(
                 detail=f"the put of {key!r} was cancelled while the backend stalled "
                 f"mid-{direction}",
             )
-        if location is not None:
-            # A second client, straight to the server: the proxied one may queue behind.
-            async with target.open(location=location) as direct:
-                await _watch_proxied(direct, settle, key, old, new, direction, resumed)
-        else:
-            await _watch_proxied(storage, settle, key, old, new, direction, resumed)
+        await _watch_proxied(direct or storage, settle, key, old, new, direction, resumed, before)
         await _bounded(
             own_answer(storage, "proxy/next", f"a put cancelled mid-{direction}"),
             10,
@@ -523,7 +547,10 @@ async def _watch_proxied(
     new: bytes,
     direction: str,
     resumed: float,
+    before: list[bytes | None],
 ) -> None:
+    """Watch ``key`` from ``resumed`` on: from what it held then (``before``, read before
+    the proxy resumed, where given; else read now)."""
     watch = SettleWatch(
         observer,
         window=settle.window,
@@ -532,8 +559,11 @@ async def _watch_proxied(
         second_client=observer is not settle.observer or settle.second_client,
         interval=max(settle.interval, 0.05),
     )
-    got = await _bounded(get_or_none(observer, key), 10, f"get({key!r})", key)
-    observed = None if got is None else got.data
+    if before:
+        observed = before[0]
+    else:
+        got = await _bounded(get_or_none(observer, key), 10, f"get({key!r})", key)
+        observed = None if got is None else got.data
     if observed not in (old, new):
         fail(
             "a cancelled put must be whole or absent",

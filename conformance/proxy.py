@@ -135,6 +135,8 @@ class StallProxy:
             not an HTTP/1.1 request, a Redis command or a PostgreSQL startup.
         held_bytes: bytes held (not forwarded) by stalls so far.
         dropped_bytes: held bytes discarded because their sender closed.
+        late_bytes: held request bytes delivered after their sender closed
+            (``stall(in_flight=True)``).
     """
 
     def __init__(self, upstream: tuple[str, int]) -> None:
@@ -160,6 +162,8 @@ class StallProxy:
             gate.set()
         self._split = {"request": False, "response": False}
         self._after = {"request": 0, "response": 0}
+        self._in_flight = False
+        self.late_bytes = 0
         self._conns: set[_Conn] = set()
         self._server: asyncio.Server | None = None
 
@@ -199,7 +203,12 @@ class StallProxy:
 
     # -- control -------------------------------------------------------------------------
     def stall(
-        self, direction: Direction = "response", *, partial: bool = True, after: int = 0
+        self,
+        direction: Direction = "response",
+        *,
+        partial: bool = True,
+        after: int = 0,
+        in_flight: bool = False,
     ) -> None:
         """Stop forwarding ``direction`` from now on (held until `resume`).
 
@@ -210,10 +219,15 @@ class StallProxy:
             after: forward this many chunks (reads of up to 64 KiB, on any
                 connection) of ``direction`` first, then hold: to stall at a later
                 exchange of an operation that makes several.
+            in_flight: held request bytes are on the wire, not lost: when their
+                sender closes (or resets) its connection they are still delivered, at
+                `resume`, before the server's side is closed (a slow link: what left
+                the client arrives). Without it they are dropped.
         """
         if not isinstance(after, int) or after < 0:
             raise ValueError(f"after must be an int >= 0, not {after!r}")
         self.stalled.clear()
+        self._in_flight = in_flight
         for d in ("request", "response") if direction == "both" else (direction,):
             self._open[d].clear()
             self._split[d] = partial
@@ -502,7 +516,14 @@ class StallProxy:
                 except (ConnectionError, OSError):
                     chunk = b""
                 read = None
-                if not chunk:  # the sender closed: held bytes are never delivered
+                if not chunk:  # the sender closed: held bytes are never delivered...
+                    if held and direction == "request" and self._in_flight:
+                        await gate.wait()  # ...unless they were on the wire: at resume
+                        for late in held:
+                            dst.write(late)
+                        self.late_bytes += sum(map(len, held))
+                        held.clear()
+                        await dst.drain()
                     if held:
                         self.dropped_bytes += sum(map(len, held))
                         held.clear()

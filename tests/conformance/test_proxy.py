@@ -153,6 +153,22 @@ async def test_refuse_a_count_resets_that_many_new_connections_then_forwards(sin
             await proxy.refuse(connections=0)
 
 
+async def test_in_flight_request_bytes_arrive_after_their_sender_reset(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        _, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("request", partial=False, in_flight=True)
+        writer.write(b"late write")
+        await writer.drain()
+        await _bounded(proxy.stalled.wait())
+        writer.transport.abort()  # the client gives up with a reset
+        await asyncio.sleep(0)
+        assert bytes(sink.received) == b""
+        proxy.resume()
+        await _bounded(sink.closed.wait())  # delivered, then the server's side closed
+        assert bytes(sink.received) == b"late write"
+        assert proxy.late_bytes == 10 and proxy.dropped_bytes == 0
+
+
 async def test_held_bytes_of_a_closed_sender_are_never_delivered(sink: Sink) -> None:
     async with StallProxy(sink.address) as proxy:
         _, writer = await asyncio.open_connection(*proxy.address)

@@ -1859,6 +1859,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVCursorRestartsAfterReconnect),
     ),
     Mutant(
+        "claims-to-settle-without-a-deadline",
+        ("cancel.no-late-landing",),
+        "cancellation",
+        "test_put_cancelled_while_its_request_is_on_a_slow_link_never_lands_later",
+        lambda: netkv.netkv_target(netkv.NetKVClaimsToSettle, name="NetKVClaimsToSettle"),
+        lambda: netkv.netkv_target(netkv.NetKVFencedStorage, name="NetKVFencedStorage"),
+        _doc(netkv.NetKVClaimsToSettle),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",

@@ -19,6 +19,7 @@ import contextlib
 import secrets
 import struct
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, ClassVar
@@ -108,6 +109,9 @@ class NetKVServer:
                 await writer.wait_closed()
 
     def _apply(self, r: dict[str, Any]) -> dict[str, Any]:
+        deadline = r.get("deadline")
+        if deadline is not None and time.monotonic() > deadline:
+            return {"error": "late", "message": "the request arrived after its deadline"}
         ns = self.data.setdefault(r["ns"], {})
         op, key = r["op"], r.get("key")
         current = ns.get(key) if key is not None else None
@@ -185,10 +189,10 @@ class NetKVStorage(StorageBase):
                 await conn[1].wait_closed()
 
     async def _call(self, op: str, **fields: Any) -> Any:
-        frame = _frame({"op": op, "ns": self.ns, **fields})
         async with self._lock:
             self._check_open()  # aclose() came while this call waited for its turn
             reader, writer = await self._connection()
+            frame = _frame({"op": op, "ns": self.ns, **fields, **self._fence(op)})
             exchange = asyncio.ensure_future(self._exchange(reader, writer, frame))
             try:
                 async with asyncio.timeout(self.timeout):
@@ -215,6 +219,10 @@ class NetKVStorage(StorageBase):
         if error is not None:
             raise StorageUnavailable(reply["message"])
         return reply["value"]
+
+    def _fence(self, op: str) -> dict[str, Any]:
+        """Fields that the request of ``op`` carries beside its own (none here)."""
+        return {}
 
     @staticmethod
     def _lost(op: str, exc: BaseException) -> StorageUnavailable:
@@ -409,6 +417,40 @@ class NetKVCursorRestartsAfterReconnect(NetKVStorage):
             page = await super()._list_page(prefix, start_after, None, limit)  # a new one
         more = page.cursor is not None
         return ListPage(page.keys, (page.keys[-1], self._conn) if more else None)
+
+
+class NetKVFencedStorage(NetKVStorage):
+    """A correct client that settles cancelled writes: each write carries a deadline (the
+    server runs in this process, on the same monotonic clock) past which the server does
+    nothing; a cancelled write waits out the grace, which ends past the deadline, so a
+    request that arrives later is refused. A write refused as late (a slow server) is
+    sent again with a new deadline."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        durable=False, shared=True, settles_cancelled_writes=True
+    )
+    window: ClassVar[float] = 0.1
+    """Seconds a write's request has to reach the server (under the grace, 0.2 s)."""
+
+    def _fence(self, op: str) -> dict[str, Any]:
+        return {"deadline": time.monotonic() + self.window} if op in _WRITES else {}
+
+    async def _call(self, op: str, **fields: Any) -> Any:
+        for _ in range(8):
+            try:
+                return await super()._call(op, **fields)
+            except StorageUnavailable as exc:
+                if "after its deadline" not in str(exc):
+                    raise
+        raise StorageUnavailable(f"netkv {op}: the server ran it after its deadline 8 times")
+
+
+class NetKVClaimsToSettle(NetKVStorage):
+    """Bug: declares ``settles_cancelled_writes`` on the strength of its grace (a cancelled
+    call waits for its answer, then drops the connection), with no deadline the server
+    checks: a request still on its way when the call gave up is applied when it arrives."""
+
+    capabilities: ClassVar[Capabilities] = NetKVFencedStorage.capabilities
 
 
 class NetKVLostWriteIsUnavailable(NetKVStorage):
