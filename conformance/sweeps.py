@@ -26,6 +26,7 @@ from ..errors import InvalidKey, NotFound, PreconditionFailed, StorageClosed, St
 from ..keys import MAX_KEY_BYTES
 from ..storage import GetResult, IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
+from . import descriptors
 from .cancelling import cancel, check_raised, own_answer, point_text
 from .checks import (
     collect,
@@ -64,6 +65,7 @@ from .fixtures import (
 )
 from .holds import Hold
 from .hygiene import hygiene
+from .hygiene_rules import RELEASE_LAG
 from .settle import SettleWatch
 from .target import Target, has_own_delete_many, holds_key_of, new_location
 
@@ -1298,7 +1300,7 @@ class LifecycleSweepTests(StorageFixtures):
 
     conformance_group: ClassVar[str | None] = "lifecycle"
 
-    @checks("close.in-flight", "close.storage-closed", "close.idempotent")
+    @checks("close.in-flight", "close.storage-closed", "close.idempotent", "close.releases")
     async def test_aclose_with_every_operation_in_flight(
         self,
         backend_hold: Hold,
@@ -1309,7 +1311,11 @@ class LifecycleSweepTests(StorageFixtures):
         ``aclose()`` is called: each ends with its own answer or ``StorageClosed``, and
         ``aclose()`` returns once the backend answers again. Where the target can open a
         second storage at the same location, it reads that a write answered was in place
-        the moment ``aclose()`` returned, and that nothing changed after that."""
+        the moment ``aclose()`` returned, and that nothing changed after that. Once the
+        calls have ended and everything the test opened is closed, the process has no
+        descriptor more than before: a connection that was busy when ``aclose()`` ran (a
+        pool that closes its idle connections only, and takes the busy one back later)
+        is closed too."""
         hold = backend_hold
         if storage_target is None or not hold.operations:
             not_exercised(
@@ -1317,6 +1323,7 @@ class LifecycleSweepTests(StorageFixtures):
                 "when aclose() was called"
             )
         keys = ["closing/a", "closing/c", "closing/d"]  # what the put and the deletes write
+        before = descriptors.snapshot() if descriptors.available() else None
         async with contextlib.AsyncExitStack() as stack:
             opened = await stack.enter_async_context(storage_target.open(location=storage_location))
             client = await stack.enter_async_context(
@@ -1349,6 +1356,21 @@ class LifecycleSweepTests(StorageFixtures):
             at_close = await closing
             at_end = {} if reader is None else await reader.read(keys)
             await client.aclose()  # idempotent
+        if before is not None:
+            found = await descriptors.wait_for_no_leak(
+                before, grace=RELEASE_LAG, foreign=storage_target.foreign_descriptors
+            )
+            if found:
+                fail(
+                    "aclose() must release every connection, also one busy when it ran",
+                    key="closing/a",
+                    expected="as many open descriptors as before the storage was opened, once "
+                    "the calls in flight ended and the storage was closed",
+                    observed="the process still has " + descriptors.describe_leak(found),
+                    detail="close the connections in use too (when their call ends, if "
+                    "aclose() lets it end): a pool that closes only its idle connections "
+                    "leaks the busy ones",
+                )
         for answer in answers:
             if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed):
                 fail(

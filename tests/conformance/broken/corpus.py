@@ -1868,6 +1868,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVClaimsToSettle),
     ),
     Mutant(
+        "aclose-forgets-the-busy-connection",
+        ("close.releases",),
+        "lifecycle",
+        "test_aclose_with_every_operation_in_flight",
+        lambda: netkv.netkv_target(
+            netkv.NetKVForgetsTheBusyConnection, name="NetKVForgetsTheBusyConnection"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVForgetsTheBusyConnection),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",

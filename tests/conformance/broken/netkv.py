@@ -453,6 +453,19 @@ class NetKVClaimsToSettle(NetKVStorage):
     capabilities: ClassVar[Capabilities] = NetKVFencedStorage.capabilities
 
 
+class NetKVForgetsTheBusyConnection(NetKVStorage):
+    """Bug: ``aclose()`` closes the connection only when no call is using it; a busy one is
+    left to its call to give back, to a pool that nobody closes again: the socket stays
+    open after the call ends."""
+
+    async def _aclose(self) -> None:
+        if self._lock.locked():  # in use: its call "gives it back" when it ends
+            self._given_back = self._conn
+            self._conn = None
+            return
+        await self._drop()
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
