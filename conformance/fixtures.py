@@ -123,13 +123,26 @@ def slow(seconds: float, hint: str) -> Callable[[TestFn], TestFn]:
     return mark
 
 
+HUNG_STOP = 3
+"""Tests in a row of one target that ran into their time limit, after which its remaining
+tests are not run: calls that no longer return (a lock or connection that a cancelled call
+kept, a server-side lock) would make every later test wait out its limit, for hours."""
+
+_RUNNING: list[Target | None] = [None]
+"""The target of the test running now (set by the autouse fixture, read by the time limit)."""
+_HUNG: dict[str, list[str]] = {}
+"""Per target name: the tests in a row that ran into their time limit."""
+
+
 def _time_limited(fn: TestFn, group: str | None) -> TestFn:
     seconds, hint = getattr(fn, "__conformance_slow__", (0.0, ""))
 
     @functools.wraps(fn)
     async def test(self: StorageFixtures, *args: Any, **kwargs: Any) -> None:
         __tracebackhide__ = True
-        limit = max(self.time_limit, seconds)
+        target = _RUNNING[0]
+        own = None if target is None else target.time_limit
+        limit = max(self.time_limit if own is None else own, seconds)
         scope = asyncio.timeout(limit)
         began = asyncio.get_running_loop().time()
         try:
@@ -137,7 +150,11 @@ def _time_limited(fn: TestFn, group: str | None) -> TestFn:
                 await fn(self, *args, **kwargs)
         except TimeoutError as exc:
             if not scope.expired():
+                if target is not None:
+                    _HUNG.pop(target.name, None)
                 raise
+            if target is not None:
+                _HUNG.setdefault(target.name, []).append(fn.__name__)
             seed = kwargs.get("model_seed")
             replay = "" if seed is None else f"; {_replay(seed)}"
             waiting = pending(began, scope.when() or 0.0)
@@ -148,6 +165,13 @@ def _time_limited(fn: TestFn, group: str | None) -> TestFn:
                 f"backend, a lost reply, a page cursor that does not move?){calls}{replay}"
                 + (f"; or the backend is slow for it: {hint}" if hint else "")
             ) from exc
+
+        except BaseException:
+            if target is not None:
+                _HUNG.pop(target.name, None)
+            raise
+        if target is not None:
+            _HUNG.pop(target.name, None)
 
     test.__conformance_group__ = group  # type: ignore[attr-defined]
     test.__conformance_wrapped__ = True  # type: ignore[attr-defined]
@@ -395,6 +419,17 @@ class StorageFixtures:
         warm-up use of the target): any descriptor the test left open fails
         it, named. A model-group test's failure gives the seed that replays it.
         """
+        _RUNNING[0] = storage_target
+        if storage_target is not None:
+            hung = _HUNG.get(storage_target.name, [])
+            if len(hung) >= HUNG_STOP:
+                not_exercised(
+                    f"not run: the target's last {len(hung)} tests ran into their time limit "
+                    f"({', '.join(hung[-HUNG_STOP:])}): its calls no longer return (a lock or "
+                    "a connection that a cancelled call kept?), and every test left would "
+                    "wait out its limit too. Fix that, or run those tests alone (-k) to see "
+                    "where it starts"
+                )
         counting = descriptors.available()
         if counting and storage_target is not None:
             await _warm_up(storage_target)
@@ -439,13 +474,20 @@ async def _warm_up(target: Target) -> None:
         return
     _WARMED.add(target.name)
     try:
-        async with target.open() as storage:
-            await storage.put("warm-up/k", b"warm-up")
-            await storage.get("warm-up/k")
-            _ = [key async for key in storage.list("warm-up/")]
-            await storage.delete("warm-up/k")
+        # bounded: a target whose calls never return is for the tests to report
+        async with asyncio.timeout(target.time_limit or StorageFixtures.time_limit):
+            await _use_once(target)
     except Exception:  # the tests will say what is wrong with the target
         return
+
+
+async def _use_once(target: Target) -> None:
+    """A put, a get, a listing and a delete through a fresh storage of ``target``."""
+    async with target.open() as storage:
+        await storage.put("warm-up/k", b"warm-up")
+        await storage.get("warm-up/k")
+        _ = [key async for key in storage.list("warm-up/")]
+        await storage.delete("warm-up/k")
 
 
 def scaled(scale: float, n: int, minimum: int = 2) -> int:

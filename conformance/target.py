@@ -130,6 +130,10 @@ class Target:
             ``CancelledError`` (default 0.5).
         model_budget: seconds the ``model`` group runs random programs
             (default 12; 0 skips it).
+        time_limit: seconds after which one test is failed as hung (None: the test
+            class's, 60 by default; a test that sends much more gets more). After
+            `HUNG_STOP` tests in a row that ran into it, the target's remaining
+            tests are not run (reported as not exercised, naming those tests).
         foreign_descriptors: says which open descriptors (by what ``readlink``
             gives, ``/tmp/#123 (deleted)``) belong to a server running in the
             test process rather than to the storage, so that the descriptor
@@ -179,6 +183,7 @@ class Target:
     settle_window: float = DEFAULT_SETTLE_WINDOW
     cancel_bound: float = DEFAULT_CANCEL_BOUND
     model_budget: float = DEFAULT_MODEL_BUDGET
+    time_limit: float | None = None
     foreign_descriptors: Callable[[str], bool] | None = None
     hold: Hold | None = None
     outage: Outage | None = None
@@ -198,6 +203,8 @@ class Target:
         if not (self.scale > 0):
             raise ConfigurationError(f"scale must be positive, not {self.scale!r}")
         check_seconds("settle_window", self.settle_window, zero=True)
+        if self.time_limit is not None:
+            check_seconds("time_limit", self.time_limit)
         check_seconds("cancel_bound", self.cancel_bound)
         check_seconds("model_budget", self.model_budget, zero=True)
         check_count("max_value", self.max_value, least=1, what="a positive number of bytes")

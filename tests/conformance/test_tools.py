@@ -340,3 +340,34 @@ async def test_a_slow_test_gets_its_own_time_limit_and_names_what_lowers_it() ->
     await Tests().test_slow()
     with pytest.raises(ConformanceFailure, match=r"time limit of 0\.05 s.*max_batch"):
         await Tests().test_hung()
+
+
+class _GetsNeverReturn(MemoryStorage):
+    """Every get waits forever, in every storage object (a lock that a cancelled call kept
+    on the server, say): every test that reads runs into its time limit."""
+
+    async def _get(self, key: str) -> GetResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_a_target_whose_calls_stop_returning_has_the_rest_of_its_tests_not_run() -> None:
+    """After HUNG_STOP tests in a row ran into their time limit, the target's remaining
+    tests are reported as not run, naming those tests, instead of each waiting out its
+    limit (a run of hours); a test that ends otherwise starts the count again."""
+    import time
+
+    from checkpointkit.conformance import run
+    from checkpointkit.conformance.fixtures import HUNG_STOP
+
+    target = Target(_GetsNeverReturn, name="gets-never-return", time_limit=0.3)
+    started = time.monotonic()
+    report = await run(target, groups=["semantics"])
+    took = time.monotonic() - started
+    hung = [r for r in report.results if "did not finish within" in (r.reason or "")]
+    not_run = [r for r in report.results if (r.reason or "").count("not run: the target's")]
+    assert len(hung) >= HUNG_STOP, report.summary()
+    assert len(not_run) > len(report.results) // 2, report.summary()
+    assert f"last {HUNG_STOP} tests ran into their time limit" in (not_run[0].reason or "")
+    assert all(r.outcome != "passed" for r in not_run)
+    assert took < 120, f"{took:.0f} s for {len(report.results)} tests"
