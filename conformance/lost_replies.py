@@ -78,12 +78,8 @@ class LostReplyTests(StorageFixtures):
                 "no reply can be lost: the target's factory takes no endpoint, or the target "
                 "names no upstream server"
             )
-        skipped = {
-            "create-only put": not supports_conditional_put,
-            "if-match put": not supports_conditional_put,
-            "if-match delete": not supports_conditional_delete,
-        }
-        lost = [kind for kind in _KINDS if not skipped.get(kind) and await _lose(kind, target)]
+        kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
+        lost = [kind for kind in kinds if await _lose(kind, target)]
         if not lost:
             not_exercised(
                 "no write applied before its reply was lost: every write ended before the "
@@ -116,12 +112,8 @@ class LostReplyTests(StorageFixtures):
             )
         if not (supports_shared and target.reopens):
             pytest.skip("no second client on the same data (the target is not shared)")
-        skipped = {
-            "create-only put": not supports_conditional_put,
-            "if-match put": not supports_conditional_put,
-            "if-match delete": not supports_conditional_delete,
-        }
-        lost = [kind for kind in _KINDS if not skipped.get(kind) and await _race(kind, target)]
+        kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
+        lost = [kind for kind in kinds if await _race(kind, target)]
         if not lost:
             not_exercised(
                 "no write sent a request that the stall proxy could hold: every write "
@@ -148,12 +140,8 @@ class LostReplyTests(StorageFixtures):
                 "no reply can be held past the storage's deadline: the target's factory "
                 "takes no timeout (or no endpoint, or names no upstream server)"
             )
-        skipped = {
-            "create-only put": not supports_conditional_put,
-            "if-match put": not supports_conditional_put,
-            "if-match delete": not supports_conditional_delete,
-        }
-        held = [k for k in _ALL_KINDS if not skipped.get(k) and await _time_out(k, target)]
+        kinds = _kinds(_ALL_KINDS, supports_conditional_put, supports_conditional_delete)
+        held = [kind for kind in kinds if await _time_out(kind, target)]
         if not held:
             not_exercised("no call sent a request whose reply the stall proxy could hold")
 
@@ -211,6 +199,45 @@ class LostReplyTests(StorageFixtures):
             )
 
 
+async def _held(proxy: StallProxy, call: asyncio.Future[Any], kind: str, key: str) -> bool:
+    """Whether the proxy came to hold something of ``call`` (True), or the call ended
+    before it did (False: the proxy then forwards again); neither within
+    `UNAVAILABLE_BOUND` fails."""
+    __tracebackhide__ = True
+    held = asyncio.ensure_future(proxy.stalled.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {call, held}, timeout=UNAVAILABLE_BOUND, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        held.cancel()
+    if not done:
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        fail(
+            f"{_a(kind)} must end once the backend stops answering",
+            key=key,
+            expected=f"an answer or an error within {UNAVAILABLE_BOUND:g} s",
+            observed="it neither sent anything that the proxy could hold nor ended",
+        )
+    if call.done() and not proxy.stalled.is_set():
+        if not call.cancelled():
+            call.exception()  # retrieved: what it raised is another test's business
+        proxy.resume()
+        return False
+    return True
+
+
+def _kinds(kinds: tuple[str, ...], conditional_put: bool, conditional_delete: bool) -> list[str]:
+    """``kinds`` without the conditional modes the adapter does not declare."""
+    left_out = {
+        "create-only put": not conditional_put,
+        "if-match put": not conditional_put,
+        "if-match delete": not conditional_delete,
+    }
+    return [kind for kind in kinds if not left_out.get(kind)]
+
+
 async def _lose(kind: str, target: Target) -> bool:
     """Run ``kind`` with its ``n``-th reply lost, for n = 1, 2, ...: True once a run
     lost a reply after the write applied (and its answer held), False if the write
@@ -241,26 +268,7 @@ async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
         proxy.stall("response", partial=False, after=after)
         with reply_lost(lambda: losing):
             call = asyncio.ensure_future(case.start(storage, versions))
-        held = asyncio.ensure_future(proxy.stalled.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {call, held}, timeout=UNAVAILABLE_BOUND, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            held.cancel()
-        if not done:
-            call.cancel()
-            await asyncio.gather(call, return_exceptions=True)
-            fail(
-                f"{_a(kind)} must end once the backend stops answering",
-                key=case.key,
-                expected=f"an answer or an error within {UNAVAILABLE_BOUND:g} s",
-                observed="it neither sent anything whose reply the proxy could hold nor ended",
-            )
-        if call.done() and not proxy.stalled.is_set():
-            if not call.cancelled():
-                call.exception()  # retrieved: what it raised is another test's business
-            proxy.resume()
+        if not await _held(proxy, call, kind, case.key):
             return None
         losing = True
         await proxy.drop()
@@ -322,15 +330,7 @@ async def _time_out(kind: str, target: Target) -> bool:
         proxy.stall("response", partial=False)
         with reply_lost(lambda: timing, "timed out"):
             call = asyncio.ensure_future(case.start(storage, versions))
-        held = asyncio.ensure_future(proxy.stalled.wait())
-        try:
-            await asyncio.wait({call, held}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            held.cancel()
-        if call.done() and not proxy.stalled.is_set():
-            if not call.cancelled():
-                call.exception()  # retrieved: what it raised is another test's business
-            proxy.resume()
+        if not await _held(proxy, call, kind, case.key):
             return False
         timing = True
         done, _ = await asyncio.wait({call}, timeout=UNAVAILABLE_BOUND)
@@ -434,27 +434,8 @@ async def _race(kind: str, target: Target) -> bool:
         proxy.stall("request", partial=False)
         with reply_lost(lambda: losing, "request lost"):
             call = asyncio.ensure_future(case.start(storage, versions))
-        held = asyncio.ensure_future(proxy.stalled.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {call, held}, timeout=UNAVAILABLE_BOUND, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            held.cancel()
-        if call.done() and not proxy.stalled.is_set():
-            if not call.cancelled():
-                call.exception()  # retrieved: what it raised is another test's business
-            proxy.resume()
+        if not await _held(proxy, call, kind, case.key):
             return False
-        if not done:
-            call.cancel()
-            await asyncio.gather(call, return_exceptions=True)
-            fail(
-                f"{_a(kind)} must end once the backend stops answering",
-                key=case.key,
-                expected=f"an answer or an error within {UNAVAILABLE_BOUND:g} s",
-                observed="it neither sent anything that the proxy could hold nor ended",
-            )
         await _rival(kind, other)
         losing = True
         await proxy.drop()
