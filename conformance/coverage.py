@@ -1476,6 +1476,9 @@ class _ProbedListing:
             if turn is not None:
                 turn.end()
             probe._running.pop(n, None)
+            lost = _LOST.get()
+            if lost is not None and lost[1] == "timed out" and lost[0]():
+                probe._mark("lifecycle", "list", "timed out")  # a page held past its deadline
         self._seen.append(key)
         return key
 

@@ -1984,3 +1984,4 @@ def after_run() -> None:
     kv_sqlite.close_kept()
     kv_files.close_open_files()
     kv_sqlite.stop_checkpointers()
+    netkv.close_forgotten()

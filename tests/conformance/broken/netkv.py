@@ -460,10 +460,30 @@ class NetKVForgetsTheBusyConnection(NetKVStorage):
 
     async def _aclose(self) -> None:
         if self._lock.locked():  # in use: its call "gives it back" when it ends
-            self._given_back = self._conn
+            if self._conn is not None:
+                _FORGOTTEN.append(self._conn[1])  # ...to a pool nobody closes
             self._conn = None
             return
         await self._drop()
+
+
+_FORGOTTEN: list[asyncio.StreamWriter] = []
+"""The connections that `NetKVForgetsTheBusyConnection` left open, kept referenced so that
+no later test meets them being collected; `close_forgotten` closes them after a run."""
+
+
+def close_forgotten() -> None:
+    """Close the sockets `NetKVForgetsTheBusyConnection` left open (their event loop is
+    closed by now: the socket itself is closed, and its transport marked closed, so that
+    nothing warns when it is collected)."""
+    while _FORGOTTEN:
+        writer = _FORGOTTEN.pop()  # referenced until marked closed: its __del__ checks
+        transport = writer.transport
+        sock = getattr(transport, "_sock", None)
+        if sock is not None:
+            sock.close()
+        transport._sock = None  # type: ignore[attr-defined]
+        transport._closing = True  # type: ignore[attr-defined]
 
 
 class NetKVLostWriteIsUnavailable(NetKVStorage):
