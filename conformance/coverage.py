@@ -631,6 +631,8 @@ class Reach:
                     out.append(("lifecycle", row, "reply lost"))
                     if caps.shared and self.reopens:
                         out.append(("lifecycle", row, "request lost"))
+                if self.timeouts:
+                    out.append(("lifecycle", row, "timed out"))
         out += [("lifecycle", "aclose", event) for event in (*ACLOSE_EVENTS, "another closed")]
         if self.down:
             out.append(("lifecycle", "aclose", "backend down"))
