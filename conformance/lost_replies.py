@@ -1,5 +1,15 @@
-"""A write whose reply is lost after its server applied it: the ``lifecycle`` group's test
-of ``OutcomeUnknown`` (clause ``error.outcome-unknown``).
+"""Exchanges lost between a network client and its server: the ``lifecycle`` group's tests
+of ``OutcomeUnknown`` and of the call after a failed one (clauses ``error.outcome-unknown``,
+``error.healthy-after``), each through the stall proxy:
+
+- a write whose reply is lost after its server applied it (below);
+- a write whose request is lost while a second client writes the same key: a repeat must
+  not take what it meets for its own first attempt;
+- a call whose reply is held past the storage's own ``timeout``: it ends by itself, and the
+  next call never reads the late reply;
+- a listing whose connections are reset between two pages: each key once, or an error.
+
+The first in detail.
 
 The stall proxy stands between a storage and its server, lets the write's request through,
 holds the server's reply and resets the connection: the write happened, and its client
