@@ -49,10 +49,10 @@ from .cancelling import own_answer
 from .checks import ConformanceFailure, describe, expect_keys, fail, get_or_none
 from .clauses import checks
 from .coverage import reply_lost
-from .fixtures import StorageFixtures, not_exercised, set_small_pages
+from .fixtures import StorageFixtures, not_exercised
 from .proxy import StallProxy
 from .target import Target, new_location
-from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _case
+from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _case, first_of_two_pages
 
 __all__ = ["HELD_TIMEOUT", "LOST_EXCHANGES", "LostReplyTests"]
 
@@ -171,20 +171,11 @@ class LostReplyTests(StorageFixtures):
                 "no connection can be reset between pages: the target's factory takes no "
                 "endpoint, or the target names no upstream server"
             )
-        keys = [f"reset-pages/{i}" for i in range(5)]
         async with (
             StallProxy(target.upstream) as proxy,
             target.open(endpoint=proxy.address) as storage,
         ):
-            for key in keys:
-                await storage.put(key, key.encode())
-            if not set_small_pages(storage, 2):
-                not_exercised(
-                    "the adapter's page size is not known (no StorageBase): a listing cannot "
-                    "be read across pages with a handful of keys"
-                )
-            listing = storage.list("reset-pages/")
-            seen = [await anext(listing), await anext(listing)]  # the first page
+            keys, listing, seen = await first_of_two_pages(storage, "reset-pages/")
             await proxy.drop()
             try:
                 async with asyncio.timeout(UNAVAILABLE_BOUND):

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -76,7 +76,7 @@ from .outages import Outage, ProxyOutage
 from .proxy import ErrorAnswer
 from .target import Target, has_own_delete_many
 
-__all__ = ["PARTWAY_VALUE", "UNAVAILABLE_BOUND", "UnavailableTests"]
+__all__ = ["PARTWAY_VALUE", "UNAVAILABLE_BOUND", "UnavailableTests", "first_of_two_pages"]
 
 PARTWAY_VALUE = 4 * 1024 * 1024 + 1
 """The largest value the partway tests put and get (at most the target's ``max_value``): a
@@ -720,17 +720,8 @@ async def _next_page_down(
     """A listing of five keys in pages of two: its first page read with the backend up,
     the next while it is down must raise ``StorageUnavailable``."""
     __tracebackhide__ = True
-    keys = [f"down-pages/{i}" for i in range(5)]
     async with outage.client(target, storage, location) as client:
-        for key in keys:
-            await client.put(key, key.encode())
-        if not set_small_pages(client, 2):
-            not_exercised(
-                "the adapter's page size is not known (no StorageBase): a listing cannot "
-                "be read across pages with a handful of keys"
-            )
-        listing = client.list("down-pages/")
-        seen = [await anext(listing), await anext(listing)]  # the first page, backend up
+        keys, listing, seen = await first_of_two_pages(client, "down-pages/")
 
         async def rest() -> str:
             keys_after = [key async for key in listing]
@@ -745,6 +736,25 @@ async def _next_page_down(
             prefix="down-pages/",
             promise="once the backend is back, a listing must get its own answer",
         )
+
+
+async def first_of_two_pages(
+    storage: Storage, prefix: str
+) -> tuple[list[str], AsyncIterator[str], list[str]]:
+    """Five keys under ``prefix`` put through ``storage``, listed in pages of two, the first
+    page read: the keys, the listing and what it yielded so far. *Not exercised* for an
+    adapter whose page size is not known (not a `StorageBase`)."""
+    __tracebackhide__ = True
+    keys = [f"{prefix}{i}" for i in range(5)]
+    for key in keys:
+        await storage.put(key, key.encode())
+    if not set_small_pages(storage, 2):
+        not_exercised(
+            "the adapter's page size is not known (no StorageBase): a listing cannot "
+            "be read across pages with a handful of keys"
+        )
+    listing = storage.list(prefix)
+    return keys, listing, [await anext(listing), await anext(listing)]
 
 
 def _failing(op: Operation, outage: Outage | None) -> Outage:
