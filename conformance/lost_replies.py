@@ -38,6 +38,7 @@ endpoint for the proxy; *not exercised* if no run lost a reply after its write a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any, ClassVar, NoReturn
 
 import pytest
@@ -276,36 +277,64 @@ async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
         proxy.resume()
         answer, error = await _outcome(kind, case.key, call, context)
         got = {key: await _read(storage, key, kind, context) for key in case.allowed}
-    stored = {key: None if g is None else g.data for key, g in got.items()}
-    old = {key: allowed[0] for key, allowed in case.allowed.items()}
+    stored = _whole(kind, case.allowed, got, context)
     new = {key: allowed[-1] for key, allowed in case.allowed.items()}
-    for key, seen in stored.items():
-        if seen not in case.allowed[key]:
-            fail(
-                f"{_a(kind)} whose reply was lost must leave its key whole",
-                key=key,
-                expected=" or ".join(describe(a) for a in case.allowed[key]),
-                observed=f"it holds {describe(seen)} {context}",
-            )
     applied = stored == new
-    untouched = stored == old
     if error is None:
         current = got[case.key]
         if kind.endswith("put") and (current is None or current.version != answer):
             applied = False  # it returned a version that the key does not hold
         _expect_true(kind, case.key, answer, applied, stored, new, context)
-    elif not isinstance(error, OutcomeUnknown) and not untouched:
-        fail(
-            f"{_a(kind)} that happened must not raise plain StorageUnavailable",
-            key=case.key,
-            expected="OutcomeUnknown (the write may have happened), or its true answer",
-            observed=f"it raised {type(error).__name__}: {error} ({context}); "
-            f"yet the write happened: the keys hold {describe(list(stored.values()))}",
-            detail="StorageUnavailable tells the caller that nothing happened. A write whose "
-            "request had left when the connection failed raises OutcomeUnknown, a "
-            "StorageUnavailable, so that the caller can tell the two apart",
-        )
+    else:
+        _unknown_if_it_happened(kind, case.key, error, case.allowed, stored, context)
     return applied
+
+
+def _whole(
+    kind: str,
+    allowed: Mapping[str, tuple[bytes | None, ...]],
+    got: Mapping[str, GetResult | None],
+    context: str,
+) -> dict[str, bytes | None]:
+    """What each key written by ``kind`` holds (``got``), which must be one of ``allowed``."""
+    __tracebackhide__ = True
+    stored = {key: None if g is None else g.data for key, g in got.items()}
+    for key, seen in stored.items():
+        if seen not in allowed[key]:
+            fail(
+                f"{_a(kind)} whose exchange was lost must leave its key whole",
+                key=key,
+                expected=" or ".join(describe(a) for a in allowed[key]),
+                observed=f"it holds {describe(seen)} {context}",
+            )
+    return stored
+
+
+def _unknown_if_it_happened(
+    kind: str,
+    key: str,
+    error: Exception,
+    allowed: Mapping[str, tuple[bytes | None, ...]],
+    stored: Mapping[str, bytes | None],
+    context: str,
+) -> None:
+    """``error`` of a write that changed any of its keys (``stored`` is not the keys' old
+    values) must be ``OutcomeUnknown``: plain ``StorageUnavailable`` says nothing happened."""
+    __tracebackhide__ = True
+    if isinstance(error, OutcomeUnknown) or all(
+        stored[k] == values[0] for k, values in allowed.items()
+    ):
+        return
+    fail(
+        f"{_a(kind)} that happened must not raise plain StorageUnavailable",
+        key=key,
+        expected="OutcomeUnknown (the write may have happened), or its true answer",
+        observed=f"it raised {type(error).__name__}: {error} ({context}); "
+        f"yet the write happened: the keys hold {describe(list(stored.values()))}",
+        detail="StorageUnavailable tells the caller that nothing happened. A write whose "
+        "request had left when the connection failed or timed out raises OutcomeUnknown, "
+        "a StorageUnavailable, so that the caller can tell the two apart",
+    )
 
 
 HELD_TIMEOUT = 1.0
@@ -358,26 +387,9 @@ async def _time_out(kind: str, target: Target) -> bool:
         proxy.resume()  # the held reply now reaches a connection the storage kept, if any
         await _next_answers(storage, kind)
         got = {key: await _read(storage, key, kind, context) for key in case.allowed}
-    stored = {key: None if g is None else g.data for key, g in got.items()}
-    for key, seen in stored.items():
-        if seen not in case.allowed[key]:
-            fail(
-                f"{_a(kind)} that timed out must leave its key whole",
-                key=key,
-                expected=" or ".join(describe(a) for a in case.allowed[key]),
-                observed=f"it holds {describe(seen)} {context}",
-            )
-    new = {key: allowed[-1] for key, allowed in case.allowed.items()}
-    if case.allowed and not isinstance(error, OutcomeUnknown) and stored == new:
-        fail(
-            f"{_a(kind)} that happened must not raise plain StorageUnavailable",
-            key=case.key,
-            expected="OutcomeUnknown (the write may have happened)",
-            observed=f"it raised {type(error).__name__}: {error} ({context}); yet the "
-            f"write happened: the keys hold {describe(list(stored.values()))}",
-            detail="StorageUnavailable tells the caller that nothing happened. A write "
-            "that timed out after its request left raises OutcomeUnknown",
-        )
+    stored = _whole(kind, case.allowed, got, context)
+    assert error is not None  # an answer failed above
+    _unknown_if_it_happened(kind, case.key, error, case.allowed, stored, context)
     return True
 
 
