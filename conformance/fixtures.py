@@ -150,11 +150,7 @@ def _time_limited(fn: TestFn, group: str | None) -> TestFn:
                 await fn(self, *args, **kwargs)
         except TimeoutError as exc:
             if not scope.expired():
-                if target is not None:
-                    _HUNG.pop(target.name, None)
                 raise
-            if target is not None:
-                _HUNG.setdefault(target.name, []).append(fn.__name__)
             seed = kwargs.get("model_seed")
             replay = "" if seed is None else f"; {_replay(seed)}"
             waiting = pending(began, scope.when() or 0.0)
@@ -165,13 +161,12 @@ def _time_limited(fn: TestFn, group: str | None) -> TestFn:
                 f"backend, a lost reply, a page cursor that does not move?){calls}{replay}"
                 + (f"; or the backend is slow for it: {hint}" if hint else "")
             ) from exc
-
-        except BaseException:
-            if target is not None:
-                _HUNG.pop(target.name, None)
-            raise
-        if target is not None:
-            _HUNG.pop(target.name, None)
+        finally:
+            if target is not None:  # the tests in a row that ran into their limit
+                if scope.expired():
+                    _HUNG.setdefault(target.name, []).append(fn.__name__)
+                else:
+                    _HUNG.pop(target.name, None)
 
     test.__conformance_group__ = group  # type: ignore[attr-defined]
     test.__conformance_wrapped__ = True  # type: ignore[attr-defined]
