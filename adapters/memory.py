@@ -5,7 +5,8 @@ later mutation can reach. Every operation completes without yielding to the
 event loop, which makes each one atomic and a cancelled one absent. The one
 exception is `MemoryStorage.pause`, the conformance suite's way to make
 this backend stop answering: while paused, each operation waits before it
-touches the data, so a cancelled one still never started.
+touches the data, so a cancelled one still never started, and one waiting when
+the storage is closed ends with ``StorageClosed``, having done nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ..errors import NotFound, PreconditionFailed
+from ..errors import NotFound, PreconditionFailed, StorageClosed
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ..versions import decimal_version
 
@@ -49,6 +50,7 @@ class MemoryStorage(StorageBase):
         else:
             self._data = self._shared.setdefault(name, _Data())
         self.name = name
+        self._paused_calls: set[asyncio.Future[None]] = set()  # aclose() ends them
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MemoryStorage:
@@ -89,9 +91,29 @@ class MemoryStorage(StorageBase):
         return resume
 
     async def _answering(self) -> None:
+        """Return at once, or, while paused, once resumed; ``StorageClosed`` if this storage
+        was closed first (the operation then did nothing)."""
         gate = self._data.paused
-        if gate is not None:
-            await gate.wait()
+        if gate is None:
+            return
+        closed = asyncio.get_running_loop().create_future()
+        self._paused_calls.add(closed)
+        resumed = asyncio.ensure_future(gate.wait())
+        try:
+            await asyncio.wait({resumed, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._paused_calls.discard(closed)
+            resumed.cancel()
+        if not gate.is_set():
+            raise StorageClosed(f"{self!r} was closed while paused; the call did nothing")
+
+    async def _aclose(self) -> None:
+        """End the calls waiting while paused (each raises ``StorageClosed``), and return
+        once they have: nothing of this storage runs after."""
+        for closed in self._paused_calls:
+            closed.set_result(None)
+        while self._paused_calls:  # each leaves in its next step
+            await asyncio.sleep(0)
 
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
         await self._answering()

@@ -122,7 +122,7 @@ CLAUSES: tuple[Clause, ...] = (
     Clause(
         "close.in-flight",
         "operations in flight during aclose each end with their own answer or "
-        "StorageClosed, whole or absent; nothing is still writing once aclose returns",
+        "StorageClosed, whole or absent; none is still running once aclose returns",
     ),
     Clause(
         "close.context-manager",

@@ -32,22 +32,33 @@ from typing import Any, ClassVar
 
 import pytest
 
+from ..errors import StorageError
 from ..storage import Storage
 from ..storage import delete_many as delete_many_of
+from . import descriptors
 from .cancelling import aclose_within, cancel, check_raised, own_answer
 from .checks import describe, expect_keys, expect_value, fail
 from .clauses import checks
 from .coverage import backend_held, watching_landings
 from .fixtures import StorageFixtures, not_exercised, raw_key, raw_storage
 from .holds import Hold, Operation
+from .hygiene_rules import RELEASE_LAG
+from .lost_replies import HELD_TIMEOUT
+from .proxy import StallProxy
 from .settle import SettleWatch
 from .target import Target
 
-__all__ = ["CLOSE_BOUND", "HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
+__all__ = ["CLOSE_BOUND", "CLOSE_WAIT_BOUND", "HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
 
 CLOSE_BOUND = 5.0
 """Seconds within which ``aclose()`` must return while the backend is held: it has nothing
 to ask the backend (the built-in adapters take milliseconds)."""
+
+CLOSE_WAIT_BOUND = 15.0
+"""Seconds within which ``aclose()`` must return while a call that the target's hold stops
+is in flight, where the suite cannot give the storage a short ``timeout``: ``aclose()`` may
+wait for the call's own deadline (a lock timeout, 5 s by default for the file and SQLite
+adapters)."""
 
 HOLD_ATTEMPTS = 3
 """Tries at catching an operation inside a hold that holds it only for a while (a large value)."""
@@ -335,6 +346,154 @@ class HeldBackendTests(StorageFixtures):
             async with hold.held(raw_storage(client), raw_key(client, key)):
                 with backend_held():
                     await aclose_within(client, CLOSE_BOUND, key, context)
+
+    @checks("close.in-flight", "close.releases")
+    async def test_aclose_with_a_call_the_backend_does_not_answer_leaves_nothing_running(
+        self,
+        storage: Storage,
+        backend_hold: Hold,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A call in flight that the backend does not answer when ``aclose()`` is called,
+        and the backend still silent when ``aclose()`` returns: by then the call has ended
+        (with its own answer, ``StorageClosed``, or the error of its own deadline), and
+        once everything is closed no descriptor is left. An ``aclose()`` that gives the
+        call a grace and closes its connection only when the call ended in it (the close
+        not in a ``finally:``) returns with the call still waiting on a socket that
+        nothing closes.
+
+        Where the target takes ``endpoint`` and ``timeout``, a get through a new stall
+        proxy that holds its request, on a storage opened with ``timeout`` `HELD_TIMEOUT`:
+        ``aclose()`` must return within `CLOSE_BOUND` after that. Otherwise the first
+        operation that the target's hold stops, and ``aclose()`` may take the call's own
+        deadline (a lock timeout), up to `CLOSE_WAIT_BOUND`."""
+        if storage_target is not None and storage_target.times_out:
+            assert storage_target.upstream is not None
+            before = descriptors.snapshot() if descriptors.available() else None
+            async with (
+                StallProxy(storage_target.upstream) as proxy,
+                storage_target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client,
+            ):
+                await client.put("held-close/get", b"the held get's value")
+                proxy.stall("request", partial=True)
+                task: asyncio.Future[Any] = asyncio.ensure_future(client.get("held-close/get"))
+                if not await _held_by(proxy, task):
+                    proxy.resume()
+                    await asyncio.gather(task, return_exceptions=True)
+                    not_exercised("the stall proxy did not hold the get (it ended first)")
+                context = (
+                    f"a get whose request the stall proxy held when aclose() was called, on "
+                    f"a storage opened with timeout={HELD_TIMEOUT:g}"
+                )
+                await _close_under(client, task, "get", "held-close/get", context, HELD_TIMEOUT)
+                proxy.resume()
+            await _no_descriptor_left(before, storage_target, "held-close/get", context)
+            return
+        hold = backend_hold
+        if not hold.operations or not hold.stops_backend:
+            not_exercised(
+                f"the target's hold ({hold.name}) does not stop the backend, and the target "
+                "takes no endpoint and timeout, so no call was in flight without an answer "
+                "when aclose() was called: give the Target a hold (Target(hold=...), see "
+                "checkpointkit.conformance.holds)"
+            )
+        op = next(o for o in _HELD_OPS if hold.holds(o))
+        case = _case(op, hold)
+        context = f"{_A_CALL[op]} held by {hold.name} when aclose() was called"
+        async with hold.client(storage_target, storage, storage_location) as client:
+            before = descriptors.snapshot() if descriptors.available() else None
+            for key, value in case.before.items():
+                await client.put(key, value)
+            if op == "put":
+                await hold.prepare(client, case.key)
+            async with hold.held(raw_storage(client), raw_key(client, case.key)):
+                task = await _catch(op, case, client, hold)
+                await _close_under(client, task, op, case.key, context, None)
+        await _no_descriptor_left(before, storage_target, case.key, context)
+
+
+async def _held_by(proxy: StallProxy, task: asyncio.Future[Any]) -> bool:
+    """Wait until ``proxy`` holds bytes of ``task``'s request (10 s at most)."""
+    waiter = asyncio.ensure_future(proxy.stalled.wait())
+    try:
+        await asyncio.wait({task, waiter}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+    return proxy.stalled.is_set() and not task.done()
+
+
+async def _close_under(
+    client: Storage,
+    task: asyncio.Future[Any],
+    op: Operation,
+    key: str,
+    context: str,
+    timeout: float | None,
+) -> None:
+    """``aclose()`` while ``task`` (``op``) waits for a silent backend: it must return, and
+    the call must have ended by then (`RELEASE_LAG` for its task to see it), with its own
+    answer or a ``StorageError``."""
+    __tracebackhide__ = True
+    bound = CLOSE_WAIT_BOUND if timeout is None else timeout + CLOSE_BOUND
+    with backend_held():
+        await aclose_within(client, bound, key, context)
+    await asyncio.wait({task}, timeout=RELEASE_LAG)
+    ended = task.done()
+    if not ended:
+        task.cancel()
+    outcome = (await asyncio.gather(task, return_exceptions=True))[0]
+    if not ended:
+        fail(
+            "when aclose() returns, no call of the storage is still running",
+            key=key,
+            expected=f"the {op} in flight to have ended (with its own answer, StorageClosed "
+            "or its deadline's error) when aclose() returned",
+            observed=f"it was still waiting, {RELEASE_LAG:g} s after aclose() returned "
+            f"({context}; the backend was still silent)",
+            detail="let aclose() wait for the calls under way (each until its own deadline) "
+            "or end them, and close every connection in a finally: block: a close skipped "
+            "when the wait for a call timed out leaves the call waiting on its socket until "
+            "the server answers, or for ever",
+        )
+    if isinstance(outcome, BaseException) and not isinstance(outcome, StorageError):
+        fail(
+            "a call in flight when aclose() is called must end with its own answer or a "
+            "StorageError",
+            key=key,
+            expected="its answer, StorageClosed, or the StorageUnavailable of its deadline",
+            observed=f"it raised {describe(outcome)} ({context})",
+        )
+
+
+async def _no_descriptor_left(
+    before: dict[int, str] | None, target: Target | None, key: str, context: str
+) -> None:
+    __tracebackhide__ = True
+    if before is None:
+        return
+    found = await descriptors.wait_for_no_leak(
+        before, grace=RELEASE_LAG, foreign=None if target is None else target.foreign_descriptors
+    )
+    if found:
+        fail(
+            "aclose() must release every connection, also one busy when it ran",
+            key=key,
+            expected="as many open descriptors as before the storage was used, once it was "
+            "closed and the backend answered again",
+            observed=f"the process still has {descriptors.describe_leak(found)} ({context})",
+        )
+
+
+_HELD_OPS: tuple[Operation, ...] = ("get", "list", "put", "delete", "delete_many")
+_A_CALL: dict[Operation, str] = {
+    "get": "a get",
+    "list": "a listing",
+    "put": "a put",
+    "delete": "a delete",
+    "delete_many": "a delete_many",
+}
 
 
 async def _catch(op: Operation, case: _Case, client: Storage, hold: Hold) -> asyncio.Future[Any]:

@@ -26,7 +26,7 @@ from checkpointkit.conformance.holds import (
     default_hold,
 )
 from checkpointkit.conformance.servers.redis import redis_target
-from checkpointkit.errors import ConfigurationError
+from checkpointkit.errors import ConfigurationError, StorageClosed
 
 HELD_TESTS = [
     "test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands",
@@ -81,6 +81,29 @@ async def test_memory_pause_holds_every_operation_until_released() -> None:
         assert (await storage.get("k")).data == b"new"
 
 
+async def test_memory_calls_paused_at_aclose_end_with_storage_closed_before_it_returns() -> None:
+    shared = f"paused-close-{id(object())}"
+    other = MemoryStorage(name=shared)
+    async with MemoryStorage(name=shared) as storage:
+        await storage.put("k", b"old")
+        resume = storage.pause()
+        waiting = [
+            asyncio.ensure_future(storage.put("k", b"new")),
+            asyncio.ensure_future(storage.get("k")),
+        ]
+        elsewhere = asyncio.ensure_future(other.get("k"))  # another storage of the same data
+        done, _ = await asyncio.wait([*waiting, elsewhere], timeout=0.05)
+        assert not done
+        await storage.aclose()
+        assert all(call.done() for call in waiting)  # ended before aclose() returned
+        for call in waiting:
+            assert isinstance(call.exception(), StorageClosed)
+        assert not elsewhere.done()  # closing one storage ends only its own calls
+        resume()
+        assert (await elsewhere).data == b"old"  # the put closed while paused did nothing
+    await other.aclose()
+
+
 async def test_a_target_without_a_hold_has_its_held_tests_reported_not_exercised() -> None:
     report = await run(
         Target(MemoryStorage, name="memory without a hold", hold=Hold()),
@@ -98,6 +121,18 @@ async def test_a_target_without_a_hold_has_its_held_tests_reported_not_exercised
     assert case is not None
     prop = case.find("properties/property")
     assert prop is not None and prop.get("value") == "not exercised"
+
+
+async def test_closing_under_a_silent_call_is_not_exercised_without_a_hold_or_a_proxy() -> None:
+    name = "test_aclose_with_a_call_the_backend_does_not_answer_leaves_nothing_running"
+    report = await run(
+        Target(MemoryStorage, name="memory without a hold", hold=Hold()),
+        groups=["cancellation"],
+        pattern=name,
+    )
+    result = report.result(name)
+    assert result in report.not_exercised, report.summary()
+    assert "takes no endpoint and timeout" in result.reason
 
 
 async def test_a_put_that_a_large_value_cannot_hold_is_reported_not_exercised() -> None:

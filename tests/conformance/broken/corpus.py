@@ -1879,6 +1879,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVForgetsTheBusyConnection),
     ),
     Mutant(
+        "aclose-drop-not-in-finally",
+        ("close.in-flight", "close.releases"),
+        "cancellation",
+        "test_aclose_with_a_call_the_backend_does_not_answer_leaves_nothing_running",
+        lambda: netkv.netkv_target(
+            netkv.NetKVAcloseDropNotInFinally, name="NetKVAcloseDropNotInFinally"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVAcloseDropNotInFinally),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",

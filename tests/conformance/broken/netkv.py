@@ -467,6 +467,21 @@ class NetKVForgetsTheBusyConnection(NetKVStorage):
         await self._drop()
 
 
+class NetKVAcloseDropNotInFinally(NetKVStorage):
+    """Bug: ``aclose()`` drops the connection after the call under way has ended, but not
+    in a ``finally``: when that call outlives the grace (the server does not answer), the
+    wait's ``TimeoutError`` is swallowed and the drop skipped. The call stays blocked on a
+    socket nothing will ever close."""
+
+    async def _aclose(self) -> None:
+        try:
+            async with asyncio.timeout(self.grace), self._lock:
+                pass
+            await self._drop()
+        except TimeoutError:
+            pass  # "the server does not answer: nothing more to do"
+
+
 _FORGOTTEN: list[asyncio.StreamWriter] = []
 """The connections that `NetKVForgetsTheBusyConnection` left open, kept referenced so that
 no later test meets them being collected; `close_forgotten` closes them after a run."""
