@@ -28,6 +28,9 @@ run of its ``aput`` that also times the adapter's ``put`` inside it, the differe
 Figures are medians of ``--runs`` runs; the ratio is ``AsyncPostgresSaver``'s time over
 checkpointkit's (above 1: checkpointkit faster). The peers are installed by the ``test``
 extra only.
+
+``--cpu 0`` runs the benchmark and its server on one core: how the two savers share the
+machine's cores moves the ratios (see "Measured" in ``docs/adapters/postgres.md``).
 """
 
 from __future__ import annotations
@@ -271,7 +274,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer operations per run")
+    parser.add_argument(
+        "--cpu",
+        type=lambda text: {int(c) for c in text.split(",")},
+        help="run the benchmark and its server on these CPUs only (say 0: one core for both)",
+    )
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, args.cpu)  # the server, started below, inherits it
+        print(f"on CPU {', '.join(map(str, sorted(args.cpu)))} only (client and server)")
     logging_quiet()
     with postgres_server(fast=False) as server:
         asyncio.run(bench(server.url, args.runs, args.quick))

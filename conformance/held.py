@@ -378,7 +378,7 @@ class HeldBackendTests(StorageFixtures):
                 await client.put("held-close/get", b"the held get's value")
                 proxy.stall("request", partial=True)
                 task: asyncio.Future[Any] = asyncio.ensure_future(client.get("held-close/get"))
-                if not await _held_by(proxy, task):
+                if not await proxy.holding(task, 10):
                     proxy.resume()
                     await asyncio.gather(task, return_exceptions=True)
                     not_exercised("the stall proxy did not hold the get (it ended first)")
@@ -411,17 +411,6 @@ class HeldBackendTests(StorageFixtures):
                 task = await _catch(op, case, client, hold)
                 await _close_under(client, task, op, case.key, context, None)
         await _no_descriptor_left(before, storage_target, case.key, context)
-
-
-async def _held_by(proxy: StallProxy, task: asyncio.Future[Any]) -> bool:
-    """Wait until ``proxy`` holds bytes of ``task``'s request (10 s at most)."""
-    waiter = asyncio.ensure_future(proxy.stalled.wait())
-    try:
-        await asyncio.wait({task, waiter}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        await asyncio.gather(waiter, return_exceptions=True)
-    return proxy.stalled.is_set() and not task.done()
 
 
 async def _close_under(

@@ -415,13 +415,7 @@ class ProxyHold(Hold):
         """Wait until the proxy holds bytes of ``task``'s request (10 s at most)."""
         proxy = self._proxy
         assert proxy is not None
-        waiter = asyncio.ensure_future(proxy.stalled.wait())
-        try:
-            await asyncio.wait({task, waiter}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            await asyncio.gather(waiter, return_exceptions=True)
-        return proxy.stalled.is_set() and not task.done()
+        return await proxy.holding(task, 10)
 
 
 def _operations(operations: Collection[Operation]) -> frozenset[Operation]:

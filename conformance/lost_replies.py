@@ -206,14 +206,7 @@ async def _held(proxy: StallProxy, call: asyncio.Future[Any], kind: str, key: st
     before it did (False: the proxy then forwards again); neither within
     `UNAVAILABLE_BOUND` fails."""
     __tracebackhide__ = True
-    held = asyncio.ensure_future(proxy.stalled.wait())
-    try:
-        done, _ = await asyncio.wait(
-            {call, held}, timeout=UNAVAILABLE_BOUND, return_when=asyncio.FIRST_COMPLETED
-        )
-    finally:
-        held.cancel()
-    if not done:
+    if not await proxy.holding(call, UNAVAILABLE_BOUND) and not call.done():
         call.cancel()
         await asyncio.gather(call, return_exceptions=True)
         fail(

@@ -233,6 +233,17 @@ class StallProxy:
             self._split[d] = partial
             self._after[d] = after
 
+    async def holding(self, call: asyncio.Future[Any], timeout: float) -> bool:
+        """Wait until this proxy holds bytes (`stalled`) or ``call`` ends, ``timeout``
+        seconds at most; whether it holds bytes of a call still running."""
+        held = asyncio.ensure_future(self.stalled.wait())
+        try:
+            await asyncio.wait({call, held}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            held.cancel()
+            await asyncio.gather(held, return_exceptions=True)
+        return self.stalled.is_set() and not call.done()
+
     def resume(self) -> None:
         """Forward held bytes of still-open connections, and everything from now on."""
         for d, gate in self._open.items():
