@@ -88,6 +88,11 @@ CLAUSES: tuple[Clause, ...] = (
     # -- delete_many ----------------------------------------------------------------------
     Clause("delete-many.count", "delete_many deletes every key given and returns how many existed"),
     Clause(
+        "delete-many.each-atomic",
+        "each key of a delete_many is deleted as one delete is: a write racing it lands wholly "
+        "before (and is deleted) or after (a conditional one finds the key missing)",
+    ),
+    Clause(
         "delete-many.any-size",
         "delete_many takes any number of keys: a batch larger than the backend takes at once "
         "is split, and every key of it deleted and counted",

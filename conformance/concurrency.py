@@ -43,6 +43,22 @@ KEPT = 8
 """How many keys other tasks overwrite while listings run (each stays present)."""
 FLICKERING = 4
 """How many keys between them other tasks delete and create again meanwhile."""
+CROSS_KEYS = 12
+"""Keys raced at once through two clients, for each kind of conditional write."""
+CROSS_WRITERS = 4
+"""Writers of each of those keys, taking turns between the two clients."""
+LARGE_RACE_VALUE = 64 * 1024
+"""Bytes of each value of the if-match puts raced through two clients, or with a batch."""
+BATCH_RACES = 6
+"""Times a ``delete_many`` races if-match puts of its keys."""
+REFLECTED = 100
+"""New keys put one after the other while another task lists them."""
+SEEN_WRITES = 60
+"""Overwrites of one key that a second client reads meanwhile (at least)."""
+SEEN_FOR = 1.0
+"""Seconds the first client overwrites that key for (at least): a read made of two
+statements is torn by a write between them only now and then, and a fast adapter makes
+many reads in that time."""
 
 
 class ConcurrencyTests(ConcurrentSweepTests):
@@ -185,6 +201,171 @@ class ConcurrencyTests(ConcurrentSweepTests):
             promise="the compare-and-swap winner's value must be stored",
         )
 
+    @checks("delete-many.each-atomic", "delete-many.count", "put.conditional.one-winner")
+    async def test_delete_many_racing_if_match_puts_leaves_every_key_deleted(
+        self, storage: Storage, scale: float, supports_conditional_put: bool
+    ) -> None:
+        """`CROSS_KEYS` keys written, then at once an if-match put of each key's version
+        (64 KiB values) and one ``delete_many`` of them all, `BATCH_RACES` times. Whichever
+        of a key's put and delete comes first, the key ends deleted: a put before the
+        delete is deleted, a put after it finds the key missing; and the batch counts every
+        key (each was present until deleted). A ``delete_many`` that deletes without the
+        lock or transaction that the if-match put holds falls between the put's check and
+        its write, which then puts the key back."""
+        _need(supports_conditional_put, "conditional_put")
+        count = scaled(scale, CROSS_KEYS)
+        for race in range(scaled(scale, BATCH_RACES)):
+            keys = [f"batch-race/{race}/{k:02d}" for k in range(count)]
+            versions = [await storage.put(key, b"base") for key in keys]
+            puts = [
+                asyncio.ensure_future(put_or_refused(storage, key, _large(k), IfMatch(versions[k])))
+                for k, key in enumerate(keys)
+            ]
+            deleted = await delete_many_of(storage, keys)
+            answers = await asyncio.gather(*puts)
+            left = {key: await get_or_none(storage, key) for key in keys}
+            back = [k for k, key in enumerate(keys) if left[key] is not None]
+            expect(
+                not back,
+                "a delete_many racing if-match puts of its keys must leave every key deleted",
+                key=keys[back[0]] if back else keys[0],
+                expected="every key missing: a put before the key's delete is deleted with "
+                "it, a put after it finds the key missing (PreconditionFailed)",
+                observed=", ".join(
+                    f"{keys[k]!r} holds {describe(_data(left[keys[k]]))} (its put "
+                    f"{'answered ' + repr(answers[k]) if answers[k] else 'was refused'})"
+                    for k in back[:3]
+                )
+                + f" ({len(back)} of {count} keys; the delete_many answered {deleted})",
+                detail="delete each key of a batch as one delete does, under the lock or in "
+                "the transaction that a conditional put of the key takes: a delete that "
+                "falls between a put's version check and its write is undone by the write",
+            )
+            expect(
+                deleted == count,
+                "a delete_many racing if-match puts of its keys must count every key",
+                key=keys[0],
+                expected=f"{count} (each key was present until deleted)",
+                observed=f"{deleted}",
+            )
+
+    @checks("put.atomic", "put.returns-version", "cap.shared")
+    async def test_a_second_client_reading_during_overwrites_sees_each_put_whole(
+        self, target: Target, scale: float, supports_shared: bool
+    ) -> None:
+        """Two clients of a ``shared`` adapter at one location: while the first overwrites
+        one key with distinct values (`SEEN_WRITES` times and for `SEEN_FOR` seconds, at
+        least), two readers on the second get it
+        again and again. Every read finds the key (an overwrite made of a delete and an
+        insert shows it missing), and returns the bytes of one put with the version that
+        put answered (a get made of two reads, the bytes and then the version, returns one
+        write's bytes with another's version)."""
+        _need_two_clients(target, supports_shared)
+        writes = scaled(scale, SEEN_WRITES)
+        key = "clients/seen"
+        location = new_location()
+        async with target.open(location=location) as a, target.open(location=location) as b:
+            written = {await a.put(key, b"written 0"): b"written 0"}
+            reads: list[tuple[bytes, str]] = []
+            done = asyncio.Event()
+
+            async def write() -> None:
+                loop = asyncio.get_running_loop()
+                until = loop.time() + SEEN_FOR
+                try:
+                    for i in itertools.count(1):
+                        if i > writes and loop.time() > until:
+                            break
+                        value = b"written %d" % i
+                        written[await a.put(key, value)] = value
+                finally:
+                    done.set()
+
+            async def read() -> None:
+                while not done.is_set() or not reads:
+                    found = await get_or_none(b, key)
+                    if found is None:
+                        fail(
+                            "an overwrite is atomic: another client's read finds the old or "
+                            "the new value, never the key missing",
+                            key=key,
+                            expected="every read to find the key (it is never deleted)",
+                            observed=f"read {len(reads) + 1} found it missing, while the "
+                            "first client overwrote it",
+                            detail="replace the value in one step (one statement, an "
+                            "upsert, a rename), not a delete and then an insert",
+                        )
+                    reads.append((bytes(found.data), found.version))
+                    await asyncio.sleep(0)
+
+            await asyncio.gather(write(), read(), read())
+        torn = [(data, version) for data, version in reads if written.get(version) != data]
+        expect(
+            not torn,
+            "a get returns the bytes of one put with the version that put answered, also "
+            "while another client overwrites the key",
+            key=key,
+            expected="each read's (bytes, version) as one put wrote and answered them",
+            observed=f"{len(torn)} of {len(reads)} reads did not: the first read "
+            f"{describe(torn[0][0]) if torn else ''} at version {torn[0][1] if torn else ''!r}, "
+            f"which answered {describe(written.get(torn[0][1])) if torn else ''}",
+            detail="read the bytes and the version in one statement or one snapshot: two "
+            "reads let a write of another client fall between them",
+        )
+
+    @checks("list.reflects-writes")
+    async def test_listings_started_after_a_put_completed_show_it_while_writes_go_on(
+        self, storage: Storage, scale: float
+    ) -> None:
+        """One task puts `REFLECTED` new keys, one after the other, while another lists
+        their prefix again and again: every listing shows each key whose put had completed
+        when the listing started, and so does a last listing after them all. A listing
+        cache refreshed when the directory's (or table's) change time moves, but with the
+        time read after the scan, keeps missing a key created during a scan."""
+        count = scaled(scale, REFLECTED)
+        loop = asyncio.get_running_loop()
+        completed: dict[str, float] = {}
+        done = asyncio.Event()
+        stale: list[tuple[int, list[str]]] = []
+        listings = 0
+
+        async def write() -> None:
+            try:
+                for i in range(count):
+                    key = f"reflected/{i:03d}"
+                    await storage.put(key, b"x")
+                    completed[key] = loop.time()
+            finally:
+                done.set()
+
+        async def list_again() -> None:
+            nonlocal listings
+            last = False
+            while not last:
+                last = done.is_set()
+                started = loop.time()
+                shown = set(await _listed(storage, "reflected/"))
+                listings += 1
+                missing = sorted(k for k, t in completed.items() if t <= started and k not in shown)
+                if missing:
+                    stale.append((listings, missing))
+                await asyncio.sleep(0)  # a listing that never waits would starve the writer
+
+        await asyncio.gather(write(), list_again())
+        if stale:
+            first, missing = stale[0]
+            fail(
+                "a listing started after a put completed must show its key, also while other "
+                "writes go on",
+                key=missing[0],
+                expected="every key whose put had completed when the listing started",
+                observed=f"{len(stale)} of {listings} listings missed some (listing {first} "
+                f"missed {listed(missing)}); the last listing "
+                + ("too" if stale[-1][0] == listings else "did not"),
+                detail="a cache of the listing must never outlive a write it did not see: "
+                "take its change mark (mtime, a counter) before the scan, not after",
+            )
+
     @checks("put.conditional.one-winner", "delete.conditional.one-winner", "cap.shared")
     async def test_conditional_races_across_two_clients_have_one_winner(
         self,
@@ -194,44 +375,57 @@ class ConcurrencyTests(ConcurrentSweepTests):
         supports_conditional_put: bool,
         supports_conditional_delete: bool,
     ) -> None:
-        """Two storages at one location (two clients of a ``shared`` adapter), the writers
-        of each race taking turns between them: create-only puts of a missing key,
-        if-match puts of one version, if-match deletes of one version. Each race has one
-        winner (a check and a write made atomic by a lock or a cache of one client holds
-        for that client only)."""
+        """Two storages at one location (two clients of a ``shared`` adapter) race on
+        `CROSS_KEYS` keys at once, `CROSS_WRITERS` writers a key taking turns between
+        them: create-only puts of a missing key, if-match puts of one version (values of
+        64 KiB: a write that takes a while), if-match deletes of one version. Each key's
+        race has one winner. A check and a write made atomic by a lock of one client (a
+        thread lock, a cached version) hold for that client only; two clients find the
+        version current at once only now and then, so the races are many and at once."""
         _need_two_clients(target, supports_shared)
-        n = scaled(scale, 20)
+        writers, count = CROSS_WRITERS, scaled(scale, CROSS_KEYS)
         location = new_location()
         async with target.open(location=location) as a, target.open(location=location) as b:
             clients = (a, b)
             races: list[tuple[str, Callable[[Storage, int, str, str], Awaitable[Any]]]] = []
             if supports_conditional_put:
                 races.append(("create-only puts", _create))
-                races.append(("if-match puts", _swap))
+                races.append(("if-match puts", _swap_large))
             if supports_conditional_delete:
                 races.append(("if-match deletes", _delete))
             _need(bool(races), "conditional_put or conditional_delete")
             for what, call in races:
-                key = f"clients/{what.split()[0]}"
-                base = "" if call is _create else await a.put(key, b"base")
+                keys = [f"clients/{what.split()[0]}/{k:02d}" for k in range(count)]
+                bases = {key: "" if call is _create else await a.put(key, b"base") for key in keys}
                 outcomes = await asyncio.gather(
-                    *(call(clients[i % 2], i, key, base) for i in range(n))
+                    *(
+                        call(clients[i % 2], i, key, bases[key])
+                        for key in keys
+                        for i in range(writers)
+                    )
                 )
-                winners = [i for i, v in enumerate(outcomes) if v is not None]
-                expect(
-                    len(winners) == 1,
-                    f"{n} concurrent {what} through two clients must have exactly one winner",
-                    key=key,
-                    expected="1 call to succeed, the others refused (PreconditionFailed, or "
-                    "False for a delete of a key already deleted)",
-                    observed=f"{len(winners)} succeeded (calls {listed(winners)}; the even "
-                    "ones through the first client, the odd ones through the second)",
-                    detail="decide the condition in the backend, in the write itself (a "
-                    "conditional request, a transaction, a script): a lock or a cached "
-                    "version held by one client does not stop another",
-                )
-                w = winners[0]  # read through the client the winner did not write through
-                await _winner_holds(clients[1 - w % 2], key, w, outcomes[w])
+                for k, key in enumerate(keys):
+                    mine = outcomes[k * writers : (k + 1) * writers]
+                    winners = [i for i, v in enumerate(mine) if v is not None]
+                    expect(
+                        len(winners) == 1,
+                        f"{writers} concurrent {what} of one key through two clients must "
+                        "have exactly one winner",
+                        key=key,
+                        expected="1 call to succeed, the others refused (PreconditionFailed, "
+                        "or False for a delete of a key already deleted)",
+                        observed=f"{len(winners)} succeeded (writers {listed(winners)}; the "
+                        f"even ones through the first client, the odd ones through the "
+                        f"second; {count} keys raced at once)",
+                        detail="decide the condition in the backend, in the write itself (a "
+                        "conditional request, a transaction, a script, a lock that every "
+                        "client takes): a lock or a cached version held by one client does "
+                        "not stop another",
+                    )
+                    w = winners[0]  # read through the client the winner did not write through
+                    await _winner_holds(
+                        clients[1 - w % 2], key, w, mine[w], large=call is _swap_large
+                    )
 
     @checks("list.pages", "list.prefix-only", "cap.shared")
     async def test_interleaved_listings_of_two_clients_each_get_their_own_keys(
@@ -619,6 +813,19 @@ async def _swap(storage: Storage, i: int, key: str, base: str) -> str | None:
     return await put_or_refused(storage, key, f"writer {i}".encode(), IfMatch(base))
 
 
+async def _swap_large(storage: Storage, i: int, key: str, base: str) -> str | None:
+    return await put_or_refused(storage, key, _large(i), IfMatch(base))
+
+
+def _data(found: Any) -> bytes | None:
+    return None if found is None else bytes(found.data)
+
+
+def _large(i: int) -> bytes:
+    """Writer ``i``'s value of `LARGE_RACE_VALUE` bytes."""
+    return f"writer {i} ".encode().ljust(LARGE_RACE_VALUE, b".")
+
+
 async def _delete(storage: Storage, i: int, key: str, base: str) -> str | None:
     try:
         return "deleted" if await storage.delete(key, if_match=base) else None
@@ -626,9 +833,11 @@ async def _delete(storage: Storage, i: int, key: str, base: str) -> str | None:
         return None
 
 
-async def _winner_holds(storage: Storage, key: str, w: int, outcome: str | None) -> None:
+async def _winner_holds(
+    storage: Storage, key: str, w: int, outcome: str | None, *, large: bool = False
+) -> None:
     """The key is gone if the winner was a conditional delete (``"deleted"``), else it holds
-    writer ``w``'s value at the version its put answered."""
+    writer ``w``'s value (`_large` with ``large``) at the version its put answered."""
     if outcome == "deleted":
         found = await get_or_none(storage, key)
         expect(
@@ -642,7 +851,7 @@ async def _winner_holds(storage: Storage, key: str, w: int, outcome: str | None)
     await expect_value(
         storage,
         key,
-        f"writer {w}".encode(),
+        _large(w) if large else f"writer {w}".encode(),
         version=outcome,
         promise="the winning put's value must be stored",
     )

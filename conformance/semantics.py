@@ -733,6 +733,43 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
         await storage.delete("x/1")
         await expect_keys(storage, ["x/2"], promise="a listing must not show deleted keys")
 
+    @checks("list.reflects-writes", "list.limit")
+    async def test_listings_after_one_cut_short_show_later_writes(self, storage: Storage) -> None:
+        """A listing stopped by its limit, then a put; a listing left after its first key,
+        then a put and a delete: each listing started after them shows them. A listing that
+        reads its pages in one snapshot (a read transaction, a server-side cursor) and ends
+        it only after its last page never ends one cut short, and every later listing reads
+        that old snapshot."""
+        for key in ("cut/a", "cut/b"):
+            await storage.put(key, b"x")
+        shown = [key async for key in storage.list("cut/", limit=1)]
+        expect(shown == ["cut/a"], "list(limit=1) yields the first key", key="cut/a",
+               expected="['cut/a']", observed=repr(shown))  # fmt: skip
+        await storage.put("cut/c", b"x")
+        await expect_keys(
+            storage,
+            ["cut/a", "cut/b", "cut/c"],
+            prefix="cut/",
+            promise="a listing started after a put completed must show it, also after a "
+            "listing stopped by its limit",
+        )
+        left = storage.list("cut/")
+        first = await anext(aiter(left))
+        await storage.put("cut/d", b"x")
+        await storage.delete(first)
+        try:
+            await expect_keys(
+                storage,
+                ["cut/b", "cut/c", "cut/d"],
+                prefix="cut/",
+                promise="a listing started after a put and a delete completed must reflect "
+                "them, also while an earlier listing was left unfinished",
+            )
+        finally:
+            closing = getattr(left, "aclose", None)
+            if closing is not None:
+                await closing()
+
     # -- keys ------------------------------------------------------------------------------------
     @checks("key.multi-byte", "key.one-to-one")
     async def test_unicode_keys_round_trip_and_stay_distinct(self, storage: Storage) -> None:

@@ -140,6 +140,7 @@ LOST_REPLY = "test_a_write_whose_reply_is_lost_raises_outcome_unknown_or_answers
 LOST_REQUEST = "test_a_write_whose_request_is_lost_while_another_client_writes_answers_truly"
 TIMED_OUT = "test_a_call_whose_reply_never_comes_times_out_and_leaves_no_late_reply"
 EMPTY_PRESENT = "test_a_key_holding_an_empty_value_is_present_to_every_operation"
+SECOND_READER = "test_a_second_client_reading_during_overwrites_sees_each_put_whole"
 
 _SQL = kv_sqlite.sqlite_target
 _FILES = kv_files.files_target
@@ -1877,6 +1878,61 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
         _doc(netkv.NetKVForgetsTheBusyConnection),
+    ),
+    _m(
+        "one-client-lock-declared-shared",
+        kv_files.LocksOneClient,
+        kv_files.SharedFilesKV,
+        CON,
+        "test_conditional_races_across_two_clients_have_one_winner",
+        "put.conditional.one-winner",
+        "cap.shared",
+        make=_FILES,
+    ),
+    _m(
+        "delete-many-takes-no-lock",
+        kv_files.DeleteManyTakesNoLock,
+        kv_files.SharedFilesKV,
+        CON,
+        "test_delete_many_racing_if_match_puts_leaves_every_key_deleted",
+        "delete-many.each-atomic",
+        make=_FILES,
+    ),
+    _m(
+        "overwrite-deletes-then-inserts",
+        kv_sqlite.OverwriteDeletesThenInserts,
+        kv_sqlite.WalSqliteKV,
+        CON,
+        SECOND_READER,
+        "put.atomic",
+        make=_SQL,
+    ),
+    _m(
+        "get-reads-bytes-and-version-apart",
+        kv_sqlite.GetReadsTwice,
+        kv_sqlite.SqliteKV,
+        CON,
+        SECOND_READER,
+        "put.returns-version",
+        make=_SQL,
+    ),
+    _m(
+        "listing-cache-marked-after-its-scan",
+        kv_files.ListsFromAStaleCache,
+        kv_files.SharedFilesKV,
+        CON,
+        "test_listings_started_after_a_put_completed_show_it_while_writes_go_on",
+        "list.reflects-writes",
+        make=_FILES,
+    ),
+    _m(
+        "listing-snapshot-outlives-a-cut-short-listing",
+        kv_sqlite.ListsInOneSnapshot,
+        kv_sqlite.WalSqliteKV,
+        SEM,
+        "test_listings_after_one_cut_short_show_later_writes",
+        "list.reflects-writes",
+        make=_SQL,
     ),
     Mutant(
         "aclose-drop-not-in-finally",

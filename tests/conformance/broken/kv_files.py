@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -129,16 +130,19 @@ class FilesKV(StorageBase):
     async def _delete(self, key: str, if_match: str | None) -> bool:
         return await asyncio.to_thread(self._delete_sync, key, if_match)
 
+    def _scan(self) -> list[str]:
+        """The directory's names of keys (its temporary files left out)."""
+        return [n for n in os.listdir(self.root) if not n.startswith(".tmp-")]
+
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
         after = cursor if cursor is not None else start_after
 
         def scan() -> list[str]:
-            names = [n for n in os.listdir(self.root) if not n.startswith(".tmp-")]
             return sorted(
                 k
-                for k in map(self._key_of, names)
+                for k in map(self._key_of, self._scan())
                 if k.startswith(prefix) and (after is None or k > after)
             )
 
@@ -228,6 +232,107 @@ class CreateChecksExists(FilesKV):
                 raise PreconditionFailed(f"key {key!r} already exists")
             mode = "overwrite"
         return await super()._put(key, data, mode)
+
+
+_LOCK_FILE = "%lock"
+"""The lock file of a shared directory: a name that no key's percent-encoding takes ('%' is
+always followed by two hex digits there)."""
+
+
+class SharedFilesKV(FilesKV):
+    """Correct, and ``shared``: an if-match or conditional delete (and a ``delete_many``)
+    holds the storage's thread lock and an ``flock`` of the directory's lock file, which
+    excludes every other client of the directory (another storage object, another process);
+    the listing skips the lock file."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(shared=True, settles_cancelled_writes=False)
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self._lock = _DirectoryLock(os.path.join(root, _LOCK_FILE))  # type: ignore[assignment]
+
+    def _scan(self) -> list[str]:
+        return [n for n in os.listdir(self.root) if not n.startswith((".tmp-", _LOCK_FILE))]
+
+    def _delete_many_sync(self, keys: list[str]) -> int:
+        with self._lock:
+            return sum(self._unlink(self._file(key)) for key in dict.fromkeys(keys))
+
+    @staticmethod
+    def _unlink(path: str) -> bool:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        return await asyncio.to_thread(self._delete_many_sync, keys)
+
+    async def _aclose(self) -> None:
+        self._lock.close()
+
+
+class _DirectoryLock:
+    """A thread lock, then an ``flock`` of one file (held by this object's descriptor)."""
+
+    def __init__(self, path: str) -> None:
+        self._threads = threading.Lock()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def __enter__(self) -> None:
+        self._threads.acquire()
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._threads.release()
+
+    def close(self) -> None:
+        with self._threads:
+            os.close(self._fd)
+
+
+class LocksOneClient(SharedFilesKV):
+    """Bug: declares ``shared``, but its if-match put and conditional delete hold a thread
+    lock of the storage object only: two clients of the directory (two storage objects, two
+    processes) each read the version, each find it current, and both write."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self._lock.close()
+        self._lock = threading.Lock()  # type: ignore[assignment]
+
+    async def _aclose(self) -> None:
+        pass
+
+
+class DeleteManyTakesNoLock(SharedFilesKV):
+    """Bug: ``delete_many`` unlinks its keys without the lock ("an unconditional delete needs
+    no lock"): one that falls between an if-match put's version check and its rename is
+    undone by the rename, so the put succeeds on a key that the batch counted as deleted,
+    and the key is still there."""
+
+    def _delete_many_sync(self, keys: list[str]) -> int:
+        return sum(self._unlink(self._file(key)) for key in dict.fromkeys(keys))
+
+
+class ListsFromAStaleCache(SharedFilesKV):
+    """Bug: the listing keeps the directory's sorted names and scans again only when the
+    directory's modification time changed, but reads that time after its scan: a key created
+    during a scan is missing from every listing until the directory changes again."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self._cached: tuple[int, list[str]] | None = None
+
+    def _scan(self) -> list[str]:
+        cached = self._cached
+        if cached is not None and os.stat(self.root).st_mtime_ns == cached[0]:
+            return cached[1]
+        names = super()._scan()
+        self._cached = (os.stat(self.root).st_mtime_ns, names)
+        return names
 
 
 def close_open_files() -> None:

@@ -275,6 +275,85 @@ class CreateSelectsThenInserts(SqliteKV):
         return await super()._put(key, data, mode)
 
 
+class WalSqliteKV(SqliteKV):
+    """Correct: :class:`SqliteKV` with the database in WAL mode (readers never wait for a
+    writer: they read the last commit)."""
+
+    def _db(self) -> sqlite3.Connection:
+        fresh = self._conn is None
+        conn = super()._db()
+        if fresh:
+            conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+
+class OverwriteDeletesThenInserts(WalSqliteKV):
+    """Bug: an overwrite is a DELETE and then an INSERT, each committed on its own ("a
+    replace is a delete and an insert anyway"): another client's read between the two finds
+    the key missing."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if mode != "overwrite":
+            return await super()._put(key, data, mode)
+
+        def replace(conn: sqlite3.Connection) -> str:
+            conn.execute("DELETE FROM kv WHERE k = ?", (key,))
+            return self._write(conn, lambda c: self._put_sql(c, key, data, mode))
+
+        return await self._run(replace)
+
+
+class ListsInOneSnapshot(WalSqliteKV):
+    """Bug: a listing reads all its pages in one read transaction on a connection of its own
+    (one snapshot for the whole listing), which it ends after its last page: a listing
+    stopped by its limit, or left unfinished, never ends it, and every later listing reads
+    that old snapshot."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._reader: sqlite3.Connection | None = None
+
+    def _page_sql(
+        self, conn: sqlite3.Connection, prefix: str, after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        if self._reader is None:
+            self._reader = sqlite3.connect(
+                self.path, timeout=10, isolation_level=None, check_same_thread=False
+            )
+        reader = self._reader
+        if not reader.in_transaction:
+            reader.execute("BEGIN")
+            reader.execute("SELECT 1 FROM kv LIMIT 1").fetchall()  # the snapshot starts here
+        page = super()._page_sql(reader, prefix, after, cursor, limit)
+        if page.cursor is None:
+            reader.execute("COMMIT")
+        return page
+
+    async def _aclose(self) -> None:
+        reader = self._reader
+        if reader is not None:
+            await asyncio.get_running_loop().run_in_executor(self._pool, reader.close)
+        await super()._aclose()
+
+
+class GetReadsTwice(SqliteKV):
+    """Bug: get reads the bytes and then the version in two statements, each in a
+    transaction of its own: another client's write between them pairs one write's bytes
+    with the next one's version (an if-match on that version then overwrites bytes that the
+    caller never read)."""
+
+    async def _get(self, key: str) -> GetResult:
+        def get(conn: sqlite3.Connection) -> tuple[bytes, Any] | None:
+            data = conn.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+            version = conn.execute("SELECT ver FROM kv WHERE k = ?", (key,)).fetchone()
+            return None if data is None or version is None else (data[0], version[0])
+
+        row = await self._run(get)
+        if row is None:
+            raise NotFound(f"key {key!r} not found")
+        return GetResult(bytes(row[0]), str(row[1]))
+
+
 class LandsAfterCancel(SqliteKV):
     """Bug: a cancelled call re-raises at once; its statement still runs in the executor
     and commits later (plain ``run_in_executor``), though it declares
