@@ -9,32 +9,49 @@ cancelled call, close) explicitly.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread
 import gc
 import socket
+import sys
 import threading
+from dataclasses import dataclass
+from types import FrameType
 from typing import ClassVar
 
 import pytest
 
 from ..storage import Storage
 from . import descriptors
+from .cancelling import point_text
 from .checks import fail
 from .clauses import checks
 from .fixtures import StorageFixtures
 from .hygiene import HygieneReport, hygiene
 from .target import Target
 
-__all__ = ["ACLOSE_WAITS", "RELEASE_LAG", "HygieneTests"]
+__all__ = ["ACLOSE_WAITS", "JOB_POINT", "JOB_WAIT", "RELEASE_LAG", "HygieneTests"]
 
 ACLOSE_WAITS = 22
-"""The most moments at which a cancellation of ``aclose()`` is tried, one storage each."""
+"""The most waits of ``aclose()`` at which its cancellation is tried (after 0 to 22 of
+them), one storage each; `JOB_POINT` is tried before them."""
 
 RELEASE_LAG = 0.1
 """Seconds within which what a storage held is released once its ``aclose()`` returned (an
 asyncio transport closes its socket one loop iteration after ``close()``)."""
 
+JOB_POINT = "job"
+"""The moment at which a job of ``aclose()`` runs in a worker thread (its statement, a
+connection's close): the first cancellation of ``aclose()`` is tried there."""
+
+JOB_WAIT = 0.5
+"""Seconds `JOB_POINT` waits to see a job of ``aclose()`` in a worker thread (its
+cancellation comes then, seen or not)."""
+
+_EXECUTOR_FILE = concurrent.futures.thread.__file__
+"""Where a ``ThreadPoolExecutor``'s worker runs a job (``_WorkItem.run``)."""
+
 ACLOSE_YIELDS = 12
-"""The first moments are after 1 to 12 yields to the event loop; the later ones add a pause
+"""The first moments are after 0 to 12 yields to the event loop; the later ones add a pause
 of 1 ms, doubling each time (to 0.5 s)."""
 
 
@@ -198,22 +215,53 @@ class HygieneTests(StorageFixtures):
                 "file handle in aclose(), also the idle ones of a pool",
             )
 
-    @checks("close.releases", "hygiene.descriptors")
+    @checks(
+        "close.releases",
+        "hygiene.descriptors",
+        "hygiene.no-thread-left",
+        "hygiene.no-task-left",
+        "hygiene.no-unraisable",
+    )
     async def test_aclose_cancelled_at_any_wait_still_releases_everything(
         self, target: Target
     ) -> None:
-        """A storage used, then its ``aclose()`` cancelled at its first wait; another at its
-        second; and so on until ``aclose()`` ends before the cancellation (at most
-        `ACLOSE_WAITS`). A cancelled ``aclose()`` must still release what the storage
-        holds (or the ``aclose()`` that leaving ``async with`` calls again must)."""
+        """A storage used, then its ``aclose()`` cancelled while a job of it runs in a
+        worker thread (where one is seen: `JOB_POINT`); another cancelled before it
+        starts; another at its first wait; and so on until ``aclose()`` ends before the
+        cancellation (at most `ACLOSE_WAITS`). Each time ``aclose()`` is called again, as
+        leaving ``async with`` does: once it has returned, and while the storage is still
+        referenced (what only its garbage collection would release is left until the
+        caller drops it), no thread, descriptor or pending task of the storage may be left,
+        give or take `RELEASE_LAG`; and once the storage is dropped, no unclosed session
+        may warn."""
         if not descriptors.available():
             pytest.skip("this system does not list open descriptors in /proc/self/fd")
         await _exercise(target)  # a warm-up: what the process opens once is not a leak
         before = descriptors.snapshot()
-        cancelled = 0
+        cancelled: list[str] = []
         async with hygiene(check=False) as report:
-            while cancelled < ACLOSE_WAITS and await _cancel_aclose_at(target, cancelled + 1):
-                cancelled += 1
+            for point in (JOB_POINT, *range(ACLOSE_WAITS + 1)):
+                moment = await _cancel_aclose_at(target, point, before)
+                if moment.left:
+                    fail(
+                        "a storage must release everything once aclose() returns, also after "
+                        "a cancelled aclose()",
+                        key="h/a",
+                        expected="no thread, descriptor or pending task of the storage left "
+                        f"{RELEASE_LAG:g} s after the second aclose() returned",
+                        observed="; ".join(moment.left),
+                        detail=f"aclose() was {moment.when}, then called again (it returned); "
+                        "the storage was still referenced, so nothing had been released by its "
+                        "garbage collection. A second aclose() that returns at once because the "
+                        "storage is marked closed leaves what the first one did not reach. To "
+                        "fix it, release in a finally: block (shut an executor down, join a "
+                        "thread, close a connection there), or shield the release from the "
+                        "cancellation",
+                    )
+                if moment.running:
+                    cancelled.append(moment.when)
+                elif point != JOB_POINT and point > 0:
+                    break  # aclose() ended before this cancellation: later ones change nothing
             gc.collect()
         found = await descriptors.wait_for_no_leak(before, foreign=target.foreign_descriptors)
         if found or report.findings:
@@ -225,10 +273,10 @@ class HygieneTests(StorageFixtures):
                     (["the process still has " + descriptors.describe_leak(found)] if found else [])
                     + report.findings
                 ),
-                detail=f"aclose() was cancelled at each of its first {cancelled} waits, one "
-                "storage each (each storage used for put, get and list first, and left "
-                "through async with, which calls aclose() again). To fix it, release in a "
-                "finally: block, or shield the release from the cancellation",
+                detail=f"aclose() was cancelled at {len(cancelled)} moments, one storage each "
+                "(each storage used for put, get and list first, closed again after the "
+                "cancellation, then dropped). To fix it, release in a finally: block, or "
+                "shield the release from the cancellation",
             )
 
     @checks("close.idempotent", "close.releases")
@@ -276,23 +324,76 @@ def _pauses(wait: int) -> list[float]:
     return yields
 
 
-async def _cancel_aclose_at(target: Target, wait: int) -> bool:
-    """Open a storage, use it and cancel its ``aclose()`` after `_pauses` of ``wait``;
-    return whether ``aclose()`` was still running then."""
-    async with target.open() as storage:
-        await storage.put("h/a", b"a")
-        await storage.get("h/a")
-        _ = [key async for key in storage.list("h/")]
-        closing = asyncio.ensure_future(storage.aclose())
-        for pause in _pauses(wait):
-            await asyncio.sleep(pause)
-            if closing.done():
-                break
-        running = not closing.done()
-        closing.cancel()
-        await asyncio.gather(closing, return_exceptions=True)
-    del storage
-    return running
+@dataclass
+class _Moment:
+    """What one cancellation of ``aclose()`` left.
+
+    Attributes:
+        when: the moment, in words ("cancelled 2 event-loop iterations after it started").
+        running: ``aclose()`` was still running when it was cancelled.
+        left: what of the storage was left once ``aclose()`` had been called again and had
+            returned, each in words (a thread's name, descriptors, a pending task).
+    """
+
+    when: str
+    running: bool
+    left: list[str]
+
+
+def _job_running() -> bool:
+    """Whether a thread other than this one runs a job of a ``ThreadPoolExecutor`` (what
+    ``run_in_executor`` and ``asyncio.to_thread`` give one) right now."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        f: FrameType | None = frame
+        while ident != me and f is not None:
+            if f.f_code.co_name == "run" and f.f_code.co_filename == _EXECUTOR_FILE:
+                return True
+            f = f.f_back
+    return False
+
+
+async def _reach(point: int | str, closing: asyncio.Future[None]) -> str:
+    """Wait until ``point`` of a running ``aclose()``; return the moment in words."""
+    if point == JOB_POINT:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + JOB_WAIT
+        while not closing.done() and loop.time() < deadline:
+            if _job_running():
+                return "cancelled while a job of it ran in a worker thread"
+            await asyncio.sleep(0)
+        return f"cancelled {JOB_WAIT:g} s after it started (no job of it was seen in a thread)"
+    assert isinstance(point, int)
+    for pause in _pauses(point):
+        await asyncio.sleep(pause)
+        if closing.done():
+            break
+    return point_text(point if point <= ACLOSE_YIELDS else sum(_pauses(point)))
+
+
+async def _cancel_aclose_at(target: Target, point: int | str, before: dict[int, str]) -> _Moment:
+    """Open a storage, use it and cancel its ``aclose()`` at ``point`` (`JOB_POINT`, or the
+    `_pauses` of a number of waits); call ``aclose()`` again and, the storage still
+    referenced, see what of it is left (descriptors against ``before``, threads and tasks
+    through `hygiene`)."""
+    async with hygiene(check=False, thread_grace=RELEASE_LAG) as report:
+        async with target.open() as storage:
+            await storage.put("h/a", b"a")
+            await storage.get("h/a")
+            _ = [key async for key in storage.list("h/")]
+            closing = asyncio.ensure_future(storage.aclose())
+            when = await _reach(point, closing)
+            running = not closing.done()
+            closing.cancel()
+            await asyncio.gather(closing, return_exceptions=True)
+            await storage.aclose()  # must return only once everything is released
+        found = await descriptors.wait_for_no_leak(
+            before, grace=RELEASE_LAG, foreign=target.foreign_descriptors
+        )
+    left = ["the process still has " + descriptors.describe_leak(found)] if found else []
+    del storage  # only now: what its garbage collection releases did not count above
+    gc.collect()  # an unclosed session warns now, in the caller's hygiene block
+    return _Moment(when, running, left + report.findings)
 
 
 async def _exercise(target: Target) -> None:

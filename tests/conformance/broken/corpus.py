@@ -26,6 +26,7 @@ from checkpointkit.conformance.servers.redis import redis_standalone_target
 
 from . import (
     adapters,
+    close_bugs,
     error_answers,
     kv_dict,
     kv_files,
@@ -1932,6 +1933,16 @@ MUTANTS: tuple[Mutant, ...] = (
         SEM,
         "test_listings_after_one_cut_short_show_later_writes",
         "list.reflects-writes",
+        make=_SQL,
+    ),
+    _m(
+        "aclose-cancelled-leaves-worker-thread",
+        close_bugs.ClosesThenShutsDown,
+        close_bugs.ShutsDownInFinally,
+        HYG,
+        "test_aclose_cancelled_at_any_wait_still_releases_everything",
+        "close.releases",
+        "hygiene.no-thread-left",
         make=_SQL,
     ),
     Mutant(

@@ -94,8 +94,11 @@ class SqliteKV(StorageBase):
             if self._conn is not None:
                 self._conn.close()
 
-        await asyncio.get_running_loop().run_in_executor(self._pool, close)
-        await asyncio.to_thread(self._pool.shutdown, True)
+        job = asyncio.get_running_loop().run_in_executor(self._pool, close)
+        try:
+            await asyncio.shield(job)  # cancelled while queued, the job would never run
+        finally:
+            self._pool.shutdown(wait=True)  # also when cancelled: the thread ends here
 
     # -- the protocol ------------------------------------------------------------------------------
     async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
