@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -28,8 +29,10 @@ from typing import ClassVar
 import pytest
 
 from ..errors import PreconditionFailed
-from ..storage import Capabilities, IfMatch, Storage
+from ..storage import Capabilities, IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
+from .cancellation import CANCEL_POINTS
+from .cancelling import cancel, point_text
 from .checks import (
     expect,
     expect_keys,
@@ -41,7 +44,14 @@ from .checks import (
 )
 from .clauses import checks
 from .coverage import large_sizes
-from .fixtures import StorageFixtures, not_exercised, raw_storage, scaled, unmeasured
+from .fixtures import (
+    StorageFixtures,
+    not_exercised,
+    raw_storage,
+    scaled,
+    set_small_pages,
+    unmeasured,
+)
 from .sweeps import REOPEN_LARGE, _bogus_version, max_value_of, put_or_refused
 from .target import Target, new_location
 
@@ -88,12 +98,21 @@ _REFUSED_PUTS = (
 """The puts that `test_declared_ttl_is_not_renewed_by_refused_writes` tries on a present key."""
 _EXPIRED_SIBLINGS = 4
 """How many keys besides its own the scope of ``listing past expired keys`` has."""
+_UNREAD_EXPIRED = 4
+"""How many expired keys the ``delete_many`` calls of
+`test_declared_ttl_delete_many_counts_no_expired_key_before_any_read` are given (half each)."""
+_UNREAD_LIVE = 2
+"""How many live keys the second of those calls is given, among the expired ones."""
 
 INDEXED_LIST_FACTOR = 4.0
 """How many times slower than its reference an indexed listing may be."""
 
 INDEXED_LIST_SLACK = 50e-6
 """Seconds added to the bound, so that scheduling noise on calls of a few µs never fails it."""
+
+INDEXED_LIST_PAGE = 8
+"""The page size the indexed-list test sets on a `StorageBase` adapter (`set_small_pages`):
+a listing that pages on past its prefix then reads one page per 8 keys after it."""
 
 
 CHILD_TIMEOUT = 120.0
@@ -599,6 +618,119 @@ class CapabilityTests(StorageFixtures):
                     observed="PreconditionFailed" if answer is None else repr(answer),
                 )
 
+    @checks("delete-many.count", "ttl.expires")
+    async def test_declared_ttl_delete_many_counts_no_expired_key_before_any_read(
+        self, target: Target, supports_ttl: bool
+    ) -> None:
+        """Keys past their expiry that nothing has touched since: the first call on their
+        storage after the expiry, a ``delete_many`` of two of them, counts 0; the next, of
+        the two others and of two keys written 3/4 of the ttl after them (still live),
+        counts the live ones. The expiry is watched on a clock key written, after them,
+        through a second storage, so that no call on the first one reads or lists first. An
+        adapter whose data expires on its own but whose index (or lazy expiry) holds the
+        key until a listing sweeps it counts the index rows;
+        `test_declared_ttl_expires_keys` lists each key before its ``delete_many``."""
+        await _skip_unless_ttl(target, supports_ttl)
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        expired = [f"cap/ttl-counted-{n}/k" for n in range(_UNREAD_EXPIRED)]
+        live = [f"cap/ttl-counted-live-{n}/k" for n in range(_UNREAD_LIVE)]
+        clock_key = "cap/ttl-clock/k"
+        async with (
+            target.open(ttl=TTL_SECONDS) as storage,
+            target.open(ttl=TTL_SECONDS) as clock,
+        ):
+            for key in expired:
+                await storage.put(key, b"short-lived")
+            await clock.put(clock_key, b"short-lived")
+            written = time.monotonic()
+            await asyncio.sleep(max(0.0, written + 0.75 * TTL_SECONDS - time.monotonic()))
+            for key in live:
+                await storage.put(key, b"live")
+            live_written = time.monotonic()
+            await asyncio.sleep(max(0.0, written + TTL_SECONDS - time.monotonic()))
+            await _until_gone(
+                clock,
+                clock_key,
+                written,
+                "ttl: a key must expire",
+                f"of its write (ttl {TTL_SECONDS:g} s), the clock of the keys written before it",
+            )
+            detail = (
+                "an expired key is missing to every operation before anything reads or "
+                "lists it: count what the backend deleted of live data (DEL's answer, a "
+                "condition on the expiry), not the index rows or cache entries removed"
+            )
+            first = expired[: _UNREAD_EXPIRED // 2]
+            count = await delete_many_of(storage, first)
+            expect(
+                count == 0,
+                "ttl: a delete_many of expired keys counts none of them, read or not",
+                key=first[0],
+                expected=f"0 for {first} (expired, the first call on the storage since)",
+                observed=f"it counted {count}",
+                detail=detail,
+            )
+            rest = expired[_UNREAD_EXPIRED // 2 :]
+            mixed = [k for pair in zip(rest, live, strict=True) for k in pair]
+            began = time.monotonic()
+            count = await delete_many_of(storage, mixed)
+            if began < live_written + 0.75 * TTL_SECONDS:  # else the live ones may be gone
+                expect(
+                    count == len(live),
+                    "ttl: a delete_many of expired and live keys counts the live ones",
+                    key=mixed[0],
+                    expected=f"{len(live)} for {mixed} (the {live} written "
+                    f"{0.75 * TTL_SECONDS:g} s after the others are live)",
+                    observed=f"it counted {count}",
+                    detail=detail,
+                )
+
+    @checks("cancel.whole-or-absent", "ttl.expires")
+    async def test_declared_ttl_cancelled_put_leaves_no_key_without_its_expiry(
+        self, target: Target, supports_ttl: bool, cancel_bound: float, settle_window: float
+    ) -> None:
+        """A put of each mode (as `test_cancelled_put_is_whole_or_absent`) on a ``ttl``
+        storage, cancelled at each of the sweep's points (`CANCEL_POINTS`), each on a key of
+        its own: ttl after the last of them (and the settle window, in which one may still
+        land, unless the adapter declares ``settles_cancelled_writes``) each key is gone,
+        read every 50 ms until 5 s after. A put that stores the value and then sets its
+        expiry by a second request (``SET``, then ``PEXPIRE``) leaves a key without expiry
+        when cancelled between the two: whole or absent includes the expiry."""
+        await _skip_unless_ttl(target, supports_ttl)
+        if not target.expires:
+            pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
+        async with target.open(ttl=TTL_SECONDS) as storage:
+            modes = ["overwrite", "create", "if-match"]
+            if not storage.capabilities.conditional_put:
+                modes = ["overwrite"]
+            cancelled: list[tuple[str, str]] = []
+            for how in modes:
+                for i, point in enumerate(CANCEL_POINTS):
+                    key = f"cap/ttl-cancelled-{how}/{i:02d}"
+                    mode: PutMode = "create" if how == "create" else "overwrite"
+                    if how == "if-match":
+                        mode = IfMatch(await storage.put(key, b"first"))
+                    put = functools.partial(storage.put, key, b"short-lived", mode=mode)
+                    await cancel(put, point, key, bound=cancel_bound)
+                    cancelled.append((key, f"a put ({how}) {point_text(point)}"))
+            # the latest a cancelled put may land: at once if the adapter settles them
+            landing = 0.0 if storage.capabilities.settles_cancelled_writes else settle_window
+            written = time.monotonic() + landing
+            await asyncio.sleep(max(0.0, written + TTL_SECONDS - time.monotonic()))
+            for key, what in cancelled:
+                await _until_gone(
+                    storage,
+                    key,
+                    written,
+                    "ttl: a cancelled put must be whole or absent, its expiry included",
+                    f"of {what} (ttl {TTL_SECONDS:g} s, after a settle window of {landing:g} s)",
+                    detail="a put that stores the value, then sets its expiry by a second "
+                    "request (SET, then PEXPIRE) leaves, cancelled between the two, a key "
+                    "that never expires: send both in one request (SET ... PX) or one "
+                    "transaction (MULTI/EXEC, a script)",
+                )
+
     @checks("ttl.across-reopen")
     async def test_declared_ttl_holds_across_a_reopen(
         self, target: Target, supports_ttl: bool, supports_durable: bool
@@ -978,12 +1110,20 @@ class CapabilityTests(StorageFixtures):
     async def test_declared_indexed_list_is_flat_in_the_number_of_keys(
         self, storage: Storage, supports_indexed_list: bool, scale: float
     ) -> None:
+        """The first key of a listing (of a prefix of many keys, of few, after a
+        ``start_after`` in the middle of the many) costs about a get, and a whole listing
+        of a prefix of few keys followed, in key order, by many other keys about what one
+        of a prefix of as many keys followed by none, with pages of `INDEXED_LIST_PAGE` keys
+        on a `StorageBase` (a listing that reads pages of the range from the prefix on,
+        filters them, and goes on from the last row read scans to the end of the keys)."""
         _undeclared(supports_indexed_list, "indexed_list")
         # A prefix of many keys sorting before a prefix of few: a listing that
         # scans the storage, the prefix or up to ``start_after`` is slow on one of them.
-        many, few = "cap/idx/a-many/", "cap/idx/b-few/"
+        # Another prefix of few before the many: one that scans past its prefix is slow there.
+        ahead, many, few = "cap/idx/a-few/", "cap/idx/a-many/", "cap/idx/b-few/"
         n_many, n_few = scaled(scale, 2000, minimum=200), 20
-        keys = [f"{many}{i:06d}" for i in range(n_many)] + [f"{few}{i:06d}" for i in range(n_few)]
+        keys = [f"{ahead}{i:06d}" for i in range(n_few)]
+        keys += [f"{many}{i:06d}" for i in range(n_many)] + [f"{few}{i:06d}" for i in range(n_few)]
         gate = asyncio.Semaphore(32)
 
         async def put(key: str) -> None:
@@ -992,6 +1132,7 @@ class CapabilityTests(StorageFixtures):
 
         await asyncio.gather(*(put(key) for key in keys))
         middle = f"{many}{n_many // 2:06d}"
+        paged = set_small_pages(storage, INDEXED_LIST_PAGE)
 
         timed = unmeasured(storage)  # the suite's own timing and coverage wrappers left out
 
@@ -999,11 +1140,17 @@ class CapabilityTests(StorageFixtures):
             async for _ in timed.list(prefix, start_after=start_after, limit=1):
                 break
 
+        async def whole(prefix: str) -> None:
+            async for _ in timed.list(prefix):
+                pass
+
         calls: dict[str, Callable[[], Awaitable[object]]] = {
             "get": lambda: timed.get(f"{few}{0:06d}"),
             f"list({few!r}, limit=1)": lambda: first(few),
             f"list({many!r}, limit=1)": lambda: first(many),
             f"list({many!r}, start_after={middle!r}, limit=1)": lambda: first(many, middle),
+            f"list({few!r})": lambda: whole(few),
+            f"list({ahead!r})": lambda: whole(ahead),
         }
         rounds = scaled(scale, 100, minimum=20) | 1
         samples: dict[str, list[float]] = {name: [] for name in calls}
@@ -1011,7 +1158,9 @@ class CapabilityTests(StorageFixtures):
             # A write to each prefix first, as a listing follows a save in use: a
             # cached listing (a directory read once and kept until it changes) is stale.
             await asyncio.gather(
-                storage.put(f"{many}{i % n_many:06d}", b"y"), storage.put(f"{few}{0:06d}", b"y")
+                storage.put(f"{many}{i % n_many:06d}", b"y"),
+                storage.put(f"{few}{0:06d}", b"y"),
+                storage.put(f"{ahead}{0:06d}", b"y"),
             )
             for name, call in calls.items():
                 start = time.perf_counter()
@@ -1024,20 +1173,42 @@ class CapabilityTests(StorageFixtures):
             return f"{seconds * 1e6:,.0f} µs"
 
         names = list(calls)
-        checks = [(names[1], names[0], f"a get of one of {n_few + n_many} keys")]
-        checks += [(name, names[1], f"a listing of a prefix of {n_few} keys") for name in names[2:]]
-        for name, reference, what in checks:
+        stored = (
+            "a listing must cost about a get however many keys are stored "
+            f"(prefix {many!r} holds {n_many} keys)"
+        )
+        scans = (
+            "the adapter should not declare indexed_list if its listing reads a directory "
+            "or scans keys"
+        )
+        checks = [(names[1], names[0], f"a get of one of {2 * n_few + n_many} keys", stored, scans)]
+        checks += [
+            (name, names[1], f"a listing of a prefix of {n_few} keys", stored, scans)
+            for name in names[2:4]
+        ]
+        pages = f", in pages of {INDEXED_LIST_PAGE} keys" if paged else ""
+        checks.append(
+            (
+                names[5],
+                names[4],
+                f"the listing of {few!r} ({n_few} keys too, no key after them{pages})",
+                "a listing of a prefix must end at its last key, however many keys sort "
+                f"after it ({ahead!r} holds {n_few} keys, {n_many + n_few} sort after them)",
+                "a listing that reads pages of the key range from the prefix on and filters "
+                "them must end at the first key past the prefix (no cursor), not page on "
+                "to the end of the keys",
+            )
+        )
+        for name, reference, what, promise, fix in checks:
             bound = INDEXED_LIST_FACTOR * median[reference] + INDEXED_LIST_SLACK
             expect(
                 median[name] <= bound,
-                "indexed_list: a listing must cost about a get however many keys are stored "
-                f"(prefix {many!r} holds {n_many} keys)",
+                f"indexed_list: {promise}",
                 expected=f"{name} within {INDEXED_LIST_FACTOR:g}x {what} "
                 f"({us(median[reference])}) + {us(INDEXED_LIST_SLACK)}, so at most {us(bound)} "
                 f"(medians of {rounds} interleaved calls)",
                 observed=f"it took {us(median[name])}, "
-                f"{median[name] / median[reference]:.1f}x; the adapter should not declare "
-                "indexed_list if its listing reads a directory or scans keys",
+                f"{median[name] / median[reference]:.1f}x; {fix}",
             )
 
 
@@ -1054,9 +1225,12 @@ async def _write_as(
     return await storage.put(key, data)
 
 
-async def _until_gone(storage: Storage, key: str, written: float, promise: str, since: str) -> None:
+async def _until_gone(
+    storage: Storage, key: str, written: float, promise: str, since: str, *, detail: str = ""
+) -> None:
     """Read ``key`` every 50 ms until it is gone; fail if it is still there ``TTL_SECONDS +
-    5`` s after ``written`` (``since`` says what that moment was)."""
+    5`` s after ``written`` (``since`` says what that moment was; ``detail``, how to fix
+    it)."""
     __tracebackhide__ = True
     deadline = written + TTL_SECONDS + 5
     while await get_or_none(storage, key) is not None:
@@ -1066,6 +1240,7 @@ async def _until_gone(storage: Storage, key: str, written: float, promise: str, 
                 key=key,
                 expected=f"it gone within {TTL_SECONDS + 5:g} s {since}",
                 observed="still there",
+                detail=detail,
             )
         await asyncio.sleep(0.05)
 

@@ -37,6 +37,7 @@ from . import (
     netkv,
     saved_later,
     threaded,
+    ttl_index,
 )
 from .nonlinear import CheckThenWrite
 
@@ -1944,6 +1945,32 @@ MUTANTS: tuple[Mutant, ...] = (
         "close.releases",
         "hygiene.no-thread-left",
         make=_SQL,
+    ),
+    _m(
+        "delete-many-counts-unswept-expired-items",
+        ttl_index.DeleteManyCountsUnsweptItems,
+        ttl_index.ListingSweepsExpiredKV,
+        CAP,
+        "test_declared_ttl_delete_many_counts_no_expired_key_before_any_read",
+        "delete-many.count",
+        "ttl.expires",
+    ),
+    _m(
+        "expiry-set-by-a-second-request",
+        ttl_index.ExpirySetByASecondRequest,
+        ttl_index.ExpiryInTheWrite,
+        CAP,
+        "test_declared_ttl_cancelled_put_leaves_no_key_without_its_expiry",
+        "cancel.whole-or-absent",
+        "ttl.expires",
+    ),
+    _m(
+        "listing-scans-past-its-prefix",
+        ttl_index.ListingScansPastItsPrefix,
+        ttl_index.ListingStopsPastItsPrefix,
+        CAP,
+        "test_declared_indexed_list_is_flat_in_the_number_of_keys",
+        "cap.indexed-list",
     ),
     Mutant(
         "aclose-drop-not-in-finally",
