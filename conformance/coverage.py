@@ -1337,8 +1337,9 @@ class CoverageProbe:
                 self._mark("lifecycle", "aclose", "first call")
             for op in set(self._running.values()):
                 self._mark("lifecycle", op, "during aclose")
-        # whether the first aclose() waits: only then can it be cancelled or overlapped
-        turn = _Turn(self, "aclose") if first else None
+        # whether the first aclose() waits: only then can it be cancelled or overlapped (a
+        # wait that a hold of the backend causes, for the calls it holds, does not count)
+        turn = _Turn(self, "aclose") if first and not _HELD.get() else None
         try:
             await self.inner.aclose()
         except asyncio.CancelledError:
@@ -1347,6 +1348,7 @@ class CoverageProbe:
         finally:
             if turn is not None:
                 turn.end()
+            if first:
                 self._closed = True
             self._scope.closed_at.setdefault(self._id, next(_order))
 

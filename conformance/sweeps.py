@@ -44,6 +44,7 @@ from .coverage import (
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_VALUE,
     after_pairs,
+    backend_held,
     batch_cap,
     batch_label,
     batch_sizes,
@@ -1350,7 +1351,8 @@ class LifecycleSweepTests(StorageFixtures):
                 # aclose() starts in the same turn of the loop as the calls, right after each
                 # has run to its first wait: whatever they wait for, they are in flight
                 running = [asyncio.ensure_future(call()) for call in calls]
-                closing = asyncio.ensure_future(close())
+                with backend_held():  # an aclose() that waits for the held calls: a hold's wait
+                    closing = asyncio.ensure_future(close())
                 await asyncio.wait(running, timeout=hold.hold_for)
             answers = await asyncio.gather(*running, return_exceptions=True)
             at_close = await closing
