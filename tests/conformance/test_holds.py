@@ -4,6 +4,7 @@ target without one has its held-backend tests reported as not exercised, never p
 from __future__ import annotations
 
 import asyncio
+import bisect
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -133,6 +134,35 @@ async def test_closing_under_a_silent_call_is_not_exercised_without_a_hold_or_a_
     result = report.result(name)
     assert result in report.not_exercised, report.summary()
     assert "takes no endpoint and timeout" in result.reason
+
+
+class _DeletesManyWithoutWaiting(MemoryStorage):
+    """A ``delete_many`` that the memory adapter's pause does not stop (its puts it does)."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        data = self._data
+        gone = 0
+        for key in dict.fromkeys(keys):
+            if data.values.pop(key, None) is not None:
+                del data.keys[bisect.bisect_left(data.keys, key)]
+                gone += 1
+        return gone
+
+
+async def test_an_operation_a_stopping_hold_does_not_stop_is_reported_at_once() -> None:
+    """A hold that stops puts and says it stops ``delete_many`` too, which it does not: the
+    held ``delete_many`` test reports it not exercised at once, rather than writing its keys
+    again inside the hold, where the put waits for the hold until the time limit."""
+    name = "test_delete_many_cancelled_while_held_in_backend_raises_promptly_and_never_lands"
+    report = await run(
+        Target(_DeletesManyWithoutWaiting, name="delete_many not held", hold=MemoryPause()),
+        groups=["cancellation"],
+        pattern=name,
+    )
+    result = report.result(name)
+    assert result in report.not_exercised, report.summary()
+    assert "did not hold the delete_many" in result.reason and "1 time" in result.reason
+    assert result.duration < 10, result.duration
 
 
 async def test_a_put_that_a_large_value_cannot_hold_is_reported_not_exercised() -> None:
