@@ -224,6 +224,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 asyncio.ensure_future(put_or_refused(storage, key, _large(k), IfMatch(versions[k])))
                 for k, key in enumerate(keys)
             ]
+            await asyncio.sleep(0)  # the puts start first: each runs to its first wait
             deleted = await delete_many_of(storage, keys)
             answers = await asyncio.gather(*puts)
             left = {key: await get_or_none(storage, key) for key in keys}
@@ -320,15 +321,18 @@ class ConcurrencyTests(ConcurrentSweepTests):
     async def test_listings_started_after_a_put_completed_show_it_while_writes_go_on(
         self, storage: Storage, scale: float
     ) -> None:
-        """One task puts `REFLECTED` new keys, one after the other, while another lists
-        their prefix again and again: every listing shows each key whose put had completed
-        when the listing started, and so does a last listing after them all. A listing
-        cache refreshed when the directory's (or table's) change time moves, but with the
-        time read after the scan, keeps missing a key created during a scan."""
+        """One task puts `REFLECTED` new keys, one after the other, while two others list
+        their prefix again and again; after each put the writer waits until a listing that
+        started after that put completed has ended, so that each put is looked for while no
+        other write is made. Every listing shows each key whose put had completed when the
+        listing started, and so does a last listing after them all. A listing cache
+        refreshed when the directory's (or table's) change time moves, but with the time
+        read after the scan, misses a key created during a scan until the next write."""
         count = scaled(scale, REFLECTED)
         loop = asyncio.get_running_loop()
         completed: dict[str, float] = {}
         done = asyncio.Event()
+        seen_after = asyncio.Event()  # a listing started after the last put has ended
         stale: list[tuple[int, list[str]]] = []
         listings = 0
 
@@ -337,7 +341,9 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 for i in range(count):
                     key = f"reflected/{i:03d}"
                     await storage.put(key, b"x")
+                    seen_after.clear()
                     completed[key] = loop.time()
+                    await seen_after.wait()
             finally:
                 done.set()
 
@@ -352,9 +358,11 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 missing = sorted(k for k, t in completed.items() if t <= started and k not in shown)
                 if missing:
                     stale.append((listings, missing))
+                if completed and max(completed.values()) <= started:
+                    seen_after.set()
                 await asyncio.sleep(0)  # a listing that never waits would starve the writer
 
-        await asyncio.gather(write(), list_again())
+        await asyncio.gather(write(), list_again(), list_again())
         if stale:
             first, missing = stale[0]
             fail(

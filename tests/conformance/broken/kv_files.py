@@ -318,9 +318,10 @@ class DeleteManyTakesNoLock(SharedFilesKV):
 
 
 class ListsFromAStaleCache(SharedFilesKV):
-    """Bug: the listing keeps the directory's sorted names and scans again only when the
-    directory's modification time changed, but reads that time after its scan: a key created
-    during a scan is missing from every listing until the directory changes again."""
+    """Bug: the listing keeps the directory's names (those of files it could read whole: a
+    scan reads each) and scans again only when the directory's modification time changed,
+    but reads that time after its scan: a key created during a scan is missing from every
+    listing until the directory changes again."""
 
     def __init__(self, root: str) -> None:
         super().__init__(root)
@@ -330,7 +331,7 @@ class ListsFromAStaleCache(SharedFilesKV):
         cached = self._cached
         if cached is not None and os.stat(self.root).st_mtime_ns == cached[0]:
             return cached[1]
-        names = super()._scan()
+        names = [n for n in super()._scan() if self._read(os.path.join(self.root, n))]
         self._cached = (os.stat(self.root).st_mtime_ns, names)
         return names
 
