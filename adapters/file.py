@@ -213,9 +213,10 @@ class FileStorage(StorageBase):
                 f"lock_timeout must be seconds from 0 to 3600, not {lock_timeout!r}"
             )
         if not os.path.isdir(path):
-            if os.path.exists(path):
+            # Decided by what is there now: another process may have just created it.
+            if os.path.exists(path) and not os.path.isdir(path):
                 raise ConfigurationError(f"file storage root {path!r} is not a directory")
-            if not create:
+            if not create and not os.path.isdir(path):
                 raise ConfigurationError(
                     f"file storage root {path!r} does not exist, and create=False: "
                     "check the path, or create the directory first"

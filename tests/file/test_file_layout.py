@@ -169,6 +169,29 @@ def test_missing_root_without_create_is_a_configuration_error(tmp_path: Path) ->
         FileStorage(tmp_path / "file")
 
 
+@pytest.mark.parametrize("create", [True, False])
+def test_a_root_another_process_creates_meanwhile_is_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, create: bool
+) -> None:
+    """The root is missing when the storage first looks, and a directory when it looks again
+    (another process's storage made it in between, as four processes opening one new root
+    at once do): it is taken, neither "not a directory" nor "does not exist"."""
+    root = tmp_path / "root"
+    real = os.path.isdir
+    looked: list[str] = []
+
+    def isdir_before_the_other_made_it(path: str | os.PathLike[str]) -> bool:
+        if not looked and os.fspath(path) == str(root):
+            looked.append(os.fspath(path))
+            root.mkdir()  # the other process, right after this first look
+            return False
+        return real(path)
+
+    monkeypatch.setattr(os.path, "isdir", isdir_before_the_other_made_it)
+    storage = FileStorage(root, create=create)
+    assert looked and storage.root == str(root)
+
+
 @pytest.mark.parametrize(
     ("url", "expect"),
     [

@@ -243,7 +243,7 @@ class SharedFilesKV(FilesKV):
     """Correct, and ``shared``: an if-match or conditional delete (and a ``delete_many``)
     holds the storage's thread lock and an ``flock`` of the directory's lock file, which
     excludes every other client of the directory (another storage object, another process);
-    the listing skips the lock file."""
+    the listing skips the lock file; a value's temporary file is synced before its rename."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(shared=True, settles_cancelled_writes=False)
 
@@ -253,6 +253,16 @@ class SharedFilesKV(FilesKV):
 
     def _scan(self) -> list[str]:
         return [n for n in os.listdir(self.root) if not n.startswith((".tmp-", _LOCK_FILE))]
+
+    def _write_temp(self, data: bytes, version: str) -> str:
+        """The value's temporary file, synced before it is renamed (a put is durable)."""
+        tmp = super()._write_temp(data, version)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return tmp
 
     def _delete_many_sync(self, keys: list[str]) -> int:
         with self._lock:

@@ -346,15 +346,15 @@ class GetReadsTwice(SqliteKV):
     caller never read)."""
 
     async def _get(self, key: str) -> GetResult:
-        def get(conn: sqlite3.Connection) -> tuple[bytes, Any] | None:
-            data = conn.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
-            version = conn.execute("SELECT ver FROM kv WHERE k = ?", (key,)).fetchone()
-            return None if data is None or version is None else (data[0], version[0])
-
-        row = await self._run(get)
-        if row is None:
+        data = await self._run(
+            lambda c: c.execute("SELECT v FROM kv WHERE k = ?", (key,)).fetchone()
+        )
+        version = await self._run(
+            lambda c: c.execute("SELECT ver FROM kv WHERE k = ?", (key,)).fetchone()
+        )
+        if data is None or version is None:
             raise NotFound(f"key {key!r} not found")
-        return GetResult(bytes(row[0]), str(row[1]))
+        return GetResult(bytes(data[0]), str(version[0]))
 
 
 class LandsAfterCancel(SqliteKV):
