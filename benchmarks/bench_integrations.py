@@ -60,6 +60,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import itertools
 import os
 import random
@@ -208,8 +209,15 @@ async def put_checkpoints(saver: Any, thread: str, chain: Chain) -> tuple[float,
 
 async def put_chain(saver: Any, thread: str, size: int, n: int) -> tuple[float, Any]:
     """Seconds per ``aput`` over ``n`` checkpoints of one thread (made before the clock
-    starts, `chain_of`); the last config."""
-    return await put_checkpoints(saver, thread, chain_of(saver, size, n))
+    starts, `chain_of`); the last config.
+
+    The garbage is collected between making the chain and starting the clock: the ``n``
+    checkpoints made at once (a real run makes one a step) would otherwise be traversed
+    by the collections that the timed puts trigger, charged to whichever saver runs
+    then (on ``postgres://``, about 20 µs of a 240 µs put, 2026-12-06)."""
+    chain = chain_of(saver, size, n)
+    gc.collect()
+    return await put_checkpoints(saver, thread, chain)
 
 
 async def latest_as_thread_grows(

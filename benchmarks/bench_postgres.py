@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import statistics
 import time
@@ -183,6 +184,7 @@ class _Aputs:
         self.chain = chain_of(self.saver, 1 << 10, self.n)
         self.config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
         self.puts = []
+        gc.collect()  # as `put_chain`: the chain's garbage is nobody's to collect
 
     async def __call__(self, i: int) -> None:
         checkpoint, metadata, new_versions = self.chain[i]
