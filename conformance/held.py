@@ -46,7 +46,9 @@ from .hygiene_rules import RELEASE_LAG
 from .lost_replies import HELD_TIMEOUT
 from .proxy import StallProxy
 from .settle import SettleWatch
+from .sweeps import expect_busy_released
 from .target import Target
+from .unavailable import _a
 
 __all__ = ["CLOSE_BOUND", "CLOSE_WAIT_BOUND", "HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
 
@@ -388,7 +390,7 @@ class HeldBackendTests(StorageFixtures):
                 )
                 await _close_under(client, task, "get", "held-close/get", context, HELD_TIMEOUT)
                 proxy.resume()
-            await _no_descriptor_left(before, storage_target, "held-close/get", context)
+            await expect_busy_released(before, storage_target, "held-close/get", _RELEASED, context)
             return
         hold = backend_hold
         if not hold.operations or not hold.stops_backend:
@@ -400,7 +402,9 @@ class HeldBackendTests(StorageFixtures):
             )
         op = next(o for o in _HELD_OPS if hold.holds(o))
         case = _case(op, hold)
-        context = f"{_A_CALL[op]} held by {hold.name} when aclose() was called"
+        context = (
+            f"{_a('listing' if op == 'list' else op)} held by {hold.name} when aclose() was called"
+        )
         async with hold.client(storage_target, storage, storage_location) as client:
             before = descriptors.snapshot() if descriptors.available() else None
             for key, value in case.before.items():
@@ -410,7 +414,7 @@ class HeldBackendTests(StorageFixtures):
             async with hold.held(raw_storage(client), raw_key(client, case.key)):
                 task = await _catch(op, case, client, hold)
                 await _close_under(client, task, op, case.key, context, None)
-        await _no_descriptor_left(before, storage_target, case.key, context)
+        await expect_busy_released(before, storage_target, case.key, _RELEASED, context)
 
 
 async def _close_under(
@@ -456,33 +460,8 @@ async def _close_under(
         )
 
 
-async def _no_descriptor_left(
-    before: dict[int, str] | None, target: Target | None, key: str, context: str
-) -> None:
-    __tracebackhide__ = True
-    if before is None:
-        return
-    found = await descriptors.wait_for_no_leak(
-        before, grace=RELEASE_LAG, foreign=None if target is None else target.foreign_descriptors
-    )
-    if found:
-        fail(
-            "aclose() must release every connection, also one busy when it ran",
-            key=key,
-            expected="as many open descriptors as before the storage was used, once it was "
-            "closed and the backend answered again",
-            observed=f"the process still has {descriptors.describe_leak(found)} ({context})",
-        )
-
-
 _HELD_OPS: tuple[Operation, ...] = ("get", "list", "put", "delete", "delete_many")
-_A_CALL: dict[Operation, str] = {
-    "get": "a get",
-    "list": "a listing",
-    "put": "a put",
-    "delete": "a delete",
-    "delete_many": "a delete_many",
-}
+_RELEASED = "it was closed and the backend answered again"
 
 
 async def _catch(op: Operation, case: _Case, client: Storage, hold: Hold) -> asyncio.Future[Any]:

@@ -1296,6 +1296,31 @@ class ConcurrentSweepTests(StorageFixtures):
         )
 
 
+async def expect_busy_released(
+    before: dict[int, str] | None, target: Target | None, key: str, when: str, context: str = ""
+) -> None:
+    """The process has no descriptor more than ``before`` (a snapshot taken before the
+    storage was used; None where descriptors cannot be listed), once ``when``: every
+    connection was released, also one that a call was using when ``aclose()`` ran."""
+    __tracebackhide__ = True
+    if before is None:
+        return
+    found = await descriptors.wait_for_no_leak(
+        before, grace=RELEASE_LAG, foreign=None if target is None else target.foreign_descriptors
+    )
+    if found:
+        fail(
+            "aclose() must release every connection, also one busy when it ran",
+            key=key,
+            expected=f"as many open descriptors as before the storage was used, once {when}",
+            observed="the process still has "
+            + descriptors.describe_leak(found)
+            + (f" ({context})" if context else ""),
+            detail="close the connections in use too (when their call ends, if aclose() lets "
+            "it end): a pool that closes only its idle connections leaks the busy ones",
+        )
+
+
 class LifecycleSweepTests(StorageFixtures):
     """``aclose()`` with every operation in flight, and writes while a listing is open."""
 
@@ -1358,21 +1383,12 @@ class LifecycleSweepTests(StorageFixtures):
             at_close = await closing
             at_end = {} if reader is None else await reader.read(keys)
             await client.aclose()  # idempotent
-        if before is not None:
-            found = await descriptors.wait_for_no_leak(
-                before, grace=RELEASE_LAG, foreign=storage_target.foreign_descriptors
-            )
-            if found:
-                fail(
-                    "aclose() must release every connection, also one busy when it ran",
-                    key="closing/a",
-                    expected="as many open descriptors as before the storage was opened, once "
-                    "the calls in flight ended and the storage was closed",
-                    observed="the process still has " + descriptors.describe_leak(found),
-                    detail="close the connections in use too (when their call ends, if "
-                    "aclose() lets it end): a pool that closes only its idle connections "
-                    "leaks the busy ones",
-                )
+        await expect_busy_released(
+            before,
+            storage_target,
+            "closing/a",
+            "the calls in flight ended and the storage was closed",
+        )
         for answer in answers:
             if isinstance(answer, BaseException) and not isinstance(answer, StorageClosed):
                 fail(
