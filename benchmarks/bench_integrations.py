@@ -72,12 +72,14 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.integrations.agent_framework import CheckpointkitCheckpointStorage
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
 from floors import Floors, sqlite_floor
+
+T = TypeVar("T")
 
 SIZES = {"1 KiB": 1 << 10, "64 KiB": 64 << 10, "1 MiB": 1 << 20}
 WARM_UP = 600
@@ -281,11 +283,22 @@ def ten_step_graph() -> Any:
     return builder
 
 
+def in_turn(savers: dict[str, T], run: int) -> list[tuple[str, T]]:
+    """The savers of run ``run`` in the order they run: as given in even runs, reversed in
+    odd ones, so that none is always the one that runs first (after the floor's commits,
+    or a sync) or always the one that runs after a given other."""
+    order = list(savers.items())
+    return order[::-1] if run % 2 else order
+
+
 async def saver_rows(
     savers: dict[str, Any], runs: int, counts: dict[str, int], floor: FloorFn | None = None
 ) -> list[tuple[str, dict[str, float]]]:
     """Put and latest at each state size, puts of 16 threads at once and a 10-node graph
     step, for each saver (medians of ``runs`` interleaved runs): the rows of the table.
+
+    Runs alternate the savers' order (`in_turn`): the first of a run starts after the
+    floor's commits and the sync that `settle` makes, the next after another saver.
 
     A put row also holds the floors of its size that ``floor`` measures (``floor
     sqlite``, ``floor file``...), timed between the savers' runs."""
@@ -294,7 +307,7 @@ async def saver_rows(
         puts: dict[str, list[float]] = {name: [] for name in savers}
         latest: dict[str, list[float]] = {name: [] for name in savers}
         for run in range(runs):
-            for name, saver in savers.items():
+            for name, saver in in_turn(savers, run):
                 thread = f"put-{label}-{run}-{uuid.uuid4().hex[:6]}"
                 settle()
                 per_put, _ = await put_chain(saver, thread, size, counts[label])
@@ -307,8 +320,8 @@ async def saver_rows(
             thread = f"latest-{label}-{uuid.uuid4().hex[:6]}"
             await put_chain(saver, thread, size, 50)
             configs[name] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-        for _ in range(runs):  # interleaved run by run, as the puts
-            for name, saver in savers.items():
+        for run in range(runs):  # interleaved run by run, as the puts
+            for name, saver in in_turn(savers, run):
                 latest[name].append(
                     await timed(counts[label], lambda _i, s=saver, c=configs[name]: s.aget_tuple(c))
                 )
@@ -318,7 +331,7 @@ async def saver_rows(
     at_once: dict[str, list[float]] = {name: [] for name in savers}
     k = max(4, counts["1 KiB"] // 16)
     for run in range(runs):
-        for name, saver in savers.items():
+        for name, saver in in_turn(savers, run):
             chains = [chain_of(saver, 1 << 10, k) for _ in range(CONCURRENT)]
             start = time.perf_counter()
             await asyncio.gather(
@@ -336,8 +349,8 @@ async def saver_rows(
     )
     steps: dict[str, list[float]] = {name: [] for name in savers}
     builder = ten_step_graph()
-    for _ in range(runs):
-        for name, saver in savers.items():
+    for run in range(runs):
+        for name, saver in in_turn(savers, run):
             graph = builder.compile(checkpointer=saver)
             start = time.perf_counter()
             for _ in range(GRAPH_RUNS):

@@ -51,6 +51,7 @@ from bench_integrations import (
     Chain,
     chain_of,
     fmt,
+    in_turn,
     logging_quiet,
     print_floors,
     put_chain,
@@ -106,7 +107,8 @@ async def floor(
 ) -> dict[str, float]:
     """Seconds per operation: the cheapest statements through the storage's own pool beside
     the storage's get and put of 1 KiB, and each saver's ``aput`` of a 1 KiB checkpoint
-    (medians of ``runs`` interleaved runs): a put layer by layer."""
+    (medians of ``runs`` interleaved runs, in turn as `in_turn` orders them): a put layer by
+    layer."""
     pool = await storage._ready()  # the adapter's pool: the same connections as its operations
     table = f'"{storage.table}_floor"'
     row = bytes(1024)
@@ -141,8 +143,8 @@ async def floor(
     ops[f"{OURS} aput, put timed inside"] = inside
     times: dict[str, list[float]] = {name: [] for name in ops}
     own: list[float] = []
-    for _ in range(runs):
-        for name, op in ops.items():
+    for run in range(runs):
+        for name, op in in_turn(ops, run):
             if isinstance(op, _Aputs):
                 op.prepare()
             times[name].append(await timed(n, op))
