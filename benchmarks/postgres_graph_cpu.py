@@ -17,12 +17,20 @@ writes and checkpoint in the background while the next step runs, so a saver's s
 step is mostly the CPU it spends per call (its own code, the driver, the event loop and
 the kernel's loopback send). Figures are medians over the rounds, in microseconds per
 step; the ratio is ``AsyncPostgresSaver``'s wall time over each row's.
+
+Each checkpointer runs the graph twice over: with the benchmark's nodes, plain functions,
+which LangGraph runs in a worker thread of the event loop's executor, and with the same
+nodes as ``async def`` functions, which run on the event loop itself. ``switches`` is the
+process's voluntary context switches per step (``getrusage``): a thread that blocks, on
+the event loop's poll or on the interpreter's lock that the node's worker thread holds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import resource
 import statistics
 import time
 import uuid
@@ -37,20 +45,52 @@ STEPS = 10
 """Nodes of the graph: steps per run."""
 
 
-async def _steps(graph: Any, runs: int) -> tuple[float, float]:
-    """Wall and CPU seconds per step over ``runs`` runs of ``graph``, each on a new thread."""
+def async_step_graph() -> Any:
+    """`ten_step_graph` with ``async def`` nodes: LangGraph runs them on the event loop."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class S(TypedDict):
+        n: int
+        payload: str
+
+    async def node(state: S) -> dict[str, int]:
+        return {"n": state["n"] + 1}
+
+    builder = StateGraph(S)
+    names = [f"n{i}" for i in range(STEPS)]
+    for name in names:
+        builder.add_node(name, node)
+    builder.add_edge(START, names[0])
+    for a, b in itertools.pairwise(names):
+        builder.add_edge(a, b)
+    builder.add_edge(names[-1], END)
+    return builder
+
+
+async def _steps(graph: Any, runs: int) -> tuple[float, float, float]:
+    """Wall and CPU seconds and voluntary context switches per step over ``runs`` runs of
+    ``graph``, each on a new thread."""
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(runs):
         config = {"configurable": {"thread_id": f"graph-{uuid.uuid4().hex[:8]}"}}
         await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
     steps = runs * STEPS
-    return (time.perf_counter() - wall) / steps, (time.process_time() - cpu) / steps
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - switches
+    return wall / steps, cpu / steps, switches / steps
 
 
-async def bench(url: str, rounds: int, graphs: int) -> dict[str, tuple[float, float]]:
+Figures = dict[tuple[str, str], tuple[float, float, float]]
+"""(nodes, checkpointer) -> wall and CPU seconds and voluntary context switches per step."""
+
+
+async def bench(url: str, rounds: int, graphs: int) -> Figures:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    builder = ten_step_graph()
+    builders = {"plain functions": ten_step_graph(), "async def": async_step_graph()}
     async with (
         savers(url) as found,
         CheckpointkitSaver.from_url("memory://") as on_memory,
@@ -62,19 +102,26 @@ async def bench(url: str, rounds: int, graphs: int) -> dict[str, tuple[float, fl
             OURS: found[OURS],
             PEER: found[PEER],
         }
-        compiled = {name: builder.compile(checkpointer=c) for name, c in checkpointers.items()}
+        compiled = {
+            (nodes, name): builder.compile(checkpointer=c)
+            for nodes, builder in builders.items()
+            for name, c in checkpointers.items()
+        }
         for graph in compiled.values():  # warm-up
             await _steps(graph, max(2, graphs // 10))
-        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in compiled}
+        figures: dict[tuple[str, str], list[tuple[float, float, float]]] = {
+            row: [] for row in compiled
+        }
         for _ in range(rounds):
-            for name, graph in compiled.items():
-                figures[name].append(await _steps(graph, graphs))
+            for row, graph in compiled.items():
+                figures[row].append(await _steps(graph, graphs))
     return {
-        name: (
-            statistics.median(w for w, _ in runs),
-            statistics.median(c for _, c in runs),
+        row: (
+            statistics.median(w for w, _, _ in runs),
+            statistics.median(c for _, c, _ in runs),
+            statistics.median(s for _, _, s in runs),
         )
-        for name, runs in figures.items()
+        for row, runs in figures.items()
     }
 
 
@@ -86,14 +133,19 @@ def main() -> None:
     logging_quiet()
     with postgres_server(fast=False) as server:
         medians = asyncio.run(bench(server.url, args.rounds, args.graphs))
-    peer = medians[PEER][0]
-    print(
-        f"\nGraph step, {STEPS} nodes, medians of {args.rounds} rounds of {args.graphs} runs "
-        "(µs per step)"
-    )
-    print(f"{'':<26}{'wall':>8}{'CPU':>8}{'CPU/wall':>10}{PEER + ' / row':>28}")
-    for name, (wall, cpu) in medians.items():
-        print(f"{name:<26}{wall * 1e6:8.0f}{cpu * 1e6:8.0f}{cpu / wall:10.0%}{peer / wall:27.2f}x")
+    for nodes in ("plain functions", "async def"):
+        peer = medians[nodes, PEER][0]
+        print(
+            f"\nGraph step, {STEPS} nodes ({nodes}), medians of {args.rounds} rounds of "
+            f"{args.graphs} runs (µs per step)"
+        )
+        print(f"{'':<26}{'wall':>8}{'CPU':>8}{'CPU/wall':>10}{'switches':>10}{PEER + ' / row':>28}")
+        for (of, name), (wall, cpu, switches) in medians.items():
+            if of == nodes:
+                print(
+                    f"{name:<26}{wall * 1e6:8.0f}{cpu * 1e6:8.0f}{cpu / wall:10.0%}"
+                    f"{switches:10.1f}{peer / wall:27.2f}x"
+                )
 
 
 if __name__ == "__main__":
