@@ -5,11 +5,12 @@ LangGraph's ``aget_state_history(config, filter=...)`` hands its filter to the s
 id) is in every checkpoint's metadata beside LangGraph's ``source`` and ``step``. Its
 savers select the checkpoints whose metadata holds each key of the filter with an equal
 value: ``InMemorySaver`` compares in Python, ``AsyncPostgresSaver`` by JSONB
-containment. A saver that builds a query from the key compares something else when the
-key has a shape its query language reads: a JSON path reads ``user.id`` as the field
-``id`` of an object ``user``; a value bound as JSON text never equals a number or a
-boolean the path extracts; a filter on a key outside an allow-list of LangGraph's keys
-is dropped, and every checkpoint answers.
+containment; neither takes ``"7"`` for ``7``. A saver that builds a query from the key
+compares something else when the key has a shape its query language reads: a JSON path
+reads ``user.id`` as the field ``id`` of an object ``user``; a value bound as JSON text
+never equals a number or a boolean the path extracts, and one compared as text (``str()``
+on both sides) equals a string of the same text; a filter on a key outside an allow-list
+of LangGraph's keys is dropped, and every checkpoint answers.
 
 The ``filters`` matrix has a row per key shape (`FILTER_ROWS`) and a column per value
 kind (`FILTER_COLUMNS`), ``with another key`` for a filter of two keys (each must hold),
@@ -33,6 +34,7 @@ __all__ = [
     "FILTER_ROWS",
     "FILTER_VALUES",
     "REFUSABLE",
+    "TEXT_TWINS",
     "column_of",
     "columns_of",
     "row_of",
@@ -70,6 +72,10 @@ FILTER_VALUES: Final[dict[str, tuple[Any, Any]]] = {
     "non-ASCII str": ("z\u00fcrich", "zurich"),
 }
 """For each value kind, the value a filter asks for and a decoy of the same kind."""
+TEXT_TWINS: Final = ("int", "bool")
+"""The value kinds whose value also gets a decoy of another kind with the same text
+(``"7"`` beside ``7``, ``"True"`` beside ``True``): a saver that compares the values' text
+(``str()`` on both sides, a JSON path's text against a bound string) matches it."""
 REFUSABLE: Final = ("dotted key", "hyphenated key", "odd key")
 """The rows whose key a saver may refuse with ``ValueError`` (it says so: not a wrong
 answer)."""

@@ -43,7 +43,7 @@ import asyncio
 import gc
 import operator
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Annotated, Any, ClassVar, Literal, TypedDict
@@ -73,7 +73,7 @@ from ..checks import fail, joined
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
 from .coverage import SAVER_READS_AFTER, SAVER_SEQUENCES, lengths, writes_before
-from .filters import FILTER_KEYS, FILTER_ROWS, FILTER_VALUES, REFUSABLE, columns_of
+from .filters import FILTER_KEYS, FILTER_ROWS, FILTER_VALUES, REFUSABLE, TEXT_TWINS, columns_of
 from .harness import (
     LENGTHS_HINT,
     PAGES_HINT,
@@ -341,9 +341,18 @@ class SaverCancellationTests(SaverFixtures):
     conformance_group: ClassVar[str | None] = "cancellation"
 
     async def _cancel_held_put(
-        self, target: EcosystemTarget, location: str | None, thread: str, bound: float
+        self,
+        target: EcosystemTarget,
+        location: str | None,
+        thread: str,
+        bound: float,
+        watch: Callable[[str], Awaitable[None]] | None = None,
     ) -> tuple[Any, str, str | None]:
         """Cancel an aput while held, release, then put again on the same instance.
+
+        With ``watch``, a cancelled aput's checkpoint is watched (``watch(its id)``) once
+        the hold is released, while the instance is still open: a write that goes on in a
+        thread or a task may land then, and not once the instance is closed.
 
         Returns the outcome, the cancelled checkpoint's id and the next one's
         (None when the next call did not get its own answer).
@@ -358,6 +367,8 @@ class SaverCancellationTests(SaverFixtures):
             )
             await h.release()
             await finish(outcome.task)
+            if watch is not None and outcome.result == "cancelled":
+                await watch(checkpoint["id"])
             # The same instance's next call, on the same thread: it must get its own answer.
             next_id = await put(h.instance, thread, {"v": "next"}, step=2)
             got = await get(h.instance, thread, next_id)
@@ -389,12 +400,16 @@ class SaverCancellationTests(SaverFixtures):
             location is not None,
             NOT_EXERCISED + "the factory takes no location: no second instance to watch through",
         )
+
+        async def watch(checkpoint_id: str) -> None:  # the cancelled instance still open
+            await _watch_absent(eco_target, location, thread, checkpoint_id, settle_window)
+
         outcome, checkpoint_id, _ = await self._cancel_held_put(
-            eco_target, location, thread, cancel_bound
+            eco_target, location, thread, cancel_bound, watch
         )
         if outcome.result != "cancelled":
             pytest.skip(f"the cancelled aput {outcome.result} (see the promptness test)")
-        await _watch_absent(eco_target, location, thread, checkpoint_id, settle_window)
+        await watch(checkpoint_id)  # and once it is closed
 
     async def test_call_after_cancel_gets_its_own_answer(
         self, eco_target: EcosystemTarget, location: str | None, thread: str
@@ -665,6 +680,25 @@ class SaverConcurrencyTests(SaverFixtures):
     async def test_latest_is_the_newest_checkpoint_under_two_instances(
         self, instance: Any, second: Any, thread: str, eco_target: EcosystemTarget
     ) -> None:
+        # The slower of two instances: the older checkpoint's put lands after the newer's.
+        older, older_versions = checkpoint_of(instance, {"v": -1})
+        newer, newer_versions = checkpoint_of(instance, {"v": -3})
+        await instance.aput(config_of(thread), newer, {"step": 2}, newer_versions)
+        await second.aput(config_of(thread), older, {"step": 1}, older_versions)
+        for who, saver in (("first", instance), ("second", second)):
+            got = _id_of(await get(saver, thread))
+            listed = await _ids(saver, thread)
+            if got != newer["id"] or listed != [newer["id"], older["id"]]:
+                fail(
+                    "the latest checkpoint of a thread is the one with the greatest id, "
+                    "whatever order the puts landed in",
+                    expected=f"latest {newer['id']}, listed [{newer['id']}, {older['id']}]",
+                    observed=f"the {who} instance's aget_tuple gave {got}, alist {listed} "
+                    "(the older checkpoint was put last)",
+                    detail="order by checkpoint id (LangGraph's ids increase with time), not "
+                    "by insertion order (a rowid, an append-only log); move a shared head only "
+                    "forward (compare-and-swap)",
+                )
         n = eco_target.count(12)
         made: list[str] = []
 
@@ -763,6 +797,8 @@ class SaverConcurrencyTests(SaverFixtures):
         await second.aput_writes(config, [("ch", "second")], task_id="task")
         await instance.aput_writes(config, [("__error__", "old error")], task_id="task-e")
         await second.aput_writes(config, [("__error__", "new error")], task_id="task-e")
+        # A task that wrote, then failed: its error is kept beside its regular write.
+        await instance.aput_writes(config, [("__error__", "its error")], task_id="task")
         tasks = {"aput_writes": ("task", "task-e")}
         if "put_writes" in set(implemented_methods(instance)):  # the same, by the sync method
             tasks["put_writes"] = ("task-s", "task-se")
@@ -770,8 +806,24 @@ class SaverConcurrencyTests(SaverFixtures):
                 await asyncio.to_thread(saver.put_writes, config, [("ch", n)], "task-s")
             for saver, n in ((instance, "old error"), (second, "new error")):
                 await asyncio.to_thread(saver.put_writes, config, [("__error__", n)], "task-se")
+            error = [("__error__", "its error")]
+            await asyncio.to_thread(instance.put_writes, config, error, "task-s")
         writes = _writes(await get(instance, thread, child))
         for how, (regular, special) in tasks.items():
+            if writes.get((regular, "__error__")) != "its error" or (
+                writes.get((regular, "ch")) is None
+            ):
+                fail(
+                    "a special write (error, interrupt) of a task is kept beside its regular "
+                    "writes",
+                    expected=f"the error 'its error' of task {regular!r} (by {how}), beside its "
+                    "write 'first' to 'ch'",
+                    observed=f"error {writes.get((regular, '__error__'))!r}, write "
+                    f"{writes.get((regular, 'ch'))!r}",
+                    detail="index a write by WRITES_IDX_MAP.get(channel, position): special "
+                    "writes take negative indexes, so that they never replace a regular write "
+                    "of their task",
+                )
             if writes.get((regular, "ch")) != "first":
                 fail(
                     "a regular write of a (task, index) already stored is kept, not replaced",
@@ -807,18 +859,18 @@ class SaverIsolationTests(SaverFixtures):
         checkpoint["channel_values"]["state"]["k"] = "changed"
         checkpoint["channel_values"]["new"] = True
         metadata["tags"].append("b")
-        got = await get(instance, thread, checkpoint["id"])
-        stored = None if got is None else got.checkpoint["channel_values"]
-        if stored != {"items": [1, 2, 3], "state": {"k": "v"}} or (
-            got and got.metadata.get("tags") != ["a"]
-        ):
-            fail(
-                "mutating a checkpoint after aput must change nothing stored",
-                expected="{'items': [1, 2, 3], 'state': {'k': 'v'}} and tags ['a']",
-                observed=f"{stored} and tags {None if got is None else got.metadata.get('tags')}",
-                detail="serialize (or deep-copy) the checkpoint inside aput; do not keep the "
-                "caller's objects",
-            )
+        for how, checkpoint_id in (("by its id", checkpoint["id"]), ("as the latest", None)):
+            got = await get(instance, thread, checkpoint_id)
+            stored = None if got is None else got.checkpoint["channel_values"]
+            tags = None if got is None else got.metadata.get("tags")
+            if stored != {"items": [1, 2, 3], "state": {"k": "v"}} or tags != ["a"]:
+                fail(
+                    "mutating a checkpoint after aput must change nothing stored",
+                    expected="{'items': [1, 2, 3], 'state': {'k': 'v'}} and tags ['a']",
+                    observed=f"aget_tuple {how} gave {stored} and tags {tags}",
+                    detail="serialize (or deep-copy) the checkpoint inside aput; do not keep "
+                    "the caller's objects (nor in a cache of the latest checkpoint)",
+                )
 
     async def test_mutating_a_loaded_checkpoint_changes_nothing_stored(
         self, instance: Any, thread: str
@@ -1889,7 +1941,8 @@ class SaverSweepTests(SaverFixtures):
         non-ASCII letter) with values of every kind (a string, an integer, a boolean, a
         string with quotes, a non-ASCII string), and with a second key: each gives exactly
         the checkpoint whose metadata holds the key with that value, beside a decoy of the
-        same kind and one without the key, and ``alist(None)`` with the same filter exactly
+        same kind, one of another kind with the same text (``"7"`` beside ``7``, ``"True"``
+        beside ``True``) and one without the key, and ``alist(None)`` with the same filter exactly
         those of every thread that match; the synchronous ``list`` too, where the saver
         implements it (the ``filters`` matrix). A saver may refuse a key it cannot query
         with ``ValueError``, except a plain identifier; it must not answer wrong."""
@@ -1928,6 +1981,8 @@ class SaverSweepTests(SaverFixtures):
                     first, second = {key: value}, {key: decoy}
                 cases.append((row, t, first, await put_with(first)))
                 await put_with(second)
+                if column in TEXT_TWINS:  # another kind, the same text: "7" beside 7
+                    await put_with({key: str(first[key])})
             await put_with({})  # without the key (LangGraph's keys: their usual values)
         sync = "list" in set(implemented_methods(saver))
 
@@ -1976,7 +2031,8 @@ class SaverSweepTests(SaverFixtures):
                 observed=joined(wrong),
                 detail="compare each metadata key as a literal name (a JSON path must quote "
                 'it: $."user.id"), compare values of the same kind (bind a number or a '
-                "boolean as such, not as JSON text), and never drop a key of the filter",
+                'boolean as such, not as JSON text; never compare their text: "7" is not '
+                "7), and never drop a key of the filter",
             )
 
     async def test_pending_writes_come_back_whole_and_in_order(
@@ -2249,6 +2305,41 @@ class SaverSweepTests(SaverFixtures):
                 detail="store a channel's value once per (thread, namespace, channel, "
                 "version), as LangGraph's savers do, and write only the channels in "
                 "new_versions; a checkpoint references the others by version",
+            )
+
+    async def test_a_deleted_threads_values_do_not_come_back(
+        self, instance: Any, second: Any, thread: str
+    ) -> None:
+        """``adelete_thread`` deletes the thread's channel values with its checkpoints: a
+        checkpoint put on the thread afterwards that names a version the deleted thread had
+        (not in its ``new_versions``, so read from what is stored for that version) does
+        not read back with the deleted value, through the instance that deleted it nor
+        through another. A saver that keeps values in a table of their own and deletes the
+        checkpoints and writes only keeps what its user asked to be deleted, and a thread
+        id used again gets it back."""
+        has = set(implemented_methods(instance))
+        if "adelete_thread" not in has:
+            pytest.skip("the saver implements no adelete_thread")
+        values = {"secret": "deleted data", "kept": 1}
+        checkpoint, versions = checkpoint_of(instance, values)
+        await instance.aput(config_of(thread), checkpoint, {"step": 1}, versions)
+        await instance.adelete_thread(thread)
+        again, _ = checkpoint_of(instance, {})
+        again["channel_versions"] = dict(checkpoint["channel_versions"])  # none of them new
+        await instance.aput(config_of(thread), again, {"step": 2}, {})
+        wrong: list[str] = []
+        for who, saver in (("the deleting instance", instance), ("a second instance", second)):
+            got = await get(saver, thread)
+            if got is not None and got.checkpoint["channel_values"]:
+                wrong.append(f"{who} read {got.checkpoint['channel_values']}")
+        if wrong:
+            fail(
+                "adelete_thread deletes every channel value of the thread",
+                expected="the checkpoint put after the delete, naming versions of the deleted "
+                "thread, to read back with no channel value",
+                observed="; ".join(wrong),
+                detail="delete the thread's stored channel values (blobs) with its checkpoints "
+                "and writes, as InMemorySaver and AsyncPostgresSaver do",
             )
 
     async def test_delta_channel_history_follows_the_parent_chain(

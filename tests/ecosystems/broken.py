@@ -756,6 +756,131 @@ class SyncListBooleanFilterAsTextSaver(FilterCheckedSaver):
             yield t
 
 
+class FilterComparedAsTextSaver(FilterCheckedSaver):
+    """Bug: a filter's value is compared as text (``str()`` on both sides, as a query that
+    casts the JSON path's value and the bound one to text does): ``{"tenant": 7}`` also
+    selects a checkpoint whose tenant is the string ``"7"``, and ``True`` one holding
+    ``"True"``."""
+
+    def _holds(self, metadata: dict[str, Any], key: str, value: Any) -> bool:
+        return key in metadata and str(metadata[key]) == str(value)
+
+
+class SpecialWritesByPositionSaver(HeldSaver):
+    """Bug: a write's index is its position in the call, special writes included (no
+    ``WRITES_IDX_MAP``), and a special write replaces what its (task, index) holds: the
+    error of a task that wrote replaces its first regular write."""
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        conf = config["configurable"]
+        outer = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        for idx, (channel, value) in enumerate(writes):
+            inner = (task_id, idx)
+            if channel not in WRITES_IDX_MAP and inner in self.writes[outer]:
+                continue  # regular writes are write-once; special ones replace
+            self.writes[outer][inner] = (
+                task_id,
+                channel,
+                self.serde.dumps_typed(value),
+                task_path,
+            )
+
+
+class DeleteLeavesValuesSaver(HeldSaver):
+    """Bug: ``delete_thread`` deletes the thread's checkpoints and writes, not its channel
+    values (a table of their own): a checkpoint put on the thread later that names one of
+    their versions reads the deleted value back."""
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.storage.pop(thread_id, None)
+        for key in [k for k in self.writes if k[0] == thread_id]:
+            del self.writes[key]
+
+
+class LatestKeptByReferenceSaver(HeldSaver):
+    """Bug: each instance keeps the caller's checkpoint and metadata of its last ``aput``
+    as the thread's latest (a cache filled without a copy), and answers ``aget_tuple``
+    without an id from it: the caller's later changes show in the latest checkpoint, while
+    a read by id is right."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.mine: dict[tuple[str, str], tuple[Checkpoint, Any]] = {}
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        result = await super().aput(config, checkpoint, metadata, new_versions)
+        thread, ns, _ = _conf(config)
+        self.mine[(thread, ns)] = (checkpoint, metadata)
+        return result
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        got = await super().aget_tuple(config)
+        thread, ns, checkpoint_id = _conf(config)
+        kept = self.mine.get((thread, ns))
+        if got is None or checkpoint_id is not None or kept is None:
+            return got
+        checkpoint, metadata = kept
+        if checkpoint["id"] != got.checkpoint["id"]:
+            return got
+        return got._replace(checkpoint=checkpoint, metadata=metadata)
+
+
+class LatestByInsertionSaver(HeldSaver):
+    """Bug: the latest checkpoint of a thread is the one put last (``ORDER BY rowid
+    DESC``), not the greatest id: when two instances put at once and the older
+    checkpoint's put lands last, that one is taken for the latest."""
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread, ns, checkpoint_id = _conf(config)
+        stored = self.storage[thread][ns]
+        if checkpoint_id is not None or not stored:
+            return super().get_tuple(config)
+        last = next(reversed(stored))  # the order the puts landed in
+        return super().get_tuple(
+            {"configurable": {**config["configurable"], "checkpoint_id": last}}
+        )
+
+
+class LandsLaterUnlessClosedSaver(HeldSaver):
+    """Bug: aput's write goes on in a task of its own after a cancel (as a statement in a
+    worker thread that ``asyncio.to_thread`` does not stop): a write that found the
+    backend busy backs off a moment once it answers (a busy retry), then lands, unless the
+    saver was closed meanwhile (its connection gone)."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.closed = False
+        self.late: set[asyncio.Task[Any]] = set()
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        async def write() -> RunnableConfig:
+            busy = self.backend.gate is not None
+            await self.backend.io()
+            if busy:  # it found the backend busy: the busy handler's back-off
+                await asyncio.sleep(0.15)
+            if self.closed:
+                return config  # its connection is gone: the write fails, unseen
+            return self.put(config, checkpoint, metadata, new_versions)
+
+        task = asyncio.ensure_future(write())
+        self.late.add(task)
+        task.add_done_callback(self.late.discard)
+        return await asyncio.shield(task)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
 class NamespaceBlindLatestSaver(HeldSaver):
     """Bug: the latest checkpoint of a thread is its greatest id in any namespace (``ORDER BY
     checkpoint_id DESC LIMIT 1`` without ``checkpoint_ns = ?``): a subgraph's newer

@@ -880,6 +880,49 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_sweep_state_values_of_every_shape",
         ("NaN: nan loaded back as None", "NUL in a string"),
     ),
+    # A third blind round (2026-12-06): savers on SQLite written from LangGraph's code.
+    "filter-compared-as-text": (
+        broken.FilterComparedAsTextSaver,
+        broken.FilterCheckedSaver,
+        "langgraph",
+        "test_sweep_metadata_filters_of_every_shape",
+        ("2 checkpoints", 'never compare their text: "7" is not 7'),
+    ),
+    "special-writes-by-position": (
+        broken.SpecialWritesByPositionSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_parents_and_pending_writes_follow_langgraphs_rules",
+        ("is kept beside its regular writes", "write None"),
+    ),
+    "delete-thread-leaves-values": (
+        broken.DeleteLeavesValuesSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_a_deleted_threads_values_do_not_come_back",
+        ("the deleting instance read {'secret': 'deleted data'", "a second instance read"),
+    ),
+    "latest-kept-by-reference": (
+        broken.LatestKeptByReferenceSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_mutating_after_aput_changes_nothing_stored",
+        "aget_tuple as the latest gave {'items': [1, 2, 3, 4, 5]",
+    ),
+    "latest-by-insertion": (
+        broken.LatestByInsertionSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_latest_is_the_newest_checkpoint_under_two_instances",
+        "the older checkpoint was put last",
+    ),
+    "lands-later-unless-closed": (
+        broken.LandsLaterUnlessClosedSaver,
+        broken.HeldSaver,
+        "langgraph",
+        "test_cancelled_aput_does_not_land_later",
+        "a second instance saw it",
+    ),
 }
 
 
