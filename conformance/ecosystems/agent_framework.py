@@ -88,6 +88,7 @@ from .harness import (
     read_back_wrong,
     same_value,
     sized_values,
+    threads_running,
 )
 from .ids import ID_GROUPS
 from .target import EcosystemTarget
@@ -107,6 +108,9 @@ __all__ = [
     "checkpoint",
     "save_one",
 ]
+
+HELD_SAVE_WAIT: Final = 10.0
+"""Seconds a save that the backend held may take to end once released."""
 
 SaveStyle = Literal["inline", "task-spawning", "gather"]
 SAVE_STYLES: tuple[SaveStyle, ...] = ("inline", "task-spawning", "gather")
@@ -696,6 +700,56 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
                 "already sent): wait for it before raising CancelledError, or fence it",
             )
 
+    async def test_saves_held_then_released_store_what_they_were_given(
+        self, eco_target: EcosystemTarget, location: str | None, name: str, second: Any
+    ) -> None:
+        """Two saves on one instance while the backend is held, not cancelled: the first
+        waits in the backend, the second behind it; the caller then changes both
+        checkpoints' state, and the backend is released. Each save returns and stores
+        the checkpoint as it was when save was called (a copy taken at the call, as
+        ``InMemoryCheckpointStorage`` takes it), or raises: a save that returns having
+        stored nothing (an error swallowed: a busy database logged and skipped) or
+        stores the state as changed afterwards (encoded when its turn came) fails."""
+        calls: list[tuple[WorkflowCheckpoint, asyncio.Task[Any]]] = []
+        async with held(eco_target, location) as h:
+            need(h is not None, no_hold_reason(eco_target))
+            assert h is not None
+            for n in (1, 2):
+                cp = checkpoint(name, {"items": [f"first {n}"], "n": n})
+                calls.append((cp, asyncio.ensure_future(h.instance.save(cp))))
+                await asyncio.sleep(0.05)  # it reaches the held backend, or waits behind
+            for cp, _ in calls:
+                cp.state["items"].append("changed after the call")
+                cp.state["n"] = -1
+            await h.release()
+            done, _ = await asyncio.wait([t for _, t in calls], timeout=HELD_SAVE_WAIT)
+            wrong: list[str] = []
+            for n, (cp, task) in enumerate(calls, 1):
+                if task not in done:
+                    wrong.append(f"save {n} still running {HELD_SAVE_WAIT:g} s after the release")
+                    continue
+                if task.cancelled() or task.exception() is not None:
+                    continue  # it raised: the caller knows it did not store
+                for who, reader in (("this instance", h.instance), ("another", second)):
+                    got = await load_or_none(reader, cp.checkpoint_id)
+                    if got is None:
+                        wrong.append(f"save {n} returned, and {who} finds nothing stored")
+                    elif got.state != {"items": [f"first {n}"], "n": n}:
+                        wrong.append(f"save {n} stored {got.state} ({who})")
+            for _, task in calls:
+                await finish(task)
+        if wrong:
+            fail(
+                "a save held by the backend, then released, stores the checkpoint as it was "
+                "given, or raises",
+                expected="each save to return and the checkpoint to load with the state it had "
+                "when save was called, or the save to raise",
+                observed=joined(wrong),
+                detail="encode (or copy) the checkpoint in save before its first await, not "
+                "when a worker gets to it; let an error of the backend (locked, busy) raise "
+                "from save, never log it and return the id",
+            )
+
     async def test_cancelled_delete_does_not_land_later(
         self,
         eco_target: EcosystemTarget,
@@ -1099,24 +1153,33 @@ class CheckpointStorageIsolationTests(CheckpointStorageFixtures):
     async def test_mutating_a_loaded_checkpoint_changes_nothing_stored(
         self, instance: Any, name: str
     ) -> None:
-        checkpoint_id = await save_one(instance, name, {"items": [1, 2, 3]})
+        saved = {"items": [1, 2, 3], "tags": {"a"}, "pair": ([1], "x")}
+        checkpoint_id = await save_one(instance, name, saved)
+        saved = {"items": [1, 2, 3], "tags": {"a"}, "pair": ([1], "x")}  # as it was saved
+
+        def mutate(state: dict[str, Any], n: int) -> None:
+            state["items"].append(n)
+            state["tags"].add(f"added {n}")  # a set and a tuple: values agent-framework
+            state["pair"][0].append(n)  # encodes apart from JSON (pickled)
+
         first = await load_or_none(instance, checkpoint_id)
         assert first is not None
-        first.state["items"].append(4)
+        mutate(first.state, 4)
         first.state["extra"] = 1
         latest = await instance.get_latest(workflow_name=name)
         if latest is not None:
-            latest.state["items"].append(5)
+            mutate(latest.state, 5)
         for listed in await instance.list_checkpoints(workflow_name=name):
-            listed.state["items"].append(6)
+            mutate(listed.state, 6)
         again = await load_or_none(instance, checkpoint_id)
-        if again is None or again.state != {"items": [1, 2, 3]}:
+        if again is None or again.state != saved:
             fail(
                 "mutating a loaded checkpoint must change nothing stored",
-                expected="{'items': [1, 2, 3]}",
+                expected=f"{saved}",
                 observed="nothing" if again is None else f"{again.state}",
                 detail="decode a new object on every load, get_latest and list_checkpoints; "
-                "never return the stored one",
+                "never return the stored one, nor values shared between loads (a cache of "
+                "decoded values)",
             )
 
 
@@ -1199,6 +1262,9 @@ class CheckpointStorageHygieneTests(CheckpointStorageFixtures):
     async def test_every_operation_then_close_leaves_nothing_behind(
         self, eco_target: EcosystemTarget, location: str | None, name: str
     ) -> None:
+        """Every operation, then close; the threads the storage started have ended when
+        its close returns (the checks around every test give a thread a moment more)."""
+        before = threads_running()
         async with eco_target.open(location=location) as storage:
             checkpoint_id = await save_one(storage, name, {"v": 1})
             await storage.load(checkpoint_id)
@@ -1210,6 +1276,16 @@ class CheckpointStorageHygieneTests(CheckpointStorageFixtures):
             await asyncio.sleep(0)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        left = threads_running() - before
+        if left:
+            fail(
+                "close ends every thread the storage started before it returns",
+                expected="no thread of the storage running once its close returned",
+                observed=f"still running: {', '.join(sorted(t.name for t in left))}",
+                detail="join the worker thread in close/aclose (after telling it to stop): "
+                "until it ends, its connection and files are open, and a process that "
+                "removes or reopens them next finds them in use",
+            )
 
 
 # -- scenarios: agent-framework's runner over the storage ------------------------------------------

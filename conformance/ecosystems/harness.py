@@ -15,10 +15,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from importlib.metadata import version
 from typing import Any, ClassVar, Final
@@ -49,6 +51,7 @@ __all__ = [
     "held",
     "read_back_wrong",
     "sized_values",
+    "threads_running",
 ]
 
 
@@ -111,17 +114,27 @@ VALUE_SHAPES: Final[dict[str, Any]] = {
     "empty key": {"": 1},
     "bytes": b"\x00\xff",
     "empty containers": {"a": [], "b": {}, "c": ""},
+    "aware datetime (+05:30)": datetime(2025, 3, 1, 9, 0, tzinfo=timezone(timedelta(hours=5.5))),
 }
 """Values that some backend's encoding changes without a word (a JSON column, a document
 store, a 32-bit float): the ecosystem sweeps store each as a state or channel value."""
 
 
+def threads_running() -> set[threading.Thread]:
+    """The threads alive now, daemon or not, but asyncio's default executor's workers
+    (idle workers that the event loop keeps, which hold nothing of a storage)."""
+    return {t for t in threading.enumerate() if t.is_alive() and not t.name.startswith("asyncio_")}
+
+
 def same_value(got: Any, saved: Any) -> bool:
     """Whether ``got`` is ``saved`` exactly: same types all the way down, NaN for NaN,
-    -0.0 for -0.0 (a dict's keys in any order: nothing in agent-framework or LangGraph
+    -0.0 for -0.0, an aware datetime at its own UTC offset (equal instants of two offsets
+    compare equal) (a dict's keys in any order: nothing in agent-framework or LangGraph
     reads their order)."""
     if type(got) is not type(saved):
         return False
+    if isinstance(saved, datetime):
+        return bool(got == saved) and got.utcoffset() == saved.utcoffset()
     if isinstance(saved, float):
         if math.isnan(saved):
             return math.isnan(got)

@@ -19,12 +19,13 @@ import os
 import random
 import re
 import threading
+import time
 import unicodedata
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -1733,8 +1734,101 @@ class HeldStorage(InMemoryCheckpointStorage):
         self._checkpoints = self.backend.checkpoints
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        copied = copy.deepcopy(checkpoint)  # at the call, as InMemoryCheckpointStorage does
         await self.backend.io()
+        return await super().save(copied)
+
+
+def _to_utc(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC)
+    if isinstance(value, dict):
+        return {k: _to_utc(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_utc(v) for v in value]
+    return value
+
+
+class StateDatetimesToUtcStorage(HeldStorage):
+    """Bug: aware datetimes in the state are stored in UTC (a column or encoding that
+    normalises them): they load back equal (the same instant) at another offset, and a
+    workflow that shows or compares local times sees other ones."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        copied = copy.deepcopy(checkpoint)
+        copied.state = _to_utc(copied.state)
+        return await super().save(copied)
+
+
+class SharesLoadedValuesStorage(HeldStorage):
+    """Bug: values that agent-framework's encoding pickles (a set, a tuple) are decoded
+    once and kept (a cache of decoded values keyed by their bytes): every load hands out
+    the same objects, so a caller's change to one loaded checkpoint shows in the next."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.decoded: dict[tuple[str, str], Any] = {}
+
+    async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
+        got = await super().load(checkpoint_id)
+        for key, value in got.state.items():
+            if isinstance(value, set | tuple):
+                got.state[key] = self.decoded.setdefault((checkpoint_id, key), value)
+        return got
+
+
+class WorkerThreadStorage(HeldStorage):
+    """Correct: a worker thread of its own (a database connection's), stopped and joined
+    by ``aclose``."""
+
+    joins = True
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.stop = threading.Event()
+        self.worker = threading.Thread(target=self._work, name="storage-worker")
+        self.worker.start()
+
+    def _work(self) -> None:
+        self.stop.wait()
+        time.sleep(0.05)  # closing its connection
+
+    async def aclose(self) -> None:
+        self.stop.set()
+        if self.joins:
+            await asyncio.to_thread(self.worker.join)
+
+
+class CloseLeavesThreadStorage(WorkerThreadStorage):
+    """Bug: ``aclose`` tells the worker thread to stop and returns without joining it:
+    the thread, its connection and files outlive the close for a while."""
+
+    joins = False
+
+
+class SwallowsBusyStorage(HeldStorage):
+    """Bug: a save that finds the backend busy (held: a database locked) logs it and
+    returns the checkpoint's id, having stored nothing."""
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        if self.backend.gate is not None:
+            return checkpoint.checkpoint_id  # "database is locked", logged and skipped
         return await super().save(checkpoint)
+
+
+class EncodesInTurnStorage(HeldStorage):
+    """Bug: saves are queued for one worker, which copies (encodes) each checkpoint when
+    its turn comes, not when save is called: a save waiting behind another stores the
+    state as the caller changed it meanwhile."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.turn = asyncio.Lock()
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> str:
+        async with self.turn:
+            await self.backend.io()
+            return await InMemoryCheckpointStorage.save(self, checkpoint)
 
 
 class SwallowsCancelStorage(HeldStorage):

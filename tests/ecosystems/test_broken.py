@@ -923,6 +923,42 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_cancelled_aput_does_not_land_later",
         "a second instance saw it",
     ),
+    # The same round's agent-framework storages on SQLite.
+    "state-datetimes-to-utc": (
+        broken.StateDatetimesToUtcStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_sweep_state_values_of_every_shape",
+        "aware datetime (+05:30): datetime.datetime(2025, 3, 1, 9, 0, tzinfo=",
+    ),
+    "shares-loaded-values": (
+        broken.SharesLoadedValuesStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_mutating_a_loaded_checkpoint_changes_nothing_stored",
+        "'added 4'",
+    ),
+    "close-leaves-its-thread": (
+        broken.CloseLeavesThreadStorage,
+        broken.WorkerThreadStorage,
+        "agent-framework",
+        "test_every_operation_then_close_leaves_nothing_behind",
+        "still running: storage-worker",
+    ),
+    "save-swallows-busy": (
+        broken.SwallowsBusyStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_saves_held_then_released_store_what_they_were_given",
+        "save 1 returned, and this instance finds nothing stored",
+    ),
+    "encodes-in-turn": (
+        broken.EncodesInTurnStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_saves_held_then_released_store_what_they_were_given",
+        "save 2 stored {'items': ['first 2', 'changed after the call'], 'n': -1}",
+    ),
 }
 
 
