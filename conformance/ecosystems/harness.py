@@ -13,6 +13,7 @@ import inspect
 import math
 import os
 import signal
+import socketserver
 import subprocess
 import sys
 import threading
@@ -122,8 +123,20 @@ store, a 32-bit float): the ecosystem sweeps store each as a state or channel va
 
 def threads_running() -> set[threading.Thread]:
     """The threads alive now, daemon or not, but asyncio's default executor's workers
-    (idle workers that the event loop keeps, which hold nothing of a storage)."""
-    return {t for t in threading.enumerate() if t.is_alive() and not t.name.startswith("asyncio_")}
+    (idle workers that the event loop keeps, which hold nothing of a storage) and those of
+    a server running in this process that serve one request each (a test's moto server:
+    they end when the client's connection has closed, on the server's schedule)."""
+    return {
+        t
+        for t in threading.enumerate()
+        if t.is_alive() and not t.name.startswith("asyncio_") and not _serves_a_request(t)
+    }
+
+
+def _serves_a_request(thread: threading.Thread) -> bool:
+    """Whether ``thread`` runs a ``socketserver`` server's handler of one request."""
+    target = getattr(thread, "_target", None)
+    return isinstance(getattr(target, "__self__", None), socketserver.BaseServer)
 
 
 def same_value(got: Any, saved: Any) -> bool:
