@@ -54,9 +54,12 @@ def versions_of_another_form(version: str) -> dict[str, str]:
 
     Versions compare as exact strings, so a leading zero, a sign, a space, other
     digits that ``int`` reads as the same number, another letter case, quotes
-    added or taken away, HTTP's ``*`` and the empty string all fail the
-    condition (PreconditionFailed), and nothing else.
+    added or taken away, HTTP's ``*``, the empty string and an HTTP list of entity
+    tags that holds it (``x", "v``, which an adapter that wraps the version in
+    quotes sends as ``If-Match: "x", "v"``, and a server matches by its second
+    element) all fail the condition (PreconditionFailed), and nothing else.
     """
+    bare = version.strip('"')
     cases = {
         "leading-zero": "0" + version,
         "plus-sign": "+" + version,
@@ -72,6 +75,8 @@ def versions_of_another_form(version: str) -> dict[str, str]:
         "unquoted": version.strip('"'),
         "star": "*",
         "empty": "",
+        "entity-tag-list, wrapped": f'x", "{bare}',
+        "entity-tag-list": f'"x", {version}',
     }
     return {name: text for name, text in cases.items() if text != version}
 

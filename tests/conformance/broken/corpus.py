@@ -286,6 +286,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "version.exact-match",
     ),
     _m(
+        "if-match-as-an-entity-tag-list",
+        kv_dict.IfMatchSentAsAnEntityTagList,
+        D,
+        BAD,
+        FOREIGN,
+        "put.if-match.foreign",
+        "version.exact-match",
+    ),
+    _m(
         "if-match-sql-cast",
         kv_sqlite.CastsVersion,
         kv_sqlite.SqliteKV,

@@ -209,6 +209,23 @@ class IfMatchComparesNumbers(DictKV):
         super()._refuse(key, current, mode)
 
 
+class IfMatchSentAsAnEntityTagList(DictKV):
+    """Bug: if-match is sent as HTTP's ``If-Match: "<version>"`` after refusing a version
+    that is empty, ``*``, padded with spaces or quoted, and the server matches any entity
+    tag of the list the header holds: the version ``x", "7`` makes the list ``"x", "7"``,
+    which matches version 7."""
+
+    def _refuse(self, key: str, current: tuple[bytes, str] | None, mode: PutMode) -> None:
+        if isinstance(mode, IfMatch):
+            given = mode.version
+            sane = given not in ("", "*") and given == given.strip() and given[0] != '"'
+            tags = [t.strip().strip('"') for t in f'"{given}"'.split(",")] if sane else []
+            if current is None or current[1] not in tags:
+                raise PreconditionFailed(f"key {key!r} is not at version {given}")
+            return
+        super()._refuse(key, current, mode)
+
+
 # -- delete -------------------------------------------------------------------------------------
 class DeleteMissingReturnsTrue(DictKV):
     """Bug: delete returns True whether or not the key existed (``pop(key, None)``)."""
