@@ -85,6 +85,10 @@ CLAUSES: tuple[Clause, ...] = (
         "delete.conditional.one-winner",
         "of concurrent conditional deletes (and if-match puts) of one version, exactly one wins",
     ),
+    Clause(
+        "delete.one-true",
+        "of concurrent unconditional deletes of one stored value, exactly one returns True",
+    ),
     # -- delete_many ----------------------------------------------------------------------
     Clause("delete-many.count", "delete_many deletes every key given and returns how many existed"),
     Clause(

@@ -22,6 +22,7 @@ from .checks import (
     expect,
     expect_keys,
     expect_listed_in_turn,
+    expect_missing,
     expect_value,
     fail,
     get_or_none,
@@ -172,6 +173,25 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 else f"{len(winners)} deletes returned True (deletes {listed(winners)})",
             )
             await _winner_holds(storage, key, winners[0], outcomes[winners[0]])
+
+    @checks("delete.one-true")
+    async def test_unconditional_delete_race_finds_the_value_once(
+        self, storage: Storage, scale: float
+    ) -> None:
+        """Concurrent unconditional deletes of one stored value: exactly one finds it."""
+        n = scaled(scale, 20)
+        key = "delete-race"
+        await storage.put(key, b"once")
+        found = await asyncio.gather(*(storage.delete(key) for _ in range(n)))
+        finders = [i for i, f in enumerate(found) if f]
+        expect(
+            len(finders) == 1,
+            f"{n} concurrent deletes of one stored value must find it exactly once",
+            key=key,
+            expected="1 delete to return True, the others False",
+            observed=f"{len(finders)} returned True (deletes {listed(finders)})",
+        )
+        await expect_missing(storage, key, promise="the key is gone after the deletes")
 
     @checks("put.conditional.one-winner", "put.if-match.stale")
     async def test_cas_race_has_one_winner(

@@ -329,6 +329,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete.conditional.one-winner",
     ),
     _m(
+        "delete-checks-then-deletes",
+        kv_dict.DeleteChecksThenDeletes,
+        D,
+        CON,
+        "test_unconditional_delete_race_finds_the_value_once",
+        "delete.one-true",
+    ),
+    _m(
         "create-of-a-deleted-key-checked-then-written",
         kv_dict.CreateOnATombstoneChecksThenWrites,
         D,

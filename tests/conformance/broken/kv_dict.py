@@ -292,6 +292,23 @@ class DeleteManyCountsRequests(DictKV):
         return len(keys)
 
 
+class DeleteChecksThenDeletes(DictKV):
+    """Bug: an unconditional delete asks whether the key exists (``HEAD``), then deletes it
+    by a second request that does not say whether it found anything (S3's
+    ``DeleteObject``): two deletes of one value both answer True. Conditional deletes are
+    one request, and right."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is not None:
+            return await super()._delete(key, if_match)
+        await self._round_trip()
+        existed = key in self.values
+        await self._round_trip()
+        if key in self.values:
+            self._drop(key)
+        return existed
+
+
 class DeleteIfMatchChecksThenDeletes(DictKV):
     """Bug: a conditional delete reads the version, compares it, then deletes in a second
     request (``GET`` then ``DEL``, not one script): two deletes of one version both return
