@@ -638,9 +638,18 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
     conformance_group: ClassVar[str | None] = "cancellation"
 
     async def _cancel_held_save(
-        self, target: EcosystemTarget, location: str | None, name: str, bound: float
+        self,
+        target: EcosystemTarget,
+        location: str | None,
+        name: str,
+        bound: float,
+        watch: Callable[[str], Awaitable[None]] | None = None,
     ) -> tuple[Any, str, bool]:
         """Cancel a save while held, release, then save again on the same instance.
+
+        With ``watch``, a cancelled save's checkpoint is watched (``watch(its id)``) once
+        the hold is released, while the instance is still open: a write that goes on in a
+        thread or a task may land then, and not once the instance is closed.
 
         Returns the outcome, the cancelled checkpoint's id and whether the next
         save got its own answer.
@@ -654,6 +663,8 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
             )
             await h.release()
             await finish(outcome.task)
+            if watch is not None and outcome.result == "cancelled":
+                await watch(cp.checkpoint_id)
             next_id = await save_one(h.instance, name, {"v": "next"})
             got = await load_or_none(h.instance, next_id)
         return outcome, cp.checkpoint_id, got is not None and got.state == {"v": "next"}
@@ -683,22 +694,31 @@ class CheckpointStorageCancellationTests(CheckpointStorageFixtures):
             location is not None,
             NOT_EXERCISED + "the factory takes no location: no second instance to watch through",
         )
+
+        async def watch(checkpoint_id: str, when: str) -> None:
+            changed = await _changes_within(
+                eco_target, location, checkpoint_id, present=False, window=settle_window
+            )
+            if changed is not None:
+                fail(
+                    "a cancelled save must not land after CancelledError",
+                    expected=f"checkpoint {checkpoint_id} never to appear",
+                    observed=f"a second instance loaded it {changed:.2f} s after it began "
+                    f"to watch, {when}",
+                    detail="the write went on after the cancel (a thread, a task, bytes "
+                    "already sent): wait for it before raising CancelledError, or fence it",
+                )
+
         outcome, checkpoint_id, _ = await self._cancel_held_save(
-            eco_target, location, name, cancel_bound
+            eco_target,
+            location,
+            name,
+            cancel_bound,
+            lambda i: watch(i, "the hold released, the cancelled instance still open"),
         )
         if outcome.result != "cancelled":
             pytest.skip(f"the cancelled save {outcome.result} (see the promptness test)")
-        changed = await _changes_within(
-            eco_target, location, checkpoint_id, present=False, window=settle_window
-        )
-        if changed is not None:
-            fail(
-                "a cancelled save must not land after CancelledError",
-                expected=f"checkpoint {checkpoint_id} never to appear",
-                observed=f"a second instance loaded it {changed:.2f} s after the hold was released",
-                detail="the write went on after the cancel (a thread, a task, bytes "
-                "already sent): wait for it before raising CancelledError, or fence it",
-            )
+        await watch(checkpoint_id, "the cancelled instance closed")
 
     async def test_saves_held_then_released_store_what_they_were_given(
         self, eco_target: EcosystemTarget, location: str | None, name: str, second: Any

@@ -952,6 +952,13 @@ CASES: dict[str, tuple[type, type, str, str, str | tuple[str, ...]]] = {
         "test_saves_held_then_released_store_what_they_were_given",
         "save 1 returned, and this instance finds nothing stored",
     ),
+    "save-lands-later-unless-closed": (
+        broken.SaveLandsLaterUnlessClosedStorage,
+        broken.HeldStorage,
+        "agent-framework",
+        "test_cancelled_save_does_not_land_later",
+        "the hold released, the cancelled instance still open",
+    ),
     "encodes-in-turn": (
         broken.EncodesInTurnStorage,
         broken.HeldStorage,
