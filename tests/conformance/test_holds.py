@@ -27,7 +27,7 @@ from checkpointkit.conformance.holds import (
     default_hold,
 )
 from checkpointkit.conformance.servers.redis import redis_target
-from checkpointkit.errors import ConfigurationError, StorageClosed
+from checkpointkit.errors import ConfigurationError, OutcomeUnknown, StorageClosed
 
 HELD_TESTS = [
     "test_put_cancelled_while_held_in_backend_raises_promptly_and_never_lands",
@@ -227,3 +227,29 @@ async def test_paused_process_stops_the_process_until_released() -> None:
 def test_large_value_holds_only_puts() -> None:
     hold = LargeValue(size=1024)
     assert hold.holds("put") and not hold.holds("get") and len(hold.value()) == 1024
+
+
+async def test_writes_that_aclose_cuts_off_with_outcome_unknown_pass_the_in_flight_test() -> None:
+    """``close.in-flight`` lets ``aclose()`` end the calls in flight instead of waiting for
+    them, a write then answering ``OutcomeUnknown``: a client that cuts its held writes off
+    (the server discarding them) passes the test that holds every operation in flight
+    when ``aclose()`` is called; a write it cut off raises ``OutcomeUnknown`` and lands
+    nothing."""
+    from .broken import kv_dict
+
+    cls = kv_dict.CutsWritesOffAtClose
+    test = "test_aclose_with_every_operation_in_flight"
+    target = Target(cls, name=cls.__name__, hold=kv_dict.WriteLock(), settle_window=0.3)
+    report = await run(target, pattern=test)
+    assert report.result(test).outcome == "passed", report.summary()
+
+    storage = cls()
+    storage.writable.clear()  # the server's write lock, taken
+    put = asyncio.ensure_future(storage.put("k", b"v"))
+    while not storage._waiting:
+        await asyncio.sleep(0)
+    await storage.aclose()
+    storage.writable.set()
+    with pytest.raises(OutcomeUnknown):
+        await put
+    assert "k" not in storage.values

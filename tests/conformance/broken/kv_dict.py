@@ -32,7 +32,13 @@ from xml.etree import ElementTree
 from xml.sax.saxutils import escape as xml_escape
 
 from checkpointkit.conformance.holds import WRITES, Hold, Operation
-from checkpointkit.errors import InvalidKey, NotFound, PreconditionFailed, StorageUnavailable
+from checkpointkit.errors import (
+    InvalidKey,
+    NotFound,
+    OutcomeUnknown,
+    PreconditionFailed,
+    StorageUnavailable,
+)
 from checkpointkit.keys import validate_key
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
@@ -2182,6 +2188,50 @@ class ClosesUnderHeldWrites(ServerKV):
 
     async def _aclose(self) -> None:
         pass
+
+
+class CutsWritesOffAtClose(ServerKV):
+    """Correct: ``aclose()`` drops its connection under the writes that wait for the
+    server's write lock instead of waiting for them: the server discards a request whose
+    connection is gone before it ran (as a transaction whose commit never came), and
+    each such write raises ``OutcomeUnknown``, as a client that cut a request off must
+    (it cannot tell whether the server ran it). Nothing is left running, nothing lands
+    after ``aclose()`` returns."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self._waiting: set[asyncio.Task[Any]] = set()
+        self._cut: set[asyncio.Task[Any]] = set()
+
+    @contextlib.asynccontextmanager
+    async def _request(self, *, write: bool) -> AsyncIterator[None]:
+        if not write:
+            async with super()._request(write=False):
+                yield
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        with self._under_way.call():
+            self._waiting.add(task)
+            try:
+                await self.writable.wait()
+            except asyncio.CancelledError:
+                if task not in self._cut:
+                    raise
+                self._cut.discard(task)
+                task.uncancel()
+                raise OutcomeUnknown(
+                    "the write was cut off by aclose() while the server held it"
+                ) from None
+            finally:
+                self._waiting.discard(task)
+            yield
+
+    async def _aclose(self) -> None:
+        for task in list(self._waiting):
+            self._cut.add(task)
+            task.cancel()
+        await self._under_way.ended()
 
 
 class WriteLock(Hold):
