@@ -59,10 +59,13 @@ REFLECTED = 100
 """New keys put one after the other while another task lists them."""
 SEEN_WRITES = 60
 """Overwrites of one key that a second client reads meanwhile (at least)."""
-SEEN_FOR = 1.0
+SEEN_FOR = 1.5
 """Seconds the first client overwrites that key for (at least): a read made of two
 statements is torn by a write between them only now and then, and a fast adapter makes
-many reads in that time."""
+many reads in that time (1 s let such a read through once in a CI run, 4 test workers on
+2 cores)."""
+SEEN_READERS = 3
+"""Readers on the second client, each reading the key again and again."""
 
 
 class ConcurrencyTests(ConcurrentSweepTests):
@@ -279,7 +282,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
     ) -> None:
         """Two clients of a ``shared`` adapter at one location: while the first overwrites
         one key with distinct values (`SEEN_WRITES` times and for `SEEN_FOR` seconds, at
-        least), two readers on the second get it
+        least), `SEEN_READERS` readers on the second get it
         again and again. Every read finds the key (an overwrite made of a delete and an
         insert shows it missing), and returns the bytes of one put with the version that
         put answered (a get made of two reads, the bytes and then the version, returns one
@@ -322,7 +325,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
                     reads.append((bytes(found.data), found.version))
                     await asyncio.sleep(0)
 
-            await asyncio.gather(write(), read(), read())
+            await asyncio.gather(write(), *(read() for _ in range(SEEN_READERS)))
         torn = [(data, version) for data, version in reads if written.get(version) != data]
         expect(
             not torn,
