@@ -28,7 +28,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from agent_framework import (
     InMemoryCheckpointStorage,
@@ -49,6 +49,8 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 from langgraph.checkpoint.memory import InMemorySaver
+
+T = TypeVar("T")
 
 
 class Backend:
@@ -779,8 +781,7 @@ class SpecialWritesByPositionSaver(HeldSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        conf = config["configurable"]
-        outer = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        outer = _conf(config)
         for idx, (channel, value) in enumerate(writes):
             inner = (task_id, idx)
             if channel not in WRITES_IDX_MAP and inner in self.writes[outer]:
@@ -850,36 +851,52 @@ class LatestByInsertionSaver(HeldSaver):
         )
 
 
-class LandsLaterUnlessClosedSaver(HeldSaver):
-    """Bug: aput's write goes on in a task of its own after a cancel (as a statement in a
-    worker thread that ``asyncio.to_thread`` does not stop): a write that found the
-    backend busy backs off a moment once it answers (a busy retry), then lands, unless the
-    saver was closed meanwhile (its connection gone)."""
+class LateWrites:
+    """The bug of `LandsLaterUnlessClosedSaver` and `SaveLandsLaterUnlessClosedStorage`: a
+    write goes on in a task of its own after a cancel (as a statement in a worker thread
+    that ``asyncio.to_thread`` does not stop); one that found the backend busy backs off a
+    moment once it answers (a busy retry), then lands, unless its owner was closed
+    meanwhile (its connection gone: the write fails, unseen)."""
 
-    def __init__(self, *, location: str | None = None) -> None:
-        super().__init__(location=location)
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
         self.closed = False
         self.late: set[asyncio.Task[Any]] = set()
 
-    async def aput(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
-    ) -> RunnableConfig:
-        async def write() -> RunnableConfig:
+    async def write(self, land: Callable[[], Awaitable[T]], unseen: T) -> T:
+        """``land()`` in a task a cancel does not stop; ``unseen`` if closed before it ran."""
+
+        async def run() -> T:
             busy = self.backend.gate is not None
             await self.backend.io()
-            if busy:  # it found the backend busy: the busy handler's back-off
+            if busy:  # the busy handler's back-off
                 await asyncio.sleep(0.15)
-            if self.closed:
-                return config  # its connection is gone: the write fails, unseen
-            return self.put(config, checkpoint, metadata, new_versions)
+            return unseen if self.closed else await land()
 
-        task = asyncio.ensure_future(write())
+        task = asyncio.ensure_future(run())
         self.late.add(task)
         task.add_done_callback(self.late.discard)
         return await asyncio.shield(task)
 
+
+class LandsLaterUnlessClosedSaver(HeldSaver):
+    """Bug: aput's write lands after a cancel, unless the saver was closed first
+    (`LateWrites`)."""
+
+    def __init__(self, *, location: str | None = None) -> None:
+        super().__init__(location=location)
+        self.writes_late = LateWrites(self.backend)
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        async def land() -> RunnableConfig:
+            return self.put(config, checkpoint, metadata, new_versions)
+
+        return await self.writes_late.write(land, config)
+
     async def aclose(self) -> None:
-        self.closed = True
+        self.writes_late.closed = True
 
 
 class NamespaceBlindLatestSaver(HeldSaver):
@@ -1740,34 +1757,23 @@ class HeldStorage(InMemoryCheckpointStorage):
 
 
 class SaveLandsLaterUnlessClosedStorage(HeldStorage):
-    """Bug: save's write goes on in a task of its own after a cancel (as a statement in a
-    worker thread): a write that found the backend busy backs off a moment once it
-    answers, then lands, unless the storage was closed meanwhile (its connection gone)."""
+    """Bug: save's write lands after a cancel, unless the storage was closed first
+    (`LateWrites`)."""
 
     def __init__(self, *, location: str | None = None) -> None:
         super().__init__(location=location)
-        self.closed = False
-        self.late: set[asyncio.Task[Any]] = set()
+        self.writes_late = LateWrites(self.backend)
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> str:
         copied = copy.deepcopy(checkpoint)
 
-        async def write() -> str:
-            busy = self.backend.gate is not None
-            await self.backend.io()
-            if busy:  # the busy handler's back-off
-                await asyncio.sleep(0.15)
-            if self.closed:
-                return copied.checkpoint_id
+        async def land() -> str:
             return await InMemoryCheckpointStorage.save(self, copied)
 
-        task = asyncio.ensure_future(write())
-        self.late.add(task)
-        task.add_done_callback(self.late.discard)
-        return await asyncio.shield(task)
+        return await self.writes_late.write(land, copied.checkpoint_id)
 
     async def aclose(self) -> None:
-        self.closed = True
+        self.writes_late.closed = True
 
 
 def _to_utc(value: Any) -> Any:
