@@ -62,6 +62,7 @@ import asyncio
 import contextlib
 import gc
 import itertools
+import math
 import os
 import random
 import shutil
@@ -88,9 +89,11 @@ FLOORS = ("floor sqlite", "floor file")
 """The floors a durable write's row holds beside the savers' figures."""
 CONCURRENT = 16
 """Threads (LangGraph) or workflows (agent-framework) written at once in the concurrent rows."""
-GRAPH_RUNS = 5
-"""Graphs of 10 nodes run one after the other per timed run of the graph-step row (one graph
-of 25 ms or so is too short a sample on a loaded machine)."""
+GRAPH_RUNS = 20
+"""Graphs of 10 nodes run one after the other per timed run of the graph-step row. Five graphs
+(50 steps, about 30 ms on PostgreSQL) were too short a sample even on a quiet machine: in 16
+runs of each saver on one server (2026-12-06, load average 0.2), the ratio of a run went from
+0.60x to 2.14x; with 20 graphs, in 12 runs, from 1.47x to 1.71x."""
 WORDS = [
     "".join(
         random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=random.Random(i).randint(2, 9))
@@ -124,6 +127,30 @@ def fmt(seconds: float | None) -> str:
     if seconds >= 0.01:
         return f"{seconds * 1e3:8.1f} ms"
     return f"{seconds * 1e6:8.0f} µs"
+
+
+def median_interval(values: list[float]) -> tuple[float, float, float, float]:
+    """The median of ``values`` and a distribution-free confidence interval for it:
+    ``(low, median, high, confidence)``.
+
+    The interval runs between the order statistics ``k`` and ``n + 1 - k`` (from 1), the
+    widest pair whose chance of missing the true median is at most 5% under any
+    distribution (the count of values below the median is binomial, n and one half). With
+    5 values or fewer even the whole range falls short of 95%: the interval is then the
+    whole range, and the confidence returned is its own, lower one.
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise ValueError("median_interval needs at least one value")
+
+    def below(k: int) -> float:  # P(at most k - 1 of n values fall below the median)
+        return sum(math.comb(n, i) for i in range(k)) / 2**n
+
+    k = 1
+    while k + 1 <= n // 2 and 2 * below(k + 1) <= 0.05:
+        k += 1
+    return ordered[k - 1], statistics.median(ordered), ordered[n - k], 1 - 2 * below(k)
 
 
 def ratio(peer: float | None, ours: float | None) -> str:
@@ -292,7 +319,11 @@ def in_turn(savers: dict[str, T], run: int) -> list[tuple[str, T]]:
 
 
 async def saver_rows(
-    savers: dict[str, Any], runs: int, counts: dict[str, int], floor: FloorFn | None = None
+    savers: dict[str, Any],
+    runs: int,
+    counts: dict[str, int],
+    floor: FloorFn | None = None,
+    per_run: dict[str, dict[str, list[float]]] | None = None,
 ) -> list[tuple[str, dict[str, float]]]:
     """Put and latest at each state size, puts of 16 threads at once and a 10-node graph
     step, for each saver (medians of ``runs`` interleaved runs): the rows of the table.
@@ -301,8 +332,16 @@ async def saver_rows(
     floor's commits and the sync that `settle` makes, the next after another saver.
 
     A put row also holds the floors of its size that ``floor`` measures (``floor
-    sqlite``, ``floor file``...), timed between the savers' runs."""
+    sqlite``, ``floor file``...), timed between the savers' runs. With ``per_run``, each
+    row's figures of every run, in run order, are also kept there under the row's name
+    (for ratios run by run: `median_interval`)."""
     rows: list[tuple[str, dict[str, float]]] = []
+
+    def row(name: str, figures: dict[str, list[float]]) -> None:
+        rows.append((name, {k: statistics.median(v) for k, v in figures.items()}))
+        if per_run is not None:
+            per_run[name] = figures
+
     for label, size in SIZES.items():
         puts: dict[str, list[float]] = {name: [] for name in savers}
         latest: dict[str, list[float]] = {name: [] for name in savers}
@@ -325,8 +364,8 @@ async def saver_rows(
                 latest[name].append(
                     await timed(counts[label], lambda _i, s=saver, c=configs[name]: s.aget_tuple(c))
                 )
-        rows.append((f"put, {label}", {k: statistics.median(v) for k, v in puts.items()}))
-        rows.append((f"latest, {label}", {k: statistics.median(v) for k, v in latest.items()}))
+        row(f"put, {label}", puts)
+        row(f"latest, {label}", latest)
     # Many threads at once, as a server with concurrent users: per put, wall time.
     at_once: dict[str, list[float]] = {name: [] for name in savers}
     k = max(4, counts["1 KiB"] // 16)
@@ -341,12 +380,7 @@ async def saver_rows(
                 )
             )
             at_once[name].append((time.perf_counter() - start) / (CONCURRENT * k))
-    rows.append(
-        (
-            f"put, 1 KiB, {CONCURRENT} threads",
-            {k: statistics.median(v) for k, v in at_once.items()},
-        )
-    )
+    row(f"put, 1 KiB, {CONCURRENT} threads", at_once)
     steps: dict[str, list[float]] = {name: [] for name in savers}
     builder = ten_step_graph()
     for run in range(runs):
@@ -357,7 +391,7 @@ async def saver_rows(
                 config = {"configurable": {"thread_id": f"graph-{uuid.uuid4().hex[:8]}"}}
                 await graph.ainvoke({"n": 0, "payload": "x" * 1000}, config)
             steps[name].append((time.perf_counter() - start) / (10 * GRAPH_RUNS))
-    rows.append(("graph step, 10 nodes", {k: statistics.median(v) for k, v in steps.items()}))
+    row("graph step, 10 nodes", steps)
     return rows
 
 

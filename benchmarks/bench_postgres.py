@@ -53,6 +53,7 @@ from bench_integrations import (
     fmt,
     in_turn,
     logging_quiet,
+    median_interval,
     print_floors,
     put_chain,
     ratio,
@@ -66,6 +67,15 @@ from checkpointkit.integrations.langgraph import CheckpointkitSaver
 PEER = "AsyncPostgresSaver"
 OURS = "ckk postgres"
 OWN = "CheckpointkitSaver's own part"
+TARGETS = {
+    "put, 1 KiB": 1.5,
+    "latest, 1 KiB": 1.0,
+    "latest, 64 KiB": 1.0,
+    "latest, 1 MiB": 1.0,
+    "put, 1 KiB, 16 threads": 3.0,
+    "graph step, 10 nodes": 1.5,
+}
+"""Issue 19's targets: ``AsyncPostgresSaver``'s time over checkpointkit's, at least."""
 
 
 async def _database(admin_url: str, name: str) -> str:
@@ -154,6 +164,39 @@ async def floor(
     return found
 
 
+def print_paired(per_run: dict[str, dict[str, list[float]]]) -> None:
+    """Each run's ratio (the peer's run over checkpointkit's run beside it), against the
+    targets: the median of the runs' ratios, with a distribution-free interval for it
+    (`median_interval`), and how many runs reached the target. A target is shown met when
+    the whole interval, of at least 95% confidence (6 runs or more), is at or above it;
+    "median only" when the median is and the interval is not."""
+    print(
+        "\nRatios run by run (the peer's run over checkpointkit's run beside it): the median "
+        "and its distribution-free interval"
+    )
+    print(
+        f"{'operation':<24}{'runs':>5}{'lowest':>8}{'interval of the median':>30}"
+        f"{'highest':>9}{'target':>8}  verdict"
+    )
+    for op, target in TARGETS.items():
+        figures = per_run.get(op)
+        if not figures or OURS not in figures or PEER not in figures:
+            continue
+        ratios = [p / o for p, o in zip(figures[PEER], figures[OURS], strict=True)]
+        low, median, high, confidence = median_interval(ratios)
+        reached = sum(r >= target for r in ratios)
+        interval = f"{low:.2f} <= {median:.2f} <= {high:.2f} ({confidence:.1%})"
+        if confidence < 0.95:
+            verdict = "too few runs for a 95% interval"
+        else:
+            verdict = "met" if low >= target else "median only" if median >= target else "not met"
+        verdict += f" ({reached} of {len(ratios)} runs at it)"
+        print(
+            f"{op:<24}{len(ratios):>5}{min(ratios):>7.2f}x{interval:>30}{max(ratios):>8.2f}x"
+            f"{target:>7.1f}x  {verdict}"
+        )
+
+
 def _new_keys(tag: str, n: int) -> Callable[[int], str]:
     """Call ``i`` gives a key never used before, in descending order within a run of ``n``
     (as a thread's checkpoint keys); a new run starts when ``i`` is 0."""
@@ -230,8 +273,9 @@ async def bench(url: str, runs: int, quick: bool) -> None:
             )
             return {"floor postgres": seconds}
 
+        per_run: dict[str, dict[str, list[float]]] = {}
         async with savers(url) as found:
-            rows = await saver_rows(found, runs, counts, insert_of)
+            rows = await saver_rows(found, runs, counts, insert_of, per_run)
             storage = found[OURS].storage
             assert isinstance(storage, PostgresStorage)
             floors = await floor(storage, runs, counts["1 KiB"], found)
@@ -267,6 +311,7 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     )
     own = fmt(floors[OWN]).strip()
     print(f"{OWN} of its aput (the aput less the adapter's put timed inside it): {own}")
+    print_paired(per_run)
     print_floors(
         rows,
         [(OURS, "floor postgres"), (PEER, "floor postgres")],
