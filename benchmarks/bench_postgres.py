@@ -31,6 +31,10 @@ extra only.
 
 ``--cpu 0`` runs the benchmark and its server on one core: how the two savers share the
 machine's cores moves the ratios (see "Measured" in ``docs/adapters/postgres.md``).
+``--switch-interval 0.0002`` sets the interpreter's thread switch interval: the graph's
+plain-function nodes run in a worker thread, and a reply that arrives while that thread
+holds the interpreter's lock waits for it (up to the interval) before the event loop reads
+it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import contextlib
 import gc
 import os
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -328,7 +333,16 @@ def main() -> None:
         type=lambda text: {int(c) for c in text.split(",")},
         help="run the benchmark and its server on these CPUs only (say 0: one core for both)",
     )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        help="the interpreter's thread switch interval, seconds (sys.setswitchinterval; "
+        "default 0.005): how long the event loop may wait for a node's worker thread",
+    )
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+        print(f"switch interval {sys.getswitchinterval() * 1e3:g} ms")
     if args.cpu is not None:
         os.sched_setaffinity(0, args.cpu)  # the server, started below, inherits it
         print(f"on CPU {', '.join(map(str, sorted(args.cpu)))} only (client and server)")
