@@ -113,7 +113,9 @@ MAX_DELETE_BODY = 768 * 1024
 """The most bytes of object names (escaped, with their XML) that one ``DeleteObjects`` sends:
 1,000 names of 1 KiB make a body over 1 MiB, which aiohttp warns "might lock the event loop"
 (a ``ResourceWarning``) when it is given as bytes, as botocore gives it."""
-_OBJECT_XML = len("<Object><Key></Key></Object>")
+_OBJECT_XML = len("<Object><Key></Key><ETag>&quot;&quot;</ETag></Object>") + 32 + len("-10000")
+"""The XML of one object of a ``DeleteObjects`` besides its escaped name: its ``ETag``
+condition (32 hex digits, and a multipart upload's part count), quoted."""
 
 HEADER_MAGIC = b"ckv1"
 HEADER_SIZE = 16
@@ -230,7 +232,7 @@ _URL_FORM = UrlForm(
 def delete_batches(ordered: list[str], names: dict[str, str]) -> Iterator[list[str]]:
     """``ordered`` cut into the batches of one ``DeleteObjects`` each: at most
     `MAX_DELETE_BATCH` keys, and at most `MAX_DELETE_BODY` bytes of their object names
-    (``names``) as the request's XML holds them."""
+    (``names``) and ETag conditions as the request's XML holds them."""
     chunk: list[str] = []
     size = 0
     for key in ordered:
@@ -991,21 +993,30 @@ class S3Storage(StorageBase):
 
         ``DeleteObjects`` reports every key as deleted, whether it existed or
         not (only a versioned bucket tells them apart, by delete markers), so
-        the keys that exist are counted first, from a listing of the range that
-        each request covers (``ListObjectsV2`` from its first key to its last,
-        under their common prefix): about one listing request per 1000 keys
-        when the keys are close together, as a run's are. A key created or
-        deleted by someone else between the listing and the delete is counted
-        as the listing saw it. Not atomic: on an error, any earlier chunk is
-        deleted.
+        the keys that exist are found first, with their ETags, from a listing
+        of the range that each request covers (``ListObjectsV2`` from its first
+        key to its last, under their common prefix): about one listing request
+        per 1000 keys when the keys are close together, as a run's are. Each
+        listed key is then deleted on the condition of its listed ETag (the
+        ``ETag`` of its ``Object``, as AWS documents conditional deletes): one
+        deleted by someone else since fails with ``NoSuchKey`` and is not
+        counted, so of this batch and a racing `delete` only one counts it; one
+        written again since fails with ``PreconditionFailed`` and is deleted
+        alone, as `delete` deletes. A server that ignores the condition (moto
+        does) deletes such keys anyway and they count as the listing saw them.
+        A key the listing did not see is deleted without a condition and not
+        counted. Not atomic: on an error, any earlier chunk is deleted.
         """
         client = await self._open()
         names = {key: self._name(key) for key in keys}
         ordered = sorted(set(keys))
         existed = 0
         for chunk in delete_batches(ordered, names):
-            existed += await self._count_existing(chunk)
-            objects = [{"Key": names[key]} for key in chunk]
+            etags = await self._existing(chunk)
+            objects = [
+                {"Key": names[key], "ETag": etags[key]} if key in etags else {"Key": names[key]}
+                for key in chunk
+            ]
 
             async def delete_objects(objects: list[dict[str, str]] = objects) -> Any:
                 return await client.delete_objects(
@@ -1015,20 +1026,36 @@ class S3Storage(StorageBase):
             resp = await self._call(
                 f"delete of {len(chunk)} keys", None, delete_objects, write=True
             )
-            errors = resp.get("Errors") or []
-            if errors:
-                first = errors[0]
-                key = str(first.get("Key", ""))[len(self._root) :]
+            changed: list[str] = []
+            gone = 0
+            failed: list[dict[str, Any]] = []
+            cut = len(self._root)
+            for error in resp.get("Errors") or []:
+                key = self._decode(str(error.get("Key", ""))[cut:])
+                code = error.get("Code", "")
+                if key in etags and code == "PreconditionFailed":
+                    changed.append(key)  # written again since the listing
+                elif key in etags and code == "NoSuchKey":
+                    gone += 1  # deleted by someone else since the listing
+                else:
+                    failed.append(error)
+            if failed:
+                first = failed[0]
+                key = str(first.get("Key", ""))[cut:]
                 error = bexc.ClientError(
                     {"Error": {"Code": first.get("Code", ""), "Message": first.get("Message", "")}},
                     "DeleteObjects",
                 )
-                with self._translate_errors(f"delete ({len(errors)} of {len(chunk)} failed)", key):
+                with self._translate_errors(f"delete ({len(failed)} of {len(chunk)} failed)", key):
                     raise error
+            existed += len(etags) - len(changed) - gone
+            for key in changed:
+                existed += await self._delete(key, None)
         return existed
 
-    async def _count_existing(self, chunk: list[str]) -> int:
-        """How many of ``chunk`` (sorted keys) exist, from one listing of their range."""
+    async def _existing(self, chunk: list[str]) -> dict[str, str]:
+        """The keys of ``chunk`` (sorted) that exist, with their ETags, from one listing of
+        their range."""
         wanted = set(chunk)
         last = chunk[-1]
         common = 0  # the keys' common prefix (character-wise): that of the first and the last
@@ -1037,13 +1064,15 @@ class S3Storage(StorageBase):
         prefix = last[:common]
         # start just before the first key: its parent string sorts before it
         start_after: str | None = chunk[0][:-1] or None
-        found = 0
+        found: dict[str, str] = {}
         cursor: Any = None
         first = True
         while first or cursor is not None:
-            page = await self._list_page(prefix, start_after, cursor, self._page_size)
+            page, etags = await self._list_objects(prefix, start_after, cursor, self._page_size)
             first, cursor = False, page.cursor
-            found += sum(1 for key in page.keys if key in wanted)
+            found.update(
+                (key, etag) for key, etag in zip(page.keys, etags, strict=True) if key in wanted
+            )
             if page.keys and page.keys[-1] >= last:
                 break
         return found
@@ -1051,6 +1080,13 @@ class S3Storage(StorageBase):
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
+        page, _ = await self._list_objects(prefix, start_after, cursor, limit)
+        return page
+
+    async def _list_objects(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> tuple[ListPage, list[str]]:
+        """A page of the listing (see `_list_page`) and the ETag of each of its keys."""
         client = await self._open()
         root = self._root
         args: dict[str, Any] = {
@@ -1068,12 +1104,14 @@ class S3Storage(StorageBase):
             f"list of prefix {prefix!r}", None, lambda: client.list_objects_v2(**args)
         )
         cut = len(root)
-        keys = [self._decode(obj["Key"][cut:]) for obj in resp.get("Contents", ())]
+        contents = resp.get("Contents", ())
+        keys = [self._decode(obj["Key"][cut:]) for obj in contents]
+        etags = [str(obj.get("ETag", "")) for obj in contents]
         self._check_order(prefix, bound, "start_after" if cursor is None else "the last key", keys)
         more = resp.get("IsTruncated") and resp.get("NextContinuationToken")
         if not more:
-            return ListPage(keys, None)
-        return ListPage(keys, (resp["NextContinuationToken"], keys[-1] if keys else bound))
+            return ListPage(keys, None), etags
+        return ListPage(keys, (resp["NextContinuationToken"], keys[-1] if keys else bound)), etags
 
     def _check_order(self, prefix: str, bound: str | None, what: str, keys: list[str]) -> None:
         """Refuse a page that leaves the prefix or is not in ascending order after ``bound``.

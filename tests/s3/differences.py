@@ -29,6 +29,7 @@ QUESTIONS = (
     "PutObject of a 256-byte name segment",
     "PutObject of a 1024-byte name",
     "DeleteObjects of 1,001 keys",
+    "DeleteObjects of a key by an old ETag",
     "4 create-only CompleteMultipartUpload of one key at once (20 rounds)",
     "PutObject of k and of k/x at once (200 rounds)",
 )
@@ -42,17 +43,20 @@ AWS = {
     QUESTIONS[5]: "200",
     QUESTIONS[6]: "200",
     QUESTIONS[7]: "400",
-    QUESTIONS[8]: "1 winner",
-    QUESTIONS[9]: "both kept",
+    QUESTIONS[8]: "kept (PreconditionFailed)",
+    QUESTIONS[9]: "1 winner",
+    QUESTIONS[10]: "both kept",
 }
 """What AWS documents: conditional writes answer 412 for a failed condition and 404 for a
 missing key; listings in ascending UTF-8 byte order, StartAfter by key; names of up to
-1024 bytes; at most 1,000 keys in one DeleteObjects (more: 400 MalformedXML); of
+1024 bytes; at most 1,000 keys in one DeleteObjects (more: 400 MalformedXML), each
+deleted only if its ETag, when given, is the object's (conditional deletes: else the
+object is kept and its entry of the answer is an error, PreconditionFailed); of
 concurrent conditional writes of one key (CompleteMultipartUpload with If-None-Match
 included) the first to finish succeeds and the others fail; an object's name is a flat
 key, so k and k/x are two objects like any others."""
 
-RACES = (QUESTIONS[8], QUESTIONS[9])
+RACES = (QUESTIONS[9], QUESTIONS[10])
 """The race questions, whose answers change with the machine's load, so the test of the page
 leaves their rows out. SeaweedFS let several create-only completions win in 9 and 10 rounds
 of 20 on a quiet machine, in fewer than `SEVERAL` under the load of the project's test run
@@ -118,6 +122,20 @@ def _nested(client: Any, bucket: str) -> str:
     return "one lost" if lost else "both kept"
 
 
+def _old_etag_delete(client: Any, bucket: str) -> str:
+    """A key written twice, then a ``DeleteObjects`` of it with the first write's ETag:
+    "kept (CODE)" with the code of its error entry, or "deleted"."""
+    old = client.put_object(Bucket=bucket, Key="e/k", Body=b"one")["ETag"]
+    client.put_object(Bucket=bucket, Key="e/k", Body=b"two")
+    answer = client.delete_objects(
+        Bucket=bucket, Delete={"Objects": [{"Key": "e/k", "ETag": old}], "Quiet": True}
+    )
+    codes = [str(error.get("Code")) for error in answer.get("Errors", [])]
+    if _status(lambda: client.head_object(Bucket=bucket, Key="e/k")) == "200":
+        return f"kept ({', '.join(codes) or 'no error'})"
+    return "deleted" + (f" ({', '.join(codes)})" if codes else "")
+
+
 def _at_once(calls: Sequence[Callable[[], T]]) -> list[T]:
     """Each call in a thread of its own, all released at once by a barrier; their results,
     in order."""
@@ -168,6 +186,7 @@ def probe(endpoint_url: str, *, race: bool = True) -> dict[str, str]:
                 Bucket=bucket, Delete={"Objects": [{"Key": f"d/{i}"} for i in range(1001)]}
             )
         ),
+        QUESTIONS[8]: _old_etag_delete(client, bucket),
     }
     if race:  # races: their answers can change with the machine's load (see RACES)
         answers[RACES[0]] = _race(client, bucket)
