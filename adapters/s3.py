@@ -1041,7 +1041,7 @@ class S3Storage(StorageBase):
                     failed.append(error)
             if failed:
                 first = failed[0]
-                key = str(first.get("Key", ""))[cut:]
+                key = self._decode(str(first.get("Key", ""))[cut:])
                 error = bexc.ClientError(
                     {"Error": {"Code": first.get("Code", ""), "Message": first.get("Message", "")}},
                     "DeleteObjects",
