@@ -54,6 +54,7 @@ from ..errors import (
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 from ..versions import decimal_version
 from ._deadline import DRIFT, MARGIN, ServerClock, settle
+from ._inflight import Background
 from ._pool import Pool, PoolClosed
 from ._timeouts import SharedTimeout
 
@@ -343,6 +344,7 @@ class PostgresStorage(StorageBase):
         self.ttl = None if ttl is None else _seconds("ttl", ttl, low=0.001, high=10 * 365 * 86400)
         self.timeout = _seconds("timeout", timeout, low=0.01, high=3600)
         self._timeouts = SharedTimeout(self.timeout)  # each operation's, one timer for all
+        self._abandoned = Background()  # connects left to finish (see `_connect`), for aclose
         self.connect_timeout = (
             min(self.timeout, 10.0)
             if connect_timeout is None
@@ -446,17 +448,22 @@ class PostgresStorage(StorageBase):
         kwargs: dict[str, Any] = {}
         if self._endpoint is not None:
             kwargs["host"], kwargs["port"] = self._endpoint
-        if _plain_loopback(self._dsn, self._endpoint):
+        plain = _plain_loopback(self._dsn, self._endpoint)
+        if plain:
             # No sslmode chosen, and the server is on this machine: no TLS (libpq's
             # default "prefer" asks the server first, a round trip per connection).
             kwargs["ssl"] = False
-        conn: asyncpg.Connection = await asyncpg.connect(
+        connecting = asyncpg.connect(
             self._dsn,
             timeout=self.connect_timeout,
             command_timeout=None,
             server_settings={"application_name": "checkpointkit"},
             **kwargs,
         )
+        if plain:
+            conn: asyncpg.Connection = await connecting
+        else:
+            conn = await self._connect_to_the_end(connecting)
         try:
             await self._measure_clock(conn)
         except BaseException:
@@ -795,7 +802,31 @@ class PostgresStorage(StorageBase):
         more = len(keys) == limit and len(inside) == limit
         return ListPage(inside, inside[-1] if more else None)
 
+    async def _connect_to_the_end(
+        self, connecting: Awaitable[asyncpg.Connection]
+    ) -> asyncpg.Connection:
+        """Await a connect that may negotiate TLS; if cancelled, let it end on its own.
+
+        asyncpg (0.32) asks the server for TLS (``SSLRequest``) through a protocol
+        whose future holds the answer. A connect cancelled just as its TCP connection
+        is made closes that connection before anything awaits the future, which then
+        holds a ``ConnectionError`` nobody retrieves: the event loop reports "Future
+        exception was never retrieved" (``TLSUpgradeProto`` in asyncpg's
+        ``connect_utils.py``). So a cancelled connect is not cancelled: the caller's
+        ``CancelledError`` is raised at once, and the connect goes on in the
+        background, within ``connect_timeout``, its connection terminated when it
+        comes; ``aclose()`` waits for it. Without TLS (``ssl=False``) asyncpg's own
+        protocol handles a cancelled connect, and it is cancelled as any call.
+        """
+        task = asyncio.ensure_future(connecting)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._abandoned.spawn(_terminate_when_open(task))
+            raise
+
     async def _aclose(self) -> None:
+        await self._abandoned.wait(self.connect_timeout + 1.0)
         if self._opening is not None:
             async with self._opening:  # a pool being opened now is closed too
                 pass
@@ -811,6 +842,15 @@ class PostgresStorage(StorageBase):
             raise
         finally:
             self._timeouts.close()  # every operation has given its connection back
+
+
+async def _terminate_when_open(task: asyncio.Future[asyncpg.Connection]) -> None:
+    """Wait for an abandoned connect; terminate the connection it opens, if any."""
+    try:
+        conn = await task
+    except BaseException:  # failed or cancelled: nothing was opened
+        return
+    conn.terminate()
 
 
 def _plain_loopback(dsn: str | None, endpoint: tuple[str, int] | None) -> bool:
