@@ -45,6 +45,7 @@ from ..cli import (
 )
 from ..errors import ConfigurationError
 from .groups import GROUPS
+from .target import redact_url
 
 if TYPE_CHECKING:
     from .report import Report, TestResult
@@ -232,7 +233,7 @@ def conformance_command(args: argparse.Namespace, out: Output) -> int:
             'install them with: pip install "checkpointkit[conformance]"',
             EXIT_USAGE,
         ) from None
-    progress = ProgressLines(out, args.spec)
+    progress = ProgressLines(out, redact_url(args.spec))  # a URL's password stays out of logs
     try:
         report = asyncio.run(
             run(

@@ -538,7 +538,7 @@ def _url_target(url: str) -> Target:
         hold = SQLiteLock()
     else:
         hold = ProxyHold() if upstream is not None else None
-    return Target(url_storage, name=_redact(url), upstream=upstream, hold=hold)
+    return Target(url_storage, name=redact_url(url), upstream=upstream, hold=hold)
 
 
 def _per_location_target(url: str) -> Target:
@@ -565,7 +565,7 @@ def _per_location_target(url: str) -> Target:
         or _LOCATION in after + query
     ):
         raise ConfigurationError(
-            f"{_redact(url)}: {_LOCATION} stands once, in the last segment of the path of a "
+            f"{redact_url(url)}: {_LOCATION} stands once, in the last segment of the path of a "
             f"file or sqlite URL (file:///srv/ckc/{_LOCATION}, "
             f"sqlite:////srv/ckc/{_LOCATION}.db)"
         )
@@ -588,8 +588,8 @@ def _per_location_target(url: str) -> Target:
                 _remove_location(inner)
 
     if scheme == "file":  # each root is a directory of the suite's own: it may move it away
-        return Target(location_storage, name=_redact(url), hold=FileLock(), outage=FileOutage())
-    return Target(location_storage, name=_redact(url), hold=SQLiteLock())
+        return Target(location_storage, name=redact_url(url), hold=FileLock(), outage=FileOutage())
+    return Target(location_storage, name=redact_url(url), hold=SQLiteLock())
 
 
 def _check_folder(folder_url: str, scheme: str) -> None:
@@ -600,7 +600,7 @@ def _check_folder(folder_url: str, scheme: str) -> None:
     path = unquote(urlsplit(folder_url).path)[1:]  # SQLAlchemy's reading: sqlite:////abs
     if not os.path.isdir(os.path.expanduser(path or ".")):
         raise ConfigurationError(
-            f"{_redact(folder_url)} names the folder {path!r} for the database files of the "
+            f"{redact_url(folder_url)} names the folder {path!r} for the database files of the "
             "locations, which does not exist: check the path, or add ?create=true"
         )
 
@@ -625,7 +625,8 @@ async def _delete_prefix(url: str, prefix: str, options: dict[str, Any]) -> None
             await storage.delete(key)
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
+    """``url`` with its password and secret query parameters shown as ``***``."""
     head, sep, rest = url.partition("://")
     netloc, slash, tail = rest.partition("/")
     if "@" in netloc:

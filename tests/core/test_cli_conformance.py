@@ -14,7 +14,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from checkpointkit.cli import Output, invoke
 from checkpointkit.conformance.cli import ProgressLines
 from checkpointkit.conformance.report import TestResult
@@ -126,6 +128,27 @@ def test_a_module_target_is_found_in_the_working_directory_as_python_m_does(
 
 def _result(name: str, outcome: str = "passed") -> TestResult:
     return TestResult(name, "semantics", outcome)  # type: ignore[arg-type]
+
+
+def test_the_progress_line_shows_no_password_of_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first line off a terminal names the target: a URL's password must not reach a
+    # CI log (a blind round's run printed it there, 2026-12-06)
+    from checkpointkit.cli import CliError
+    from checkpointkit.conformance import api
+
+    async def collected_then_stop(spec: str, *, progress: Any, **_: Any) -> None:
+        progress.collected(3)
+        raise CliError("stopped after the first line", 2)
+
+    monkeypatch.setattr(api, "run", collected_then_stop)
+    code, _, err = _invoke(
+        "conformance", "postgresql://ckk:s3cret-pw@127.0.0.1:1/db?sslpassword=k3y"
+    )
+    assert code == 2, err
+    assert (
+        "conformance of postgresql://ckk:***@127.0.0.1:1/db?sslpassword=***: running 3 tests" in err
+    )
+    assert "s3cret" not in err and "k3y" not in err
 
 
 def test_progress_lines_come_every_interval_off_a_terminal() -> None:
