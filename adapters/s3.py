@@ -410,6 +410,7 @@ class S3Storage(StorageBase):
             )
         self.object_names = object_names
         self._flat = object_names == "flat"
+        self._delete_conditions: bool | None = None  # does DeleteObjects honour ETags? (probed)
         self._key_limit = _OPTS.check_int("max_key_bytes", max_key_bytes, 1)
         if self._key_limit > MAX_KEY_BYTES:
             raise ConfigurationError(
@@ -1003,16 +1004,25 @@ class S3Storage(StorageBase):
         counted, so of this batch and a racing `delete` only one counts it; one
         written again since fails with ``PreconditionFailed`` and is deleted
         alone, as `delete` deletes. A server that ignores the condition (moto
-        does) deletes such keys anyway and they count as the listing saw them.
-        A key the listing did not see is deleted without a condition and not
-        counted. Not atomic: on an error, any earlier chunk is deleted.
+        does) would delete such keys anyway and count them twice: the storage
+        asks once, with a ``DeleteObjects`` of a name no key maps to under a
+        made-up ETag (`_probe_delete_conditions`), and where the condition is
+        ignored it deletes each listed key as `delete` does (a ``HeadObject``
+        and a conditional ``DeleteObject``, 16 at a time). A key the listing did
+        not see is deleted without a condition and not counted. Not atomic: on
+        an error, any earlier chunk is deleted.
         """
         client = await self._open()
         names = {key: self._name(key) for key in keys}
         ordered = sorted(set(keys))
         existed = 0
+        if self._delete_conditions is None:
+            self._delete_conditions = await self._probe_delete_conditions(client)
         for chunk in delete_batches(ordered, names):
             etags = await self._existing(chunk)
+            if not self._delete_conditions:
+                existed += await self._delete_one_by_one(client, chunk, names, etags)
+                continue
             objects = [
                 {"Key": names[key], "ETag": etags[key]} if key in etags else {"Key": names[key]}
                 for key in chunk
@@ -1040,18 +1050,71 @@ class S3Storage(StorageBase):
                 else:
                     failed.append(error)
             if failed:
-                first = failed[0]
-                key = self._decode(str(first.get("Key", ""))[cut:])
-                error = bexc.ClientError(
-                    {"Error": {"Code": first.get("Code", ""), "Message": first.get("Message", "")}},
-                    "DeleteObjects",
-                )
-                with self._translate_errors(f"delete ({len(failed)} of {len(chunk)} failed)", key):
-                    raise error
+                self._raise_failed_deletes(failed, len(chunk))
             existed += len(etags) - len(changed) - gone
             for key in changed:
                 existed += await self._delete(key, None)
         return existed
+
+    def _raise_failed_deletes(self, failed: list[dict[str, Any]], total: int) -> NoReturn:
+        """Raise the translated error of the first of a ``DeleteObjects``'s failed entries,
+        naming its key."""
+        first = failed[0]
+        key = self._decode(str(first.get("Key", ""))[len(self._root) :])
+        error = bexc.ClientError(
+            {"Error": {"Code": first.get("Code", ""), "Message": first.get("Message", "")}},
+            "DeleteObjects",
+        )
+        with self._translate_errors(f"delete ({len(failed)} of {total} failed)", key):
+            raise error
+        raise AssertionError("unreachable: _translate_errors raises")  # pragma: no cover
+
+    async def _probe_delete_conditions(self, client: Any) -> bool:
+        """Whether ``DeleteObjects`` keeps an object whose ``ETag`` condition fails: asked
+        with a name under the root that no key maps to (keys never hold ``\x7f``), whose
+        object does not exist, under a made-up ETag. A server that honours the condition
+        answers that entry with an error (``NoSuchKey``, or ``PreconditionFailed``); one
+        that ignores it reports it deleted, and deletes nothing (there is nothing)."""
+        probe = f"{self._root}\x7fcheckpointkit-delete-condition-{secrets.token_hex(8)}"
+
+        async def ask() -> Any:
+            return await client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": probe, "ETag": '"0"'}], "Quiet": True},
+            )
+
+        resp = await self._call("delete (a probe of conditional deletes)", None, ask, write=True)
+        codes = {str(error.get("Code", "")) for error in resp.get("Errors") or []}
+        return bool(codes & {"NoSuchKey", "PreconditionFailed"})
+
+    async def _delete_one_by_one(
+        self, client: Any, chunk: list[str], names: dict[str, str], etags: dict[str, str]
+    ) -> int:
+        """Delete ``chunk`` where ``DeleteObjects`` ignores conditions: each listed key as
+        `delete` does (exact), the others with one unconditional ``DeleteObjects``."""
+        unlisted = [{"Key": names[key]} for key in chunk if key not in etags]
+        if unlisted:
+
+            async def delete_objects() -> Any:
+                return await client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": unlisted, "Quiet": True}
+                )
+
+            resp = await self._call(
+                f"delete of {len(unlisted)} keys", None, delete_objects, write=True
+            )
+            errors = resp.get("Errors") or []
+            if errors:
+                self._raise_failed_deletes(errors, len(unlisted))
+        listed = [key for key in chunk if key in etags]
+        found = 0
+        for start in range(0, len(listed), 16):
+            found += sum(
+                await asyncio.gather(
+                    *(self._delete(key, None) for key in listed[start : start + 16])
+                )
+            )
+        return found
 
     async def _existing(self, chunk: list[str]) -> dict[str, str]:
         """The keys of ``chunk`` (sorted) that exist, with their ETags, from one listing of

@@ -92,6 +92,11 @@ CLAUSES: tuple[Clause, ...] = (
     # -- delete_many ----------------------------------------------------------------------
     Clause("delete-many.count", "delete_many deletes every key given and returns how many existed"),
     Clause(
+        "delete-many.one-true",
+        "of a delete_many and concurrent deletes (or delete_many calls) of one stored value, "
+        "exactly one counts it",
+    ),
+    Clause(
         "delete-many.each-atomic",
         "each key of a delete_many is deleted as one delete is: a write racing it lands wholly "
         "before (and is deleted) or after (a conditional one finds the key missing)",

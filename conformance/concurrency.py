@@ -196,6 +196,42 @@ class ConcurrencyTests(ConcurrentSweepTests):
         )
         await expect_missing(storage, key, promise="the key is gone after the deletes")
 
+    @checks("delete-many.one-true", "delete-many.count")
+    async def test_delete_many_racing_deletes_counts_the_value_once(
+        self, storage: Storage, scale: float
+    ) -> None:
+        """Concurrent ``delete_many`` calls (each of the raced key among keys of its own) and
+        unconditional deletes of one stored value, `BATCH_RACES` rounds: of all of them,
+        exactly one finds the value, as a delete returning True or as a count of one."""
+        n = max(4, scaled(scale, 12))
+        for r in range(BATCH_RACES):
+            key = f"delete-many-race/{r}"
+            await storage.put(key, b"once")
+
+            async def batch(i: int, r: int = r, key: str = key) -> int:
+                own = f"delete-many-race/{r}-{i}"  # missing: counts nothing
+                return await delete_many_of(storage, [own, key])
+
+            async def delete(key: str = key) -> int:
+                return int(await storage.delete(key))
+
+            # a batch first in even rounds, a delete first in odd ones: which of them reaches
+            # the backend first decides which interleavings the round can show
+            calls = [batch(i) if (i + r) % 2 == 0 else delete() for i in range(n)]
+            found = await asyncio.gather(*calls)
+            finders = [i for i, f in enumerate(found) if f]
+            expect(
+                sum(found) == 1,
+                f"{n} concurrent delete_many calls and deletes of one stored value must count it "
+                "exactly once",
+                key=key,
+                expected="one delete to return True or one delete_many to count 1; the others "
+                "False or 0",
+                observed=f"found {sum(found)} times (calls {listed(finders)}; the "
+                f"{'even' if r % 2 == 0 else 'odd'} ones are delete_many)",
+            )
+            await expect_missing(storage, key, promise="the key is gone after the deletes")
+
     @checks("put.conditional.one-winner", "put.if-match.stale")
     async def test_cas_race_has_one_winner(
         self, storage: Storage, scale: float, supports_conditional_put: bool

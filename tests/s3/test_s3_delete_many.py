@@ -3,8 +3,9 @@
 ``DeleteObjects`` reports every key as deleted, whether it existed or not; the
 adapter finds the existing ones, with their ETags, from a listing of each request's
 range, and deletes each on the condition of its ETag: a key that someone else deletes
-between the listing and the request is theirs to count, where the server honours the
-condition (SeaweedFS and AWS; moto ignores it: the differences table of the S3 page).
+between the listing and the request is theirs to count. moto ignores the condition (the
+differences table of the S3 page): the adapter finds that out once per storage and there
+deletes each listed key on its own, as ``delete`` does.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ T = TypeVar("T")
 
 HONOURS_DELETE_CONDITIONS = {"moto": False, "seaweedfs": True}
 """Whether the server keeps an object of a ``DeleteObjects`` whose ``ETag`` condition fails
-(the row "DeleteObjects of a key by an old ETag" of ``differences.py``)."""
+(the row "DeleteObjects of a key by an old ETag" of ``differences.py``): the adapter asks
+once, and where the condition is ignored deletes each listed key on its own."""
 
 
 class CountingRequests(S3Storage):
@@ -69,8 +71,8 @@ async def test_delete_many_deletes_every_key_and_counts_only_those_that_existed(
     assert await s3.delete_many(["a", "b/c"]) == 0  # gone now
 
 
-async def test_delete_many_sends_one_delete_objects_per_batch_and_no_per_key_requests(
-    make_s3: Callable[..., S3Storage], monkeypatch: pytest.MonkeyPatch
+async def test_delete_many_sends_one_delete_objects_per_batch_where_conditions_hold(
+    make_s3: Callable[..., S3Storage], monkeypatch: pytest.MonkeyPatch, s3_server_name: str
 ) -> None:
     monkeypatch.setattr(s3_module, "MAX_DELETE_BATCH", 3)  # S3's 1000, scaled down for moto
     keys = [f"runs/r1/cp-{i:02d}" for i in range(7)]
@@ -80,10 +82,22 @@ async def test_delete_many_sends_one_delete_objects_per_batch_and_no_per_key_req
         await direct.put("runs/r2/cp-00", b"kept")
         storage.ops.clear()
         assert await storage.delete_many([*keys, "runs/r1/cp-99"]) == 7
+        probe = "delete (a probe of conditional deletes)"
         deletes = [op for op in storage.ops if op.startswith("delete")]
-        assert deletes == ["delete of 3 keys", "delete of 3 keys", "delete of 2 keys"]
-        assert len(storage.ops) == 6  # and one listing per batch, to count what existed
+        listings = [op for op in storage.ops if op.startswith("list")]
+        assert len(listings) == 3  # one listing per batch, to find what exists
+        if HONOURS_DELETE_CONDITIONS[s3_server_name]:
+            # the probe once, then one DeleteObjects per batch: no request per key
+            assert deletes == [probe, "delete of 3 keys", "delete of 3 keys", "delete of 2 keys"]
+        else:
+            # moto deletes on an old ETag: each listed key as delete does, exact (a
+            # HeadObject and a conditional DeleteObject), and the missing one in a batch
+            assert deletes[0] == probe
+            assert sorted(deletes[1:]) == ["delete"] * 14 + ["delete of 1 keys"]  # 7 keys, 2 each
         assert [k async for k in direct.list()] == ["runs/r2/cp-00"]
+        storage.ops.clear()
+        await storage.delete_many(["runs/r2/cp-00"])
+        assert probe not in storage.ops  # asked once per storage
 
 
 async def test_delete_many_stays_inside_the_storage_prefix(
@@ -147,7 +161,7 @@ class AfterListing(S3Storage):
 
 @pytest.mark.parametrize("object_names", ["keys", "flat"])
 async def test_a_key_deleted_by_another_client_after_the_listing_is_counted_once(
-    make_s3: Callable[..., S3Storage], s3_server_name: str, object_names: str
+    make_s3: Callable[..., S3Storage], object_names: str
 ) -> None:
     # "b/x.y": with object_names=flat its object name is escaped, and the key of the
     # answer's error entry must be read back as the key
@@ -167,10 +181,9 @@ async def test_a_key_deleted_by_another_client_after_the_listing_is_counted_once
         storage.after_listing = delete_b
         existed = await storage.delete_many(keys)
         assert found_by_other == [True]
-        if HONOURS_DELETE_CONDITIONS[s3_server_name]:
-            assert existed == 2  # "b/x.y" was the other delete's to count, not both
-        else:
-            assert existed == 3  # moto deletes it on an old ETag: counted twice
+        # "b/x.y" was the other delete's to count, not both: by its failed condition where
+        # the server honours it, else by the adapter's delete of each listed key (moto)
+        assert existed == 2
         assert [k async for k in other.list()] == []
 
 

@@ -337,6 +337,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete.one-true",
     ),
     _m(
+        "delete-many-counts-then-deletes",
+        kv_dict.DeleteManyCountsThenDeletes,
+        D,
+        CON,
+        "test_delete_many_racing_deletes_counts_the_value_once",
+        "delete-many.one-true",
+        "delete-many.count",
+    ),
+    _m(
         "create-of-a-deleted-key-checked-then-written",
         kv_dict.CreateOnATombstoneChecksThenWrites,
         D,

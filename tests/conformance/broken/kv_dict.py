@@ -315,6 +315,22 @@ class DeleteChecksThenDeletes(DictKV):
         return existed
 
 
+class DeleteManyCountsThenDeletes(DictKV):
+    """Bug: delete_many counts the keys that exist by one request (``SELECT count(*)``, a
+    listing), then deletes them by a second one that does not say what it found: a key
+    that a racing delete removes in between is counted by both. Its twin is `DictKV`,
+    whose delete_many deletes and counts each key in one step."""
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        await self._round_trip()
+        existed = sum(key in self.values for key in set(keys))
+        await self._round_trip()
+        for key in set(keys):
+            if key in self.values:
+                self._drop(key)
+        return existed
+
+
 class DeleteIfMatchChecksThenDeletes(DictKV):
     """Bug: a conditional delete reads the version, compares it, then deletes in a second
     request (``GET`` then ``DEL``, not one script): two deletes of one version both return
