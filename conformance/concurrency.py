@@ -133,7 +133,7 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 promise="the winner's value must be stored",
             )
 
-    @checks("delete.conditional.one-winner")
+    @checks("delete.conditional.one-winner", "delete.if-match.missing")
     async def test_conditional_delete_race_has_one_winner(
         self,
         storage: Storage,
@@ -152,18 +152,37 @@ class ConcurrencyTests(ConcurrentSweepTests):
             key = f"cas-delete/{r}"
             base = await storage.put(key, b"base")
 
-            async def delete(key: str = key, base: str = base) -> str | None:
+            refused: list[int] = []
+
+            async def delete(
+                i: int, key: str = key, base: str = base, refused: list[int] = refused
+            ) -> str | None:
                 try:
                     return "deleted" if await storage.delete(key, if_match=base) else None
                 except PreconditionFailed:
+                    refused.append(i)
                     return None
 
             def swap(i: int, key: str = key, base: str = base) -> Awaitable[str | None]:
                 return put_or_refused(storage, key, f"writer {i}".encode(), IfMatch(base))
 
-            calls = [swap(i) if r and i % 2 else delete() for i in range(n)]
+            calls = [swap(i) if r and i % 2 else delete(i) for i in range(n)]
             outcomes = await asyncio.gather(*calls)
             winners = [i for i, v in enumerate(outcomes) if v is not None]
+            if not r:
+                # Deletes only: when each one takes effect the key is at the version given
+                # (it wins) or missing (False); never at another version. A loser that
+                # raises PreconditionFailed read the key as it was before the winner's
+                # delete: one statement whose snapshot predates the row lock it waited for.
+                expect(
+                    not refused,
+                    f"{n} concurrent deletes of one version: a delete that finds the key "
+                    "deleted by another must return False",
+                    key=key,
+                    expected="False from every delete but the winner (delete.if-match.missing)",
+                    observed=f"deletes {listed(sorted(refused))} raised PreconditionFailed, "
+                    "which says the key is at another version",
+                )
             expect(
                 len(winners) == 1,
                 f"{n} concurrent {what} on one version must have exactly one winner",
@@ -436,7 +455,12 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 "take its change mark (mtime, a counter) before the scan, not after",
             )
 
-    @checks("put.conditional.one-winner", "delete.conditional.one-winner", "cap.shared")
+    @checks(
+        "put.conditional.one-winner",
+        "delete.conditional.one-winner",
+        "delete.if-match.missing",
+        "cap.shared",
+    )
     async def test_conditional_races_across_two_clients_have_one_winner(
         self,
         target: Target,
@@ -476,7 +500,22 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 )
                 for k, key in enumerate(keys):
                     mine = outcomes[k * writers : (k + 1) * writers]
-                    winners = [i for i, v in enumerate(mine) if v is not None]
+                    winners = [i for i, v in enumerate(mine) if v not in (None, REFUSED)]
+                    refused = [i for i, v in enumerate(mine) if v == REFUSED]
+                    if call is _delete:
+                        # deletes only: each finds the key at the version (and wins) or
+                        # missing (False), never at another version
+                        expect(
+                            not refused,
+                            f"{writers} concurrent if-match deletes of one version through two "
+                            "clients: a delete that finds the key deleted by another must "
+                            "return False",
+                            key=key,
+                            expected="False from every delete but the winner "
+                            "(delete.if-match.missing)",
+                            observed=f"writers {listed(refused)} raised PreconditionFailed, "
+                            "which says the key is at another version",
+                        )
                     expect(
                         len(winners) == 1,
                         f"{writers} concurrent {what} of one key through two clients must "
@@ -896,11 +935,15 @@ def _large(i: int) -> bytes:
     return f"writer {i} ".encode().ljust(LARGE_RACE_VALUE, b".")
 
 
+REFUSED = "refused"
+"""What `_delete` gives for a conditional delete that raised PreconditionFailed: no winner."""
+
+
 async def _delete(storage: Storage, i: int, key: str, base: str) -> str | None:
     try:
         return "deleted" if await storage.delete(key, if_match=base) else None
     except PreconditionFailed:
-        return None
+        return REFUSED
 
 
 async def _winner_holds(

@@ -337,6 +337,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete.one-true",
     ),
     _m(
+        "conditional-delete-decides-from-a-snapshot",
+        kv_dict.DeleteIfMatchDecidesFromASnapshot,
+        D,
+        CON,
+        "test_conditional_delete_race_has_one_winner",
+        "delete.conditional.one-winner",
+        "delete.if-match.missing",
+    ),
+    _m(
         "delete-many-counts-then-deletes",
         kv_dict.DeleteManyCountsThenDeletes,
         D,

@@ -331,6 +331,27 @@ class DeleteManyCountsThenDeletes(DictKV):
         return existed
 
 
+class DeleteIfMatchDecidesFromASnapshot(DictKV):
+    """Bug: a conditional delete in one statement that also reads the current version
+    (``WITH d AS (DELETE ... WHERE version = $v) SELECT count(*) FROM d, (SELECT version
+    ...)``): the read is the statement's snapshot, taken before the delete waited for the
+    row's lock. A delete that lost to another delete of that version sees the row still at
+    it and raises PreconditionFailed, where the key is missing (False)."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is None:
+            return await super()._delete(key, None)
+        seen = self.values.get(key)  # the statement's snapshot
+        await self._round_trip()  # the delete waits for the row's lock
+        current = self.values.get(key)
+        if current is not None and current[1] == if_match:
+            self._drop(key)
+            return True
+        if seen is None:
+            return False
+        raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
+
+
 class DeleteIfMatchChecksThenDeletes(DictKV):
     """Bug: a conditional delete reads the version, compares it, then deletes in a second
     request (``GET`` then ``DEL``, not one script): two deletes of one version both return
