@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ..errors import NotFound, PreconditionFailed
+from ..errors import NotFound, PreconditionFailed, StorageError
 from ..storage import IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
 from .checks import (
@@ -535,6 +535,60 @@ class ConcurrencyTests(ConcurrentSweepTests):
                     await _winner_holds(
                         clients[1 - w % 2], key, w, mine[w], large=call is _swap_large
                     )
+
+    @checks("put.overwrite", "put.atomic", "cap.shared")
+    async def test_overwrites_of_missing_keys_through_two_clients_all_write(
+        self, target: Target, scale: float, supports_shared: bool
+    ) -> None:
+        """Two storages at one location overwrite `CROSS_KEYS` missing keys at once,
+        `CROSS_WRITERS` writers a key taking turns between them: every overwrite writes
+        (it returns a version, it never fails for the race), and each key ends holding one
+        of the values, at the version its put returned. An overwrite made of an update
+        and, when nothing was updated, an insert (no upsert) has two writers of a missing
+        key both insert: the second fails on the first's row (or, without a unique key,
+        both rows stay). One client's pool can serialize its own puts; two clients
+        cannot."""
+        _need_two_clients(target, supports_shared)
+        writers, count = CROSS_WRITERS, scaled(scale, CROSS_KEYS)
+        location = new_location()
+        async with target.open(location=location) as a, target.open(location=location) as b:
+            clients = (a, b)
+            keys = [f"clients/overwrite/{k:02d}" for k in range(count)]
+
+            async def put(i: int, key: str) -> str | BaseException:
+                try:
+                    return await clients[i % 2].put(key, f"{key} writer {i}".encode())
+                except StorageError as exc:
+                    return exc
+
+            outcomes = await asyncio.gather(*(put(i, key) for key in keys for i in range(writers)))
+            for k, key in enumerate(keys):
+                mine = outcomes[k * writers : (k + 1) * writers]
+                failed = [i for i, v in enumerate(mine) if isinstance(v, BaseException)]
+                expect(
+                    not failed,
+                    f"{writers} concurrent overwrites of a missing key through two clients "
+                    "must all write",
+                    key=key,
+                    expected="a version from every put",
+                    observed=f"writers {listed(failed)} failed: {mine[failed[0]]!r}"
+                    if failed
+                    else "",
+                    detail="an overwrite is one upsert (INSERT ... ON CONFLICT DO UPDATE, a "
+                    "SET, a PUT): an update then an insert when nothing was updated lets two "
+                    "writers of a missing key both insert",
+                )
+                got = await b.get(key)
+                values = [f"{key} writer {i}".encode() for i in range(writers)]
+                expect(
+                    got.data in values and got.version == mine[values.index(got.data)],
+                    f"{writers} concurrent overwrites of a missing key must leave one of "
+                    "the values, at the version its put returned",
+                    key=key,
+                    expected="one writer's value and version",
+                    observed=f"it holds {describe(got.data, reference=values)} at version "
+                    f"{got.version!r}",
+                )
 
     @checks("list.pages", "list.prefix-only", "cap.shared")
     async def test_interleaved_listings_of_two_clients_each_get_their_own_keys(

@@ -235,6 +235,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.conditional.one-winner",
     ),
     _m(
+        "overwrite-updates-then-inserts",
+        kv_sqlite.OverwriteUpdatesThenInserts,
+        kv_sqlite.SqliteKV,
+        CON,
+        "test_overwrites_of_missing_keys_through_two_clients_all_write",
+        "put.overwrite",
+        "put.atomic",
+        make=_SQL,
+    ),
+    _m(
         "create-select-then-insert",
         kv_sqlite.CreateSelectsThenInserts,
         kv_sqlite.SqliteKV,

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
-from checkpointkit.errors import NotFound, PreconditionFailed
+from checkpointkit.errors import NotFound, PreconditionFailed, StorageUnavailable
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
 
 T = TypeVar("T")
@@ -459,3 +459,33 @@ def sqlite_target(cls: type[SqliteKV] = SqliteKV) -> Any:
         shutil.rmtree(base, ignore_errors=True)
 
     return Target(factory, name=cls.__name__, cleanup=cleanup, settle_window=0.3)
+
+
+class OverwriteUpdatesThenInserts(SqliteKV):
+    """Bug: an overwrite as an UPDATE, then, when it updated nothing, an INSERT, each its
+    own transaction (the idiom before upserts): two clients overwriting a missing key both
+    update nothing and both insert; the second insert fails on the first's row
+    (``UNIQUE constraint failed``), reported as StorageUnavailable. Conditional puts are
+    one transaction, and right."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if mode != "overwrite":
+            return await super()._put(key, data, mode)
+
+        def update(conn: sqlite3.Connection) -> str | None:
+            version = self._next_version(conn, key)
+            done = conn.execute("UPDATE kv SET v = ?, ver = ? WHERE k = ?", (data, version, key))
+            return str(version) if done.rowcount else None
+
+        def insert(conn: sqlite3.Connection) -> str:
+            version = self._next_version(conn, key)
+            conn.execute("INSERT INTO kv (k, v, ver) VALUES (?, ?, ?)", (key, data, version))
+            return str(version)
+
+        updated = await self._run(lambda c: self._write(c, update))
+        if updated is not None:
+            return updated
+        try:
+            return await self._run(lambda c: self._write(c, insert))
+        except sqlite3.IntegrityError as exc:
+            raise StorageUnavailable(f"put of {key!r} failed: {exc}") from exc
