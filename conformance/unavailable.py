@@ -46,6 +46,7 @@ can fail (`NoBackend`) skips them all.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -74,7 +75,7 @@ from .hygiene import hygiene
 from .hygiene_rules import RELEASE_LAG
 from .outages import Outage, ProxyOutage
 from .proxy import ErrorAnswer
-from .target import Target, has_own_delete_many
+from .target import Target, has_own_delete_many, new_location
 
 __all__ = ["PARTWAY_VALUE", "UNAVAILABLE_BOUND", "UnavailableTests", "first_of_two_pages"]
 
@@ -386,6 +387,46 @@ class UnavailableTests(StorageFixtures):
                 "raised without asking the backend"
             )
         await _next_page_down(outage, storage, storage_target, storage_location)
+
+    @checks("error.unavailable")
+    async def test_every_operation_where_nothing_listens_raises_storage_unavailable(
+        self, storage_target: Target | None
+    ) -> None:
+        """A storage opened on an address where nothing listens (its server's port closed:
+        each connect refused at once): each operation, the first one included, raises
+        ``StorageUnavailable`` (the refusal chained), never the driver's or the socket's
+        own error (``ConnectionRefusedError``, an ``OSError``, a driver's interface
+        error). The outages above reset connections that were accepted; a refused connect
+        takes another path through a driver, and an adapter that translates only the
+        server's errors lets it out."""
+        if storage_target is None or not storage_target.proxyable:
+            pytest.skip(
+                "the factory takes no 'endpoint' (or the target names no server in "
+                "Target.upstream): the suite cannot point a storage at a closed port"
+            )
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
+            address: tuple[str, int] = closed.getsockname()[:2]
+            async with storage_target.open(
+                endpoint=address,
+                location=new_location() if storage_target.reopens else None,
+                timeout=2.0 if storage_target.times_out else None,
+            ) as storage:
+
+                async def listed() -> list[str]:
+                    return [key async for key in storage.list("refused/")]
+
+                calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+                    ("get", lambda: storage.get("refused/k")),
+                    ("put", lambda: storage.put("refused/k", b"v")),
+                    ("put", lambda: storage.put("refused/k", b"v", mode="create")),
+                    ("delete", lambda: storage.delete("refused/k")),
+                    ("list", listed),
+                    ("delete_many", lambda: delete_many_of(storage, ["refused/k", "refused/j"])),
+                ]
+                for op, call in calls:
+                    context = f"on {address[0]}:{address[1]}, where nothing listens"
+                    await _raises_unavailable(op, "refused/k", context, call())
 
     @checks("error.unavailable")
     async def test_first_call_while_the_backend_is_down_raises_and_the_storage_recovers(

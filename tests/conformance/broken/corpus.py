@@ -1707,6 +1707,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVRawErrors),
     ),
     Mutant(
+        "refused-connect-escapes",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_every_operation_where_nothing_listens_raises_storage_unavailable",
+        lambda: netkv.netkv_target(
+            netkv.NetKVRefusedConnectEscapes, name="NetKVRefusedConnectEscapes"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVRefusedConnectEscapes),
+    ),
+    Mutant(
         "conditional-put-down-is-precondition",
         ("error.unavailable",),
         "lifecycle",

@@ -344,6 +344,17 @@ class NetKVRawErrors(NetKVStorage):
         return reply["value"]
 
 
+class NetKVRefusedConnectEscapes(NetKVStorage):
+    """Bug: translates what goes wrong on a connection (a reset, a short read) but not a
+    connect that is refused: ``ConnectionRefusedError`` leaves the adapter as it is (the
+    author tried a server that went away, never one whose port is closed)."""
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._conn is None:
+            self._conn = await asyncio.open_connection(self.host, self.port)
+        return self._conn
+
+
 class NetKVResendsWrites(NetKVStorage):
     """Bug: a client that resends a request once on a new connection when the first one
     failed, writes included (redis-py's ``Retry`` does so for every command): a delete
