@@ -725,6 +725,31 @@ class SemanticsTests(PitfallTests, SemanticSweepTests):
             promise="start_after must combine with the prefix",
         )
 
+    @checks("list.prefix-only", "list.order")
+    async def test_prefixes_ending_in_the_highest_code_points_list_their_keys(
+        self, storage: Storage
+    ) -> None:
+        """Prefixes whose last character is U+D7FF (the last before the surrogates) or
+        U+10FFFF (the last of all) list their keys like any other. A listing bounded above
+        by the prefix with its last character incremented meets a lone surrogate (which no
+        encoder takes) after U+D7FF, and no character at all after U+10FFFF."""
+        keys = ["hi/a\ud7ff", "hi/a\ud7ffb", "hi/a\ue000", "hi/a\U0010ffff", "hi/a\U0010ffffb"]
+        for key in keys:
+            await storage.put(key, b"x")
+        await expect_keys(
+            storage,
+            sorted(keys),
+            prefix="hi/a",
+            promise="a listing must give keys in ascending order, whatever their characters",
+        )
+        for prefix in ("hi/a\ud7ff", "hi/a\U0010ffff"):
+            await expect_keys(
+                storage,
+                [k for k in sorted(keys) if k.startswith(prefix)],
+                prefix=prefix,
+                promise="a prefix ending in U+D7FF or U+10FFFF must list the keys under it",
+            )
+
     @checks("list.reflects-writes")
     async def test_listing_reflects_puts_and_deletes(self, storage: Storage) -> None:
         await storage.put("x/1", b"1")
