@@ -235,6 +235,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.conditional.one-winner",
     ),
     _m(
+        "list-bounded-by-the-next-character",
+        kv_sqlite.ListBoundsByTheNextCharacter,
+        kv_sqlite.SqliteKV,
+        SEM,
+        "test_prefixes_ending_in_the_highest_code_points_list_their_keys",
+        "list.prefix-only",
+        "list.order",
+        make=_SQL,
+    ),
+    _m(
         "overwrite-updates-then-inserts",
         kv_sqlite.OverwriteUpdatesThenInserts,
         kv_sqlite.SqliteKV,

@@ -489,3 +489,23 @@ class OverwriteUpdatesThenInserts(SqliteKV):
             return await self._run(lambda c: self._write(c, insert))
         except sqlite3.IntegrityError as exc:
             raise StorageUnavailable(f"put of {key!r} failed: {exc}") from exc
+
+
+class ListBoundsByTheNextCharacter(SqliteKV):
+    """Bug: a listing bounded above by the prefix with its last character incremented
+    (``k >= prefix AND k < prefix[:-1] + chr(ord(prefix[-1]) + 1)``): after U+D7FF that
+    is a lone surrogate, which no encoder takes, and after U+10FFFF there is no character:
+    such a prefix's listing raises instead of listing."""
+
+    def _page_sql(
+        self, conn: sqlite3.Connection, prefix: str, after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        if not prefix:
+            return super()._page_sql(conn, prefix, after, cursor, limit)
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = conn.execute(
+            "SELECT k FROM kv WHERE k >= ? AND k < ? AND (? IS NULL OR k > ?) ORDER BY k LIMIT ?",
+            (prefix, upper, after, after, limit),
+        ).fetchall()
+        keys = [r[0] for r in rows]
+        return ListPage(keys, keys[-1] if len(keys) == limit else None)
