@@ -20,6 +20,7 @@ import pytest
 from checkpointkit.conformance import GROUPS, Report, Target, run
 from checkpointkit.conformance.model import PROGRAM_LIMIT, _Search, execute
 from checkpointkit.conformance.programs import (
+    CloseDuring,
     DeleteMany,
     List,
     Program,
@@ -31,7 +32,11 @@ from checkpointkit.conformance.seed import MODEL_SEED_ENV
 from checkpointkit.errors import ConfigurationError
 
 from .broken.adapters import IOMemoryStorage
-from .broken.kv_dict import BatchLandsAfterCancel, LockKeptByACancelledCall
+from .broken.kv_dict import (
+    BatchLandsAfterCancel,
+    DeleteManyCutOffByClose,
+    LockKeptByACancelledCall,
+)
 from .broken.model_bugs import (
     DeleteManyCountsRepeats,
     DeleteManyLeavesTombstones,
@@ -252,3 +257,14 @@ async def test_concurrency_group_fails_a_listing_that_pages_by_offset() -> None:
         assert name in report.failed_names(), report.summary()
         twin = await run(Target(IOMemoryStorage, name="io"), groups=["concurrency"], pattern=name)
         assert twin.ok, twin.summary()
+
+
+async def test_a_delete_many_that_aclose_cuts_off_with_outcome_unknown_passes() -> None:
+    # close.in-flight: a write that aclose() cut off may raise OutcomeUnknown. The model
+    # group took a delete_many's OutcomeUnknown for the program's own error (a blind
+    # round's psycopg adapter met it, 2026-12-06); a put's and a delete's it recorded.
+    program = Program(
+        (Put("a", 1), Put("b", 1), CloseDuring(((DeleteMany(("a", "b")),),), after=1)), None
+    )
+    target = Target(DeleteManyCutOffByClose, name="delete_many cut off by aclose")
+    await execute(program, target, DeleteManyCutOffByClose.capabilities)

@@ -3126,3 +3126,29 @@ class TtlOfTheFirstClient(SharedExpiringKV):
         super().__init__(location, ttl)
         if location is not None:
             self.ttl = self._first_ttl.setdefault(location, ttl)
+
+
+class DeleteManyCutOffByClose(DictKV):
+    """Correct: a ``delete_many`` that ``aclose()`` catches half-way stops and raises
+    ``OutcomeUnknown`` (some of its keys are deleted, which it cannot promise either way,
+    as a batch whose request was sent when its connection was cut), as clause
+    ``close.in-flight`` allows a write that ``aclose()`` cut off."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = False
+
+    async def _delete_many(self, keys: list[str]) -> int:
+        existed = 0
+        for key in dict.fromkeys(keys):
+            await self._round_trip()
+            if self.closing:
+                raise OutcomeUnknown("delete_many cut off by aclose(): some keys may be deleted")
+            if key in self.values:
+                self._drop(key)
+                existed += 1
+        return existed
+
+    async def _aclose(self) -> None:
+        self.closing = True
+        await super()._aclose()
