@@ -1432,6 +1432,22 @@ class LifecycleSweepTests(StorageFixtures):
         _expect_nothing_landed_after(
             at_close, at_end, f"{held}; aclose() returned while a write was still under way"
         )
+        # StorageClosed says the write did not happen: one that aclose() ended after it
+        # was sent owes OutcomeUnknown, not StorageClosed
+        for n, key, untouched in ((0, "closing/a", b"v"), (2, "closing/c", b"v")):
+            after = at_end[key]
+            expect(
+                not isinstance(answers[n], StorageClosed)
+                or (after is not None and after.data == untouched),
+                "a write that raised StorageClosed must not have taken effect",
+                key=key,
+                expected=f"the key still holding {describe(untouched)}, as before the write",
+                observed=f"the {'put' if n == 0 else 'delete'} raised StorageClosed, and the "
+                f"key then held {_held(after)} ({held})",
+                detail="a write that aclose() ended after its request was sent may have "
+                "happened: raise OutcomeUnknown for it, StorageClosed only for one that was "
+                "never sent",
+            )
 
     @checks("close.other-storages")
     async def test_closing_one_storage_leaves_another_open(

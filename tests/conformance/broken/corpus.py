@@ -1488,6 +1488,17 @@ MUTANTS: tuple[Mutant, ...] = (
         "close.in-flight",
     ),
     _m(
+        "closed-writes-answer-storage-closed",
+        kv_dict.ClosedWritesAnswerStorageClosed,
+        kv_dict.ServerKV,
+        "lifecycle",
+        "test_aclose_with_every_operation_in_flight",
+        "close.in-flight",
+        make=lambda cls: Target(
+            cls, name=cls.__name__, hold=kv_dict.WriteLock(), settle_window=SETTLE
+        ),
+    ),
+    _m(
         "aclose-returns-under-held-writes",
         kv_dict.ClosesUnderHeldWrites,
         kv_dict.ServerKV,

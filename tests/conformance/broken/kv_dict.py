@@ -37,6 +37,7 @@ from checkpointkit.errors import (
     NotFound,
     OutcomeUnknown,
     PreconditionFailed,
+    StorageClosed,
     StorageUnavailable,
 )
 from checkpointkit.keys import validate_key
@@ -2216,6 +2217,33 @@ class ServerKV(SharedDictKV):
 
     async def _aclose(self) -> None:
         await self._under_way.ended()
+
+
+class ClosedWritesAnswerStorageClosed(ServerKV):
+    """Bug: ``aclose()`` lets the requests under way end, as it should, but a write that was
+    in flight when it was called answers ``StorageClosed`` ("it did not happen") although
+    the server applied it: the author took "closed" for the answer to everything in
+    flight. ``OutcomeUnknown`` (or the write's own answer) is right for a write sent."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.closing = False
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        version = await super()._put(key, data, mode)
+        if self.closing:
+            raise StorageClosed("the storage was closed while the put was in flight")
+        return version
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        existed = await super()._delete(key, if_match)
+        if self.closing:
+            raise StorageClosed("the storage was closed while the delete was in flight")
+        return existed
+
+    async def _aclose(self) -> None:
+        self.closing = True
+        await super()._aclose()
 
 
 class ClosesUnderHeldWrites(ServerKV):
