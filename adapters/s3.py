@@ -1018,43 +1018,54 @@ class S3Storage(StorageBase):
         existed = 0
         if self._delete_conditions is None:
             self._delete_conditions = await self._probe_delete_conditions(client)
+        honoured = self._delete_conditions
+        cut = len(self._root)
         for chunk in delete_batches(ordered, names):
             etags = await self._existing(chunk)
-            if not self._delete_conditions:
-                existed += await self._delete_one_by_one(client, chunk, names, etags)
-                continue
+            # Where conditions hold, every key in one request, each listed one on its
+            # ETag; else the unlisted keys only, and each listed one as `delete` deletes it.
             objects = [
                 {"Key": names[key], "ETag": etags[key]} if key in etags else {"Key": names[key]}
                 for key in chunk
+                if honoured or key not in etags
             ]
-
-            async def delete_objects(objects: list[dict[str, str]] = objects) -> Any:
-                return await client.delete_objects(
-                    Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
-                )
-
-            resp = await self._call(
-                f"delete of {len(chunk)} keys", None, delete_objects, write=True
-            )
-            changed: list[str] = []
+            errors = await self._delete_objects(client, objects) if objects else []
+            alone = [] if honoured else [key for key in chunk if key in etags]
             gone = 0
             failed: list[dict[str, Any]] = []
-            cut = len(self._root)
-            for error in resp.get("Errors") or []:
+            for error in errors:
                 key = self._decode(str(error.get("Key", ""))[cut:])
                 code = error.get("Code", "")
                 if key in etags and code == "PreconditionFailed":
-                    changed.append(key)  # written again since the listing
+                    alone.append(key)  # written again since the listing
                 elif key in etags and code == "NoSuchKey":
                     gone += 1  # deleted by someone else since the listing
                 else:
                     failed.append(error)
             if failed:
-                self._raise_failed_deletes(failed, len(chunk))
-            existed += len(etags) - len(changed) - gone
-            for key in changed:
-                existed += await self._delete(key, None)
+                self._raise_failed_deletes(failed, len(objects))
+            existed += len(etags) - len(alone) - gone  # deleted by this request, on its ETag
+            for start in range(0, len(alone), 16):
+                found = await asyncio.gather(
+                    *(self._delete(key, None) for key in alone[start : start + 16])
+                )
+                existed += sum(found)
         return existed
+
+    async def _delete_objects(
+        self, client: Any, objects: list[dict[str, str]], op: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Send one ``DeleteObjects`` of ``objects`` (quiet); return its error entries."""
+
+        async def delete_objects() -> Any:
+            return await client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+            )
+
+        resp = await self._call(
+            op or f"delete of {len(objects)} keys", None, delete_objects, write=True
+        )
+        return list(resp.get("Errors") or [])
 
     def _raise_failed_deletes(self, failed: list[dict[str, Any]], total: int) -> NoReturn:
         """Raise the translated error of the first of a ``DeleteObjects``'s failed entries,
@@ -1076,45 +1087,11 @@ class S3Storage(StorageBase):
         answers that entry with an error (``NoSuchKey``, or ``PreconditionFailed``); one
         that ignores it reports it deleted, and deletes nothing (there is nothing)."""
         probe = f"{self._root}\x7fcheckpointkit-delete-condition-{secrets.token_hex(8)}"
-
-        async def ask() -> Any:
-            return await client.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": probe, "ETag": '"0"'}], "Quiet": True},
-            )
-
-        resp = await self._call("delete (a probe of conditional deletes)", None, ask, write=True)
-        codes = {str(error.get("Code", "")) for error in resp.get("Errors") or []}
+        errors = await self._delete_objects(
+            client, [{"Key": probe, "ETag": '"0"'}], "delete (a probe of conditional deletes)"
+        )
+        codes = {str(error.get("Code", "")) for error in errors}
         return bool(codes & {"NoSuchKey", "PreconditionFailed"})
-
-    async def _delete_one_by_one(
-        self, client: Any, chunk: list[str], names: dict[str, str], etags: dict[str, str]
-    ) -> int:
-        """Delete ``chunk`` where ``DeleteObjects`` ignores conditions: each listed key as
-        `delete` does (exact), the others with one unconditional ``DeleteObjects``."""
-        unlisted = [{"Key": names[key]} for key in chunk if key not in etags]
-        if unlisted:
-
-            async def delete_objects() -> Any:
-                return await client.delete_objects(
-                    Bucket=self.bucket, Delete={"Objects": unlisted, "Quiet": True}
-                )
-
-            resp = await self._call(
-                f"delete of {len(unlisted)} keys", None, delete_objects, write=True
-            )
-            errors = resp.get("Errors") or []
-            if errors:
-                self._raise_failed_deletes(errors, len(unlisted))
-        listed = [key for key in chunk if key in etags]
-        found = 0
-        for start in range(0, len(listed), 16):
-            found += sum(
-                await asyncio.gather(
-                    *(self._delete(key, None) for key in listed[start : start + 16])
-                )
-            )
-        return found
 
     async def _existing(self, chunk: list[str]) -> dict[str, str]:
         """The keys of ``chunk`` (sorted) that exist, with their ETags, from one listing of
