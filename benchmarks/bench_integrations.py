@@ -502,6 +502,23 @@ def af_checkpoint(name: str, size: int, seed: int, at: datetime) -> Any:
     return cp
 
 
+async def af_saves_at_once(store: Any, k: int, clock: Iterator[datetime]) -> float:
+    """Seconds per save (wall time) of `CONCURRENT` workflows saving ``k`` checkpoints of
+    1 KiB each at once, one after the other in each workflow (made before the clock starts)."""
+    batches = [
+        [af_checkpoint(f"many-{w}", 1 << 10, i, next(clock)) for i in range(k)]
+        for w in range(CONCURRENT)
+    ]
+
+    async def chain(batch: list[Any]) -> None:
+        for cp in batch:
+            await store.save(cp)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(chain(b) for b in batches))
+    return (time.perf_counter() - start) / (CONCURRENT * k)
+
+
 async def bench_agent_framework(base: str, runs: int, quick: bool, floors: Floors) -> None:
     from agent_framework import FileCheckpointStorage
 
@@ -549,18 +566,7 @@ async def bench_agent_framework(base: str, runs: int, quick: bool, floors: Floor
         k = max(4, counts["1 KiB"] // 16)
         for _ in range(runs):
             for key, store in stores.items():
-                batches = [
-                    [af_checkpoint(f"many-{w}", 1 << 10, i, next(clock)) for i in range(k)]
-                    for w in range(CONCURRENT)
-                ]
-
-                async def chain(batch: list[Any], store: Any = store) -> None:
-                    for cp in batch:
-                        await store.save(cp)
-
-                start = time.perf_counter()
-                await asyncio.gather(*(chain(b) for b in batches))
-                at_once[key].append((time.perf_counter() - start) / (CONCURRENT * k))
+                at_once[key].append(await af_saves_at_once(store, k, clock))
         rows.append(
             (
                 f"save, 1 KiB, {CONCURRENT} workflows",

@@ -117,6 +117,32 @@ async def savers(url: str) -> AsyncIterator[dict[str, Any]]:
         yield found
 
 
+class Floor:
+    """An autocommitted ``INSERT`` of a new row of a given size, on one asyncpg connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def on(cls, url: str) -> AsyncIterator[Floor]:
+        import asyncpg
+
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute("CREATE TABLE IF NOT EXISTS floor (k text PRIMARY KEY, v bytea)")
+            yield cls(conn)
+        finally:
+            await conn.close()
+
+    async def per_commit(self, size: int, n: int) -> float:
+        row = os.urandom(size)
+        run = uuid.uuid4().hex
+        return await timed(
+            n, lambda i: self.conn.execute("INSERT INTO floor VALUES ($1, $2)", f"{run}-{i}", row)
+        )
+
+
 async def floor(
     storage: PostgresStorage, runs: int, n: int, savers: dict[str, Any]
 ) -> dict[str, float]:
@@ -262,21 +288,10 @@ async def bench(url: str, runs: int, quick: bool) -> None:
     counts = {"1 KiB": 200, "64 KiB": 60, "1 MiB": 12}
     if quick:
         counts = {k: max(4, v // 4) for k, v in counts.items()}
-    import asyncpg
-
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute("CREATE TABLE IF NOT EXISTS floor (k text PRIMARY KEY, v bytea)")
+    async with Floor.on(url) as commits:
 
         async def insert_of(size: int, n: int) -> dict[str, float]:
-            row = os.urandom(size)
-            seconds = await timed(
-                n,
-                lambda i: conn.execute(
-                    "INSERT INTO floor VALUES ($1, $2)", f"{uuid.uuid4().hex}-{i}", row
-                ),
-            )
-            return {"floor postgres": seconds}
+            return {"floor postgres": await commits.per_commit(size, n)}
 
         per_run: dict[str, dict[str, list[float]]] = {}
         async with savers(url) as found:
@@ -284,8 +299,6 @@ async def bench(url: str, runs: int, quick: bool) -> None:
             storage = found[OURS].storage
             assert isinstance(storage, PostgresStorage)
             floors = await floor(storage, runs, counts["1 KiB"], found)
-    finally:
-        await conn.close()
     print(f"\nLangGraph on one PostgreSQL server: CheckpointkitSaver vs {PEER}")
     print(f"{'operation':<24}{OURS:>14}{PEER:>20}{'ratio':>10}")
     for op, figures in rows:

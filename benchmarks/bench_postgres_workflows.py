@@ -29,13 +29,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import shutil
 import statistics
 import tempfile
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,6 +44,7 @@ from bench_integrations import (
     WARM_UP,
     _load,
     af_checkpoint,
+    af_saves_at_once,
     fmt,
     in_turn,
     logging_quiet,
@@ -52,7 +52,7 @@ from bench_integrations import (
     payload_size,
     timed,
 )
-from bench_postgres import _database
+from bench_postgres import Floor, _database
 from checkpointkit import Workflow, step
 from checkpointkit.adapters.postgres import PostgresStorage
 from checkpointkit.conformance.servers.postgres import postgres_server
@@ -63,32 +63,6 @@ FLOOR = "floor postgres"
 STEPS = 200
 STEP_RECORD = 120
 """Bytes of a no-op step's record, about: the size of the runner's floor."""
-
-
-class Floor:
-    """An autocommitted ``INSERT`` of a new row of a given size, on one asyncpg connection."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def on(cls, url: str) -> AsyncIterator[Floor]:
-        import asyncpg
-
-        conn = await asyncpg.connect(url)
-        try:
-            await conn.execute("CREATE TABLE IF NOT EXISTS floor (k text PRIMARY KEY, v bytea)")
-            yield cls(conn)
-        finally:
-            await conn.close()
-
-    async def per_commit(self, size: int, n: int) -> float:
-        row = os.urandom(size)
-        run = uuid.uuid4().hex
-        return await timed(
-            n, lambda i: self.conn.execute("INSERT INTO floor VALUES ($1, $2)", f"{run}-{i}", row)
-        )
 
 
 def ratios(
@@ -159,19 +133,7 @@ async def bench_agent_framework(url: str, base: str, runs: int, quick: bool) -> 
         k = max(4, counts["1 KiB"] // 16)
         for run in range(runs):
             for key, store in in_turn(stores, run):
-                batches = [
-                    [af_checkpoint(f"many-{w}", 1 << 10, i, next(clock)) for i in range(k)]
-                    for w in range(CONCURRENT)
-                ]
-
-                async def chain(batch: list[Any], store: Any = store) -> None:
-                    for cp in batch:
-                        await store.save(cp)
-
-                start = asyncio.get_running_loop().time()
-                await asyncio.gather(*(chain(b) for b in batches))
-                seconds = asyncio.get_running_loop().time() - start
-                at_once[key].append(seconds / (CONCURRENT * k))
+                at_once[key].append(await af_saves_at_once(store, k, clock))
         lines.append(row(f"save, 1 KiB, {CONCURRENT} workflows", at_once, names, [theirs_name]))
     print(f"\nagent-framework on one PostgreSQL server: CheckpointkitCheckpointStorage ({OURS})")
     print(header(names))
