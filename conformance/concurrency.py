@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, ClassVar
 
 import pytest
@@ -152,37 +152,14 @@ class ConcurrencyTests(ConcurrentSweepTests):
             key = f"cas-delete/{r}"
             base = await storage.put(key, b"base")
 
-            refused: list[int] = []
-
-            async def delete(
-                i: int, key: str = key, base: str = base, refused: list[int] = refused
-            ) -> str | None:
-                try:
-                    return "deleted" if await storage.delete(key, if_match=base) else None
-                except PreconditionFailed:
-                    refused.append(i)
-                    return None
-
             def swap(i: int, key: str = key, base: str = base) -> Awaitable[str | None]:
                 return put_or_refused(storage, key, f"writer {i}".encode(), IfMatch(base))
 
-            calls = [swap(i) if r and i % 2 else delete(i) for i in range(n)]
+            calls = [swap(i) if r and i % 2 else _delete(storage, i, key, base) for i in range(n)]
             outcomes = await asyncio.gather(*calls)
-            winners = [i for i, v in enumerate(outcomes) if v is not None]
+            winners = [i for i, v in enumerate(outcomes) if v not in (None, REFUSED)]
             if not r:
-                # Deletes only: when each one takes effect the key is at the version given
-                # (it wins) or missing (False); never at another version. A loser that
-                # raises PreconditionFailed read the key as it was before the winner's
-                # delete: one statement whose snapshot predates the row lock it waited for.
-                expect(
-                    not refused,
-                    f"{n} concurrent deletes of one version: a delete that finds the key "
-                    "deleted by another must return False",
-                    key=key,
-                    expected="False from every delete but the winner (delete.if-match.missing)",
-                    observed=f"deletes {listed(sorted(refused))} raised PreconditionFailed, "
-                    "which says the key is at another version",
-                )
+                _expect_no_delete_refused(key, outcomes, f"{n} concurrent deletes of one version")
             expect(
                 len(winners) == 1,
                 f"{n} concurrent {what} on one version must have exactly one winner",
@@ -501,20 +478,12 @@ class ConcurrencyTests(ConcurrentSweepTests):
                 for k, key in enumerate(keys):
                     mine = outcomes[k * writers : (k + 1) * writers]
                     winners = [i for i, v in enumerate(mine) if v not in (None, REFUSED)]
-                    refused = [i for i, v in enumerate(mine) if v == REFUSED]
                     if call is _delete:
-                        # deletes only: each finds the key at the version (and wins) or
-                        # missing (False), never at another version
-                        expect(
-                            not refused,
-                            f"{writers} concurrent if-match deletes of one version through two "
-                            "clients: a delete that finds the key deleted by another must "
-                            "return False",
-                            key=key,
-                            expected="False from every delete but the winner "
-                            "(delete.if-match.missing)",
-                            observed=f"writers {listed(refused)} raised PreconditionFailed, "
-                            "which says the key is at another version",
+                        _expect_no_delete_refused(
+                            key,
+                            mine,
+                            f"{writers} concurrent if-match deletes of one version through "
+                            "two clients",
                         )
                     expect(
                         len(winners) == 1,
@@ -991,6 +960,22 @@ def _large(i: int) -> bytes:
 
 REFUSED = "refused"
 """What `_delete` gives for a conditional delete that raised PreconditionFailed: no winner."""
+
+
+def _expect_no_delete_refused(key: str, outcomes: Sequence[Any], race: str) -> None:
+    """In a race of conditional deletes of one version only, each delete finds the key at
+    that version (and wins) or missing (False), never at another: a loser that raised
+    PreconditionFailed (`REFUSED`) read the key as it was before the winner's delete (one
+    statement whose snapshot predates the row lock it waited for)."""
+    refused = [i for i, v in enumerate(outcomes) if v == REFUSED]
+    expect(
+        not refused,
+        f"{race}: a delete that finds the key deleted by another must return False",
+        key=key,
+        expected="False from every delete but the winner (delete.if-match.missing)",
+        observed=f"calls {listed(refused)} raised PreconditionFailed, which says the key is "
+        "at another version",
+    )
 
 
 async def _delete(storage: Storage, i: int, key: str, base: str) -> str | None:
