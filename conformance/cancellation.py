@@ -64,6 +64,9 @@ __all__ = ["CANCEL_BOUND", "CANCEL_POINTS", "CancellationTests"]
 T = TypeVar("T")
 
 CANCEL_BOUND = DEFAULT_CANCEL_BOUND
+SLOW_LINK_EXCHANGES = 6
+"""The most request chunks of one put that the slow-link test holds, one run each: a write
+of several exchanges (a transaction's statement, then its ``COMMIT``) is held at each."""
 """Seconds within which a cancelled operation must raise CancelledError, by default."""
 
 CANCEL_POINTS: list[int | float] = [0, 1, 2, 3, 5, 8, 13, 21, 0.001, 0.003, 0.01, 0.03]
@@ -452,8 +455,19 @@ class CancellationTests(HeldBackendTests, CancellationSweepTests):
         do nothing (a deadline the server checks, past which the write does nothing, as
         the Redis and PostgreSQL adapters' scripts and statements carry); the key is
         watched over the settle window through a second client. For an adapter that does
-        not declare it, a late landing is recorded as an indeterminate outcome."""
-        await _through_proxy(target, "request", settle, cancel_bound, in_flight=True)
+        not declare it, a late landing is recorded as an indeterminate outcome.
+
+        Each request of the put is held in turn, one run each: the first, then (the
+        first let through) the second, and so on, until a put ends before the proxy held
+        anything, `SLOW_LINK_EXCHANGES` runs at most. A write of several exchanges (a
+        statement, then a ``COMMIT``) must settle wherever it was held: a deadline
+        checked at an earlier exchange does not stop a commit that arrives late."""
+        for after in range(SLOW_LINK_EXCHANGES):
+            held = await _through_proxy(
+                target, "request", settle, cancel_bound, in_flight=True, after=after
+            )
+            if not held:
+                break
 
 
 async def _bounded(aw: Awaitable[T], seconds: float, what: str, key: str) -> T:
@@ -477,7 +491,11 @@ async def _through_proxy(
     bound: float,
     *,
     in_flight: bool = False,
-) -> None:
+    after: int = 0,
+) -> bool:
+    """One put through a new stall proxy, held in ``direction`` after ``after`` chunks and
+    cancelled; False (nothing checked) if the put ended before the proxy held anything,
+    which only a later exchange (``after`` > 0) may do."""
     __tracebackhide__ = True
     if not target.proxyable:
         pytest.skip(
@@ -500,10 +518,15 @@ async def _through_proxy(
         old, new = b"o" * 4096, b"n" * 4096
         await _bounded(storage.put(key, old), 10, "the first put", key)
         await _bounded(storage.put("proxy/other", b"other"), 10, "a put", "proxy/other")
-        proxy.stall(direction, partial=True, in_flight=in_flight)
-        outcome = await cancel(
-            lambda: storage.put(key, new), 0, key, started=proxy.stalled, bound=bound
-        )
+        proxy.stall(direction, partial=True, in_flight=in_flight, after=after)
+        call = asyncio.ensure_future(storage.put(key, new))
+        if after and not await proxy.holding(call, 10) and call.done():
+            if not call.cancelled():
+                call.exception()  # retrieved: the put ended without this exchange
+            proxy.resume()
+            return False
+        outcome = await cancel(lambda: call, 0, key, started=proxy.stalled, task=call, bound=bound)
+        where = f"{direction} (chunk {after + 1} of it held)" if after else direction
         before: list[bytes | None] = []
         if in_flight and direct is not None:
             # what the key holds before the request's second half arrives (at resume)
@@ -511,7 +534,7 @@ async def _through_proxy(
             before.append(None if got is None else got.data)
         proxy.resume()
         resumed = time.monotonic()
-        check_raised([outcome], f"put (the backend stopped answering mid-{direction})", bound)
+        check_raised([outcome], f"put (the backend stopped answering mid-{where})", bound)
         try:
             got_other = await _bounded(
                 storage.get("proxy/other"), 10, "get('proxy/other')", "proxy/other"
@@ -527,16 +550,16 @@ async def _through_proxy(
                 key="proxy/other",
                 expected=f"get to return {describe(b'other')}",
                 observed=f"it returned {describe(other)} (a reply meant for the cancelled put?)",
-                detail=f"the put of {key!r} was cancelled while the backend stalled "
-                f"mid-{direction}",
+                detail=f"the put of {key!r} was cancelled while the backend stalled mid-{where}",
             )
-        await _watch_proxied(direct or storage, settle, key, old, new, direction, resumed, before)
+        await _watch_proxied(direct or storage, settle, key, old, new, where, resumed, before)
         await _bounded(
-            own_answer(storage, "proxy/next", f"a put cancelled mid-{direction}"),
+            own_answer(storage, "proxy/next", f"a put cancelled mid-{where}"),
             10,
             "a put and get",
             "proxy/next",
         )
+    return True
 
 
 async def _watch_proxied(

@@ -79,10 +79,12 @@ class LostReplyTests(StorageFixtures):
         """A put, a delete and a ``delete_many``, in each conditional mode declared (its
         condition holding), each on a storage of its own behind a new stall proxy. Once
         the keys are set up, the proxy holds a reply of the server's and resets the
-        connections; the write must return its true answer or raise ``OutcomeUnknown``
-        (``StorageUnavailable`` only if nothing happened) within `UNAVAILABLE_BOUND`, and
-        the keys must read back whole. A driver's transparent resend answers with the
-        repeat's ``False`` or ``PreconditionFailed`` and fails here."""
+        connections: the write's first reply, then (in a run of its own) its second, and
+        so on, each reply of the write once; the write must return its true answer or
+        raise ``OutcomeUnknown`` (``StorageUnavailable`` only if nothing happened) within
+        `UNAVAILABLE_BOUND`, and the keys must read back whole. A driver's transparent
+        resend answers with the repeat's ``False`` or ``PreconditionFailed`` and fails
+        here."""
         target = storage_target
         if target is None or not target.proxyable or target.upstream is None:
             pytest.skip(
@@ -234,17 +236,20 @@ def _kinds(kinds: tuple[str, ...], conditional_put: bool, conditional_delete: bo
 
 
 async def _lose(kind: str, target: Target) -> bool:
-    """Run ``kind`` with its ``n``-th reply lost, for n = 1, 2, ...: True once a run
-    lost a reply after the write applied (and its answer held), False if the write
-    ended before the proxy held anything."""
+    """Run ``kind`` with its ``n``-th reply lost, for n = 1, 2, ... until the write ends
+    before the proxy held a reply (each of its replies was lost once), `LOST_EXCHANGES`
+    runs at most: whether any run lost a reply after the write applied (and its answer
+    held). Every reply, not only up to the first after which the write had applied: a
+    write of several exchanges (a statement, then its ``COMMIT``) that a client sends
+    again when the statement's reply is lost is right, and wrong when the commit's is."""
     __tracebackhide__ = True
+    applied_once = False
     for after in range(LOST_EXCHANGES):
         applied = await _lose_once(kind, target, after)
         if applied is None:
-            return False
-        if applied:
-            return True
-    return False
+            break
+        applied_once = applied_once or applied
+    return applied_once
 
 
 async def _lose_once(kind: str, target: Target, after: int) -> bool | None:

@@ -1948,6 +1948,26 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVClaimsToSettle),
     ),
     Mutant(
+        "two-step-write-fenced-at-its-statement",
+        ("cancel.no-late-landing",),
+        "cancellation",
+        "test_put_cancelled_while_its_request_is_on_a_slow_link_never_lands_later",
+        lambda: netkv.netkv_target(netkv.NetKVTwoStepFencedApart, name="NetKVTwoStepFencedApart"),
+        lambda: netkv.netkv_target(netkv.NetKVTwoStepStorage, name="NetKVTwoStepStorage"),
+        _doc(netkv.NetKVTwoStepFencedApart),
+    ),
+    Mutant(
+        "two-step-write-resent-after-its-commit",
+        ("error.outcome-unknown",),
+        "lifecycle",
+        LOST_REPLY,
+        lambda: netkv.netkv_target(
+            netkv.NetKVTwoStepResendsWrites, name="NetKVTwoStepResendsWrites"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVTwoStepStorage, name="NetKVTwoStepStorage"),
+        _doc(netkv.NetKVTwoStepResendsWrites),
+    ),
+    Mutant(
         "aclose-forgets-the-busy-connection",
         ("close.releases",),
         "lifecycle",

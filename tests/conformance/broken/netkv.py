@@ -52,6 +52,15 @@ def _frame(body: dict[str, Any]) -> bytes:
 
 _WRITES = frozenset({"put", "delete", "delete_many"})
 
+
+def _late(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The server's answer to a request that arrived past its deadline, if it did."""
+    deadline = request.get("deadline")
+    if deadline is not None and time.monotonic() > deadline:
+        return {"error": "late", "message": "the request arrived after its deadline"}
+    return None
+
+
 NETKV_BATCH = 100
 """The most keys one ``delete_many`` request of the netkv server takes."""
 
@@ -92,6 +101,7 @@ class NetKVServer:
             await self._stop.wait()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        staged: dict[str, Any] | None = None  # a staged write dies with its connection
         try:
             while True:
                 try:
@@ -99,7 +109,21 @@ class NetKVServer:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # a cut-off request is never applied
                 await asyncio.sleep(0.001)  # the server's own latency
-                writer.write(_frame(self._apply(request)))
+                op = request["op"]
+                if op == "stage":  # a transaction's statement: nothing changes yet
+                    late = _late(request)
+                    staged = None if late else request["write"]
+                    reply = late or {"value": True}
+                elif op == "commit":  # ... and its COMMIT: the staged write, now
+                    late = _late(request)
+                    if staged is None:
+                        reply = {"error": "unknown", "message": "nothing is staged"}
+                    else:
+                        reply = late or self._apply(staged)
+                    staged = None
+                else:
+                    reply = self._apply(request)
+                writer.write(_frame(reply))
                 await writer.drain()
         except ConnectionError:
             pass
@@ -109,9 +133,9 @@ class NetKVServer:
                 await writer.wait_closed()
 
     def _apply(self, r: dict[str, Any]) -> dict[str, Any]:
-        deadline = r.get("deadline")
-        if deadline is not None and time.monotonic() > deadline:
-            return {"error": "late", "message": "the request arrived after its deadline"}
+        late = _late(r)
+        if late is not None:
+            return late
         ns = self.data.setdefault(r["ns"], {})
         op, key = r["op"], r.get("key")
         current = ns.get(key) if key is not None else None
@@ -192,8 +216,8 @@ class NetKVStorage(StorageBase):
         async with self._lock:
             self._check_open()  # aclose() came while this call waited for its turn
             reader, writer = await self._connection()
-            frame = _frame({"op": op, "ns": self.ns, **fields, **self._fence(op)})
-            exchange = asyncio.ensure_future(self._exchange(reader, writer, frame))
+            request = {"op": op, "ns": self.ns, **fields, **self._fence(op)}
+            exchange = asyncio.ensure_future(self._exchange(reader, writer, request))
             try:
                 async with asyncio.timeout(self.timeout):
                     reply = await asyncio.shield(exchange)
@@ -234,11 +258,11 @@ class NetKVStorage(StorageBase):
             )
         return StorageUnavailable(f"netkv {op} failed: {exc!r}")
 
-    @staticmethod
     async def _exchange(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, frame: bytes
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: dict[str, Any]
     ) -> dict[str, Any]:
-        writer.write(frame)
+        """Send ``request`` and read its reply (a subclass may make it several exchanges)."""
+        writer.write(_frame(request))
         await writer.drain()
         return await _read_frame(reader)
 
@@ -322,10 +346,10 @@ class NetKVRawErrors(NetKVStorage):
         return self._conn
 
     async def _call(self, op: str, **fields: Any) -> Any:
-        frame = _frame({"op": op, "ns": self.ns, **fields})
+        request = {"op": op, "ns": self.ns, **fields}
         async with self._lock:
             reader, writer = await self._connection()
-            exchange = asyncio.ensure_future(self._exchange(reader, writer, frame))
+            exchange = asyncio.ensure_future(self._exchange(reader, writer, request))
             try:
                 reply = await asyncio.shield(exchange)
             except asyncio.CancelledError:
@@ -464,6 +488,59 @@ class NetKVClaimsToSettle(NetKVStorage):
     capabilities: ClassVar[Capabilities] = NetKVFencedStorage.capabilities
 
 
+class NetKVTwoStepStorage(NetKVFencedStorage):
+    """Correct: a write is two exchanges on one connection, as a SQL transaction's statement
+    and its ``COMMIT`` are: the write is staged (nothing changes), then committed. The
+    commit carries the deadline, past which the server commits nothing; a staged write
+    dies with its connection, so a cancelled call whose commit never arrives in time
+    leaves nothing behind."""
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: dict[str, Any]
+    ) -> dict[str, Any]:
+        if request["op"] not in _WRITES:
+            return await super()._exchange(reader, writer, request)
+        fence = {"deadline": request.pop("deadline")}
+        stage = {"op": "stage", "write": request, **self._stage_fence(fence)}
+        staged = await super()._exchange(reader, writer, stage)
+        if "error" in staged:
+            return staged
+        commit = {"op": "commit", **self._commit_fence(fence)}
+        return await super()._exchange(reader, writer, commit)
+
+    def _stage_fence(self, fence: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _commit_fence(self, fence: dict[str, Any]) -> dict[str, Any]:
+        return fence
+
+
+class NetKVTwoStepFencedApart(NetKVTwoStepStorage):
+    """Bug: a two-exchange write whose deadline the server checks at the first exchange (the
+    statement), not at the commit (as a fence run as a statement of its own, or one that
+    reads ``now()``, the transaction's start, does): a commit still on its way when the
+    cancelled call gave up commits when it arrives."""
+
+    def _stage_fence(self, fence: dict[str, Any]) -> dict[str, Any]:
+        return fence
+
+    def _commit_fence(self, fence: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+class NetKVTwoStepResendsWrites(NetKVTwoStepStorage):
+    """Bug: a two-exchange write sent again, both exchanges, on a new connection when its
+    connection failed: right when the statement's reply was lost (its staged write died
+    with the connection), wrong when the commit's was: the repeat then meets the commit
+    it repeats (a create-only put answers ``PreconditionFailed``, a delete ``False``)."""
+
+    async def _call(self, op: str, **fields: Any) -> Any:
+        try:
+            return await super()._call(op, **fields)
+        except OutcomeUnknown:
+            return await super()._call(op, **fields)
+
+
 class NetKVForgetsTheBusyConnection(NetKVStorage):
     """Bug: ``aclose()`` closes the connection only when no call is using it; a busy one is
     left to its call to give back, to a pool that nobody closes again: the socket stays
@@ -574,7 +651,7 @@ class NetKVGoodbyeOnClose(NetKVStorage):
         try:
             if self._conn is not None:
                 reader, writer = self._conn
-                await self._exchange(reader, writer, _frame({"op": "quit", "ns": self.ns}))
+                await self._exchange(reader, writer, {"op": "quit", "ns": self.ns})
         finally:
             await self._drop()
 
