@@ -66,6 +66,8 @@ many reads in that time (1 s let such a read through once in a CI run, 4 test wo
 2 cores)."""
 SEEN_READERS = 3
 """Readers on the second client, each reading the key again and again."""
+STALE_RACERS = 3
+"""If-match puts, and as many deletes, on a stale version that race each current write."""
 
 
 class ConcurrencyTests(ConcurrentSweepTests):
@@ -504,6 +506,74 @@ class ConcurrencyTests(ConcurrentSweepTests):
                     await _winner_holds(
                         clients[1 - w % 2], key, w, mine[w], large=call is _swap_large
                     )
+
+    @checks("put.if-match.current", "delete.if-match.current", "put.refused-changes-nothing")
+    async def test_a_current_conditional_write_wins_against_stale_ones_racing_it(
+        self,
+        storage: Storage,
+        observer: Storage,
+        scale: float,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """On `CROSS_KEYS` keys at once, each written twice (a stale version, then the
+        current one), `STALE_RACERS` if-match puts and as many if-match deletes on the
+        stale version race one write on the current version, an if-match put (and, in a
+        second round, an if-match delete), through both clients where there are two. The
+        stale ones change nothing and never stop the current one: its condition holds
+        whatever they do, so it must write (delete) every time. A write that refuses
+        when it finds the key busy (``SELECT ... FOR UPDATE NOWAIT``, a lock tried and not
+        waited for, "someone else is writing it, so my version is stale") fails here: the
+        writer that held the key may be one whose own condition then failed."""
+        _need(
+            supports_conditional_put or supports_conditional_delete,
+            "conditional_put or conditional_delete",
+        )
+        count = scaled(scale, CROSS_KEYS)
+        clients = (storage, observer)
+        rounds: list[tuple[str, Callable[[Storage, int, str, str], Awaitable[Any]]]] = []
+        if supports_conditional_put:
+            rounds.append(("put", _swap))
+        if supports_conditional_delete:
+            rounds.append(("delete", _delete))
+        for what, current_call in rounds:
+            keys = [f"stale-racers/{what}/{k:02d}" for k in range(count)]
+            stale = {key: await storage.put(key, b"stale") for key in keys}
+            current = {key: await storage.put(key, b"current") for key in keys}
+            racers: list[Awaitable[Any]] = []
+            for key in keys:
+                for i in range(STALE_RACERS):  # the stale ones first: they take the key first
+                    if supports_conditional_put:
+                        racers.append(_swap(clients[i % 2], 100 + i, key, stale[key]))
+                    if supports_conditional_delete:
+                        racers.append(_delete(clients[(i + 1) % 2], 200 + i, key, stale[key]))
+                racers.append(current_call(clients[1], 0, key, current[key]))
+            outcomes = await asyncio.gather(*racers)
+            per_key = len(outcomes) // count
+            for k, key in enumerate(keys):
+                mine = outcomes[k * per_key : (k + 1) * per_key]
+                stale_won = [v for v in mine[:-1] if v not in (None, REFUSED)]
+                expect(
+                    not stale_won,
+                    "a conditional write on a stale version must be refused",
+                    key=key,
+                    expected="PreconditionFailed from every stale if-match put and delete",
+                    observed=f"{len(stale_won)} of them succeeded",
+                )
+                refusal = "False" if what == "delete" and mine[-1] is None else "PreconditionFailed"
+                expect(
+                    mine[-1] not in (None, REFUSED),
+                    f"an if-match {what} on the current version must succeed while stale "
+                    "ones race it",
+                    key=key,
+                    expected=f"the {what} to succeed: no stale write can change the version",
+                    observed=f"it was refused ({refusal}) while {STALE_RACERS} if-match puts "
+                    f"and deletes of the older version raced it ({count} keys at once)",
+                    detail="wait for a key that another writer holds (a row lock, a lock "
+                    "every writer takes); do not take 'busy' for 'changed': the writer "
+                    "holding it may fail its own condition and change nothing",
+                )
+                await _winner_holds(observer, key, 0, mine[-1])
 
     @checks("put.overwrite", "put.atomic", "cap.shared")
     async def test_overwrites_of_missing_keys_through_two_clients_all_write(

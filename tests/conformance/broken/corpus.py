@@ -366,6 +366,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete.if-match.missing",
     ),
     _m(
+        "conditional-write-refused-while-locked",
+        kv_dict.ConditionalWritesRefusedWhileLocked,
+        kv_dict.ConditionalWritesLockTheKey,
+        CON,
+        "test_a_current_conditional_write_wins_against_stale_ones_racing_it",
+        "put.if-match.current",
+        "delete.if-match.current",
+    ),
+    _m(
         "delete-many-counts-then-deletes",
         kv_dict.DeleteManyCountsThenDeletes,
         D,

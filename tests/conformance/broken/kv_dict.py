@@ -353,6 +353,49 @@ class DeleteIfMatchDecidesFromASnapshot(DictKV):
         raise PreconditionFailed(f"key {key!r} is not at version {if_match}")
 
 
+class ConditionalWritesLockTheKey(DictKV):
+    """Correct: a conditional put or delete holds the key's lock (a row lock, ``SELECT ...
+    FOR UPDATE``) from its read of the version to its write, and a writer that finds the
+    key locked waits for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.locks: dict[str, asyncio.Lock] = {}
+
+    async def _locked(self, key: str, write: Callable[[], Awaitable[T]]) -> T:
+        lock = self.locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            await self._round_trip()  # the statement runs, holding the lock
+            return await write()
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if mode == "overwrite":
+            return await super()._put(key, data, mode)
+        return await self._locked(
+            key, lambda: super(ConditionalWritesLockTheKey, self)._put(key, data, mode)
+        )
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is None:
+            return await super()._delete(key, None)
+        return await self._locked(
+            key, lambda: super(ConditionalWritesLockTheKey, self)._delete(key, if_match)
+        )
+
+
+class ConditionalWritesRefusedWhileLocked(ConditionalWritesLockTheKey):
+    """Bug: a conditional write that finds the key locked does not wait (``FOR UPDATE
+    NOWAIT``) and raises PreconditionFailed ("someone else is writing it, so my version is
+    stale"): the writer holding the lock may be one whose own condition fails, and the
+    version stays current, yet this write is refused."""
+
+    async def _locked(self, key: str, write: Callable[[], Awaitable[T]]) -> T:
+        lock = self.locks.setdefault(key, asyncio.Lock())
+        if lock.locked():
+            raise PreconditionFailed(f"key {key!r} is being written (lock not available)")
+        return await super()._locked(key, write)
+
+
 class DeleteIfMatchChecksThenDeletes(DictKV):
     """Bug: a conditional delete reads the version, compares it, then deletes in a second
     request (``GET`` then ``DEL``, not one script): two deletes of one version both return
