@@ -220,6 +220,10 @@ CLAUSES: tuple[Clause, ...] = (
         "never the late reply of the failed one",
     ),
     Clause(
+        "error.idle-closed",
+        "a connection the server closed while it was idle fails no later call: each answers",
+    ),
+    Clause(
         "error.outcome-unknown",
         "a write whose reply is lost answers truly or raises OutcomeUnknown, never a false "
         "PreconditionFailed, False or 'nothing happened'",

@@ -27,6 +27,7 @@ from ..storage import Storage
 from .checks import expect, fail
 from .clauses import checks
 from .faults import FaultyStorage
+from .idle_closed import IdleClosedTests
 from .lost_replies import LostReplyTests
 from .styles import STYLES, PutGate
 from .sweeps import LifecycleSweepTests
@@ -96,7 +97,7 @@ def _workflow(
     return Workflow(fn, storage=storage, **options)
 
 
-class LifecycleTests(LifecycleSweepTests, UnavailableTests, LostReplyTests):
+class LifecycleTests(LifecycleSweepTests, UnavailableTests, LostReplyTests, IdleClosedTests):
     """Runner guarantees over the adapter, in the three save styles."""
 
     conformance_group: ClassVar[str | None] = "lifecycle"

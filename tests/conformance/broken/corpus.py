@@ -1957,6 +1957,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVClaimsToSettle),
     ),
     Mutant(
+        "sends-on-a-connection-the-server-closed",
+        ("error.idle-closed",),
+        "lifecycle",
+        "test_every_operation_after_the_server_closed_its_idle_connections_answers",
+        lambda: netkv.netkv_target(
+            netkv.NetKVSendsOnAClosedConnection, name="NetKVSendsOnAClosedConnection"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVSendsOnAClosedConnection),
+    ),
+    Mutant(
         "two-step-write-fenced-at-its-statement",
         ("cancel.no-late-landing",),
         "cancellation",

@@ -198,12 +198,18 @@ class NetKVStorage(StorageBase):
         self._lock = asyncio.Lock()
 
     async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._conn is not None and self._closed_by_the_server(self._conn[0]):
+            await self._drop()  # closed while idle (a restart, an idle timeout): a new one
         if self._conn is None:
             try:
                 self._conn = await asyncio.open_connection(self.host, self.port)
             except OSError as exc:
                 raise StorageUnavailable(f"cannot connect to {self.host}:{self.port}") from exc
         return self._conn
+
+    def _closed_by_the_server(self, reader: asyncio.StreamReader) -> bool:
+        """Whether the kept connection's close has arrived (its reader is at end of file)."""
+        return reader.at_eof()
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -441,15 +447,16 @@ class NetKVCursorRestartsAfterReconnect(NetKVStorage):
     async def _list_page(
         self, prefix: str, start_after: str | None, cursor: Any, limit: int
     ) -> ListPage:
-        after = start_after
-        if cursor is not None:
-            last, on = cursor
-            if on is self._conn:  # the same connection: the cursor is still there
-                after = last
+        last, on = cursor if cursor is not None else (start_after, None)
         try:
-            page = await super()._list_page(prefix, after, None, limit)
-        except StorageUnavailable:  # the connection is gone, and its cursor with it:
-            page = await super()._list_page(prefix, start_after, None, limit)  # a new one
+            page = await super()._list_page(prefix, last, None, limit)
+            moved = on is not None and self._conn is not on
+        except StorageUnavailable:
+            if on is None:
+                raise
+            moved = True
+        if moved:  # the connection is gone, and its cursor with it: a new one, from the start
+            page = await super()._list_page(prefix, start_after, None, limit)
         more = page.cursor is not None
         return ListPage(page.keys, (page.keys[-1], self._conn) if more else None)
 
@@ -539,6 +546,15 @@ class NetKVTwoStepResendsWrites(NetKVTwoStepStorage):
             return await super()._call(op, **fields)
         except OutcomeUnknown:
             return await super()._call(op, **fields)
+
+
+class NetKVSendsOnAClosedConnection(NetKVStorage):
+    """Bug: keeps its connection for the next call without looking at it: after the server
+    closed it while it was idle (a restart, an idle timeout), the next call is sent on it
+    and fails (a write with an outcome it cannot know), where a new connection answers."""
+
+    def _closed_by_the_server(self, reader: asyncio.StreamReader) -> bool:
+        return False
 
 
 class NetKVForgetsTheBusyConnection(NetKVStorage):
