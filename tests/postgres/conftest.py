@@ -19,3 +19,10 @@ def pg_server() -> Iterator[PostgresServer]:
 def pg_url(pg_server: PostgresServer) -> str:
     """``postgresql://checkpointkit:...@127.0.0.1:PORT/postgres`` of :func:`pg_server`."""
     return pg_server.url
+
+
+@pytest.fixture(scope="session")
+def pg_icu_url(pg_server: PostgresServer) -> str:
+    """A database of :func:`pg_server` whose default collation is ICU's ``en-US`` (``B``
+    after ``ab``, ``a-b`` after ``a b``): keys that took it would list out of byte order."""
+    return pg_server.database("icu", icu_locale="en-US")

@@ -17,15 +17,17 @@ from checkpointkit.conformance.servers.postgres import postgres_target
 
 
 @pytest.fixture(scope="session")
-def postgres_conformance_target(pg_url: str) -> Target:
+def postgres_conformance_target(pg_icu_url: str) -> Target:
     # the size sweep up to 16 MiB and the model group for 3 s here (the defaults, 64 MiB
     # and 12 s, are for users' runs); the URL as its SPEC, so that a child process can
-    # write through it and die (the durability test)
+    # write through it and die (the durability test). In a database whose default
+    # collation is ICU's en-US: the adapter's keys keep byte order whatever the database's
+    # collation is (its columns are COLLATE "C"), and the suite's listings show it.
     return Target.of(
-        postgres_target(pg_url, name="postgres"),
+        postgres_target(pg_icu_url, name="postgres (ICU en-US database)"),
         max_value=16 * 1024 * 1024,
         model_budget=3.0,
-        spec=pg_url,
+        spec=pg_icu_url,
     )
 
 

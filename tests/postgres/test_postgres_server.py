@@ -85,3 +85,33 @@ def test_stop_ends_a_paused_server() -> None:
         server.pause()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_a_database_with_an_icu_collation_orders_text_as_people_do(
+    pg_server: PostgresServer, pg_icu_url: str
+) -> None:
+    # what the PostgreSQL adapter's conformance run is made in: its keys must keep byte
+    # order there by their own COLLATE "C", since the database's does not
+    assert pg_server.database("icu", icu_locale="en-US") == pg_icu_url  # made once, then found
+    conn = await asyncpg.connect(pg_icu_url)
+    try:
+        words = ["ab", "B", "a b", "a-b"]
+        rows = await conn.fetch("SELECT w FROM unnest($1::text[]) AS w ORDER BY w", words)
+        assert [r["w"] for r in rows] == ["a b", "a-b", "ab", "B"]
+        rows = await conn.fetch(
+            'SELECT w FROM unnest($1::text[]) AS w ORDER BY w COLLATE "C"', words
+        )
+        assert [r["w"] for r in rows] == sorted(words)
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "locale", "wrong"),
+    [("icu; DROP", None, "database name"), ("x", "en-US'; --", "icu_locale")],
+)
+def test_a_database_name_or_locale_that_is_not_plain_is_refused(
+    pg_server: PostgresServer, name: str, locale: str | None, wrong: str
+) -> None:
+    with pytest.raises(ValueError, match=wrong):
+        pg_server.database(name, icu_locale=locale)

@@ -20,6 +20,7 @@ from typing import Any
 
 from checkpointkit.adapters.file import FileStorage
 from checkpointkit.adapters.memory import MemoryStorage
+from checkpointkit.adapters.postgres import PostgresStorage
 from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.conformance import Target
 from checkpointkit.conformance.servers.redis import redis_standalone_target
@@ -35,6 +36,7 @@ from . import (
     kv_threads,
     model_bugs,
     netkv,
+    pg_collation,
     saved_later,
     threaded,
     ttl_index,
@@ -1955,6 +1957,15 @@ MUTANTS: tuple[Mutant, ...] = (
         lambda: netkv.netkv_target(netkv.NetKVClaimsToSettle, name="NetKVClaimsToSettle"),
         lambda: netkv.netkv_target(netkv.NetKVFencedStorage, name="NetKVFencedStorage"),
         _doc(netkv.NetKVClaimsToSettle),
+    ),
+    Mutant(
+        "keys-in-the-databases-collation",
+        ("list.order",),
+        "semantics",
+        "test_list_returns_keys_in_ascending_order",
+        lambda: pg_collation.icu_postgres_target(pg_collation.KeysInTheDatabasesCollation),
+        lambda: pg_collation.icu_postgres_target(PostgresStorage),
+        _doc(pg_collation.KeysInTheDatabasesCollation),
     ),
     Mutant(
         "sends-on-a-connection-the-server-closed",
