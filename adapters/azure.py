@@ -677,7 +677,9 @@ class AzureBlobStorage(StorageBase):
             # create-only put is not repeated but looked for. Otherwise the attempt may have
             # landed and been replaced since, or may land later: the outcome stays unknown.
             if token:
-                with contextlib.suppress(StorageUnavailable):  # the look failed: still unknown
+                # the look failed, or aclose() came first (StorageClosed would say the put
+                # never ran): the outcome stays unknown
+                with contextlib.suppress(StorageUnavailable, StorageClosed):
                     version = await self._own_write(blob, key, token)
                     if version is not None:
                         return version

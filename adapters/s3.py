@@ -809,7 +809,9 @@ class S3Storage(StorageBase):
             # create-only put is not repeated but looked for. Otherwise the attempt may have
             # landed and been replaced since, or may land later: the outcome stays unknown.
             if token:
-                with contextlib.suppress(StorageUnavailable):  # the look failed: still unknown
+                # the look failed, or aclose() came first (StorageClosed would say the put
+                # never ran): the outcome stays unknown
+                with contextlib.suppress(StorageUnavailable, StorageClosed):
                     version, _ = await self._own_write(client, key, name, token)
                     if version is not None:
                         return version
@@ -1012,6 +1014,21 @@ class S3Storage(StorageBase):
         not see is deleted without a condition and not counted. Not atomic: on
         an error, any earlier chunk is deleted.
         """
+        sent: list[bool] = []  # one entry once a delete request of this call has been issued
+        try:
+            return await self._delete_keys(keys, sent)
+        except StorageClosed as exc:
+            if not sent:
+                raise
+            # aclose() cut the batch off after some of its deletes had left: they may have
+            # happened, and StorageClosed would say that none did
+            raise OutcomeUnknown(
+                f"S3 delete of {len(keys)} keys was cut off by aclose() after some of its "
+                "deletes had been sent; they may have happened"
+            ) from exc
+
+    async def _delete_keys(self, keys: list[str], sent: list[bool]) -> int:
+        """`_delete_many`'s work; appends to ``sent`` before it issues a delete request."""
         client = await self._open()
         names = {key: self._name(key) for key in keys}
         ordered = sorted(set(keys))
@@ -1029,6 +1046,8 @@ class S3Storage(StorageBase):
                 for key in chunk
                 if honoured or key not in etags
             ]
+            if objects:
+                sent.append(True)
             errors = await self._delete_objects(client, objects) if objects else []
             alone = [] if honoured else [key for key in chunk if key in etags]
             gone = 0
@@ -1046,10 +1065,18 @@ class S3Storage(StorageBase):
                 self._raise_failed_deletes(failed, len(objects))
             existed += len(etags) - len(alone) - gone  # deleted by this request, on its ETag
             for start in range(0, len(alone), 16):
+                sent.append(True)
                 found = await asyncio.gather(
-                    *(self._delete(key, None) for key in alone[start : start + 16])
+                    *(self._delete(key, None) for key in alone[start : start + 16]),
+                    return_exceptions=True,  # none left running when one fails
                 )
-                existed += sum(found)
+                failed_alone = [f for f in found if isinstance(f, BaseException)]
+                if failed_alone:  # one whose outcome is unknown first: it may have happened
+                    raise next(
+                        (f for f in failed_alone if isinstance(f, OutcomeUnknown)),
+                        failed_alone[0],
+                    )
+                existed += sum(f for f in found if isinstance(f, bool))
         return existed
 
     async def _delete_objects(

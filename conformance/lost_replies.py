@@ -43,7 +43,13 @@ from typing import Any, ClassVar, NoReturn
 
 import pytest
 
-from ..errors import OutcomeUnknown, PreconditionFailed, StorageUnavailable
+from ..errors import (
+    OutcomeUnknown,
+    PreconditionFailed,
+    StorageClosed,
+    StorageError,
+    StorageUnavailable,
+)
 from ..storage import GetResult, Storage
 from ..storage import delete_many as delete_many_of
 from .cancelling import own_answer
@@ -59,6 +65,9 @@ __all__ = ["HELD_TIMEOUT", "LOST_EXCHANGES", "LostReplyTests"]
 
 LOST_EXCHANGES = 6
 """The most exchanges of one write whose reply the test loses, one run each."""
+CLOSE_HOLD = 1.0
+"""Seconds a write's reply stays held once ``aclose()`` is called under it (then it is
+forwarded): a client whose ``aclose()`` ends the call ends it within them."""
 
 _CONDITIONAL = ("create-only put", "if-match put", "if-match delete")
 _KINDS = ("put", "create-only put", "if-match put", "delete", "if-match delete", "delete_many")
@@ -96,6 +105,38 @@ class LostReplyTests(StorageFixtures):
         if not lost:
             not_exercised(
                 "no write applied before its reply was lost: every write ended before the "
+                f"stall proxy held any of its first {LOST_EXCHANGES} replies, or failed first"
+            )
+
+    @checks("error.outcome-unknown", "close.in-flight")
+    async def test_a_write_that_aclose_cut_off_after_its_server_applied_it_says_so(
+        self,
+        storage_target: Target | None,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+        supports_shared: bool,
+    ) -> None:
+        """As the lost-reply test, with ``aclose()`` in the place of the reset: the stall
+        proxy holds a reply of the write (each of its replies in turn, one run each), the
+        storage is closed under it, and then the proxy forwards again. The write must
+        return its true answer or raise ``OutcomeUnknown``; ``StorageClosed`` says "it did
+        not happen", so only a write that did not take effect may raise it (read through a
+        second client on the same data). A client that answers every call that
+        ``aclose()`` cut off with ``StorageClosed``, whatever it had sent, tells its caller
+        that a write which landed never ran."""
+        target = storage_target
+        if target is None or not target.proxyable or target.upstream is None:
+            pytest.skip(
+                "no reply can be held: the target's factory takes no endpoint, or the target "
+                "names no upstream server"
+            )
+        if not (supports_shared and target.reopens):
+            pytest.skip("no second client on the same data (the target is not shared)")
+        kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
+        cut = [kind for kind in kinds if await _close_under(kind, target)]
+        if not cut:
+            not_exercised(
+                "no write applied before aclose() cut it off: every write ended before the "
                 f"stall proxy held any of its first {LOST_EXCHANGES} replies, or failed first"
             )
 
@@ -286,6 +327,110 @@ async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
     else:
         _unknown_if_it_happened(kind, case.key, error, case.allowed, stored, context)
     return applied
+
+
+async def _close_under(kind: str, target: Target) -> bool:
+    """Run ``kind`` with its ``n``-th reply held and the storage closed under it, for n = 1,
+    2, ... until the write ends before the proxy held a reply: whether any run closed it
+    after it applied."""
+    __tracebackhide__ = True
+    applied_once = False
+    for after in range(LOST_EXCHANGES):
+        applied = await _close_under_once(kind, target, after)
+        if applied is None:
+            break
+        applied_once = applied_once or applied
+    return applied_once
+
+
+async def _close_under_once(kind: str, target: Target, after: int) -> bool | None:
+    """One run: None if the write ended before a reply was held; else whether it applied."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    case = _case(kind)
+    location = new_location()
+    context = f"after aclose() cut it off while the stall proxy held reply {after + 1} of it"
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(location=location) as reader,
+        target.open(endpoint=proxy.address, location=location) as storage,
+    ):
+        versions = {key: await storage.put(key, value) for key, value in case.before.items()}
+        proxy.stall("response", partial=False, after=after)
+        call = asyncio.ensure_future(case.start(storage, versions))
+        if not await _held(proxy, call, kind, case.key):
+            return None
+        closing = asyncio.ensure_future(storage.aclose())
+        try:
+            # An aclose() that waits for the call under way has it get the reply, once the
+            # proxy forwards again; one that ends the call ends it before then.
+            await asyncio.wait({call}, timeout=CLOSE_HOLD)
+            proxy.resume()
+            answer, error = await _cut_off(kind, case.key, call, context)
+        finally:
+            proxy.resume()
+            await asyncio.wait({closing}, timeout=UNAVAILABLE_BOUND)
+        if not closing.done():
+            closing.cancel()
+            fail(
+                "aclose() must return once the backend answers again",
+                key=case.key,
+                expected=f"it to return within {UNAVAILABLE_BOUND:g} s",
+                observed=f"it had not, {context}",
+            )
+        closing.result()
+        got = {key: await _read(reader, key, kind, context) for key in case.allowed}
+    stored = _whole(kind, case.allowed, got, context)
+    new = {key: allowed[-1] for key, allowed in case.allowed.items()}
+    applied = stored == new
+    if isinstance(error, StorageClosed):
+        changed = any(stored[k] != values[0] for k, values in case.allowed.items())
+        if changed:
+            fail(
+                f"{_a(kind)} that aclose() cut off after it happened must not raise StorageClosed",
+                key=case.key,
+                expected="OutcomeUnknown (its request had left), or its true answer",
+                observed=f"it raised StorageClosed: {error} ({context}); yet the keys hold "
+                f"{describe(list(stored.values()))}",
+                detail="StorageClosed tells the caller that the call did not happen. A write "
+                "whose request had left when aclose() ended it raises OutcomeUnknown",
+            )
+        return applied
+    if error is None:
+        current = got[case.key]
+        if kind.endswith("put") and (current is None or current.version != answer):
+            applied = False  # it returned a version that the key does not hold
+        _expect_true(kind, case.key, answer, applied, stored, new, context)
+    else:
+        _unknown_if_it_happened(kind, case.key, error, case.allowed, stored, context)
+    return applied
+
+
+async def _cut_off(
+    kind: str, key: str, call: asyncio.Future[Any], context: str
+) -> tuple[Any, StorageError | None]:
+    """What a write that ``aclose()`` ends answers: its answer, or the ``StorageClosed`` or
+    ``StorageUnavailable`` it raises (anything else, or no end in time, fails)."""
+    __tracebackhide__ = True
+    try:
+        async with asyncio.timeout(UNAVAILABLE_BOUND):
+            return await asyncio.shield(call), None
+    except (StorageClosed, StorageUnavailable) as exc:
+        return None, exc
+    except TimeoutError:
+        if not call.done():
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            fail(
+                f"{_a(kind)} that aclose() cut off must end",
+                key=key,
+                expected="an answer, StorageClosed or OutcomeUnknown within "
+                f"{UNAVAILABLE_BOUND:g} s",
+                observed=f"it had not ended {UNAVAILABLE_BOUND:g} s {context}",
+            )
+        raise
+    except Exception as exc:
+        _wrong(kind, key, exc, context, "reply")
 
 
 def _whole(

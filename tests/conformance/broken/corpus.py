@@ -1968,6 +1968,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(pg_collation.KeysInTheDatabasesCollation),
     ),
     Mutant(
+        "closed-calls-answer-storage-closed",
+        ("close.in-flight", "error.outcome-unknown"),
+        "lifecycle",
+        "test_a_write_that_aclose_cut_off_after_its_server_applied_it_says_so",
+        lambda: netkv.netkv_target(
+            netkv.NetKVClosedCallsAnswerStorageClosed, name="NetKVClosedCallsAnswerStorageClosed"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVClosedCallsAnswerStorageClosed),
+    ),
+    Mutant(
         "sends-on-a-connection-the-server-closed",
         ("error.idle-closed",),
         "lifecycle",

@@ -31,6 +31,7 @@ from checkpointkit.errors import (
     OutcomeUnknown,
     PreconditionFailed,
     StorageClosed,
+    StorageError,
     StorageUnavailable,
 )
 from checkpointkit.storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
@@ -236,7 +237,7 @@ class NetKVStorage(StorageBase):
             except (OSError, asyncio.IncompleteReadError) as exc:
                 await self._drop()
                 if self._closed:  # aclose() dropped the connection under this call
-                    raise StorageClosed(f"netkv {op}: the storage was closed") from exc
+                    raise self._closed_under(op, exc) from exc
                 raise self._lost(op, exc) from exc
             finally:
                 if self._closed:  # aclose() stopped waiting for this call: drop what it used
@@ -253,6 +254,13 @@ class NetKVStorage(StorageBase):
     def _fence(self, op: str) -> dict[str, Any]:
         """Fields that the request of ``op`` carries beside its own (none here)."""
         return {}
+
+    def _closed_under(self, op: str, exc: BaseException) -> StorageError:
+        """The error of a call whose connection ``aclose()`` dropped under it: a write had
+        been sent, so it may have happened (`OutcomeUnknown`); a read did not happen."""
+        if op in _WRITES:
+            return OutcomeUnknown(f"netkv {op}: cut off by aclose(), it may have happened")
+        return StorageClosed(f"netkv {op}: the storage was closed")
 
     @staticmethod
     def _lost(op: str, exc: BaseException) -> StorageUnavailable:
@@ -555,6 +563,15 @@ class NetKVSendsOnAClosedConnection(NetKVStorage):
 
     def _closed_by_the_server(self, reader: asyncio.StreamReader) -> bool:
         return False
+
+
+class NetKVClosedCallsAnswerStorageClosed(NetKVStorage):
+    """Bug: a call that ``aclose()`` cut off raises ``StorageClosed`` ("it did not happen")
+    whatever it had sent: a write whose request had reached the server, and whose reply
+    the close cut off, is reported as not done."""
+
+    def _closed_under(self, op: str, exc: BaseException) -> StorageError:
+        return StorageClosed(f"netkv {op}: the storage was closed")
 
 
 class NetKVForgetsTheBusyConnection(NetKVStorage):
