@@ -24,7 +24,7 @@ def postgres_conformance_target(pg_icu_url: str) -> Target:
     # collation is ICU's en-US: the adapter's keys keep byte order whatever the database's
     # collation is (its columns are COLLATE "C"), and the suite's listings show it.
     return Target.of(
-        postgres_target(pg_icu_url, name="postgres (ICU en-US database)"),
+        postgres_target(pg_icu_url, name="postgres"),
         max_value=16 * 1024 * 1024,
         model_budget=3.0,
         spec=pg_icu_url,
