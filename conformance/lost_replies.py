@@ -38,7 +38,7 @@ endpoint for the proxy; *not exercised* if no run lost a reply after its write a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
 import pytest
@@ -59,7 +59,7 @@ from .coverage import reply_lost
 from .fixtures import StorageFixtures, not_exercised
 from .proxy import StallProxy
 from .target import Target, new_location
-from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _case, first_of_two_pages
+from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _Case, _case, first_of_two_pages
 
 __all__ = ["HELD_TIMEOUT", "LOST_EXCHANGES", "LostReplyTests"]
 
@@ -277,16 +277,23 @@ def _kinds(kinds: tuple[str, ...], conditional_put: bool, conditional_delete: bo
 
 
 async def _lose(kind: str, target: Target) -> bool:
-    """Run ``kind`` with its ``n``-th reply lost, for n = 1, 2, ... until the write ends
-    before the proxy held a reply (each of its replies was lost once), `LOST_EXCHANGES`
-    runs at most: whether any run lost a reply after the write applied (and its answer
-    held). Every reply, not only up to the first after which the write had applied: a
-    write of several exchanges (a statement, then its ``COMMIT``) that a client sends
-    again when the statement's reply is lost is right, and wrong when the commit's is."""
+    """`_lose_once` for each reply of ``kind`` in turn (`_every_reply`)."""
+    return await _every_reply(_lose_once, kind, target)
+
+
+async def _every_reply(
+    run: Callable[[str, Target, int], Awaitable[bool | None]], kind: str, target: Target
+) -> bool:
+    """``run`` ``kind`` with its ``n``-th reply held, for n = 1, 2, ... until the write ends
+    before the proxy held a reply (each of its replies was held once), `LOST_EXCHANGES`
+    runs at most: whether any run held a reply after the write applied. Every reply, not
+    only up to the first after which the write had applied: a write of several exchanges
+    (a statement, then its ``COMMIT``) that a client sends again when the statement's
+    reply is lost is right, and wrong when the commit's is."""
     __tracebackhide__ = True
     applied_once = False
     for after in range(LOST_EXCHANGES):
-        applied = await _lose_once(kind, target, after)
+        applied = await run(kind, target, after)
         if applied is None:
             break
         applied_once = applied_once or applied
@@ -316,10 +323,35 @@ async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
         proxy.resume()
         answer, error = await _outcome(kind, case.key, call, context)
         got = {key: await _read(storage, key, kind, context) for key in case.allowed}
+    return _judged(kind, case, answer, error, got, context)
+
+
+def _judged(
+    kind: str,
+    case: _Case,
+    answer: Any,
+    error: StorageError | None,
+    got: Mapping[str, GetResult | None],
+    context: str,
+) -> bool:
+    """Check what a write whose reply was held answered (``answer``, or ``error``) against
+    what its keys hold (``got``): whether it applied."""
+    __tracebackhide__ = True
     stored = _whole(kind, case.allowed, got, context)
     new = {key: allowed[-1] for key, allowed in case.allowed.items()}
     applied = stored == new
-    if error is None:
+    if isinstance(error, StorageClosed):
+        if any(stored[k] != values[0] for k, values in case.allowed.items()):
+            fail(
+                f"{_a(kind)} that aclose() cut off after it happened must not raise StorageClosed",
+                key=case.key,
+                expected="OutcomeUnknown (its request had left), or its true answer",
+                observed=f"it raised StorageClosed: {error} ({context}); yet the keys hold "
+                f"{describe(list(stored.values()))}",
+                detail="StorageClosed tells the caller that the call did not happen. A write "
+                "whose request had left when aclose() ended it raises OutcomeUnknown",
+            )
+    elif error is None:
         current = got[case.key]
         if kind.endswith("put") and (current is None or current.version != answer):
             applied = False  # it returned a version that the key does not hold
@@ -330,17 +362,8 @@ async def _lose_once(kind: str, target: Target, after: int) -> bool | None:
 
 
 async def _close_under(kind: str, target: Target) -> bool:
-    """Run ``kind`` with its ``n``-th reply held and the storage closed under it, for n = 1,
-    2, ... until the write ends before the proxy held a reply: whether any run closed it
-    after it applied."""
-    __tracebackhide__ = True
-    applied_once = False
-    for after in range(LOST_EXCHANGES):
-        applied = await _close_under_once(kind, target, after)
-        if applied is None:
-            break
-        applied_once = applied_once or applied
-    return applied_once
+    """`_close_under_once` for each reply of ``kind`` in turn (`_every_reply`)."""
+    return await _every_reply(_close_under_once, kind, target)
 
 
 async def _close_under_once(kind: str, target: Target, after: int) -> bool | None:
@@ -380,30 +403,7 @@ async def _close_under_once(kind: str, target: Target, after: int) -> bool | Non
             )
         closing.result()
         got = {key: await _read(reader, key, kind, context) for key in case.allowed}
-    stored = _whole(kind, case.allowed, got, context)
-    new = {key: allowed[-1] for key, allowed in case.allowed.items()}
-    applied = stored == new
-    if isinstance(error, StorageClosed):
-        changed = any(stored[k] != values[0] for k, values in case.allowed.items())
-        if changed:
-            fail(
-                f"{_a(kind)} that aclose() cut off after it happened must not raise StorageClosed",
-                key=case.key,
-                expected="OutcomeUnknown (its request had left), or its true answer",
-                observed=f"it raised StorageClosed: {error} ({context}); yet the keys hold "
-                f"{describe(list(stored.values()))}",
-                detail="StorageClosed tells the caller that the call did not happen. A write "
-                "whose request had left when aclose() ended it raises OutcomeUnknown",
-            )
-        return applied
-    if error is None:
-        current = got[case.key]
-        if kind.endswith("put") and (current is None or current.version != answer):
-            applied = False  # it returned a version that the key does not hold
-        _expect_true(kind, case.key, answer, applied, stored, new, context)
-    else:
-        _unknown_if_it_happened(kind, case.key, error, case.allowed, stored, context)
-    return applied
+    return _judged(kind, case, answer, error, got, context)
 
 
 async def _cut_off(
