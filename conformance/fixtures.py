@@ -87,6 +87,18 @@ def not_exercised(why: str) -> NoReturn:
     pytest.skip(NOT_EXERCISED + why)
 
 
+def proxied_target(target: Target | None, nothing: str) -> Target:
+    """``target``, if the stall proxy can stand in front of its server; else skip the test,
+    saying what cannot be done (``nothing``: "no reply can be lost", say)."""
+    __tracebackhide__ = True
+    if target is None or not target.proxyable:
+        pytest.skip(
+            f"{nothing}: the target's factory takes no endpoint, or the target names no "
+            "upstream server"
+        )
+    return target
+
+
 def unmeasured(storage: Any) -> Any:
     """``storage`` without the suite's timing and coverage wrappers (for timing tests)."""
     while isinstance(storage, (TimedStorage, CoverageProbe)):

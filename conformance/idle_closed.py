@@ -20,17 +20,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import pytest
-
 from ..errors import StorageError
 from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
-from .checks import describe, fail
+from .checks import collect, describe, fail
 from .clauses import checks
-from .fixtures import StorageFixtures
+from .fixtures import StorageFixtures, proxied_target
 from .proxy import StallProxy
 from .target import Target, new_location
-from .unavailable import UNAVAILABLE_BOUND
+from .unavailable import UNAVAILABLE_BOUND, _a
 
 __all__ = ["CLOSE_NOTICED", "IdleClosedTests"]
 
@@ -79,7 +77,7 @@ _CASES = (
         lambda r, v: r is True,
         "True",
     ),
-    _Case("list", True, lambda s, k, v: _listed(s, k), lambda r, v: len(r) == 1, "the key"),
+    _Case("list", True, lambda s, k, v: collect(s.list(k)), lambda r, v: len(r) == 1, "the key"),
     _Case(
         "delete_many",
         True,
@@ -111,12 +109,8 @@ class IdleClosedTests(StorageFixtures):
         answer within `UNAVAILABLE_BOUND` seconds: not ``StorageUnavailable`` (nothing was
         wrong with the server) and not ``OutcomeUnknown`` (a client that looks at a kept
         connection before it sends on it knows the server closed it)."""
-        target = storage_target
-        if target is None or not target.proxyable or target.upstream is None:
-            pytest.skip(
-                "no connection can be closed by the server: the target's factory takes no "
-                "endpoint, or the target names no upstream server"
-            )
+        target = proxied_target(storage_target, "no connection can be closed by the server")
+        assert target.upstream is not None  # (proxyable)
         left_out = {
             "put if-match": not supports_conditional_put,
             "put create": not supports_conditional_put,
@@ -170,11 +164,3 @@ async def _within(call: Awaitable[Any], op: str, key: str, context: str) -> Any:
             "a write must not be sent again after a failure (its outcome is unknown), "
             "so it must not be sent on such a connection in the first place",
         )
-
-
-async def _listed(storage: Storage, prefix: str) -> list[str]:
-    return [key async for key in storage.list(prefix)]
-
-
-def _a(op: str) -> str:
-    return f"an {op}" if op[0] in "aeiou" else f"a {op}"

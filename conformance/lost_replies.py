@@ -56,7 +56,7 @@ from .cancelling import own_answer
 from .checks import ConformanceFailure, describe, expect_keys, fail, get_or_none
 from .clauses import checks
 from .coverage import reply_lost
-from .fixtures import StorageFixtures, not_exercised
+from .fixtures import StorageFixtures, not_exercised, proxied_target
 from .proxy import StallProxy
 from .target import Target, new_location
 from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _Case, _case, first_of_two_pages
@@ -94,12 +94,7 @@ class LostReplyTests(StorageFixtures):
         `UNAVAILABLE_BOUND`, and the keys must read back whole. A driver's transparent
         resend answers with the repeat's ``False`` or ``PreconditionFailed`` and fails
         here."""
-        target = storage_target
-        if target is None or not target.proxyable or target.upstream is None:
-            pytest.skip(
-                "no reply can be lost: the target's factory takes no endpoint, or the target "
-                "names no upstream server"
-            )
+        target = proxied_target(storage_target, "no reply can be lost")
         kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
         lost = [kind for kind in kinds if await _lose(kind, target)]
         if not lost:
@@ -124,12 +119,7 @@ class LostReplyTests(StorageFixtures):
         second client on the same data). A client that answers every call that
         ``aclose()`` cut off with ``StorageClosed``, whatever it had sent, tells its caller
         that a write which landed never ran."""
-        target = storage_target
-        if target is None or not target.proxyable or target.upstream is None:
-            pytest.skip(
-                "no reply can be held: the target's factory takes no endpoint, or the target "
-                "names no upstream server"
-            )
+        target = proxied_target(storage_target, "no reply can be held")
         if not (supports_shared and target.reopens):
             pytest.skip("no second client on the same data (the target is not shared)")
         kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
@@ -158,12 +148,7 @@ class LostReplyTests(StorageFixtures):
         answered ``True``: one value deleted twice). Every write in each mode declared,
         each against the other client's write that its repeat would meet. Needs a target
         that opens a second client on the same data (``shared``, ``location``)."""
-        target = storage_target
-        if target is None or not target.proxyable or target.upstream is None:
-            pytest.skip(
-                "no request can be lost: the target's factory takes no endpoint, or the "
-                "target names no upstream server"
-            )
+        target = proxied_target(storage_target, "no request can be lost")
         if not (supports_shared and target.reopens):
             pytest.skip("no second client on the same data (the target is not shared)")
         kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
@@ -209,12 +194,8 @@ class LostReplyTests(StorageFixtures):
         other keys once, in order, or raise ``StorageUnavailable``; never a key twice (a
         cursor that lived on the lost connection, opened again from the start) nor a key
         skipped. Then a new listing gets all five."""
-        target = storage_target
-        if target is None or not target.proxyable or target.upstream is None:
-            pytest.skip(
-                "no connection can be reset between pages: the target's factory takes no "
-                "endpoint, or the target names no upstream server"
-            )
+        target = proxied_target(storage_target, "no connection can be reset between pages")
+        assert target.upstream is not None  # (proxyable)
         async with (
             StallProxy(target.upstream) as proxy,
             target.open(endpoint=proxy.address) as storage,
@@ -395,6 +376,7 @@ async def _close_under_once(kind: str, target: Target, after: int) -> bool | Non
             await asyncio.wait({closing}, timeout=UNAVAILABLE_BOUND)
         if not closing.done():
             closing.cancel()
+            await asyncio.wait({closing}, timeout=CLOSE_HOLD)  # nothing left running unseen
             fail(
                 "aclose() must return once the backend answers again",
                 key=case.key,
