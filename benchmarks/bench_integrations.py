@@ -291,6 +291,13 @@ async def latest_as_thread_grows(
 
 
 def ten_step_graph() -> Any:
+    """The benchmarks' graph: 10 nodes in a row, plain functions (`chain_graph`)."""
+    return chain_graph(lambda s: {"n": s["n"] + 1}, 10)
+
+
+def chain_graph(node: Callable[[Any], Any], steps: int) -> Any:
+    """A ``StateGraph`` of ``steps`` nodes in a row, each ``node`` (a plain function or an
+    ``async def`` one), on a state of ``n`` (each node adds one) and a ``payload``."""
     from typing import TypedDict
 
     from langgraph.graph import END, START, StateGraph
@@ -300,9 +307,9 @@ def ten_step_graph() -> Any:
         payload: str
 
     builder = StateGraph(S)
-    names = [f"n{i}" for i in range(10)]
+    names = [f"n{i}" for i in range(steps)]
     for name in names:
-        builder.add_node(name, lambda s: {"n": s["n"] + 1})
+        builder.add_node(name, node)
     builder.add_edge(START, names[0])
     for a, b in itertools.pairwise(names):
         builder.add_edge(a, b)

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import resource
 import statistics
 import time
 import uuid
 from typing import Any
 
-from bench_integrations import logging_quiet, ten_step_graph
+from bench_integrations import chain_graph, logging_quiet, ten_step_graph
 from bench_postgres import OURS, PEER, savers
 from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
@@ -47,26 +46,11 @@ STEPS = 10
 
 def async_step_graph() -> Any:
     """`ten_step_graph` with ``async def`` nodes: LangGraph runs them on the event loop."""
-    from typing import TypedDict
 
-    from langgraph.graph import END, START, StateGraph
-
-    class S(TypedDict):
-        n: int
-        payload: str
-
-    async def node(state: S) -> dict[str, int]:
+    async def node(state: dict[str, Any]) -> dict[str, int]:
         return {"n": state["n"] + 1}
 
-    builder = StateGraph(S)
-    names = [f"n{i}" for i in range(STEPS)]
-    for name in names:
-        builder.add_node(name, node)
-    builder.add_edge(START, names[0])
-    for a, b in itertools.pairwise(names):
-        builder.add_edge(a, b)
-    builder.add_edge(names[-1], END)
-    return builder
+    return chain_graph(node, STEPS)
 
 
 async def _steps(graph: Any, runs: int) -> tuple[float, float, float]:

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import statistics
 import time
 import uuid
 from typing import Any
 
-from bench_integrations import logging_quiet
+from bench_integrations import chain_graph, logging_quiet
 from bench_postgres import OURS, PEER, savers
 from checkpointkit.conformance.servers.postgres import postgres_server
 from checkpointkit.integrations.langgraph import CheckpointkitSaver
@@ -41,29 +40,14 @@ Phases = tuple[float, float, float]
 
 
 def noted_graph(starts: list[float]) -> Any:
-    """The benchmark's 10-node graph (plain-function nodes), each node appending the time
-    it starts to ``starts``."""
-    from typing import TypedDict
+    """The benchmark's graph (plain-function nodes), of `STEPS` nodes, each node appending
+    the time it starts to ``starts``."""
 
-    from langgraph.graph import END, START, StateGraph
-
-    class S(TypedDict):
-        n: int
-        payload: str
-
-    def node(state: S) -> dict[str, int]:
+    def node(state: dict[str, Any]) -> dict[str, int]:
         starts.append(time.perf_counter())
         return {"n": state["n"] + 1}
 
-    builder = StateGraph(S)
-    names = [f"n{i}" for i in range(STEPS)]
-    for name in names:
-        builder.add_node(name, node)
-    builder.add_edge(START, names[0])
-    for a, b in itertools.pairwise(names):
-        builder.add_edge(a, b)
-    builder.add_edge(names[-1], END)
-    return builder
+    return chain_graph(node, STEPS)
 
 
 async def _phases(graph: Any, starts: list[float], runs: int) -> list[Phases]:
