@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigurationError, InvalidKey
 from ..keys import validate_key
+from ..urls import redact_url
 
 __all__ = ["SECRETS", "Options", "SecretFilter", "UrlForm"]
 
@@ -62,11 +63,9 @@ class Options:
         floats: URL parameters that are numbers.
         strs: URL parameters that are non-empty strings.
         bools: URL parameters that are true or false.
-        secret_words: words that mark a URL parameter's value as a secret in
-            `redact` (matched case-insensitively at the start of the name).
     """
 
-    __slots__ = ("_secret", "backend", "bools", "floats", "ints", "strs", "url_params")
+    __slots__ = ("backend", "bools", "floats", "ints", "strs", "url_params")
 
     def __init__(
         self,
@@ -76,7 +75,6 @@ class Options:
         floats: tuple[str, ...],
         strs: tuple[str, ...],
         bools: tuple[str, ...],
-        secret_words: tuple[str, ...],
     ) -> None:
         self.backend = backend
         self.ints = ints
@@ -84,7 +82,6 @@ class Options:
         self.strs = strs
         self.bools = bools
         self.url_params = frozenset((*ints, *floats, *strs, *bools))
-        self._secret = re.compile(rf"(?i)((?:{'|'.join(secret_words)})[^=&]*=)[^&]*")
 
     # -- URL parameters ----------------------------------------------------------------
     def read_url(
@@ -321,13 +318,8 @@ class Options:
         return urlunsplit(parts._replace(netloc=f"{hostport[0]}:{hostport[1]}"))
 
     def redact(self, url: str) -> str:
-        """``url`` with its user information and secret-looking parameter values as ``***``."""
-        head, sep, rest = url.partition("://")
-        netloc, slash, tail = rest.partition("/")
-        if "@" in netloc:
-            netloc = "***@" + netloc.rpartition("@")[2]
-        tail = self._secret.sub(r"\1***", tail)
-        return f"{head}{sep}{netloc}{slash}{tail}"
+        """``url`` with its user part and secret parameter values as ``***``."""
+        return redact_url(url, hide_user=True)
 
 
 # -- secrets in logs -----------------------------------------------------------------------

@@ -144,7 +144,6 @@ _OPTS = Options(
             "cancel_grace"),
     strs=("account_url",),
     bools=("create",),
-    secret_words=("secret", "key", "token", "password", "sig", "credential"),
 )  # fmt: skip
 _URL_PARAMS = _OPTS.url_params
 _OPTIONS = frozenset((*_URL_PARAMS, "prefix", "connection_string", "credential", "endpoint"))

@@ -41,7 +41,7 @@ import os
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ClassVar, Final, NoReturn, TypeVar
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import (
     ConfigurationError,
@@ -52,6 +52,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..urls import redact_url
 from ..versions import decimal_version
 from ._deadline import DRIFT, MARGIN, ServerClock, settle
 from ._inflight import Background
@@ -149,7 +150,6 @@ _DRIVER_PARAMS: Final = frozenset(
 )  # fmt: skip
 """libpq's connection parameters that asyncpg reads from a URL (any other would become a
 server setting there; here it is a ConfigurationError)."""
-_SECRET_PARAMS: Final = frozenset({"password", "sslpassword"})
 
 
 class _Sql:
@@ -244,21 +244,6 @@ def _seconds(kind: str, value: object, *, low: float, high: float) -> float:
     return float(value)
 
 
-def _redact(url: str) -> str:
-    """``url`` without its password (in the user part or as a parameter)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
-    query = "&".join(
-        f"{k}=***" if k.lower() in _SECRET_PARAMS else f"{k}={quote(v, safe='/:')}"
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
 class PostgresStorage(StorageBase):
     """A storage in one PostgreSQL table, through a pool of asyncpg connections.
 
@@ -331,7 +316,7 @@ class PostgresStorage(StorageBase):
         ):
             raise ConfigurationError(
                 "postgres dsn must be a postgres:// or postgresql:// URL, not "
-                f"{_redact(dsn) if isinstance(dsn, str) else dsn!r}"
+                f"{redact_url(dsn) if isinstance(dsn, str) else dsn!r}"
             )
         if not isinstance(prefix, str) or "\x00" in prefix or len(prefix.encode()) > 255:
             raise ConfigurationError(
@@ -361,7 +346,7 @@ class PostgresStorage(StorageBase):
             endpoint = (str(host), int(port))
         self._endpoint = endpoint
         self._dsn = dsn
-        self._where = _redact(dsn) if dsn else "postgresql:// (from the environment)"
+        self._where = redact_url(dsn) if dsn else "postgresql:// (from the environment)"
         self._sql = _Sql(self.schema, self.table)
         self._pool: Pool[asyncpg.Connection] | None = None
         self._opening: asyncio.Lock | None = None
@@ -390,7 +375,7 @@ class PostgresStorage(StorageBase):
             "postgres",
             "postgresql",
         ):
-            raise ConfigurationError(f"not a postgres URL: {_redact(str(url))!r}")
+            raise ConfigurationError(f"not a postgres URL: {redact_url(str(url))!r}")
         parts = urlsplit(url)
         params: dict[str, Any] = {}
         driver: list[tuple[str, str]] = []
@@ -399,7 +384,7 @@ class PostgresStorage(StorageBase):
             if kind is None:
                 if name not in _DRIVER_PARAMS:
                     raise ConfigurationError(
-                        f"unknown postgres URL parameter {name!r} in {_redact(url)!r}; known: "
+                        f"unknown postgres URL parameter {name!r} in {redact_url(url)!r}; known: "
                         f"{', '.join(sorted(_PARAMS))}, and libpq's "
                         f"{', '.join(sorted(_DRIVER_PARAMS))}"
                     )

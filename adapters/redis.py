@@ -42,7 +42,6 @@ import hashlib
 import heapq
 import math
 import os
-import re
 import secrets
 import socket
 import struct
@@ -61,6 +60,7 @@ from ..errors import (
     StorageUnavailable,
 )
 from ..storage import Capabilities, GetResult, IfMatch, ListPage, PutMode, StorageBase
+from ..urls import redact_url
 from ..versions import hex_token
 from ._deadline import DRIFT, SLOWER, ServerClock
 from ._deadline import MARGIN as _MARGIN
@@ -860,7 +860,7 @@ class RedisStorage(StorageBase):
         """
         if not isinstance(url, str):
             raise ConfigurationError(f"a redis URL must be a str, not {type(url).__name__}")
-        shown = _redact(url)
+        shown = redact_url(url)
         unknown = sorted(set(options) - _OPTIONS)
         if unknown:
             raise ConfigurationError(
@@ -1685,21 +1685,3 @@ def _parse_endpoint(endpoint: object) -> tuple[str, int]:
         if sep and host and port_text.isdigit():
             return host.strip("[]"), int(port_text)
     raise ConfigurationError(f"redis option endpoint must be 'host:port', not {endpoint!r}")
-
-
-def _redact(url: str) -> str:
-    """``url`` without its password."""
-    head, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    netloc, slash, tail = rest.partition("/")
-    tail = _SECRET_PARAM.sub(r"\1***", tail)  # ?password=... is a password too
-    if "@" not in netloc:
-        return f"{head}://{netloc}{slash}{tail}"
-    userinfo, _, hostport = netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    auth = f"{user}:***" if ":" in userinfo else user
-    return f"{head}://{auth}@{hostport}{slash}{tail}"
-
-
-_SECRET_PARAM = re.compile(r"(?i)((?:^|[?&;])(?:password|passwd|pwd|secret|token)=)[^&;]*")

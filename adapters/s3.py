@@ -210,7 +210,6 @@ _OPTS = Options(
             "cancel_grace"),
     strs=("endpoint_url", "region", "profile", "addressing_style", "object_names"),
     bools=("create",),
-    secret_words=("secret", "key", "token", "password", "sig"),
 )  # fmt: skip
 _URL_PARAMS = _OPTS.url_params
 _OPTIONS = frozenset(

@@ -44,8 +44,8 @@ from ..cli import (
     import_from_working_directory,
 )
 from ..errors import ConfigurationError
+from ..urls import redact_url
 from .groups import GROUPS
-from .target import redact_url
 
 if TYPE_CHECKING:
     from .report import Report, TestResult

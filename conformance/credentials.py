@@ -15,14 +15,10 @@ import traceback
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from ..urls import SECRET_WORDS
 from .checks import fail
 
 __all__ = ["SECRET_WORDS", "expect_no_secret", "secrets_of", "shown"]
-
-SECRET_WORDS = "password|passwd|secret|key|token|sig"
-"""A query parameter of a storage URL whose name holds one of these words (``password``,
-``account_key``, ``sig``...) holds a secret: the suite looks for its value, and leaves it
-out of a target's name (`checkpointkit.conformance.target`)."""
 
 _SECRET_PARAMETER = re.compile(f"(?i){SECRET_WORDS}")
 

@@ -13,18 +13,13 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..urls import redact_url
+
 if TYPE_CHECKING:
     from ..adapters.redis import RedisStorage
     from .target import Target
 
 __all__ = ["redis_target"]
-
-
-def _redact(url: str) -> str:
-    """``url`` without its password."""
-    from ..adapters.redis import _redact as redact
-
-    return redact(url)
 
 
 def _namespace(location: str) -> str:
@@ -125,7 +120,7 @@ def redis_target(
     loopback = upstream[0] in ("127.0.0.1", "localhost", "::1")
     return Target(
         redis_storage,
-        name=name or f"redis {kind} ({_redact(url)})",
+        name=name or f"redis {kind} ({redact_url(url)})",
         # the factory makes expiring storages on request (ttl=...): check that too
         capabilities=Capabilities(ttl=True, settles_cancelled_writes=True),
         upstream=upstream if loopback else None,  # the stall proxy forwards to loopback only

@@ -55,8 +55,8 @@ from ..errors import ConfigurationError
 from ..keys import MAX_KEY_BYTES
 from ..registry import open_storage
 from ..storage import Capabilities, GetResult, PutMode, Storage, StorageBase, delete_many
+from ..urls import redact_url
 from .coverage import DEFAULT_MAX_BATCH, DEFAULT_MAX_VALUE, OPS, CoverageProbe, Reach, passed_on
-from .credentials import SECRET_WORDS
 from .holds import FileLock, Hold, MemoryPause, ProxyHold, SQLiteLock
 from .outages import FileOutage, Outage, ProxyOutage, default_outage
 from .settings import (
@@ -623,17 +623,6 @@ async def _delete_prefix(url: str, prefix: str, options: dict[str, Any]) -> None
         keys = [key async for key in storage.list(prefix)]
         for key in keys:
             await storage.delete(key)
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password and secret query parameters shown as ``***``."""
-    head, sep, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else netloc
-    query = re.sub(rf"(?i)((?:{SECRET_WORDS})[^=&]*=)[^&]*", r"\1***", tail)
-    return f"{head}{sep}{netloc}{slash}{query}"
 
 
 class PrefixedStorage:

@@ -23,6 +23,7 @@ from typing import Any, Protocol, cast
 
 from .errors import ConfigurationError
 from .storage import Storage
+from .urls import redact_url
 
 __all__ = ["ENTRY_POINT_GROUP", "open_storage", "schemes", "url_scheme"]
 
@@ -113,7 +114,7 @@ def open_storage(url: str, **options: Any) -> Storage:
     target = known.get(scheme)
     if target is None:
         raise ConfigurationError(
-            f"unknown storage scheme {scheme!r} in {_redact(url)!r}; "
+            f"unknown storage scheme {scheme!r} in {redact_url(url)!r}; "
             f"known schemes: {', '.join(sorted(known))}"
         )
     try:
@@ -134,15 +135,3 @@ def open_storage(url: str, **options: Any) -> Storage:
         log.warning("storage plugin for %r (%s) failed to load", scheme, target, exc_info=True)
         raise ConfigurationError(f"the plugin for scheme {scheme!r} failed to load: {exc}") from exc
     return factory.from_url(url, **options)
-
-
-def _redact(url: str) -> str:
-    """Drop a password from ``scheme://user:password@host``."""
-    head, sep, rest = url.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    if not sep or "@" not in netloc:
-        return url
-    userinfo, _, host = netloc.rpartition("@")  # the last '@': one in the password is not the end
-    user = userinfo.split(":", 1)[0]
-    auth = f"{user}:***" if ":" in userinfo else user
-    return f"{head}://{auth}@{host}{slash}{tail}"

@@ -458,8 +458,9 @@ def postgres_target(
     from contextlib import asynccontextmanager
     from urllib.parse import urlsplit
 
-    from ...adapters.postgres import PostgresStorage, _redact
+    from ...adapters.postgres import PostgresStorage
     from ...storage import Capabilities
+    from ...urls import redact_url
     from ..target import Target, new_location
 
     parts = urlsplit(url)
@@ -492,7 +493,7 @@ def postgres_target(
     loopback = upstream[0] in ("127.0.0.1", "localhost", "::1")
     return Target(
         postgres_storage,
-        name=name or f"postgres ({_redact(url)})",
+        name=name or f"postgres ({redact_url(url)})",
         # the factory makes expiring storages on request (ttl=...): check that too
         capabilities=Capabilities(ttl=True, settles_cancelled_writes=True, indexed_list=True),
         upstream=upstream if loopback else None,  # the stall proxy forwards to loopback only

@@ -12,7 +12,6 @@ import pytest
 from checkpointkit import ConfigurationError, NotFound, StorageUnavailable
 from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.conformance import FaultyStorage, PrefixedStorage, Target, resolve_target
-from checkpointkit.conformance.target import redact_url
 from checkpointkit.conformance.timing import LatencyRecorder, TimedStorage
 from checkpointkit.storage import GetResult
 
@@ -215,11 +214,6 @@ def test_a_url_with_location_refuses_a_missing_folder_and_other_places() -> None
     for url in ("file:///tmp/{location}/data", "redis://127.0.0.1:6390/0?prefix={location}"):
         with pytest.raises(ConfigurationError, match="last segment of the path"):
             resolve_target(url)
-
-
-def test_redact_hides_passwords_and_secrets() -> None:
-    assert redact_url("redis://u:pw@h:1/0") == "redis://u:***@h:1/0"
-    assert "abc" not in redact_url("s3://b/p?secret_key=abc&region=x")
 
 
 async def test_timed_storage_records_completed_operations_only() -> None:

@@ -397,9 +397,8 @@ async def test_translate_errors_maps_a_closed_connection_inside_redis_py() -> No
 
 
 def test_password_in_the_url_query_never_appears_in_repr_or_errors() -> None:
-    from checkpointkit.adapters.redis import RedisStorage, _redact
+    from checkpointkit.adapters.redis import RedisStorage
 
-    assert "hunter2" not in _redact("redis://127.0.0.1:6390/0?password=hunter2&db=0")
     with pytest.raises(ConfigurationError) as info:  # put the password in the netloc instead
         RedisStorage.from_url("redis://127.0.0.1:6390/0?password=hunter2")
     assert "hunter2" not in str(info.value)
