@@ -38,6 +38,7 @@ the listing that passes them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import heapq
 import math
@@ -762,7 +763,8 @@ class RedisStorage(StorageBase):
             )
         # one connection per node per operation: operations beyond the pool's size wait
         # here instead of failing with "Too many connections"
-        self._slots = asyncio.Semaphore(max_connections or _pool_size(client))
+        self._slots = _Slots(self, max_connections or _pool_size(client))
+        self._client_closed = False
         self._retries = retries
         self._backoff = ExponentialWithJitterBackoff(base=0.05, cap=1.0)
         if client is not None:
@@ -1467,14 +1469,55 @@ class RedisStorage(StorageBase):
 
     async def _aclose(self) -> None:
         # Operations still in flight end first (each within its deadline): a connection
-        # they hand back to the pool after the client closed would be left open.
+        # they hand back to the pool after the client closed would be left open. If this
+        # wait is cancelled, the last of them to end closes the connections (`_Slots`).
         try:
             await self._timeouts.drained()
         finally:
             self._timeouts.close()
             if self._owns_client:
+                self._client_closed = True
                 with _translate_errors("close", self._ns, self._where, self._secret):
                     await unbroken(self._client.aclose())
+
+    async def _close_connections(self) -> None:
+        """Close every connection of the client again (an operation ended after the client
+        was closed, and gave its connection back to the pool)."""
+        client = self._client
+        with contextlib.suppress(Exception):  # the client was closed: nothing to report
+            if isinstance(client, Redis):
+                await unbroken(client.connection_pool.disconnect())
+            else:  # a command after the close initialized the cluster client again
+                await unbroken(client.aclose())
+                await unbroken(client.nodes_manager.aclose())
+
+
+class _Slots:
+    """At most ``size`` operations of a storage use its client at once (its pool's size).
+
+    The last operation to end after ``aclose()`` closed the client closes its connections
+    again: a cancelled ``aclose()`` did not wait for the operations under way, and a
+    connection that one of them gave back to the pool afterwards (reconnected by the
+    client's retry, or never closed) would be left open for as long as the storage is
+    referenced.
+    """
+
+    __slots__ = ("_busy", "_semaphore", "_storage")
+
+    def __init__(self, storage: RedisStorage, size: int) -> None:
+        self._storage = storage
+        self._semaphore = asyncio.Semaphore(size)
+        self._busy = 0
+
+    async def __aenter__(self) -> None:
+        await self._semaphore.acquire()
+        self._busy += 1
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._busy -= 1
+        self._semaphore.release()
+        if self._busy == 0 and self._storage._client_closed:
+            await self._storage._close_connections()
 
 
 class _RedisStorageWithTTL(RedisStorage):

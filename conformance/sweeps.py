@@ -1328,6 +1328,41 @@ async def expect_busy_released(
         )
 
 
+async def _calls_to_hold(client: Storage, prefix: str) -> list[Callable[[], Awaitable[Any]]]:
+    """A put, get, delete, ``delete_many`` and listing under ``prefix``, their keys stored
+    first (``a`` and ``c`` small, ``b`` large): the calls that the lifecycle tests hold in
+    the backend while ``aclose()`` runs. `_expect_honest_answers` judges their answers."""
+    for k in (f"{prefix}/a", f"{prefix}/c"):
+        await client.put(k, b"v")
+    # a large value: an adapter that reads small ones at once may wait for this one
+    await client.put(f"{prefix}/b", bytes(4 * 1024 * 1024))
+    return [
+        lambda: client.put(f"{prefix}/a", b"new"),
+        lambda: client.get(f"{prefix}/b"),
+        lambda: client.delete(f"{prefix}/c"),
+        lambda: delete_many_of(client, [f"{prefix}/d"]),
+        lambda: _listed(client, f"{prefix}/"),
+    ]
+
+
+def _expect_honest_answers(answers: Sequence[Any], key: str) -> None:
+    """Each call of `_calls_to_hold` that ``aclose()`` ran under ended with its own answer,
+    ``StorageClosed``, or (a write) ``OutcomeUnknown``."""
+    __tracebackhide__ = True
+    writes = (0, 2, 3)  # the put, the delete and the delete_many
+    for n, answer in enumerate(answers):
+        honest = (StorageClosed, OutcomeUnknown) if n in writes else (StorageClosed,)
+        if isinstance(answer, BaseException) and not isinstance(answer, honest):
+            fail(
+                "an operation in flight when aclose() is called must end with its own "
+                "answer or StorageClosed (a write that aclose() ended before its answer "
+                "came: OutcomeUnknown)",
+                key=key,
+                expected="an answer, StorageClosed, or OutcomeUnknown from a write",
+                observed=f"one raised {describe(answer)}",
+            )
+
+
 class LifecycleSweepTests(StorageFixtures):
     """``aclose()`` with every operation in flight, and writes while a listing is open."""
 
@@ -1364,17 +1399,7 @@ class LifecycleSweepTests(StorageFixtures):
                 hold.client(storage_target, opened, storage_location)
             )
             reader = await _Reader.of(storage_target, storage_location, opened, stack)
-            for k in ("closing/a", "closing/c"):
-                await client.put(k, b"v")
-            # a large value: an adapter that reads small ones at once may wait for this one
-            await client.put("closing/b", bytes(4 * 1024 * 1024))
-            calls: list[Callable[[], Awaitable[Any]]] = [
-                lambda: client.put("closing/a", b"new"),
-                lambda: client.get("closing/b"),
-                lambda: client.delete("closing/c"),
-                lambda: delete_many_of(client, ["closing/d"]),
-                lambda: _listed(client, "closing/"),
-            ]
+            calls = await _calls_to_hold(client, "closing")
 
             async def close() -> Stored:
                 await client.aclose()
@@ -1397,18 +1422,7 @@ class LifecycleSweepTests(StorageFixtures):
             "closing/a",
             "the calls in flight ended and the storage was closed",
         )
-        writes = (0, 2, 3)  # the put, the delete and the delete_many of `calls`
-        for n, answer in enumerate(answers):
-            honest = (StorageClosed, OutcomeUnknown) if n in writes else (StorageClosed,)
-            if isinstance(answer, BaseException) and not isinstance(answer, honest):
-                fail(
-                    "an operation in flight when aclose() is called must end with its own "
-                    "answer or StorageClosed (a write that aclose() ended before its answer "
-                    "came: OutcomeUnknown)",
-                    key="closing/a",
-                    expected="an answer, StorageClosed, or OutcomeUnknown from a write",
-                    observed=f"one raised {describe(answer)}",
-                )
+        _expect_honest_answers(answers, "closing/a")
         if reader is None:
             return
         held = f"the calls were held by {hold.name} when aclose() was called"
@@ -1448,6 +1462,64 @@ class LifecycleSweepTests(StorageFixtures):
                 "happened: raise OutcomeUnknown for it, StorageClosed only for one that was "
                 "never sent",
             )
+
+    @checks("close.releases", "close.in-flight", "close.idempotent")
+    async def test_aclose_cancelled_while_calls_are_in_flight_still_releases_everything(
+        self,
+        backend_hold: Hold,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """The calls of the test above are held in the backend when ``aclose()`` is called,
+        and ``aclose()`` is cancelled while it runs (a shutdown under a deadline, a task
+        group torn down). It must raise ``CancelledError`` or return, never another
+        error; once the backend answers again each call ends with its own answer,
+        ``StorageClosed`` or (a write) ``OutcomeUnknown``; a second ``aclose()`` returns,
+        and by then the process has no descriptor more than before. An ``aclose()`` that
+        waits for the calls under way and closes its connections after that wait, not in
+        a ``finally:``, never closes them when it is cancelled there: the storage is
+        marked closed, so the second call returns at once and leaves them open."""
+        hold = backend_hold
+        if storage_target is None or not hold.operations:
+            not_exercised(
+                "the target supplies no hold (or no factory), so no operation was in flight "
+                "when aclose() was cancelled"
+            )
+        before = descriptors.snapshot() if descriptors.available() else None
+        async with contextlib.AsyncExitStack() as stack:
+            opened = await stack.enter_async_context(storage_target.open(location=storage_location))
+            client = await stack.enter_async_context(
+                hold.client(storage_target, opened, storage_location)
+            )
+            calls = await _calls_to_hold(client, "cut-close")
+            async with hold.held(raw_storage(client), raw_key(client, "cut-close/a")):
+                running = [asyncio.ensure_future(call()) for call in calls]
+                with backend_held():
+                    closing = asyncio.ensure_future(client.aclose())
+                await asyncio.wait({closing}, timeout=hold.hold_for)  # into its wait, if any
+                closing.cancel()
+                closed: BaseException | None = (
+                    await asyncio.gather(closing, return_exceptions=True)
+                )[0]
+            answers = await asyncio.gather(*running, return_exceptions=True)
+            if isinstance(closed, BaseException) and not isinstance(closed, asyncio.CancelledError):
+                fail(
+                    "a cancelled aclose() must raise CancelledError or return",
+                    key="cut-close/a",
+                    expected="CancelledError, or aclose() returning",
+                    observed=f"it raised {describe(closed)} (cancelled while calls were held "
+                    f"by {hold.name})",
+                )
+            _expect_honest_answers(answers, "cut-close/a")
+            await client.aclose()  # must return only once everything is released
+        await expect_busy_released(  # `client` is still referenced: nothing was collected
+            before,
+            storage_target,
+            "cut-close/a",
+            "aclose() was cancelled while calls were in flight, and called again after "
+            "they ended",
+            "the storage still referenced",
+        )
 
     @checks("close.other-storages")
     async def test_closing_one_storage_leaves_another_open(

@@ -2123,6 +2123,19 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVAcloseDropNotInFinally),
     ),
     Mutant(
+        "aclose-drop-skipped-when-cancelled",
+        ("close.releases",),
+        "lifecycle",
+        "test_aclose_cancelled_while_calls_are_in_flight_still_releases_everything",
+        lambda: netkv.netkv_target(
+            netkv.NetKVAcloseDropSkippedWhenCancelled, name="NetKVAcloseDropSkippedWhenCancelled"
+        ),
+        lambda: netkv.netkv_target(
+            netkv.NetKVLeavesTheConnectionToAclose, name="NetKVLeavesTheConnectionToAclose"
+        ),
+        _doc(netkv.NetKVAcloseDropSkippedWhenCancelled),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",

@@ -241,7 +241,7 @@ class NetKVStorage(StorageBase):
                 raise self._lost(op, exc) from exc
             finally:
                 if self._closed:  # aclose() stopped waiting for this call: drop what it used
-                    await self._drop()
+                    await self._ended_after_aclose()
         error = reply.get("error")
         if error == "notfound":
             raise NotFound(reply["message"])
@@ -250,6 +250,10 @@ class NetKVStorage(StorageBase):
         if error is not None:
             raise StorageUnavailable(reply["message"])
         return reply["value"]
+
+    async def _ended_after_aclose(self) -> None:
+        """A call ended after ``aclose()`` stopped waiting for it: drop its connection."""
+        await self._drop()
 
     def _fence(self, op: str) -> dict[str, Any]:
         """Fields that the request of ``op`` carries beside its own (none here)."""
@@ -601,6 +605,31 @@ class NetKVAcloseDropNotInFinally(NetKVStorage):
             await self._drop()
         except TimeoutError:
             pass  # "the server does not answer: nothing more to do"
+
+
+class NetKVLeavesTheConnectionToAclose(NetKVStorage):
+    """Correct: a call that ends after ``aclose()`` leaves its connection where it was, as
+    a call gives its connection back to a pool: ``aclose()`` drops it, in a ``finally``,
+    also when it is cancelled while it waits for the call."""
+
+    async def _ended_after_aclose(self) -> None:
+        pass
+
+
+class NetKVAcloseDropSkippedWhenCancelled(NetKVLeavesTheConnectionToAclose):
+    """Bug: ``aclose()`` waits for the call under way, then drops the connection, one
+    after the other, not in a ``finally``: an ``aclose()`` cancelled during that wait never
+    drops it, and since the storage is marked closed, a second ``aclose()`` returns at
+    once. The connection stays open as long as the storage is referenced (the fifth
+    blind round's aiomysql adapter b22)."""
+
+    async def _aclose(self) -> None:
+        try:
+            async with asyncio.timeout(self.grace), self._lock:
+                pass
+        except TimeoutError:
+            pass
+        await self._drop()
 
 
 _FORGOTTEN: list[asyncio.StreamWriter] = []
