@@ -1516,8 +1516,7 @@ class LifecycleSweepTests(StorageFixtures):
             before,
             storage_target,
             "cut-close/a",
-            "aclose() was cancelled while calls were in flight, and called again after "
-            "they ended",
+            "aclose() was cancelled while calls were in flight, and called again after they ended",
             "the storage still referenced",
         )
 
