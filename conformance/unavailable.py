@@ -58,7 +58,7 @@ from ..errors import PreconditionFailed, StorageUnavailable
 from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
 from . import descriptors
-from .cancelling import aclose_within, own_answer
+from .cancelling import aclose_within, next_calls, own_answer
 from .checks import describe, expect_keys, expect_value, fail, get_or_none
 from .clauses import checks
 from .coverage import (
@@ -87,6 +87,13 @@ documents 1 MiB, etcd's requests 1.5 MiB)."""
 UNAVAILABLE_BOUND = 30.0
 """Seconds within which an operation on a backend that is down must raise: generous, to
 leave room for the adapter's retries (the built-in adapters take well under 2 s)."""
+
+OUTAGE_WAVE = 20
+"""Calls made at once by the many-failures test while the backend is down: more than the
+pool of common drivers holds (asyncpg and aiomysql 10, SQLAlchemy 5 + 10 overflow)."""
+
+OUTAGE_WAVES = 2
+"""Waves of `OUTAGE_WAVE` calls that the many-failures test makes while the backend is down."""
 
 _KEPT = {"down-kept": b"a key that no test of the outage touches"}
 
@@ -472,6 +479,60 @@ class UnavailableTests(StorageFixtures):
                     key=key,
                     expected="nothing" if op == "get" else f"nothing or {describe(_NEW)}",
                     observed=f"it holds {describe(got.data)} after {after}",
+                )
+
+    @checks("error.unavailable")
+    async def test_calls_beyond_the_pool_size_while_the_backend_is_down_leave_the_storage_answering(
+        self,
+        storage: Storage,
+        backend_outage: Outage | None,
+        storage_target: Target | None,
+        storage_location: str | None,
+    ) -> None:
+        """A storage in use (its connections made) whose backend goes down: `OUTAGE_WAVES`
+        waves of `OUTAGE_WAVE` calls at once (puts, and gets where the outage fails them),
+        each must raise ``StorageUnavailable``; once the backend is back, the same storage
+        answers, also `OUTAGE_WAVE` puts at once. A pool that takes a slot for a new
+        connection and gives it back only when the connection opened (its ``release`` not
+        in a ``finally``) loses a slot to every connect that fails: after as many
+        failures as the pool holds, every call waits for a slot that never comes, the
+        backend back or not, until the process restarts."""
+        outage = _failing("put", backend_outage)
+        reads = outage.fails("get")
+        async with outage.client(storage_target, storage, storage_location) as client:
+            await client.put("down-many/k", b"v")  # in use: its pool, if any, is open
+            context = (
+                f"while its backend was down ({outage.name}), {OUTAGE_WAVE} calls at once, "
+                f"{OUTAGE_WAVES} times"
+            )
+
+            def call(n: int) -> tuple[str, Awaitable[Any]]:
+                if reads and n % 2:
+                    return "get", client.get("down-many/k")
+                return "put", client.put(f"down-many/{n}", _NEW)
+
+            async with outage.down(raw_storage(client)):
+                for wave in range(OUTAGE_WAVES):
+                    calls = [call(n) for n in range(wave * OUTAGE_WAVE, (wave + 1) * OUTAGE_WAVE)]
+                    await asyncio.gather(
+                        *(_raises_unavailable(op, "down-many/k", context, c) for op, c in calls)
+                    )
+            after = f"{OUTAGE_WAVE * OUTAGE_WAVES} calls {context}, then the backend came back"
+            try:
+                await own_answer(client, "down-many/next", after)
+                async with next_calls("down-many/at-once", after):
+                    await asyncio.gather(
+                        *(client.put(f"down-many/at-once/{n}", _NEW) for n in range(OUTAGE_WAVE))
+                    )
+            except StorageUnavailable as exc:
+                fail(
+                    "once its backend is back, a storage whose calls failed while it was down "
+                    "must answer",
+                    key="down-many/next",
+                    expected="a put and a get to get their own answers",
+                    observed=f"a put raised {describe(exc)} after {after}",
+                    detail="the failed calls kept what later calls wait for: give a pool's slot "
+                    "back in a finally: block, also when opening its connection failed",
                 )
 
     @checks("error.unavailable", "delete-many.count")

@@ -2136,6 +2136,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVAcloseDropSkippedWhenCancelled),
     ),
     Mutant(
+        "pool-slot-lost-to-a-failed-connect",
+        ("error.unavailable",),
+        "lifecycle",
+        "test_calls_beyond_the_pool_size_while_the_backend_is_down_leave_the_storage_answering",
+        lambda: netkv.netkv_target(
+            netkv.NetKVPoolSlotLostToAFailedConnect, name="NetKVPoolSlotLostToAFailedConnect"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVPoolSlots, name="NetKVPoolSlots"),
+        _doc(netkv.NetKVPoolSlotLostToAFailedConnect),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",
