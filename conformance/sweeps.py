@@ -50,6 +50,7 @@ from .coverage import (
     AFTER_WRITES,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_VALUE,
+    VALUE_LIMITS,
     after_pairs,
     backend_held,
     batch_cap,
@@ -103,6 +104,13 @@ ESCAPE_TWINS = (
 ``/`` replaced by ``%2F`` without ``%`` escaped first, or by ``_`` or ``:``; a name
 URL-decoded on the server (``%2F``, ``%2f``, ``%20``, ``+`` as a space, ``%25``, twice:
 ``%252F``); XML entities decoded twice (``&amp;``)."""
+
+ESCAPED_BYTES = b"\x00'\"\\\n\r\x1a&<>%\xff"
+"""Bytes that text encodings of a value escape: a MySQL string literal (``\\0``, ``\\'``,
+``\\"``, ``\\\\``, ``\\n``, ``\\r``, ``\\Z``: two bytes each), JSON (``\\u0000``: six),
+XML (``&amp;``, ``&lt;``), a URL (``%25``), UTF-8 text of Latin-1 (``\\xff``: two)."""
+
+_ESCAPED_TABLE = bytes(ESCAPED_BYTES[b % len(ESCAPED_BYTES)] for b in range(256))
 
 LINE_BREAKS = ("\x85", "\u2028", "\u2029")
 """The characters a key may hold at which ``str.splitlines()`` splits (the others it splits at,
@@ -572,14 +580,22 @@ class SemanticSweepTests(StorageFixtures):
         """0 and 1 bytes, each power of two up to the target's ``max_value``, and each value
         limit of common backends (`VALUE_LIMITS`: DynamoDB's 400 KB item, GridFS's 255 KiB
         chunks, etcd's 1.5 MiB request, S3's 5 MiB part), each also minus and plus one, put
-        and read back whole."""
+        and read back whole. The values of one byte more or less are random bytes; those
+        of an exact power of two or limit are made of bytes that text encodings escape
+        (`ESCAPED_BYTES`): an adapter that sends a value as an escaped literal or an
+        encoded string, and sizes its inline limit or its parts by the value's length, sends
+        a request up to twice as long, or more, than it counted."""
         cap = max_value_of(storage_target)
         sizes = size_classes(cap)
         pattern = random.Random(len(sizes)).randbytes(sizes[-1])
+        escaped = pattern.translate(_ESCAPED_TABLE)
+        exact = {n for n in sizes if n & (n - 1) == 0 and n > 2} | set(VALUE_LIMITS)
         for size in sizes:
-            data = pattern[:size]
+            heavy = size in exact
+            data = (escaped if heavy else pattern)[:size]
+            what = f"{size} bytes{', bytes that encoders escape' if heavy else ''}"
             key = f"size/{size}"
-            call = f"put({key!r}, {size} bytes)"
+            call = f"put({key!r}, {what})"
             try:
                 version = await storage.put(key, data)
                 call = f"get({key!r})"
@@ -588,18 +604,19 @@ class SemanticSweepTests(StorageFixtures):
                 fail(
                     "a value of every size must round-trip whole",
                     key=key,
-                    expected=f"{size_label(size)} ({size} bytes) put and read back",
+                    expected=f"{size_label(size)} ({what}) put and read back",
                     observed=f"{call} raised {type(exc).__name__}: {exc}",
                     detail="a value at or near a backend's limit must still be stored: count "
                     "what the backend counts beside the value (the key, attribute names, the "
-                    "version) before keeping a value inline, and read a value kept in parts "
-                    "from ceil(size / part) parts, also when the size is an exact multiple",
+                    "version, the escaping or encoding of the value as sent) before keeping a "
+                    "value inline or sizing its parts, and read a value kept in parts from "
+                    "ceil(size / part) parts, also when the size is an exact multiple",
                 )
             if got.data != data or got.version != version:
                 fail(
                     "a value of every size must round-trip whole",
                     key=key,
-                    expected=f"{size_label(size)} ({size} bytes) and version {version!r}",
+                    expected=f"{size_label(size)} ({what}) and version {version!r}",
                     observed=f"get gave {len(got.data)} bytes "
                     f"({'the same' if got.data == data else 'other'} bytes) "
                     f"and version {got.version!r}",

@@ -1546,6 +1546,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.round-trip",
     ),
     _m(
+        "part-sized-by-the-raw-value",
+        kv_dict.PartSizedByTheRawValue,
+        kv_dict.EscapedStatementKV,
+        SEM,
+        "test_values_of_every_size_class_round_trip",
+        "put.round-trip",
+    ),
+    _m(
         "chunk-count-off-by-one",
         kv_dict.ChunkCountOffByOne,
         kv_dict.ChunkedValuesKV,

@@ -2977,6 +2977,45 @@ class ItemLimitCountsTheValueOnly(ItemSizedOffloadKV):
     inline_max: ClassVar[int] = ITEM_LIMIT
 
 
+PACKET_LIMIT = 1024 * 1024
+"""The largest statement the SQL-like backend of `EscapedStatementKV` takes (MySQL's
+``max_allowed_packet``, here 1 MiB)."""
+
+_SQL_ESCAPED = frozenset(b"\x00'\"\\\n\r\x1a")
+"""The bytes that a MySQL string literal escapes (each becomes two)."""
+
+
+class EscapedStatementKV(DictKV):
+    """Correct: a SQL-like backend that takes statements of at most `PACKET_LIMIT` bytes,
+    each value sent as an escaped string literal (MySQL's client-side escaping: ``\\0``,
+    ``\\'``...). A value is kept inline up to `part` bytes and in parts of `part` bytes
+    above that, each one statement; `part` leaves room for a literal twice its size (every
+    byte escaped) and the statement's 1 KiB of text."""
+
+    part: ClassVar[int] = (PACKET_LIMIT - 1024) // 2
+
+    def _store(self, name: str, data: bytes, version: str) -> None:
+        for start in range(0, max(len(data), 1), self.part):
+            chunk = data[start : start + self.part]
+            statement = 1024 + len(chunk) + sum(chunk.count(b) for b in _SQL_ESCAPED)
+            if statement > PACKET_LIMIT:
+                raise StorageUnavailable(
+                    f"(1153, \"Got a packet bigger than 'max_allowed_packet' bytes\") "
+                    f"({statement} bytes) for key {name!r}"
+                )
+        super()._store(name, data, version)
+
+
+class PartSizedByTheRawValue(EscapedStatementKV):
+    """Bug: the inline limit and the part size count the value's bytes, not its escaped
+    literal (`PACKET_LIMIT` less the statement's text): a value or part whose bytes need
+    escaping (zeros, quotes, backslashes) is up to twice as long as a literal, and the
+    backend refuses the statement (the fifth blind round's asyncmy adapter b12). Random
+    bytes escape about 3% of the time and fit."""
+
+    part: ClassVar[int] = PACKET_LIMIT - 1024 - 64 * 1024
+
+
 CHUNK = 255 * 1024
 """GridFS's default chunk size."""
 
