@@ -540,6 +540,11 @@ class PostgresStorage(StorageBase):
                 result = await run(conn)
         except BaseException as exc:
             self._discard(conn)  # no stale reply for the next user of the connection
+            if self._closed and isinstance(exc, _LOST):  # aclose() cut it (a cancelled one)
+                raise StorageClosed(
+                    f"postgres storage {self._where} could not {op} {what}: the storage was "
+                    "closed while it ran"
+                ) from exc
             if isinstance(exc, _DRIVER_ERRORS):
                 _fail(op, what, self._where, exc, written=False)
             raise
@@ -883,6 +888,16 @@ def _translate_errors(op: str, what: str, where: str, *, written: bool = False) 
             exc, pgexc.PostgresConnectionError
         )
         _fail(op, what, where, exc, written=written and lost)
+
+
+_LOST: Final = (
+    pgexc.PostgresConnectionError,
+    pgexc.ConnectionDoesNotExistError,
+    pgexc.InterfaceError,
+    OSError,
+)
+"""What a statement raises when its connection is cut under it (``aclose()`` terminates
+the connections still in use when it is cancelled or runs out of time)."""
 
 
 def _fail(op: str, what: str, where: str, exc: BaseException, *, written: bool) -> NoReturn:

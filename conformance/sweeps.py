@@ -105,6 +105,10 @@ ESCAPE_TWINS = (
 URL-decoded on the server (``%2F``, ``%2f``, ``%20``, ``+`` as a space, ``%25``, twice:
 ``%252F``); XML entities decoded twice (``&amp;``)."""
 
+IDLE_BESIDE = 8
+"""Gets made at once just before the cancelled-``aclose()`` test holds its calls: the
+connections they open stay idle in a pool that keeps several."""
+
 ESCAPED_BYTES = b"\x00'\"\\\n\r\x1a&<>%\xff"
 """Bytes that text encodings of a value escape: a MySQL string literal (``\\0``, ``\\'``,
 ``\\"``, ``\\\\``, ``\\n``, ``\\r``, ``\\Z``: two bytes each), JSON (``\\u0000``: six),
@@ -1487,15 +1491,17 @@ class LifecycleSweepTests(StorageFixtures):
         storage_target: Target | None,
         storage_location: str | None,
     ) -> None:
-        """The calls of the test above are held in the backend when ``aclose()`` is called,
-        and ``aclose()`` is cancelled while it runs (a shutdown under a deadline, a task
-        group torn down). It must raise ``CancelledError`` or return, never another
-        error; once the backend answers again each call ends with its own answer,
-        ``StorageClosed`` or (a write) ``OutcomeUnknown``; a second ``aclose()`` returns,
-        and by then the process has no descriptor more than before. An ``aclose()`` that
-        waits for the calls under way and closes its connections after that wait, not in
-        a ``finally:``, never closes them when it is cancelled there: the storage is
-        marked closed, so the second call returns at once and leaves them open."""
+        """A put and a get are held in the backend, `IDLE_BESIDE` gets having just left
+        their connections idle in the storage's pool (where it keeps several), when
+        ``aclose()`` is called, and ``aclose()`` is cancelled while it runs (a shutdown
+        under a deadline, a task group torn down). It must raise ``CancelledError`` or
+        return, never another error; once the backend answers again each call ends with
+        its own answer, ``StorageClosed`` or (the put) ``OutcomeUnknown``; a second
+        ``aclose()`` returns, and by then the process has no descriptor more than before.
+        An ``aclose()`` that waits for the calls under way and closes its connections after
+        that wait, not in a ``finally:``, never closes them when it is cancelled there
+        (the busy ones may be closed by their calls; the idle ones by nothing): the storage
+        is marked closed, so the second call returns at once and leaves them open."""
         hold = backend_hold
         if storage_target is None or not hold.operations:
             not_exercised(
@@ -1508,9 +1514,11 @@ class LifecycleSweepTests(StorageFixtures):
             client = await stack.enter_async_context(
                 hold.client(storage_target, opened, storage_location)
             )
-            calls = await _calls_to_hold(client, "cut-close")
+            put_and_get = (await _calls_to_hold(client, "cut-close"))[:2]
+            # connections of a pool left idle beside the held calls (where it keeps several)
+            await asyncio.gather(*(client.get("cut-close/a") for _ in range(IDLE_BESIDE)))
             async with hold.held(raw_storage(client), raw_key(client, "cut-close/a")):
-                running = [asyncio.ensure_future(call()) for call in calls]
+                running = [asyncio.ensure_future(call()) for call in put_and_get]
                 with backend_held():
                     closing = asyncio.ensure_future(client.aclose())
                 await asyncio.wait({closing}, timeout=hold.hold_for)  # into its wait, if any
