@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ..errors import PreconditionFailed, StorageUnavailable
+from ..errors import OutcomeUnknown, PreconditionFailed, StorageUnavailable
 from ..storage import IfMatch, Storage
 from ..storage import delete_many as delete_many_of
 from . import descriptors
@@ -395,7 +395,7 @@ class UnavailableTests(StorageFixtures):
             )
         await _next_page_down(outage, storage, storage_target, storage_location)
 
-    @checks("error.unavailable")
+    @checks("error.unavailable", "error.outcome-unknown")
     async def test_every_operation_where_nothing_listens_raises_storage_unavailable(
         self, storage_target: Target | None
     ) -> None:
@@ -403,9 +403,9 @@ class UnavailableTests(StorageFixtures):
         each connect refused at once): each operation, the first one included, raises
         ``StorageUnavailable`` (the refusal chained), never the driver's or the socket's
         own error (``ConnectionRefusedError``, an ``OSError``, a driver's interface
-        error). The outages above reset connections that were accepted; a refused connect
-        takes another path through a driver, and an adapter that translates only the
-        server's errors lets it out."""
+        error), and a write never ``OutcomeUnknown``: nothing was sent. The outages above
+        reset connections that were accepted; a refused connect takes another path through
+        a driver, and an adapter that translates only the server's errors lets it out."""
         if storage_target is None or not storage_target.proxyable:
             pytest.skip(
                 "the factory takes no 'endpoint' (or the target names no server in "
@@ -433,7 +433,18 @@ class UnavailableTests(StorageFixtures):
                 ]
                 for op, call in calls:
                     context = f"on {address[0]}:{address[1]}, where nothing listens"
-                    await _raises_unavailable(op, "refused/k", context, call())
+                    error = await _raises_unavailable(op, "refused/k", context, call())
+                    if isinstance(error, OutcomeUnknown):
+                        fail(
+                            f"{_a(op)} that could not connect must raise StorageUnavailable, "
+                            "not OutcomeUnknown: nothing was sent",
+                            key="refused/k",
+                            expected="StorageUnavailable (nothing happened)",
+                            observed=f"it raised {describe(error)} ({context})",
+                            detail="OutcomeUnknown tells the caller that the write may have "
+                            "happened, and sends it to read the key back or reconcile; raise it "
+                            "only once the write's request may have left",
+                        )
 
     @checks("error.unavailable")
     async def test_first_call_while_the_backend_is_down_raises_and_the_storage_recovers(

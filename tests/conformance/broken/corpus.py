@@ -2155,6 +2155,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVPoolSlotLostToAFailedConnect),
     ),
     Mutant(
+        "unsent-write-reported-as-outcome-unknown",
+        ("error.outcome-unknown",),
+        "lifecycle",
+        "test_every_operation_where_nothing_listens_raises_storage_unavailable",
+        lambda: netkv.netkv_target(
+            netkv.NetKVUnsentWriteIsOutcomeUnknown, name="NetKVUnsentWriteIsOutcomeUnknown"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVUnsentWriteIsOutcomeUnknown),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",

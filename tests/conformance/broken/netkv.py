@@ -397,6 +397,26 @@ class NetKVRefusedConnectEscapes(NetKVStorage):
         return self._conn
 
 
+class NetKVUnsentWriteIsOutcomeUnknown(NetKVStorage):
+    """Bug: a write whose connect failed raises OutcomeUnknown ("it may have happened"),
+    though nothing was sent (the fifth blind round's aiomysql adapter b25); reads raise
+    StorageUnavailable as they should."""
+
+    _op = ""
+
+    async def _call(self, op: str, **fields: Any) -> Any:
+        self._op = op
+        return await super()._call(op, **fields)
+
+    async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            return await super()._connection()
+        except StorageUnavailable as exc:
+            if self._op not in _WRITES:
+                raise
+            raise OutcomeUnknown(f"netkv {self._op} failed, it may have happened: {exc}") from exc
+
+
 class NetKVResendsWrites(NetKVStorage):
     """Bug: a client that resends a request once on a new connection when the first one
     failed, writes included (redis-py's ``Retry`` does so for every command): a delete
