@@ -197,16 +197,18 @@ async def wait_for_no_leak(
     grace: float = 0.5,
     interval: float = 0.01,
     foreign: Callable[[str], bool] | None = None,
+    only: Callable[[Descriptor], bool] | None = None,
 ) -> list[Descriptor]:
     """The descriptors leaked since ``before``, after letting them close for ``grace`` s.
 
     Returns at once when nothing leaked; otherwise re-checks every ``interval``
     seconds (a thread may be closing its descriptor right now) and returns
-    what is still open when the grace has passed.
+    what is still open when the grace has passed. With ``only``, the leaks it
+    keeps are the only ones counted.
     """
     deadline = time.monotonic() + grace
     while True:
-        found = leaked(before, snapshot(), foreign)
+        found = [d for d in leaked(before, snapshot(), foreign) if only is None or only(d)]
         if not found or time.monotonic() >= deadline:
             return found
         await asyncio.sleep(interval)

@@ -46,11 +46,15 @@ from .hygiene_rules import RELEASE_LAG
 from .lost_replies import HELD_TIMEOUT
 from .proxy import StallProxy
 from .settle import SettleWatch
-from .sweeps import expect_busy_released
+from .sweeps import expect_busy_released, max_value_of
 from .target import Target
 from .unavailable import _a
 
 __all__ = ["CLOSE_BOUND", "CLOSE_WAIT_BOUND", "HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
+
+STALLED_PUT = 16 * 1024 * 1024
+"""The size of the put that the stalled-link close test holds: more than a loopback socket's
+send and receive buffers take, so that part of it waits in the client's own buffers."""
 
 CLOSE_BOUND = 5.0
 """Seconds within which ``aclose()`` must return while the backend is held: it has nothing
@@ -415,6 +419,87 @@ class HeldBackendTests(StorageFixtures):
                 task = await _catch(op, case, client, hold)
                 await _close_under(client, task, op, case.key, context, None)
         await expect_busy_released(before, storage_target, case.key, _RELEASED, context)
+
+    @checks("close.releases", "hygiene.descriptors")
+    async def test_aclose_with_a_large_put_stalled_on_the_link_closes_its_socket_at_once(
+        self, storage_target: Target | None
+    ) -> None:
+        """A put of `STALLED_PUT` bytes (at most the target's ``max_value``) whose request
+        the stall proxy stops forwarding partway, and stops reading, the rest of it waiting
+        in the client's send buffers, is cancelled, and ``aclose()`` called, on a storage
+        opened with ``timeout`` `HELD_TIMEOUT`. ``aclose()`` returns (within the timeout
+        and `CLOSE_BOUND`), and by then, the link still stalled, no socket of the storage
+        to the proxy is open (give or take `RELEASE_LAG`). A connection closed gracefully
+        (asyncio's ``transport.close()``, a driver's ``close()``) stays open until its
+        buffered bytes are sent: with the link stalled, for ever; once it moves, they go
+        out after ``aclose()`` returned, and the put lands. Abort such a connection
+        (``transport.abort()``)."""
+        if storage_target is None or not storage_target.times_out:
+            not_exercised(
+                "the target's factory takes no 'endpoint' and 'timeout' (or it names no "
+                "server in Target.upstream): no put could be stalled on a link"
+            )
+        assert storage_target.upstream is not None
+        size = min(STALLED_PUT, max_value_of(storage_target))
+        key = "held-big/k"
+        left, context = await _stalled_put_closed(storage_target, size, key)
+        if left:
+            fail(
+                "when aclose() returns, no socket of the storage is left open or writing",
+                key=key,
+                expected=f"as many open descriptors as before the storage was opened, "
+                f"{RELEASE_LAG:g} s after aclose() returned, the link still stalled",
+                observed="the process still had "
+                + descriptors.describe_leak(left)
+                + f" ({context})",
+                detail="a connection closed gracefully waits to send what its buffers hold, "
+                "for as long as the link takes, and sends the rest of the put after aclose() "
+                "returned: abort the connections that aclose() closes (transport.abort(), "
+                "the driver's terminate()), at least those whose requests are unfinished",
+            )
+
+
+async def _stalled_put_closed(
+    target: Target, size: int, key: str
+) -> tuple[list[descriptors.Descriptor], str]:
+    """A put of ``size`` bytes held partway by a stall proxy that stops reading (the rest in
+    the client's buffers), cancelled, then ``aclose()``: the storage's sockets to the proxy
+    still open `RELEASE_LAG` after ``aclose()`` returned, and what was done."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    left: list[descriptors.Descriptor] = []
+    async with StallProxy(target.upstream, receive_buffer=64 * 1024) as proxy:
+        before = descriptors.snapshot() if descriptors.available() else None  # its own out
+        async with target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client:
+            await client.put(key, b"the value before the held put")
+            proxy.stall("request", partial=True, backpressure=True, large=True)
+            task: asyncio.Future[Any] = asyncio.ensure_future(client.put(key, bytes(size)))
+            if not await proxy.holding(task, 10):
+                proxy.resume()
+                await asyncio.gather(task, return_exceptions=True)
+                not_exercised("the stall proxy did not hold the put (it ended first)")
+            context = (
+                f"a put of {size:,} bytes whose request the stall proxy held partway, "
+                f"cancelled, then aclose() called, on a storage opened with "
+                f"timeout={HELD_TIMEOUT:g}"
+            )
+            try:
+                task.cancel()
+                await asyncio.wait({task}, timeout=HELD_TIMEOUT + CLOSE_BOUND)
+                with backend_held():
+                    await aclose_within(client, HELD_TIMEOUT + CLOSE_BOUND, key, context)
+                await asyncio.gather(task, return_exceptions=True)
+                if before is not None:  # the link still stalled
+                    link = f" -> {proxy.address[0]}:{proxy.address[1]} "
+                    left = await descriptors.wait_for_no_leak(
+                        before,
+                        grace=RELEASE_LAG,
+                        foreign=target.foreign_descriptors,
+                        only=lambda d: link in d.name,  # not the proxy's own to the server
+                    )
+            finally:
+                proxy.resume()
+    return left, context
 
 
 async def _close_under(

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -116,6 +117,10 @@ class _Conn:
         self.answering = False
 
 
+_READ = 65536
+"""The most bytes one read of a connection takes (a read this long: a large request)."""
+
+
 class StallProxy:
     """Forwards TCP connections from ``127.0.0.1:<free port>`` to ``upstream``.
 
@@ -123,6 +128,9 @@ class StallProxy:
 
     Args:
         upstream: the real server's ``(host, port)``; must be a loopback address.
+        receive_buffer: the kernel's receive buffer of each client connection, in bytes
+            (``SO_RCVBUF``, fixed: no autotuning, up to 32 MiB here); small, it makes a
+            stall with ``backpressure`` leave most of a large request in the client.
 
     Attributes:
         stalled: set once bytes are being held by a stall (the operation that
@@ -139,8 +147,9 @@ class StallProxy:
             (``stall(in_flight=True)``).
     """
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], *, receive_buffer: int | None = None) -> None:
         host = upstream[0]
+        self._receive_buffer = receive_buffer
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"StallProxy forwards to loopback addresses only, not {host!r}")
         self.upstream = upstream
@@ -162,6 +171,8 @@ class StallProxy:
             gate.set()
         self._split = {"request": False, "response": False}
         self._after = {"request": 0, "response": 0}
+        self._backpressure = {"request": False, "response": False}
+        self._large = {"request": False, "response": False}
         self._in_flight = False
         self.late_bytes = 0
         self._conns: set[_Conn] = set()
@@ -176,7 +187,15 @@ class StallProxy:
         return host, port
 
     async def __aenter__(self) -> Self:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=_HEAD_LIMIT)
+        sock = socket.socket()
+        try:
+            if self._receive_buffer is not None:  # inherited by the accepted connections
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
+            sock.bind(("127.0.0.1", 0))
+            self._server = await asyncio.start_server(self._handle, sock=sock, limit=_HEAD_LIMIT)
+        except BaseException:
+            sock.close()
+            raise
         return self
 
     async def __aexit__(
@@ -209,6 +228,8 @@ class StallProxy:
         partial: bool = True,
         after: int = 0,
         in_flight: bool = False,
+        backpressure: bool = False,
+        large: bool = False,
     ) -> None:
         """Stop forwarding ``direction`` from now on (held until `resume`).
 
@@ -223,6 +244,11 @@ class StallProxy:
                 sender closes (or resets) its connection they are still delivered, at
                 `resume`, before the server's side is closed (a slow link: what left
                 the client arrives). Without it they are dropped.
+            backpressure: once it holds bytes of a connection, stop reading from it
+                until `resume`, so that the sender's buffers fill (a link that stopped
+                moving); without it the proxy reads on, and holds what it reads.
+            large: forward reads shorter than 64 KiB (small requests: a ``BEGIN``, a
+                handshake) and hold from the first full one, a large request's.
         """
         if not isinstance(after, int) or after < 0:
             raise ValueError(f"after must be an int >= 0, not {after!r}")
@@ -232,6 +258,8 @@ class StallProxy:
             self._open[d].clear()
             self._split[d] = partial
             self._after[d] = after
+            self._backpressure[d] = backpressure
+            self._large[d] = large
 
     async def holding(self, call: asyncio.Future[Any], timeout: float) -> bool:
         """Wait until this proxy holds bytes (`stalled`) or ``call`` ends, ``timeout``
@@ -510,8 +538,11 @@ class StallProxy:
                         dst.write(chunk)
                     held.clear()
                     await dst.drain()
+                if read is None and held and self._backpressure[direction]:
+                    await gate.wait()  # read nothing more until resumed: the sender's buffers fill
+                    continue
                 if read is None:
-                    read = asyncio.ensure_future(src.read(65536))
+                    read = asyncio.ensure_future(src.read(_READ))
                 if not gate.is_set():
                     waiter: asyncio.Future[Any] = asyncio.ensure_future(gate.wait())
                     both: set[asyncio.Future[Any]] = {read, waiter}
@@ -545,6 +576,10 @@ class StallProxy:
                     elif self._answered:
                         self._trip()  # a request after an answer: never forwarded
                         break
+                if not gate.is_set() and not held and self._large[direction] and len(chunk) < _READ:
+                    dst.write(chunk)  # a small request: the stall waits for a large one
+                    await dst.drain()
+                    continue
                 if not gate.is_set() and not held and self._after[direction]:
                     self._after[direction] -= 1  # stalled, but forward this chunk first
                     dst.write(chunk)

@@ -399,3 +399,25 @@ async def _closed_without_an_answer(proxy: StallProxy, first_bytes: bytes) -> bo
             return await _bounded(loop.sock_recv(client, 100)) == b""
         except ConnectionResetError:
             return True
+
+
+async def test_a_stall_with_backpressure_leaves_a_large_request_in_the_client(sink: Sink) -> None:
+    big = 16 * 1024 * 1024
+    async with StallProxy(sink.address, receive_buffer=64 * 1024) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("request", partial=True, backpressure=True, large=True)
+        writer.write(b"BEGIN")  # a small request goes through the stall
+        await asyncio.wait_for(reader.readuntil(b";"), 10)
+        assert bytes(sink.received) == b"BEGIN"
+        writer.write(bytes(big))  # a large one is held, and the proxy stops reading it
+        await asyncio.wait_for(proxy.stalled.wait(), 10)
+        pending = writer.transport.get_write_buffer_size()
+        assert pending > 8 * 1024 * 1024, pending  # most of it still in the client's buffer
+        assert len(sink.received) < 1024 * 1024  # reads shorter than 64 KiB, then half of one
+        proxy.resume()
+        await asyncio.wait_for(writer.drain(), 30)
+        while len(sink.received) < 5 + big:
+            sink.arrived.clear()
+            await asyncio.wait_for(sink.arrived.wait(), 10)
+        assert len(sink.received) == 5 + big
+        writer.transport.abort()

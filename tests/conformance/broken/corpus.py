@@ -2166,6 +2166,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVUnsentWriteIsOutcomeUnknown),
     ),
     Mutant(
+        "connection-closed-gracefully",
+        ("close.releases",),
+        "cancellation",
+        "test_aclose_with_a_large_put_stalled_on_the_link_closes_its_socket_at_once",
+        lambda: netkv.netkv_target(netkv.NetKVClosesGracefully, name="NetKVClosesGracefully"),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVClosesGracefully),
+    ),
+    Mutant(
         "lost-write-reported-as-nothing-happened",
         ("error.outcome-unknown",),
         "lifecycle",

@@ -213,9 +213,12 @@ class NetKVStorage(StorageBase):
         return reader.at_eof()
 
     async def _drop(self) -> None:
+        """Abort the connection: unsent bytes of an unfinished request are dropped, never
+        flushed later (a graceful close waits to send them, for as long as the link
+        takes)."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn[1].close()
+            conn[1].transport.abort()
             with contextlib.suppress(Exception):
                 await conn[1].wait_closed()
 
@@ -415,6 +418,18 @@ class NetKVUnsentWriteIsOutcomeUnknown(NetKVStorage):
             if self._op not in _WRITES:
                 raise
             raise OutcomeUnknown(f"netkv {self._op} failed, it may have happened: {exc}") from exc
+
+
+class NetKVClosesGracefully(NetKVStorage):
+    """Bug: drops a connection with a graceful ``close()``, not ``abort()``: a connection
+    whose large request is still in its buffers (the server, or the link, not reading)
+    stays open until they are sent, after ``aclose()`` returned, and the rest of the
+    request goes out then (the fifth blind round's aiomysql adapter b26)."""
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn[1].close()  # "it closes once the buffer is flushed": not awaited
 
 
 class NetKVResendsWrites(NetKVStorage):
