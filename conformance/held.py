@@ -384,10 +384,7 @@ class HeldBackendTests(StorageFixtures):
                 await client.put("held-close/get", b"the held get's value")
                 proxy.stall("request", partial=True)
                 task: asyncio.Future[Any] = asyncio.ensure_future(client.get("held-close/get"))
-                if not await proxy.holding(task, 10):
-                    proxy.resume()
-                    await asyncio.gather(task, return_exceptions=True)
-                    not_exercised("the stall proxy did not hold the get (it ended first)")
+                await _held_by(proxy, task, "get")
                 context = (
                     f"a get whose request the stall proxy held when aclose() was called, on "
                     f"a storage opened with timeout={HELD_TIMEOUT:g}"
@@ -459,6 +456,16 @@ class HeldBackendTests(StorageFixtures):
             )
 
 
+async def _held_by(proxy: StallProxy, task: asyncio.Future[Any], what: str) -> None:
+    """Wait until ``proxy`` holds bytes of ``task`` (the ``what`` just started); if it ended
+    first, let it end and report the test not exercised."""
+    __tracebackhide__ = True
+    if not await proxy.holding(task, 10):
+        proxy.resume()
+        await asyncio.gather(task, return_exceptions=True)
+        not_exercised(f"the stall proxy did not hold the {what} (it ended first)")
+
+
 async def _stalled_put_closed(
     target: Target, size: int, key: str
 ) -> tuple[list[descriptors.Descriptor], str]:
@@ -474,10 +481,7 @@ async def _stalled_put_closed(
             await client.put(key, b"the value before the held put")
             proxy.stall("request", partial=True, backpressure=True, large=True)
             task: asyncio.Future[Any] = asyncio.ensure_future(client.put(key, bytes(size)))
-            if not await proxy.holding(task, 10):
-                proxy.resume()
-                await asyncio.gather(task, return_exceptions=True)
-                not_exercised("the stall proxy did not hold the put (it ended first)")
+            await _held_by(proxy, task, "put")
             context = (
                 f"a put of {size:,} bytes whose request the stall proxy held partway, "
                 f"cancelled, then aclose() called, on a storage opened with "
