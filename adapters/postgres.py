@@ -540,12 +540,12 @@ class PostgresStorage(StorageBase):
                 result = await run(conn)
         except BaseException as exc:
             self._discard(conn)  # no stale reply for the next user of the connection
-            if self._closed and isinstance(exc, _LOST):  # aclose() cut it (a cancelled one)
-                raise StorageClosed(
-                    f"postgres storage {self._where} could not {op} {what}: the storage was "
-                    "closed while it ran"
-                ) from exc
             if isinstance(exc, _DRIVER_ERRORS):
+                if self._closed and _lost(exc):  # aclose() cut it (a cancelled one)
+                    raise StorageClosed(
+                        f"postgres storage {self._where} could not {op} {what}: the storage "
+                        "was closed while it ran"
+                    ) from exc
                 _fail(op, what, self._where, exc, written=False)
             raise
         pool.release(conn)
@@ -884,20 +884,16 @@ def _translate_errors(op: str, what: str, where: str, *, written: bool = False) 
     try:
         yield
     except _DRIVER_ERRORS as exc:
-        lost = not isinstance(exc, pgexc.PostgresError) or isinstance(
-            exc, pgexc.PostgresConnectionError
-        )
-        _fail(op, what, where, exc, written=written and lost)
+        _fail(op, what, where, exc, written=written and _lost(exc))
 
 
-_LOST: Final = (
-    pgexc.PostgresConnectionError,
-    pgexc.ConnectionDoesNotExistError,
-    pgexc.InterfaceError,
-    OSError,
-)
-"""What a statement raises when its connection is cut under it (``aclose()`` terminates
-the connections still in use when it is cancelled or runs out of time)."""
+def _lost(exc: BaseException) -> bool:
+    """Whether a driver error (one of `_DRIVER_ERRORS`) says the connection was lost or cut
+    (a timeout, a network error, ``aclose()`` terminating it), not that the server
+    answered with an error."""
+    return not isinstance(exc, pgexc.PostgresError) or isinstance(
+        exc, pgexc.PostgresConnectionError
+    )
 
 
 def _fail(op: str, what: str, where: str, exc: BaseException, *, written: bool) -> NoReturn:
