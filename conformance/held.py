@@ -439,16 +439,42 @@ class HeldBackendTests(StorageFixtures):
         assert storage_target.upstream is not None
         size = min(STALLED_PUT, max_value_of(storage_target))
         key = "held-big/k"
-        left, context = await _stalled_put_closed(storage_target, size, key)
+        left: list[descriptors.Descriptor] = []
+        async with StallProxy(storage_target.upstream, receive_buffer=64 * 1024) as proxy:
+            before = descriptors.snapshot() if descriptors.available() else None  # its own out
+            async with storage_target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client:
+                await client.put(key, b"the value before the held put")
+                proxy.stall("request", partial=True, backpressure=True, large=True)
+                task: asyncio.Future[Any] = asyncio.ensure_future(client.put(key, bytes(size)))
+                await _held_by(proxy, task, "put")
+                context = (
+                    f"a put of {size:,} bytes whose request the stall proxy held partway, "
+                    f"cancelled, then aclose() called, on a storage opened with "
+                    f"timeout={HELD_TIMEOUT:g}"
+                )
+                try:
+                    task.cancel()
+                    await asyncio.wait({task}, timeout=HELD_TIMEOUT + CLOSE_BOUND)
+                    with backend_held():
+                        await aclose_within(client, HELD_TIMEOUT + CLOSE_BOUND, key, context)
+                    await asyncio.gather(task, return_exceptions=True)
+                    if before is not None:  # the link still stalled
+                        link = f" -> {proxy.address[0]}:{proxy.address[1]} "
+                        left = await descriptors.wait_for_no_leak(
+                            before,
+                            grace=RELEASE_LAG,
+                            foreign=storage_target.foreign_descriptors,
+                            only=lambda d: link in d.name,  # not the proxy's own to the server
+                        )
+                finally:
+                    proxy.resume()
         if left:
             fail(
                 "when aclose() returns, no socket of the storage is left open or writing",
                 key=key,
                 expected=f"as many open descriptors as before the storage was opened, "
                 f"{RELEASE_LAG:g} s after aclose() returned, the link still stalled",
-                observed="the process still had "
-                + descriptors.describe_leak(left)
-                + f" ({context})",
+                observed=f"the process still had {descriptors.describe_leak(left)} ({context})",
                 detail="a connection closed gracefully waits to send what its buffers hold, "
                 "for as long as the link takes, and sends the rest of the put after aclose() "
                 "returned: abort the connections that aclose() closes (transport.abort(), "
@@ -464,46 +490,6 @@ async def _held_by(proxy: StallProxy, task: asyncio.Future[Any], what: str) -> N
         proxy.resume()
         await asyncio.gather(task, return_exceptions=True)
         not_exercised(f"the stall proxy did not hold the {what} (it ended first)")
-
-
-async def _stalled_put_closed(
-    target: Target, size: int, key: str
-) -> tuple[list[descriptors.Descriptor], str]:
-    """A put of ``size`` bytes held partway by a stall proxy that stops reading (the rest in
-    the client's buffers), cancelled, then ``aclose()``: the storage's sockets to the proxy
-    still open `RELEASE_LAG` after ``aclose()`` returned, and what was done."""
-    __tracebackhide__ = True
-    assert target.upstream is not None
-    left: list[descriptors.Descriptor] = []
-    async with StallProxy(target.upstream, receive_buffer=64 * 1024) as proxy:
-        before = descriptors.snapshot() if descriptors.available() else None  # its own out
-        async with target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client:
-            await client.put(key, b"the value before the held put")
-            proxy.stall("request", partial=True, backpressure=True, large=True)
-            task: asyncio.Future[Any] = asyncio.ensure_future(client.put(key, bytes(size)))
-            await _held_by(proxy, task, "put")
-            context = (
-                f"a put of {size:,} bytes whose request the stall proxy held partway, "
-                f"cancelled, then aclose() called, on a storage opened with "
-                f"timeout={HELD_TIMEOUT:g}"
-            )
-            try:
-                task.cancel()
-                await asyncio.wait({task}, timeout=HELD_TIMEOUT + CLOSE_BOUND)
-                with backend_held():
-                    await aclose_within(client, HELD_TIMEOUT + CLOSE_BOUND, key, context)
-                await asyncio.gather(task, return_exceptions=True)
-                if before is not None:  # the link still stalled
-                    link = f" -> {proxy.address[0]}:{proxy.address[1]} "
-                    left = await descriptors.wait_for_no_leak(
-                        before,
-                        grace=RELEASE_LAG,
-                        foreign=target.foreign_descriptors,
-                        only=lambda d: link in d.name,  # not the proxy's own to the server
-                    )
-            finally:
-                proxy.resume()
-    return left, context
 
 
 async def _close_under(
