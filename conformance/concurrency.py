@@ -31,6 +31,7 @@ from .checks import (
 from .clauses import checks
 from .coverage import large_sizes
 from .fixtures import not_exercised, scaled, set_small_pages
+from .gaps import GapTests
 from .semantics import _need
 from .sweeps import ConcurrentSweepTests, _listed, max_value_of, put_or_refused
 from .target import Target, new_location
@@ -70,7 +71,7 @@ STALE_RACERS = 3
 """If-match puts, and as many deletes, on a stale version that race each current write."""
 
 
-class ConcurrencyTests(ConcurrentSweepTests):
+class ConcurrencyTests(ConcurrentSweepTests, GapTests):
     """Concurrent writers and readers on one storage."""
 
     conformance_group: ClassVar[str | None] = "concurrency"

@@ -108,13 +108,14 @@ class ErrorAnswer:
 
 
 class _Conn:
-    __slots__ = ("answering", "client", "handler", "upstream")
+    __slots__ = ("answering", "client", "handler", "replied", "upstream")
 
     def __init__(self, client: asyncio.StreamWriter) -> None:
         self.client = client
         self.upstream: asyncio.StreamWriter | None = None
         self.handler: asyncio.Task[None] | None = asyncio.current_task()
         self.answering = False
+        self.replied = True  # the next request bytes open an exchange (the first ones do)
 
 
 _READ = 65536
@@ -173,6 +174,7 @@ class StallProxy:
         self._after = {"request": 0, "response": 0}
         self._backpressure = {"request": False, "response": False}
         self._large = {"request": False, "response": False}
+        self._exchanges = False
         self._in_flight = False
         self.late_bytes = 0
         self._conns: set[_Conn] = set()
@@ -230,6 +232,7 @@ class StallProxy:
         in_flight: bool = False,
         backpressure: bool = False,
         large: bool = False,
+        exchanges: bool = False,
     ) -> None:
         """Stop forwarding ``direction`` from now on (held until `resume`).
 
@@ -249,11 +252,20 @@ class StallProxy:
                 moving); without it the proxy reads on, and holds what it reads.
             large: forward reads shorter than 64 KiB (small requests: a ``BEGIN``, a
                 handshake) and hold from the first full one, a large request's.
+            exchanges: ``after`` counts exchanges, not chunks (``"request"`` only): an
+                exchange opens with the first request bytes that a connection sends after
+                the server's reply (or its first bytes), and every chunk of it is forwarded;
+                the request that opens exchange ``after + 1`` is held whole. So a call made
+                of several exchanges (a read and then another, a value fetched in parts)
+                stops between two of them, after the server answered the first.
         """
         if not isinstance(after, int) or after < 0:
             raise ValueError(f"after must be an int >= 0, not {after!r}")
+        if exchanges and direction != "request":
+            raise ValueError(f"exchanges counts requests: stall 'request', not {direction!r}")
         self.stalled.clear()
         self._in_flight = in_flight
+        self._exchanges = exchanges
         for d in ("request", "response") if direction == "both" else (direction,):
             self._open[d].clear()
             self._split[d] = partial
@@ -387,8 +399,8 @@ class StallProxy:
                 return
             conn.upstream = up_writer
             pumps = [
-                asyncio.ensure_future(self._pump(reader, up_writer, "request")),
-                asyncio.ensure_future(self._pump(up_reader, writer, "response")),
+                asyncio.ensure_future(self._pump(reader, up_writer, "request", conn)),
+                asyncio.ensure_future(self._pump(up_reader, writer, "response", conn)),
             ]
             try:
                 # When either side closes, the connection is over: close both sides now
@@ -527,6 +539,7 @@ class StallProxy:
         src: asyncio.StreamReader,
         dst: asyncio.StreamWriter,
         direction: Literal["request", "response"],
+        conn: _Conn,
     ) -> None:
         gate = self._open[direction]
         held: list[bytes] = []
@@ -570,6 +583,11 @@ class StallProxy:
                         self.dropped_bytes += sum(map(len, held))
                         held.clear()
                     break
+                opens = False  # these bytes open an exchange: a request after a reply
+                if direction == "response":
+                    conn.replied = True
+                else:
+                    opens, conn.replied = conn.replied, False
                 if self._armed:
                     if direction == "response":
                         self._answered = True
@@ -580,7 +598,13 @@ class StallProxy:
                     dst.write(chunk)  # a small request: the stall waits for a large one
                     await dst.drain()
                     continue
-                if not gate.is_set() and not held and self._after[direction]:
+                if not gate.is_set() and not held and direction == "request" and self._exchanges:
+                    if not opens or self._after[direction]:  # within an exchange let through
+                        self._after[direction] -= opens
+                        dst.write(chunk)
+                        await dst.drain()
+                        continue
+                elif not gate.is_set() and not held and self._after[direction]:
                     self._after[direction] -= 1  # stalled, but forward this chunk first
                     dst.write(chunk)
                     await dst.drain()

@@ -130,6 +130,66 @@ async def test_a_stall_after_n_chunks_forwards_them_then_holds_the_next(sink: Si
         await writer.wait_closed()
 
 
+async def test_a_stall_after_n_exchanges_holds_the_request_that_opens_the_next(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("request", partial=False, after=2, exchanges=True)
+        for part in (b"a", b"bb"):  # two exchanges: a request, then its reply
+            writer.write(part)
+            await writer.drain()
+            assert await _bounded(reader.readuntil(b";")) == b"ack:%d;" % len(sink.received)
+        writer.write(b"ccc")  # the request after the second reply opens the third: held
+        await _bounded(proxy.stalled.wait())
+        assert bytes(sink.received) == b"abb"
+        proxy.resume()
+        assert await _bounded(reader.readuntil(b";")) == b"ack:6;"
+        assert bytes(sink.received) == b"abbccc"
+        writer.close()
+        await writer.wait_closed()
+
+
+async def test_a_stall_by_exchanges_forwards_every_chunk_sent_before_the_reply() -> None:
+    lines = bytearray()
+    arrived = asyncio.Condition()
+
+    async def answer_each_line(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while chunk := await reader.read(65536):
+            async with arrived:
+                lines.extend(chunk)
+                arrived.notify_all()
+            writer.write(b"ok;" * chunk.count(b"\n"))
+            await writer.drain()
+        writer.close()
+
+    async def until_received(data: bytes) -> None:
+        async with arrived:
+            await _bounded(arrived.wait_for(lambda: bytes(lines) == data))
+
+    server = await asyncio.start_server(answer_each_line, "127.0.0.1", 0)
+    async with server, StallProxy(server.sockets[0].getsockname()[:2]) as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("request", partial=False, after=1, exchanges=True)
+        writer.write(b"one ")  # the first exchange, in two chunks with no reply between
+        await until_received(b"one ")
+        writer.write(b"line\n")
+        assert await _bounded(reader.readuntil(b";")) == b"ok;"
+        writer.write(b"two\n")  # after the reply: the second exchange, held
+        await _bounded(proxy.stalled.wait())
+        assert bytes(lines) == b"one line\n"
+        proxy.resume()
+        await until_received(b"one line\ntwo\n")
+        assert await _bounded(reader.readuntil(b";")) == b"ok;"
+        writer.close()
+        await writer.wait_closed()
+        server.close()
+
+
+async def test_a_stall_by_exchanges_is_for_requests_only(sink: Sink) -> None:
+    async with StallProxy(sink.address) as proxy:
+        with pytest.raises(ValueError, match="exchanges counts requests: stall 'request'"):
+            proxy.stall("response", exchanges=True)
+
+
 async def test_stall_refuses_a_negative_count(sink: Sink) -> None:
     async with StallProxy(sink.address) as proxy:
         with pytest.raises(ValueError, match="after must be an int >= 0, not -1"):

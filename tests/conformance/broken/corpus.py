@@ -1838,6 +1838,15 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(error_answers.S3ErrorAnswerEndsTheListing),
     ),
     Mutant(
+        "get-reads-its-bytes-by-a-second-request",
+        ("put.atomic", "put.returns-version"),
+        CON,
+        "test_a_get_with_another_clients_write_in_each_of_its_gaps_returns_one_put_whole",
+        lambda: netkv.netkv_target(netkv.NetKVGetInTwoRequests, name="NetKVGetInTwoRequests"),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVGetInTwoRequests),
+    ),
+    Mutant(
         "goodbye-on-close",
         ("close.backend-down",),
         "lifecycle",

@@ -691,6 +691,18 @@ def close_forgotten() -> None:
         transport._closing = True  # type: ignore[attr-defined]
 
 
+class NetKVGetInTwoRequests(NetKVStorage):
+    """A get asks for the key's version first and for its bytes by a second request, as an
+    adapter that reads a value's row and then its parts by a second statement (a MariaDB
+    adapter of the fifth blind round): a write of another client between the two requests
+    makes it return one put's version with another put's bytes."""
+
+    async def _get(self, key: str) -> GetResult:
+        _, version = await self._call("get", key=key)
+        data, _ = await self._call("get", key=key)
+        return GetResult(data, version)
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""

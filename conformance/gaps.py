@@ -1,0 +1,184 @@
+"""Another client's write at each gap of a read: the ``concurrency`` group's test that a get
+made of several exchanges with its server is still one read (clause ``put.atomic``).
+
+A get that reads a value with two requests (the row, then its parts; the bytes, then the
+version; a first range, then the next) returns a torn value when another client's write
+commits between them: the version of one put with the bytes of another, or with none. Under
+load that happens now and then, so a run of the readers-during-overwrites tests may miss it
+(a MariaDB adapter that read a value's parts by a second statement passed them). Here the
+stall proxy makes it happen every time.
+
+The reader's client goes through the proxy, which forwards the get's first exchange and
+holds the request that opens its second (`StallProxy.stall` with ``exchanges``: an exchange
+opens with the bytes a connection sends after the server's reply). A second client,
+straight to the server, overwrites the key meanwhile; then the proxy forwards again, and the
+get must return the bytes of one put with the version that put answered. Then the same with
+the first two exchanges let through, and so on, until a get ends with nothing held (at most
+`GAP_EXCHANGES` exchanges): at a small size, and at the largest value size of the target,
+where adapters keep a value in parts or fetch it in ranges.
+
+It needs a target that the proxy can stand in front of (its factory takes ``endpoint``) and
+that is ``shared``; it is skipped for others, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from typing import ClassVar
+
+import pytest
+
+from ..errors import NotFound, StorageError
+from ..storage import Storage
+from .checks import fail
+from .clauses import checks
+from .coverage import large_sizes, size_label
+from .fixtures import StorageFixtures, not_exercised, proxied_target
+from .proxy import StallProxy
+from .target import Target, new_location
+from .unavailable import UNAVAILABLE_BOUND
+
+__all__ = ["GAP_EXCHANGES", "GAP_SMALL", "GapTests"]
+
+GAP_EXCHANGES = 12
+"""The most exchanges of one get that the test holds, one run each."""
+GAP_SMALL = 1000
+"""Bytes of the small value (the large one: the largest of the target's value sizes)."""
+GAP_HOLD_WAIT = 10.0
+"""Seconds to wait for the proxy to hold a request of the get, or for the get to end."""
+GAP_WRITE_WAIT = 5.0
+"""Seconds the second client's write may take while the get is held; the proxy forwards
+then in any case (a backend whose reads lock the key makes that write wait for the get)."""
+
+_KEY = "gaps/value"
+
+
+class GapTests(StorageFixtures):
+    """A get with another client's write between each two of its exchanges."""
+
+    conformance_group: ClassVar[str | None] = "concurrency"
+
+    @checks("put.atomic", "put.returns-version", "cap.shared")
+    async def test_a_get_with_another_clients_write_in_each_of_its_gaps_returns_one_put_whole(
+        self, storage_target: Target | None, supports_shared: bool
+    ) -> None:
+        """A value of `GAP_SMALL` bytes, then one of the largest size: for each exchange of
+        a get in turn, the stall proxy holds the request that opens it, a second client
+        overwrites the key, and the proxy forwards again; every get must return the bytes
+        of one put at the version that put answered. A get made of two requests (the
+        value's row, then its parts) fails here as soon as one write falls between them."""
+        target = proxied_target(storage_target, "no get can be held between its exchanges")
+        if not (supports_shared and target.reopens):
+            pytest.skip("no second client on the same data (the target is not shared)")
+        sizes = dict.fromkeys([GAP_SMALL, *large_sizes(target.max_value)[-1:]])
+        if not any([await _each_gap(target, size) for size in sizes]):
+            not_exercised(
+                "no get was held: each answered before the stall proxy saw a request of it"
+            )
+
+
+async def _each_gap(target: Target, size: int) -> bool:
+    """Overwrite the key through a second client at each exchange of a get in turn;
+    whether any get was held."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    base = random.Random(size).randbytes(size)
+    values: list[bytes] = []  # the digest of each put, in order
+    versions: dict[str, int] = {}  # version -> the put (index) that answered it
+
+    def value(i: int) -> bytes:
+        data = b"%08d" % i + base[8:]
+        values.append(hashlib.blake2b(data, digest_size=16).digest())
+        return data
+
+    location = new_location()
+    held_any = False
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(location=location) as writer,
+        target.open(endpoint=proxy.address, location=location) as reader,
+    ):
+        versions[await writer.put(_KEY, value(0))] = 0
+        await _get(reader, size, "before any hold")  # the reader's connection is open
+        for n in range(GAP_EXCHANGES):
+            where = (
+                f"a get of {size_label(size)} held before its exchange {n + 1} with the server "
+                "(the stall proxy let the first ones through) while a second client "
+                "overwrote the key"
+            )
+            proxy.stall("request", partial=False, after=n, exchanges=True)
+            call = asyncio.ensure_future(_get(reader, size, where))
+            write: asyncio.Future[str] | None = None
+            try:
+                if await proxy.holding(call, GAP_HOLD_WAIT):
+                    held_any = True
+                    write = asyncio.ensure_future(writer.put(_KEY, value(len(values))))
+                    await asyncio.wait({write}, timeout=GAP_WRITE_WAIT)
+            finally:
+                proxy.resume()
+            got_data, got_version = await call
+            if write is not None:
+                versions[await write] = len(values) - 1
+            _expect_one_put(got_data, got_version, values, versions, size, where)
+            if write is None:
+                break  # the get ended with nothing held: it has no exchange n + 1
+    return held_any
+
+
+async def _get(reader: Storage, size: int, where: str) -> tuple[bytes, str]:
+    """The reader's get of the key, bounded; a missing key or an error fails the test."""
+    __tracebackhide__ = True
+    try:
+        async with asyncio.timeout(UNAVAILABLE_BOUND):
+            got = await reader.get(_KEY)
+    except NotFound:
+        fail(
+            "an overwrite is atomic: a read finds the old or the new value, never the key missing",
+            key=_KEY,
+            expected="the get to find the key (it is never deleted)",
+            observed=f"it raised NotFound: {where}",
+        )
+    except (StorageError, TimeoutError) as exc:
+        fail(
+            "a get answers while another client writes the key",
+            key=_KEY,
+            expected=f"the value of {size_label(size)}",
+            observed=f"it raised {type(exc).__name__}: {exc} ({where})",
+        )
+    return bytes(got.data), got.version
+
+
+def _expect_one_put(
+    data: bytes,
+    version: str,
+    values: list[bytes],
+    versions: dict[str, int],
+    size: int,
+    where: str,
+) -> None:
+    """Fail unless ``(data, version)`` is what one put wrote and answered."""
+    __tracebackhide__ = True
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    put = versions.get(version)
+    if put is not None and values[put] == digest:
+        return
+    bytes_of = (
+        f"the bytes of put {values.index(digest) + 1}"
+        if digest in values
+        else f"{len(data)} bytes that no put wrote"
+    )
+    version_of = (
+        f"the version put {put + 1} answered" if put is not None else "a version no put answered"
+    )
+    fail(
+        "a get returns the bytes of one put with the version that put answered, also when "
+        "another client's write falls between two of its exchanges with the server",
+        key=_KEY,
+        expected=f"the bytes and the version of one of {len(values)} puts of {size_label(size)}",
+        observed=f"it returned {bytes_of} with {version_of} ({where})",
+        detail="read the value and its version in one request, or in one snapshot or "
+        "transaction: a second request (the parts of a value, its version, a next range) "
+        "may find another write's data",
+    )
