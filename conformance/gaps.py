@@ -17,8 +17,16 @@ the first two exchanges let through, and so on, until a get ends with nothing he
 `GAP_EXCHANGES` exchanges): at a small size, and at the largest value size of the target,
 where adapters keep a value in parts or fetch it in ranges.
 
-It needs a target that the proxy can stand in front of (its factory takes ``endpoint``) and
-that is ``shared``; it is skipped for others, saying why.
+A write made of several exchanges is stopped the same way, with the second client's write
+of the same key in the gap: a conditional put or delete whose check and write are two
+requests (a read of the version, then an unconditional write) succeeds on a version that
+the other write made stale, and that write is lost; a delete or ``delete_many`` that asks
+whether the key exists and then deletes it counts the value that the other client's delete
+counted too. The races of two clients find that window only now and then; here it is
+there every time.
+
+Both need a target that the proxy can stand in front of (its factory takes ``endpoint``)
+and that is ``shared``; they are skipped for others, saying why.
 """
 
 from __future__ import annotations
@@ -26,13 +34,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from typing import ClassVar
+from collections.abc import Awaitable
+from typing import Any, ClassVar
 
 import pytest
 
-from ..errors import NotFound, StorageError
-from ..storage import Storage
-from .checks import fail
+from ..errors import NotFound, PreconditionFailed, StorageError
+from ..storage import GetResult, IfMatch, Storage
+from ..storage import delete_many as delete_many_of
+from .checks import describe, fail, get_or_none
 from .clauses import checks
 from .coverage import large_sizes, size_label
 from .fixtures import StorageFixtures, not_exercised, proxied_target
@@ -53,6 +63,8 @@ GAP_WRITE_WAIT = 5.0
 then in any case (a backend whose reads lock the key makes that write wait for the get)."""
 
 _KEY = "gaps/value"
+_WRITES = ("if-match put", "create-only put", "if-match delete", "delete", "delete_many")
+MINE, THEIRS, BEFORE = b"the held write's value", b"the other client's value", b"before"
 
 
 class GapTests(StorageFixtures):
@@ -76,6 +88,46 @@ class GapTests(StorageFixtures):
         if not any([await _each_gap(target, size) for size in sizes]):
             not_exercised(
                 "no get was held: each answered before the stall proxy saw a request of it"
+            )
+
+    @checks(
+        "put.conditional.one-winner",
+        "put.if-match.stale",
+        "put.create.existing",
+        "delete.conditional.one-winner",
+        "delete.if-match.stale",
+        "delete.one-true",
+        "delete-many.one-true",
+        "cap.shared",
+    )
+    async def test_each_write_with_another_clients_write_in_each_of_its_gaps_loses_neither(
+        self,
+        storage_target: Target | None,
+        supports_shared: bool,
+        supports_conditional_put: bool,
+        supports_conditional_delete: bool,
+    ) -> None:
+        """An if-match put and a create-only put (where ``conditional_put`` is declared),
+        an if-match delete (where ``conditional_delete`` is), a delete and a
+        ``delete_many``: for each exchange of the write in turn, on a key of its own, the
+        stall proxy holds the request that opens it while a second client writes the same
+        key (a put; a delete where the held write is a delete), then forwards again. Both
+        answers must fit one order of the two writes: a conditional write that succeeds
+        must not have undone the other client's put (the key ends with that put's value,
+        or is deleted by the if-match delete that came first); of two deletes of one
+        value, exactly one finds it."""
+        target = proxied_target(storage_target, "no write can be held between its exchanges")
+        if not (supports_shared and target.reopens):
+            pytest.skip("no second client on the same data (the target is not shared)")
+        kinds = [
+            kind
+            for kind in _WRITES
+            if (supports_conditional_put or not kind.endswith(" put"))
+            and (supports_conditional_delete or kind != "if-match delete")
+        ]
+        if not any([await _each_write_gap(target, kind) for kind in kinds]):
+            not_exercised(
+                "no write was held: each answered before the stall proxy saw a request of it"
             )
 
 
@@ -182,3 +234,146 @@ def _expect_one_put(
         "transaction: a second request (the parts of a value, its version, a next range) "
         "may find another write's data",
     )
+
+
+async def _each_write_gap(target: Target, kind: str) -> bool:
+    """Write the key through a second client at each exchange of ``kind`` in turn (a key
+    of its own each time); whether any of them was held."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    location = new_location()
+    held_any = False
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(location=location) as writer,
+        target.open(endpoint=proxy.address, location=location) as reader,
+    ):
+        await get_or_none(reader, "gaps/none")  # the reader's connection is open
+        for n in range(GAP_EXCHANGES):
+            key = f"gaps/{kind.replace(' ', '-')}/{n}"
+            version = None if kind == "create-only put" else await writer.put(key, BEFORE)
+            where = (
+                f"{_a(kind)} held before its exchange {n + 1} with the server (the stall proxy "
+                "let the first ones through) while a second client "
+                f"{'deleted' if kind.startswith('delete') else 'put'} the key"
+            )
+            proxy.stall("request", partial=False, after=n, exchanges=True)
+            call = asyncio.ensure_future(
+                _answer(_start(kind, reader, key, version), kind, key, where)
+            )
+            other: asyncio.Future[Any] | None = None
+            try:
+                if await proxy.holding(call, GAP_HOLD_WAIT):
+                    held_any = True
+                    other = asyncio.ensure_future(
+                        writer.delete(key) if kind.startswith("delete") else writer.put(key, THEIRS)
+                    )
+                    await asyncio.wait({other}, timeout=GAP_WRITE_WAIT)
+            finally:
+                proxy.resume()
+            mine = await call
+            theirs = None if other is None else await other
+            _judge(
+                kind, key, mine, theirs, other is not None, await get_or_none(writer, key), where
+            )
+            if other is None:
+                break  # the write ended with nothing held: it has no exchange n + 1
+    return held_any
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _start(kind: str, reader: Storage, key: str, version: str | None) -> Awaitable[Any]:
+    """The held write of ``kind``."""
+    if kind == "if-match put":
+        assert version is not None
+        return reader.put(key, MINE, mode=IfMatch(version))
+    if kind == "create-only put":
+        return reader.put(key, MINE, mode="create")
+    if kind == "if-match delete":
+        return reader.delete(key, if_match=version)
+    if kind == "delete":
+        return reader.delete(key)
+    return delete_many_of(reader, [key])
+
+
+async def _answer(write: Awaitable[Any], kind: str, key: str, where: str) -> Any:
+    """What the held write answered: its result, or the `PreconditionFailed` it raised."""
+    __tracebackhide__ = True
+    try:
+        async with asyncio.timeout(UNAVAILABLE_BOUND):
+            return await write
+    except PreconditionFailed as exc:
+        return exc
+    except (StorageError, TimeoutError) as exc:
+        fail(
+            f"{_a(kind)} answers while another client writes the key",
+            key=key,
+            expected="its answer, or PreconditionFailed",
+            observed=f"it raised {type(exc).__name__}: {exc} ({where})",
+        )
+
+
+def _judge(
+    kind: str,
+    key: str,
+    mine: Any,
+    theirs: Any,
+    raced: bool,
+    final: GetResult | None,
+    where: str,
+) -> None:
+    """Fail unless the held write's answer (``mine``), the other client's (``theirs``, if
+    it ``raced``) and what the key holds at the end (``final``) fit one order of the two."""
+    __tracebackhide__ = True
+    ends = f"the key ends {describe(None if final is None else bytes(final.data))}"
+    if kind.startswith("delete"):
+        found = [mine if kind == "delete" else mine == 1, *([theirs] if raced else [])]
+        if found.count(True) != 1 or final is not None:
+            fail(
+                "of deletes of one value racing each other, exactly one finds it"
+                if raced
+                else f"{_a(kind)} of a present key finds it",
+                key=key,
+                expected="exactly one of them to find the value, and the key to end deleted",
+                observed=f"the held {kind} answered {mine!r}"
+                + (f" and the other client's delete {theirs!r}" if raced else "")
+                + f", and {ends} ({where})",
+                detail="check and delete in one request or one transaction: an existence "
+                "check answered before the delete lets two deletes count one value",
+            )
+        return
+    refused = isinstance(mine, PreconditionFailed) or mine is False
+    answered = type(mine).__name__ if refused and mine is not False else repr(mine)
+    if not raced:
+        wrote = (
+            final is None
+            if kind.endswith("delete")
+            else final is not None and final.version == mine
+        )
+        if refused or not wrote:
+            fail(
+                f"{_a(kind)} whose condition holds writes",
+                key=key,
+                expected="it to succeed",
+                observed=f"it answered {answered}, and {ends} ({where})",
+            )
+        return
+    # Its success came before the other client's put, its refusal after: either way the key
+    # ends with that put's value and version.
+    if final is None or final.data != THEIRS or final.version != theirs:
+        fail(
+            f"{_a(kind)} must not undo another client's put that completed while it was in flight",
+            key=key,
+            expected="the key to end with the other client's put (whether the held write "
+            "came first and succeeded, or came second and was refused)",
+            observed=f"the held write answered {answered} and the other client's put "
+            f"answered {theirs!r}, and {ends}"
+            + ("" if final is None else f" at version {final.version!r}")
+            + f" ({where})",
+            detail="check the condition and write in one request (a conditional statement, "
+            "a compare-and-set, If-Match): a check answered before the write lets another "
+            "client's write fall between them, and the write then undoes it",
+        )

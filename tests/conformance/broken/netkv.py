@@ -703,6 +703,50 @@ class NetKVGetInTwoRequests(NetKVStorage):
         return GetResult(data, version)
 
 
+class NetKVChecksThenWrites(NetKVStorage):
+    """A conditional put or delete reads the key's version by one request, decides, and then
+    writes by another, unconditional one: a write of another client between the two is
+    undone (an if-match put over it, a create-only put over a key just created)."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        if mode == "overwrite":
+            return await super()._put(key, data, mode)
+        current = await self._version(key)
+        wanted = None if mode == "create" else getattr(mode, "version", None)
+        if current != wanted:
+            raise PreconditionFailed(f"put of {key!r}: the version is not the one asked for")
+        return await super()._put(key, data, "overwrite")
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is None:
+            return await super()._delete(key, None)
+        if await self._version(key) != if_match:
+            return False
+        return await super()._delete(key, None)
+
+    async def _version(self, key: str) -> str | None:
+        try:
+            return (await self._get(key)).version
+        except NotFound:
+            return None
+
+
+class NetKVDeleteChecksFirst(NetKVStorage):
+    """A delete asks whether the key exists by one request, then deletes it by another, and
+    answers what the first said: a delete of another client between the two makes both
+    answer that they found the value."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is not None:
+            return await super()._delete(key, if_match)
+        try:
+            await self._get(key)
+        except NotFound:
+            return False
+        await super()._delete(key, None)
+        return True
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
