@@ -51,6 +51,7 @@ __all__ = [
     "Background",
     "CallsUnderWay",
     "no_hidden_resend",
+    "recording",
     "settle",
     "track_connections",
 ]
@@ -108,6 +109,16 @@ class Attempt:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
             transport.abort()
 
+    def close(self) -> None:
+        """Reset, then close, every connection that the attempt still holds: one whose
+        attempt failed or was cancelled mid-request or mid-reply is never reused, and is
+        closed now rather than when the garbage collector finds the response holding it
+        (aiohttp's "Unclosed connection")."""
+        self.reset()
+        for conn in self.connections:
+            if conn.protocol is not None:
+                conn.close()
+
 
 _ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
     "checkpointkit_http_attempt", default=None
@@ -155,6 +166,20 @@ def no_hidden_resend(session: Any) -> Any:
     if session is not None and hasattr(session, "_retry_connection"):
         session._retry_connection = False
     return session
+
+
+@contextlib.contextmanager
+def recording(record: Attempt) -> Iterator[None]:
+    """Record in ``record`` the connections that the enclosed code takes (in this task, and
+    in the tasks it starts); close those it still holds when it fails or is cancelled."""
+    token = _ATTEMPT.set(record)
+    try:
+        yield
+    except BaseException:
+        record.close()
+        raise
+    finally:
+        _ATTEMPT.reset(token)
 
 
 async def settle(

@@ -40,10 +40,11 @@ import random
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from ..errors import OutcomeUnknown, StorageClosed, StorageUnavailable
-from ._inflight import Attempt, CallsUnderWay, settle
+from ._inflight import Attempt, CallsUnderWay, recording, settle
 from ._options import Options
 
 __all__ = ["RetryPolicy", "call"]
@@ -178,9 +179,9 @@ async def call(
                 with translate(record.sent if write else None):
                     if write and adopt is not None:
                         return await settle(
-                            lambda: _attempt(request, deadline), grace, adopt, record
+                            partial(_attempt, request, deadline, record), grace, adopt, record
                         )
-                    return await _attempt(request, deadline)
+                    return await _attempt(request, deadline, record)
             except StorageUnavailable as exc:
                 if history is not None:
                     history.append(exc)
@@ -222,7 +223,9 @@ def _still_unknown(unknown: OutcomeUnknown, later: Exception, attempt: int) -> O
     )
 
 
-async def _attempt(request: Callable[[], Awaitable[T]], deadline: float) -> T:
-    """One attempt of a request, bounded by the request's deadline."""
-    async with asyncio.timeout_at(deadline):
-        return await request()
+async def _attempt(request: Callable[[], Awaitable[T]], deadline: float, record: Attempt) -> T:
+    """One attempt of a request, bounded by the request's deadline; the connections it
+    still holds when it fails, times out or is cancelled are closed (`recording`)."""
+    with recording(record):
+        async with asyncio.timeout_at(deadline):
+            return await request()

@@ -188,6 +188,11 @@ class StallProxy:
         host, port = self._server.sockets[0].getsockname()[:2]
         return host, port
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections that are open through the proxy now."""
+        return len(self._conns)
+
     async def __aenter__(self) -> Self:
         sock = socket.socket()
         try:

@@ -44,6 +44,14 @@ async def dropped(proxy: StallProxy) -> None:
             await asyncio.sleep(0.005)
 
 
+async def no_connection_open(proxy: StallProxy) -> None:
+    """Wait until no connection through the proxy is open (the only one was the cancelled
+    call's: the calls before it gave theirs back, and it took that one)."""
+    async with asyncio.timeout(PROMPT):
+        while proxy.open_connections:
+            await asyncio.sleep(0.005)
+
+
 async def cancel_when_stalled(proxy: StallProxy, task: asyncio.Task[Any]) -> None:
     """Wait until the proxy holds the operation's bytes, cancel it, check it ends promptly."""
     await asyncio.wait_for(proxy.stalled.wait(), 10)
@@ -81,6 +89,9 @@ async def test_cancelled_get_mid_response_leaves_the_client_healthy(
         proxy.stall("response", partial=True)
         task = asyncio.create_task(storage.get("a"))
         await cancel_when_stalled(proxy, task)
+        # its connection is closed now, not when the garbage collector finds its response
+        # (an unclosed connection, and a ResourceWarning, whenever it comes)
+        await no_connection_open(proxy)
         proxy.resume()  # the held bytes of the cancelled reply must reach no one
         assert (await storage.get("b")).data == b  # its own answer, not the stale one
         assert (await storage.get("a")).data == a
