@@ -25,14 +25,24 @@ whether the key exists and then deletes it counts the value that the other clien
 counted too. The races of two clients find that window only now and then; here it is
 there every time.
 
-Both need a target that the proxy can stand in front of (its factory takes ``endpoint``)
-and that is ``shared``; they are skipped for others, saying why.
+A listing, in pages of 3 keys where the adapter pages through `StorageBase`, is stopped
+the same way while the second client overwrites each key that stays present, and creates
+a key and deletes another around them: it must yield each key that stayed present once, in
+order, and nothing outside its prefix or never written. An adapter that fetches every page
+of a listing before it yields the first (by offset: a key created before the cursor repeats
+one, a key deleted skips one) is out of reach of the listing test that writes between the
+keys a listing yields, and the tests that race writes against listings catch it when a
+write happens to fall between two of its requests; here one falls there every time.
+
+All three need a target that the proxy can stand in front of (its factory takes
+``endpoint``) and that is ``shared``; they are skipped for others, saying why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import random
 from collections.abc import Awaitable
 from typing import Any, ClassVar
@@ -45,7 +55,7 @@ from ..storage import delete_many as delete_many_of
 from .checks import describe, fail, get_or_none
 from .clauses import checks
 from .coverage import large_sizes, size_label
-from .fixtures import StorageFixtures, not_exercised, proxied_target
+from .fixtures import StorageFixtures, not_exercised, proxied_target, set_small_pages
 from .proxy import StallProxy
 from .target import Target, new_location
 from .unavailable import UNAVAILABLE_BOUND
@@ -65,6 +75,9 @@ then in any case (a backend whose reads lock the key makes that write wait for t
 _KEY = "gaps/value"
 _WRITES = ("if-match put", "create-only put", "if-match delete", "delete", "delete_many")
 MINE, THEIRS, BEFORE = b"the held write's value", b"the other client's value", b"before"
+GAP_LASTING = 8
+"""Keys that stay present while the listing's gaps are written into (each overwritten)."""
+_LISTED = "gaps-list/"
 
 
 class GapTests(StorageFixtures):
@@ -128,6 +141,25 @@ class GapTests(StorageFixtures):
         if not any([await _each_write_gap(target, kind) for kind in kinds]):
             not_exercised(
                 "no write was held: each answered before the stall proxy saw a request of it"
+            )
+
+    @checks("list.concurrent-writes", "list.order", "list.prefix-only", "list.pages", "cap.shared")
+    async def test_a_listing_with_another_clients_writes_in_each_of_its_gaps_yields_each_key_once(
+        self, storage_target: Target | None, supports_shared: bool
+    ) -> None:
+        """`GAP_LASTING` keys stay present; for each exchange of a listing of their prefix
+        in turn (pages of 3 keys where the adapter pages through `StorageBase`), the stall
+        proxy holds the request that opens it while a second client overwrites every one of
+        them, creates a key between two of them and deletes the one it created before, and
+        writes next to the prefix; then it forwards again. The listing must yield each of
+        the lasting keys once, in ascending order, and no key outside the prefix or never
+        written."""
+        target = proxied_target(storage_target, "no listing can be held between its exchanges")
+        if not (supports_shared and target.reopens):
+            pytest.skip("no second client on the same data (the target is not shared)")
+        if not await _each_listing_gap(target):
+            not_exercised(
+                "no listing was held: each ended before the stall proxy saw a request of it"
             )
 
 
@@ -234,6 +266,106 @@ def _expect_one_put(
         "transaction: a second request (the parts of a value, its version, a next range) "
         "may find another write's data",
     )
+
+
+async def _each_listing_gap(target: Target) -> bool:
+    """List the prefix with a second client's writes at each exchange in turn; whether any
+    listing was held."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    lasting = [f"{_LISTED}k{i:02d}" for i in range(GAP_LASTING)]
+    location = new_location()
+    held_any = False
+    written = set(lasting)
+    created: list[str] = []
+    rounds = 0
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(location=location) as writer,
+        target.open(endpoint=proxy.address, location=location) as reader,
+    ):
+        paged = set_small_pages(reader, 3)
+        for key in lasting:
+            await writer.put(key, BEFORE)
+        await get_or_none(reader, "gaps/none")  # the reader's connection is open
+
+        async def write_around() -> None:
+            nonlocal rounds
+            rounds += 1
+            new = f"{_LISTED}k{(rounds * 3) % GAP_LASTING:02d}.{rounds}"
+            await asyncio.gather(
+                *(writer.put(key, THEIRS) for key in lasting),
+                writer.put(new, THEIRS),
+                writer.put(f"gaps-list0/{rounds}", THEIRS),  # next to the prefix
+                *(writer.delete(created.pop()) for _ in created[-1:]),
+            )
+            created.append(new)
+            written.add(new)
+
+        for n in range(GAP_EXCHANGES):
+            where = (
+                f"a listing of {_LISTED!r}{' in pages of 3' if paged else ''} held before its "
+                f"exchange {n + 1} with the server while a second client overwrote its "
+                f"{GAP_LASTING} keys, created one and deleted another"
+            )
+            proxy.stall("request", partial=False, after=n, exchanges=True)
+            call = asyncio.ensure_future(_listing(reader, where))
+            other: asyncio.Future[None] | None = None
+            try:
+                if await proxy.holding(call, GAP_HOLD_WAIT):
+                    held_any = True
+                    other = asyncio.ensure_future(write_around())
+                    await asyncio.wait({other}, timeout=GAP_WRITE_WAIT)
+            finally:
+                proxy.resume()
+            listed = await call
+            if other is not None:
+                await other
+            _expect_lasting_once(listed, lasting, written, where)
+            if other is None:
+                break  # the listing ended with nothing held: it has no exchange n + 1
+    return held_any
+
+
+async def _listing(reader: Storage, where: str) -> list[str]:
+    """The reader's whole listing of the prefix, bounded; an error fails the test."""
+    __tracebackhide__ = True
+    try:
+        async with asyncio.timeout(UNAVAILABLE_BOUND):
+            return [key async for key in reader.list(_LISTED)]
+    except (StorageError, TimeoutError) as exc:
+        fail(
+            "a listing answers while another client writes its keys",
+            expected="the keys of the prefix",
+            observed=f"it raised {type(exc).__name__}: {exc} ({where})",
+        )
+
+
+def _expect_lasting_once(
+    listed: list[str], lasting: list[str], written: set[str], where: str
+) -> None:
+    """Fail unless ``listed`` is ascending, within the prefix, holds each lasting key once
+    and only keys that were written."""
+    __tracebackhide__ = True
+    wrong = [
+        f"{b!r} {'twice' if a == b else 'after ' + repr(a)}"
+        for a, b in itertools.pairwise(listed)
+        if not a < b
+    ]
+    wrong += [f"{k!r} (outside the prefix)" for k in listed if not k.startswith(_LISTED)]
+    wrong += [
+        f"{k!r} (never written)" for k in listed if k.startswith(_LISTED) and k not in written
+    ]
+    wrong += [f"{k!r} missing" for k in lasting if k not in listed]
+    if wrong:
+        fail(
+            "a listing under another client's writes yields each key present throughout "
+            "once, in ascending order, and nothing else but keys written meanwhile",
+            expected=f"the {len(lasting)} lasting keys once each, in order",
+            observed=f"it yielded {len(listed)} keys, with {', '.join(wrong[:4])} ({where})",
+            detail="page by the last key yielded (start_after), not by an offset, and read "
+            "a page in one request or one snapshot",
+        )
 
 
 async def _each_write_gap(target: Target, kind: str) -> bool:

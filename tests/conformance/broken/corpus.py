@@ -1865,6 +1865,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVDeleteChecksFirst),
     ),
     Mutant(
+        "listing-fetches-every-page-by-offset-first",
+        ("list.concurrent-writes", "list.pages"),
+        CON,
+        "test_a_listing_with_another_clients_writes_in_each_of_its_gaps_yields_each_key_once",
+        lambda: netkv.netkv_target(
+            netkv.NetKVListsEveryPageByOffsetFirst, name="NetKVListsEveryPageByOffsetFirst"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVListsEveryPageByOffsetFirst),
+    ),
+    Mutant(
         "goodbye-on-close",
         ("close.backend-down",),
         "lifecycle",

@@ -747,6 +747,27 @@ class NetKVDeleteChecksFirst(NetKVStorage):
         return True
 
 
+class NetKVListsEveryPageByOffsetFirst(NetKVStorage):
+    """A listing fetches all its pages at its start, page n by its offset (a request for the
+    first n + 1 pages' keys, of which it keeps the last page), and yields them afterwards: a
+    key created or deleted before the cursor between two page requests shifts the pages,
+    so a key comes twice or not at all. No write between the keys it yields can reach
+    that window: every request is made before the first key comes."""
+
+    async def _list_page(
+        self, prefix: str, start_after: str | None, cursor: Any, limit: int
+    ) -> ListPage:
+        keys: list[str] = []
+        while True:
+            got, more = await self._call(
+                "list", prefix=prefix, after=start_after, limit=len(keys) + self.page_size
+            )
+            page = got[len(keys) :]
+            keys += page
+            if not more or not page:
+                return ListPage(keys, None)
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
