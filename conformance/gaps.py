@@ -73,7 +73,7 @@ GAP_WRITE_WAIT = 5.0
 then in any case (a backend whose reads lock the key makes that write wait for the get)."""
 
 _KEY = "gaps/value"
-_WRITES = ("if-match put", "create-only put", "if-match delete", "delete", "delete_many")
+_WRITES = ("put", "if-match put", "create-only put", "if-match delete", "delete", "delete_many")
 MINE, THEIRS, BEFORE = b"the held write's value", b"the other client's value", b"before"
 GAP_LASTING = 8
 """Keys that stay present while the listing's gaps are written into (each overwritten)."""
@@ -104,6 +104,7 @@ class GapTests(StorageFixtures):
             )
 
     @checks(
+        "put.returns-version",
         "put.conditional.one-winner",
         "put.if-match.stale",
         "put.create.existing",
@@ -120,15 +121,17 @@ class GapTests(StorageFixtures):
         supports_conditional_put: bool,
         supports_conditional_delete: bool,
     ) -> None:
-        """An if-match put and a create-only put (where ``conditional_put`` is declared),
-        an if-match delete (where ``conditional_delete`` is), a delete and a
-        ``delete_many``: for each exchange of the write in turn, on a key of its own, the
-        stall proxy holds the request that opens it while a second client writes the same
-        key (a put; a delete where the held write is a delete), then forwards again. Both
-        answers must fit one order of the two writes: a conditional write that succeeds
-        must not have undone the other client's put (the key ends with that put's value,
-        or is deleted by the if-match delete that came first); of two deletes of one
-        value, exactly one finds it."""
+        """A put, an if-match put and a create-only put (the last two where
+        ``conditional_put`` is declared), an if-match delete (where ``conditional_delete``
+        is), a delete and a ``delete_many``: for each exchange of the write in turn, on a
+        key of its own, the stall proxy holds the request that opens it while a second
+        client writes the same key (a put; a delete where the held write is a delete), then
+        forwards again. Both answers must fit one order of the two writes: a put answers
+        its own version, never the other's, and the key ends with one of the two puts at
+        the version it answered; a conditional write that succeeds must not have undone the
+        other client's put (the key ends with that put's value, or is deleted by the
+        if-match delete that came first); of two deletes of one value, exactly one finds
+        it."""
         target = proxied_target(storage_target, "no write can be held between its exchanges")
         if not (supports_shared and target.reopens):
             pytest.skip("no second client on the same data (the target is not shared)")
@@ -419,6 +422,8 @@ def _a(kind: str) -> str:
 
 def _start(kind: str, reader: Storage, key: str, version: str | None) -> Awaitable[Any]:
     """The held write of ``kind``."""
+    if kind == "put":
+        return reader.put(key, MINE)
     if kind == "if-match put":
         assert version is not None
         return reader.put(key, MINE, mode=IfMatch(version))
@@ -491,6 +496,30 @@ def _judge(
                 key=key,
                 expected="it to succeed",
                 observed=f"it answered {answered}, and {ends} ({where})",
+            )
+        return
+    if kind.endswith("put") and not refused and mine == theirs:
+        fail(
+            f"{_a(kind)} returns the version that it wrote, also while another client writes "
+            "the key",
+            key=key,
+            expected="two versions, one for each of the two puts",
+            observed=f"it answered {mine!r}, the version the other client's put answered, and "
+            f"{ends} ({where})",
+            detail="take the version from the write's own answer (RETURNING, the response's "
+            "ETag or version id), not from a read after it, which may find another write",
+        )
+    if kind == "put":  # the two puts in either order: the key ends with the last one's
+        if final is None or (final.data, final.version) not in ((MINE, mine), (THEIRS, theirs)):
+            fail(
+                "a put and another client's put of one key each write their value at their "
+                "own version",
+                key=key,
+                expected="the key to end with one of the two puts, at the version it answered",
+                observed=f"the held put answered {mine!r} and the other client's {theirs!r}, "
+                f"and {ends}"
+                + ("" if final is None else f" at version {final.version!r}")
+                + f" ({where})",
             )
         return
     # Its success came before the other client's put, its refusal after: either way the key

@@ -1876,6 +1876,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVListsEveryPageByOffsetFirst),
     ),
     Mutant(
+        "put-reads-its-version-back-by-a-second-request",
+        ("put.returns-version",),
+        CON,
+        "test_each_write_with_another_clients_write_in_each_of_its_gaps_loses_neither",
+        lambda: netkv.netkv_target(
+            netkv.NetKVPutReadsItsVersionBack, name="NetKVPutReadsItsVersionBack"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVPutReadsItsVersionBack),
+    ),
+    Mutant(
         "goodbye-on-close",
         ("close.backend-down",),
         "lifecycle",

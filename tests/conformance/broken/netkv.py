@@ -768,6 +768,17 @@ class NetKVListsEveryPageByOffsetFirst(NetKVStorage):
                 return ListPage(keys, None)
 
 
+class NetKVPutReadsItsVersionBack(NetKVStorage):
+    """A put writes, then asks for the key's version by a second request and answers that,
+    as an adapter on a store whose write answers no version (a read of the ETag or the
+    version id after a PUT): a write of another client between the two makes the put
+    answer that write's version, with which a later if-match put overwrites it."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        await super()._put(key, data, mode)
+        return (await self._get(key)).version
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
