@@ -45,7 +45,9 @@ matrices and records them in the process-wide `coverage`:
     opens its client, connections, files or schema), while the backend is
     down (a put and a delete in each conditional mode in rows of their own,
     `DOWN_MODES`), a listing read on, past its first page, once the backend went
-    down (``down at a later page``), a ``delete_many`` of a large batch whose
+    down (``down at a later page``), one with another client's write of its key between
+    two of its exchanges (``written in a gap``: the stall proxy holds the request that
+    opens the next one), a ``delete_many`` of a large batch whose
     backend goes down between two of its requests (``down partway``,
     `backend_down_partway`), one
     read on while another listing
@@ -246,6 +248,7 @@ EVENTS = (
     "reply lost",
     "request lost",
     "timed out",
+    "written in a gap",
     "another listing open",
     "past expired keys",
     "kept key overwritten",
@@ -609,6 +612,10 @@ class Reach:
                     op in WRITE_OPS and self.lost_replies and caps.shared and self.reopens
                 ):
                     continue  # ...whose request it held while another client wrote, dropped
+                if event == "written in a gap" and not (
+                    self.lost_replies and caps.shared and self.reopens
+                ):
+                    continue  # another client's write between two exchanges the proxy held
                 if event == "timed out" and not self.timeouts:
                     continue  # a call whose reply the proxy held past the storage's deadline
                 if event == "past expired keys" and not (
@@ -631,6 +638,7 @@ class Reach:
                     out.append(("lifecycle", row, "reply lost"))
                     if caps.shared and self.reopens:
                         out.append(("lifecycle", row, "request lost"))
+                    out.append(("lifecycle", row, "written in a gap"))
                 if self.timeouts:
                     out.append(("lifecycle", row, "timed out"))
         out += [("lifecycle", "aclose", event) for event in (*ACLOSE_EVENTS, "another closed")]
@@ -840,10 +848,16 @@ def backend_held() -> Iterator[None]:
         _HELD.reset(token)
 
 
+_ANY_CALL = ("timed out", "written in a gap")
+"""The cells of `reply_lost` that a read records too, not only a write."""
+
+
 @contextlib.contextmanager
 def reply_lost(lost: Callable[[], bool], what: str = "reply lost") -> Iterator[None]:
     """A write started in this context may lose its reply (``what``: ``request lost``,
-    its request; ``timed out``, any call whose reply is held past its deadline):
+    its request; ``timed out``, any call whose reply is held past its deadline; ``written
+    in a gap``, any call that the proxy held between two of its exchanges while another
+    client wrote its key):
     ``lost()``, asked when the call ends, says whether that happened (the stall proxy
     held one of the server's replies, or the write's request, and dropped it, or the
     call ended while a reply was held). If so the call records ``what`` in its row
@@ -1130,7 +1144,7 @@ class CoverageProbe:
         finally:
             self._answered = True
             lost = _LOST.get()
-            if lost is not None and (writes or lost[1] == "timed out") and lost[0]():
+            if lost is not None and (writes or lost[1] in _ANY_CALL) and lost[0]():
                 mode = None if row is None else " ".join(row.split()[:2])
                 self._mark("lifecycle", mode if mode in DOWN_MODES else op, lost[1])
             went_down = _PARTWAY.get()
@@ -1481,8 +1495,10 @@ class _ProbedListing:
                 turn.end()
             probe._running.pop(n, None)
             lost = _LOST.get()
-            if lost is not None and lost[1] == "timed out" and lost[0]():
-                probe._mark("lifecycle", "list", "timed out")  # a page held past its deadline
+            if lost is not None and lost[1] in _ANY_CALL and lost[0]():
+                # a page held past its deadline, or another client's write between two
+                # exchanges of the listing
+                probe._mark("lifecycle", "list", lost[1])
         self._seen.append(key)
         return key
 

@@ -54,7 +54,7 @@ from ..storage import GetResult, IfMatch, Storage
 from ..storage import delete_many as delete_many_of
 from .checks import describe, fail, get_or_none
 from .clauses import checks
-from .coverage import large_sizes, size_label
+from .coverage import large_sizes, reply_lost, size_label
 from .fixtures import StorageFixtures, not_exercised, proxied_target, set_small_pages
 from .proxy import StallProxy
 from .target import Target, new_location
@@ -196,11 +196,14 @@ async def _each_gap(target: Target, size: int) -> bool:
                 "overwrote the key"
             )
             proxy.stall("request", partial=False, after=n, exchanges=True)
-            call = asyncio.ensure_future(_get(reader, size, where))
             write: asyncio.Future[str] | None = None
+            gap = asyncio.Event()  # set once the other client's write falls in the gap
+            with reply_lost(gap.is_set, "written in a gap"):
+                call = asyncio.ensure_future(_get(reader, size, where))
             try:
                 if await proxy.holding(call, GAP_HOLD_WAIT):
                     held_any = True
+                    gap.set()
                     write = asyncio.ensure_future(writer.put(_KEY, value(len(values))))
                     await asyncio.wait({write}, timeout=GAP_WRITE_WAIT)
             finally:
@@ -312,11 +315,14 @@ async def _each_listing_gap(target: Target) -> bool:
                 f"{GAP_LASTING} keys, created one and deleted another"
             )
             proxy.stall("request", partial=False, after=n, exchanges=True)
-            call = asyncio.ensure_future(_listing(reader, where))
             other: asyncio.Future[None] | None = None
+            gap = asyncio.Event()  # set once the other client's writes fall in the gap
+            with reply_lost(gap.is_set, "written in a gap"):
+                call = asyncio.ensure_future(_listing(reader, where))
             try:
                 if await proxy.holding(call, GAP_HOLD_WAIT):
                     held_any = True
+                    gap.set()
                     other = asyncio.ensure_future(write_around())
                     await asyncio.wait({other}, timeout=GAP_WRITE_WAIT)
             finally:
@@ -393,13 +399,16 @@ async def _each_write_gap(target: Target, kind: str) -> bool:
                 f"{'deleted' if kind.startswith('delete') else 'put'} the key"
             )
             proxy.stall("request", partial=False, after=n, exchanges=True)
-            call = asyncio.ensure_future(
-                _answer(_start(kind, reader, key, version), kind, key, where)
-            )
             other: asyncio.Future[Any] | None = None
+            gap = asyncio.Event()  # set once the other client's write falls in the gap
+            with reply_lost(gap.is_set, "written in a gap"):
+                call = asyncio.ensure_future(
+                    _answer(_start(kind, reader, key, version), kind, key, where)
+                )
             try:
                 if await proxy.holding(call, GAP_HOLD_WAIT):
                     held_any = True
+                    gap.set()
                     other = asyncio.ensure_future(
                         writer.delete(key) if kind.startswith("delete") else writer.put(key, THEIRS)
                     )
