@@ -75,10 +75,11 @@ class Attempt:
     indeterminate, see `OutcomeUnknown`).
     """
 
-    __slots__ = ("connections",)
+    __slots__ = ("connections", "transports")
 
     def __init__(self) -> None:
         self.connections: list[Any] = []  # aiohttp Connection objects
+        self.transports: list[Any] = []  # their transports, as handed out
 
     def sent(self) -> bool:
         """Whether the attempt was ever handed a connection: its request may have left.
@@ -97,11 +98,13 @@ class Attempt:
         return any(conn.protocol is not None for conn in self.connections)
 
     def reset(self) -> None:
-        """Reset every connection that the attempt still holds (a TCP RST)."""
-        for conn in self.connections:
-            protocol = conn.protocol
-            transport = None if protocol is None else protocol.transport
-            if transport is None:
+        """Reset every connection that the attempt still holds (a TCP RST), and every one
+        of its connections that is closing gracefully: aiohttp closes the connection of a
+        request that failed or timed out with ``transport.close()``, which keeps the socket
+        open until the request's buffered bytes are sent, for ever on a link that stopped
+        moving, and then sends them. A connection handed back to the pool is neither."""
+        for conn, transport in zip(self.connections, self.transports, strict=True):
+            if transport is None or not (conn.protocol is not None or transport.is_closing()):
                 continue
             sock = transport.get_extra_info("socket")
             if sock is not None:
@@ -145,6 +148,8 @@ def track_connections(connector: Any) -> Any:
         attempt = _ATTEMPT.get()
         if attempt is not None:  # no await between the connection and this record
             attempt.connections.append(conn)
+            protocol = conn.protocol
+            attempt.transports.append(None if protocol is None else protocol.transport)
         return conn
 
     connector.connect = tracked_connect

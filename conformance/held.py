@@ -48,7 +48,7 @@ from .proxy import StallProxy
 from .settle import SettleWatch
 from .sweeps import expect_busy_released, max_value_of
 from .target import Target
-from .unavailable import _a
+from .unavailable import UNAVAILABLE_BOUND, _a
 
 __all__ = ["CLOSE_BOUND", "CLOSE_WAIT_BOUND", "HOLD_ATTEMPTS", "HeldBackendTests", "not_exercised"]
 
@@ -56,6 +56,9 @@ STALLED_PUT = 16 * 1024 * 1024
 """The size of the put that the stalled-link close test holds: more than a loopback socket's
 send and receive buffers take, so that part of it waits in the client's own buffers."""
 
+STUCK_PUT = 8 * 1024 * 1024
+"""The size of the put whose link stops moving until it ends by its own deadline: more than
+a loopback socket's send buffer takes, so that the client waits to write the rest."""
 CLOSE_BOUND = 5.0
 """Seconds within which ``aclose()`` must return while the backend is held: it has nothing
 to ask the backend (the built-in adapters take milliseconds)."""
@@ -479,6 +482,92 @@ class HeldBackendTests(StorageFixtures):
                 "for as long as the link takes, and sends the rest of the put after aclose() "
                 "returned: abort the connections that aclose() closes (transport.abort(), "
                 "the driver's terminate()), at least those whose requests are unfinished",
+            )
+
+    @checks("error.healthy-after", "close.releases", "hygiene.descriptors")
+    async def test_a_large_put_whose_link_stops_moving_ends_by_its_own_deadline(
+        self, storage_target: Target | None
+    ) -> None:
+        """A put of `STUCK_PUT` bytes, on a storage opened with ``timeout`` `HELD_TIMEOUT`,
+        whose request the stall proxy holds partway and stops reading, so that the rest
+        waits in the client's buffers and its writes block: nobody cancels it, and it must
+        end by its own deadline with a `StorageError` within `UNAVAILABLE_BOUND` (an adapter
+        may give a large value a longer deadline than ``timeout``, not an endless one).
+        Then ``aclose()`` returns and, the link still stalled, no socket of the storage to
+        the proxy is left open. A deadline that bounds each read of the reply (a driver's
+        ``read_timeout``) never fires while the client is still writing, and a connection
+        closed with a goodbye (``QUIT``, a graceful close) waits for buffers that never
+        empty: the call hangs."""
+        if storage_target is None or not storage_target.times_out:
+            pytest.skip(
+                "no put can be stalled on a link: the target's factory takes no endpoint and "
+                "timeout, or the target names no upstream server"
+            )
+        assert storage_target.upstream is not None
+        size = min(STUCK_PUT, max_value_of(storage_target))
+        key = "held-stuck/k"
+        context = (
+            f"a put of {size:,} bytes whose request the stall proxy held partway and stopped "
+            f"reading, on a storage opened with timeout={HELD_TIMEOUT:g}"
+        )
+        left: list[descriptors.Descriptor] = []
+        async with StallProxy(storage_target.upstream, receive_buffer=64 * 1024) as proxy:
+            before = descriptors.snapshot() if descriptors.available() else None
+            async with storage_target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client:
+                await client.put(key, b"the value before the stuck put")
+                proxy.stall("request", partial=True, backpressure=True, large=True)
+                task: asyncio.Future[Any] = asyncio.ensure_future(client.put(key, bytes(size)))
+                await _held_by(proxy, task, "put")
+                try:
+                    started = time.monotonic()
+                    await asyncio.wait({task}, timeout=UNAVAILABLE_BOUND)
+                    if not task.done():
+                        task.cancel()
+                        await asyncio.wait({task}, timeout=CLOSE_BOUND)
+                        fail(
+                            "a call whose backend stops taking its request ends by its own "
+                            "deadline",
+                            key=key,
+                            expected=f"a StorageError within {UNAVAILABLE_BOUND:g} s",
+                            observed=f"the put had not ended after {UNAVAILABLE_BOUND:g} s "
+                            f"({context})",
+                            detail="bound the whole call, the sending of its request "
+                            "included, by one deadline (asyncio.timeout around it), not each "
+                            "read of the reply; then abort its connection (a goodbye waits "
+                            "for buffers that the link never drains)",
+                        )
+                    took = time.monotonic() - started
+                    outcome = (await asyncio.gather(task, return_exceptions=True))[0]
+                    if not isinstance(outcome, StorageError):
+                        fail(
+                            "a put whose request never reached its server whole cannot succeed",
+                            key=key,
+                            expected="StorageUnavailable or OutcomeUnknown",
+                            observed=f"it ended with {describe(outcome)} after {took:.1f} s "
+                            f"({context})",
+                        )
+                    with backend_held():
+                        await aclose_within(client, HELD_TIMEOUT + CLOSE_BOUND, key, context)
+                    if before is not None:  # the link still stalled
+                        link = f" -> {proxy.address[0]}:{proxy.address[1]} "
+                        left = await descriptors.wait_for_no_leak(
+                            before,
+                            grace=RELEASE_LAG,
+                            foreign=storage_target.foreign_descriptors,
+                            only=lambda d: link in d.name,
+                        )
+                finally:
+                    proxy.resume()
+        if left:
+            fail(
+                "when aclose() returns, no socket of the storage is left open or writing",
+                key=key,
+                expected=f"as many open descriptors as before the storage was opened, "
+                f"{RELEASE_LAG:g} s after aclose() returned, the link still stalled",
+                observed=f"the process still had {descriptors.describe_leak(left)} (after "
+                f"{context} ended by its deadline)",
+                detail="abort the connection of a call that failed mid-request "
+                "(transport.abort(), the driver's terminate()), not a graceful close",
             )
 
 

@@ -262,8 +262,13 @@ def moto_descriptor(target: str) -> bool:
 
     moto stores a large object in a ``SpooledTemporaryFile``, which becomes an
     unnamed temporary file (``/tmp/#123 (deleted)``) held as long as the
-    object: the server's, not the client's. Give it to
-    `foreign_descriptors`.
+    object: the server's, not the client's. And werkzeug, which serves moto's
+    requests in threads of this process, opens a selector (an ``eventpoll``) at the
+    end of each request to drain what the client sent; when the client reset the
+    connection, the read there raises before ``selector.close()``, and the selector
+    waits for the garbage collector. Give it to `foreign_descriptors`.
     """
     tmp = tempfile.gettempdir().rstrip("/")
+    if target == "anon_inode:[eventpoll]":
+        return True
     return target.startswith(f"{tmp}/#") and target.endswith(" (deleted)")

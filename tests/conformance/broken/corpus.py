@@ -1887,6 +1887,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVPutReadsItsVersionBack),
     ),
     Mutant(
+        "deadline-for-the-reply-only",
+        ("error.healthy-after",),
+        CAN,
+        "test_a_large_put_whose_link_stops_moving_ends_by_its_own_deadline",
+        lambda: netkv.netkv_target(
+            netkv.NetKVDeadlineForTheReplyOnly, name="NetKVDeadlineForTheReplyOnly"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _doc(netkv.NetKVDeadlineForTheReplyOnly),
+    ),
+    Mutant(
         "goodbye-on-close",
         ("close.backend-down",),
         "lifecycle",

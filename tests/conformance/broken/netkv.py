@@ -779,6 +779,32 @@ class NetKVPutReadsItsVersionBack(NetKVStorage):
         return (await self._get(key)).version
 
 
+class NetKVDeadlineForTheReplyOnly(NetKVStorage):
+    """The storage's ``timeout`` bounds waiting for the reply, not sending the request (a
+    driver's ``read_timeout``, the fifth blind round's asyncmy adapter b19): a call that
+    times out while its request is still being sent waits for that first, and on a link
+    that stopped moving it never ends."""
+
+    _sending = False
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: dict[str, Any]
+    ) -> dict[str, Any]:
+        self._sending = True
+        try:
+            writer.write(_frame(request))
+            await writer.drain()
+        finally:
+            self._sending = False
+        return await _read_frame(reader)
+
+    async def _timed_out(self, exchange: asyncio.Future[dict[str, Any]]) -> None:
+        if self._sending:  # "the deadline is the reply's": the request is sent in full first
+            exchange.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+            await asyncio.wait({exchange})
+        await super()._timed_out(exchange)
+
+
 class NetKVLostWriteIsUnavailable(NetKVStorage):
     """Bug: a write whose connection failed after its request left raises plain
     ``StorageUnavailable`` ("nothing happened"), though the server may have applied it."""
