@@ -53,6 +53,7 @@ from .clauses import checks
 from .coverage import watching_landings
 from .faults import FaultyStorage
 from .fixtures import DEFAULT_CANCEL_BOUND
+from .gaps import GapCancellationTests
 from .held import HeldBackendTests
 from .proxy import StallProxy
 from .settle import SettleWatch
@@ -96,7 +97,7 @@ def _delete_kinds(conditional_delete: bool) -> list[DeleteSwept]:
     return ["delete", "delete_many"]
 
 
-class CancellationTests(HeldBackendTests, CancellationSweepTests):
+class CancellationTests(HeldBackendTests, CancellationSweepTests, GapCancellationTests):
     """Cancelled puts and gets: prompt, whole or absent, never late, no stale replies."""
 
     conformance_group: ClassVar[str | None] = "cancellation"

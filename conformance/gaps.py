@@ -34,8 +34,17 @@ one, a key deleted skips one) is out of reach of the listing test that writes be
 keys a listing yields, and the tests that race writes against listings catch it when a
 write happens to fall between two of its requests; here one falls there every time.
 
-All three need a target that the proxy can stand in front of (its factory takes
-``endpoint``) and that is ``shared``; they are skipped for others, saying why.
+The ``cancellation`` group's gap test cancels a write there instead: a put of a small
+value and one of the largest size, an if-match put and a delete, each held before each of
+its exchanges in turn and cancelled. It must end within the cancel bound, its key must hold
+the old value or the new one, whole (a value written in parts, or in several statements,
+cut between two of them is not), the next call on the same storage must get its own answer
+once the proxy forwards again (a client that kept the connection would send the held
+request then, and read its reply as the next call's), and, for an adapter that declares
+``settles_cancelled_writes``, nothing of the write may land afterwards.
+
+All need a target that the proxy can stand in front of (its factory takes ``endpoint``)
+and that is ``shared``; they are skipped for others, saying why.
 """
 
 from __future__ import annotations
@@ -44,23 +53,26 @@ import asyncio
 import hashlib
 import itertools
 import random
+import time
 from collections.abc import Awaitable
 from typing import Any, ClassVar
 
 import pytest
 
 from ..errors import NotFound, PreconditionFailed, StorageError
-from ..storage import GetResult, IfMatch, Storage
+from ..storage import Capabilities, GetResult, IfMatch, Storage
 from ..storage import delete_many as delete_many_of
+from .cancelling import own_answer
 from .checks import describe, fail, get_or_none
 from .clauses import checks
-from .coverage import large_sizes, reply_lost, size_label
+from .coverage import large_sizes, reply_lost, size_label, watching_landings
 from .fixtures import StorageFixtures, not_exercised, proxied_target, set_small_pages
 from .proxy import StallProxy
+from .settle import SettleWatch
 from .target import Target, new_location
 from .unavailable import UNAVAILABLE_BOUND
 
-__all__ = ["GAP_EXCHANGES", "GAP_SMALL", "GapTests"]
+__all__ = ["GAP_EXCHANGES", "GAP_SMALL", "GapCancellationTests", "GapTests"]
 
 GAP_EXCHANGES = 12
 """The most exchanges of one get that the test holds, one run each."""
@@ -547,3 +559,156 @@ def _judge(
             "a compare-and-set, If-Match): a check answered before the write lets another "
             "client's write fall between them, and the write then undoes it",
         )
+
+
+class GapCancellationTests(StorageFixtures):
+    """A write cancelled between each two of its exchanges."""
+
+    conformance_group: ClassVar[str | None] = "cancellation"
+
+    @checks(
+        "cancel.prompt", "cancel.whole-or-absent", "cancel.no-late-landing", "cancel.healthy-after"
+    )
+    async def test_each_write_cancelled_in_each_of_its_gaps_is_whole_or_absent(
+        self,
+        request: pytest.FixtureRequest,
+        storage_target: Target | None,
+        supports_shared: bool,
+        supports_conditional_put: bool,
+        capabilities: Capabilities,
+        settle_window: float,
+        cancel_bound: float,
+        scale: float,
+    ) -> None:
+        """A put of `GAP_SMALL` bytes and one of the largest value size, an if-match put
+        (where ``conditional_put`` is declared) and a delete: for each exchange of the
+        write in turn, on a key of its own, the stall proxy holds the request that opens it
+        and the write is cancelled. It ends within the cancel bound; its key then holds the
+        old value or the new one, whole; once the proxy forwards again the next call gets
+        its own answer; and nothing of the write lands later where the adapter declares
+        ``settles_cancelled_writes`` (watched through a second client)."""
+        target = proxied_target(storage_target, "no write can be held between its exchanges")
+        if not (supports_shared and target.reopens):
+            pytest.skip("no second client on the same data (the target is not shared)")
+        settles = capabilities.settles_cancelled_writes
+        large = large_sizes(target.max_value)[-1:]
+        kinds = [("put", GAP_SMALL), *[("put", size) for size in large], ("delete", GAP_SMALL)]
+        if supports_conditional_put:
+            kinds.insert(2, ("if-match put", GAP_SMALL))
+        held = [
+            await _cancel_in_each_gap(
+                target, kind, size, cancel_bound, settle_window, settles, request, scale
+            )
+            for kind, size in kinds
+        ]
+        if not any(held):
+            not_exercised(
+                "no write was held: each answered before the stall proxy saw a request of it"
+            )
+
+
+async def _cancel_in_each_gap(
+    target: Target,
+    kind: str,
+    size: int,
+    cancel_bound: float,
+    settle_window: float,
+    settles: bool,
+    request: pytest.FixtureRequest,
+    scale: float,
+) -> bool:
+    """Cancel ``kind`` of a ``size``-byte value held at each of its exchanges in turn;
+    whether any was held."""
+    __tracebackhide__ = True
+    assert target.upstream is not None
+    old = random.Random(size).randbytes(size)
+    new = bytes(reversed(old)) if size > 1 else b"n"
+    location = new_location()
+    held_any = False
+    label = f"{kind.replace(' ', '-')}-{size}"
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(location=location) as observer,
+        target.open(endpoint=proxy.address, location=location) as storage,
+    ):
+        watch = SettleWatch(
+            observer,
+            window=settle_window,
+            settles=settles,
+            node=request.node,
+            second_client=True,
+            interval=max(0.01, 0.02 / scale),
+        )
+        await get_or_none(storage, "gaps/none")  # the storage's connection is open
+        for n in range(GAP_EXCHANGES):
+            key = f"gaps-cut/{label}/{n}"
+            version = await observer.put(key, old)
+            where = (
+                f"{_a(kind)} of {size_label(size)} held before its exchange {n + 1} with the "
+                "server (the stall proxy let the first ones through), then cancelled"
+            )
+            proxy.stall("request", partial=False, after=n, exchanges=True)
+            with watching_landings():
+                call = asyncio.ensure_future(_cut(kind, storage, key, new, version))
+            if not await proxy.holding(call, GAP_HOLD_WAIT):
+                proxy.resume()
+                await call  # it ended with nothing held: it has no exchange n + 1
+                break
+            held_any = True
+            call.cancel()
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            done, _ = await asyncio.wait({call}, timeout=cancel_bound * 4)
+            took, ended = loop.time() - start, time.monotonic()
+            proxy.resume()  # a client that kept the connection sends the held request now
+            if not done or took > cancel_bound:
+                fail(
+                    "a cancelled operation must end promptly",
+                    key=key,
+                    expected=f"it to end within {cancel_bound:g} s of its cancel",
+                    observed=(f"it took {took:.3f} s" if done else "it had not ended")
+                    + f" ({where})",
+                )
+            outcome = (await asyncio.gather(call, return_exceptions=True))[0]
+            if isinstance(outcome, BaseException) and not isinstance(
+                outcome, asyncio.CancelledError
+            ):
+                fail(
+                    "a cancelled operation must raise CancelledError or give its own answer",
+                    key=key,
+                    expected="CancelledError or its answer",
+                    observed=f"it raised {describe(outcome)} ({where})",
+                )
+            await own_answer(storage, f"gaps-cut/{label}/next-{n}", where)
+            allowed = (old, None) if kind == "delete" else (old, new)
+            seen = await watch.read(key)
+            if seen not in allowed:
+                fail(
+                    "a cancelled write leaves its key whole or as it was",
+                    key=key,
+                    expected=f"{describe(allowed[0])} or {describe(allowed[1])}",
+                    observed=f"it holds {describe(seen, reference=[old, new])} ({where})",
+                    detail="write a value in one statement or one transaction, and roll "
+                    "back (or drop the connection of) a transaction whose call was cancelled",
+                )
+            if call.cancelled():
+                watch.add(
+                    key,
+                    seen,
+                    what=kind,
+                    since=ended,
+                    context=where,
+                    allowed=allowed,
+                    written=None if kind == "delete" else new,
+                )
+        await watch.settle()
+    return held_any
+
+
+def _cut(kind: str, storage: Storage, key: str, new: bytes, version: str) -> Awaitable[Any]:
+    """The write of ``kind`` that the test cancels."""
+    if kind == "put":
+        return storage.put(key, new)
+    if kind == "if-match put":
+        return storage.put(key, new, mode=IfMatch(version))
+    return storage.delete(key)

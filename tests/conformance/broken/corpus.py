@@ -1898,6 +1898,17 @@ MUTANTS: tuple[Mutant, ...] = (
         _doc(netkv.NetKVDeadlineForTheReplyOnly),
     ),
     Mutant(
+        "two-step-write-cancelled-keeps-its-connection",
+        ("cancel.no-late-landing", "cancel.healthy-after"),
+        CAN,
+        "test_each_write_cancelled_in_each_of_its_gaps_is_whole_or_absent",
+        lambda: netkv.netkv_target(
+            netkv.NetKVTwoStepKeepsItsConnection, name="NetKVTwoStepKeepsItsConnection"
+        ),
+        lambda: netkv.netkv_target(netkv.NetKVTwoStepStorage, name="NetKVTwoStepStorage"),
+        _doc(netkv.NetKVTwoStepKeepsItsConnection),
+    ),
+    Mutant(
         "goodbye-on-close",
         ("close.backend-down",),
         "lifecycle",

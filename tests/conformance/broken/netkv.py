@@ -570,6 +570,17 @@ class NetKVTwoStepStorage(NetKVFencedStorage):
         return fence
 
 
+class NetKVTwoStepKeepsItsConnection(NetKVTwoStepStorage):
+    """Bug: a two-exchange write (a statement, then its ``COMMIT``) cancelled between them
+    stops waiting but keeps the connection, as a pool that takes back a connection whose
+    transaction is still open: the ``COMMIT`` that was on its way arrives and commits the
+    cancelled write after ``CancelledError``, and its reply waits for the next call."""
+
+    async def _settle_cancelled(self, exchange: asyncio.Future[dict[str, Any]]) -> None:
+        exchange.cancel()
+        await asyncio.gather(exchange, return_exceptions=True)
+
+
 class NetKVTwoStepFencedApart(NetKVTwoStepStorage):
     """Bug: a two-exchange write whose deadline the server checks at the first exchange (the
     statement), not at the commit (as a fence run as a statement of its own, or one that
