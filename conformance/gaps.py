@@ -528,7 +528,9 @@ def _judge(
             observed=f"it answered {mine!r}, the version the other client's put answered, and "
             f"{ends} ({where})",
             detail="take the version from the write's own answer (RETURNING, the response's "
-            "ETag or version id), not from a read after it, which may find another write",
+            "ETag or version id), not from a read after it, which may find another write; "
+            "and mint a new one for every write, not from a clock (two writes in one tick "
+            "share it)",
         )
     if kind == "put":  # the two puts in either order: the key ends with the last one's
         if final is None or (final.data, final.version) not in ((MINE, mine), (THEIRS, theirs)):
