@@ -95,6 +95,11 @@ def _with(make: Callable[[Any], Target], cls: Any) -> MakeTarget:
     return lambda: _made(lambda: make(cls))
 
 
+def _net(cls: Any) -> MakeTarget:
+    """A target of the netkv client ``cls`` on a server of its own, named after it."""
+    return lambda: netkv.netkv_target(cls, name=cls.__name__)
+
+
 def _doc(cls: Any) -> str:
     text = (cls.__doc__ or "").strip().split("\n\n")[0]
     return " ".join(text.split()).removeprefix("Bug: ")
@@ -1742,8 +1747,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable",),
         "lifecycle",
         "test_get_while_the_backend_is_down_raises_storage_unavailable",
-        lambda: netkv.netkv_target(netkv.NetKVRawErrors, name="NetKVRawErrors"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVRawErrors),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVRawErrors),
     ),
     Mutant(
@@ -1751,10 +1756,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable",),
         "lifecycle",
         "test_every_operation_where_nothing_listens_raises_storage_unavailable",
-        lambda: netkv.netkv_target(
-            netkv.NetKVRefusedConnectEscapes, name="NetKVRefusedConnectEscapes"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVRefusedConnectEscapes),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVRefusedConnectEscapes),
     ),
     Mutant(
@@ -1762,11 +1765,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable",),
         "lifecycle",
         "test_put_while_the_backend_is_down_raises_storage_unavailable",
-        lambda: netkv.netkv_target(
-            netkv.NetKVConditionalErrorsAsPrecondition,
-            name="NetKVConditionalErrorsAsPrecondition",
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVConditionalErrorsAsPrecondition),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVConditionalErrorsAsPrecondition),
     ),
     Mutant(
@@ -1774,10 +1774,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable",),
         "lifecycle",
         "test_delete_while_the_backend_is_down_raises_storage_unavailable",
-        lambda: netkv.netkv_target(
-            netkv.NetKVConditionalDeleteDownIsFalse, name="NetKVConditionalDeleteDownIsFalse"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVConditionalDeleteDownIsFalse),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVConditionalDeleteDownIsFalse),
     ),
     Mutant(
@@ -1785,11 +1783,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable", "delete-many.count"),
         "lifecycle",
         "test_delete_many_whose_backend_goes_down_partway_raises_storage_unavailable",
-        lambda: netkv.netkv_target(
-            netkv.NetKVBatchFailsOnlyIfEveryRequestFails,
-            name="NetKVBatchFailsOnlyIfEveryRequestFails",
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVBatchStorage, name="NetKVBatchStorage"),
+        _net(netkv.NetKVBatchFailsOnlyIfEveryRequestFails),
+        _net(netkv.NetKVBatchStorage),
         _doc(netkv.NetKVBatchFailsOnlyIfEveryRequestFails),
     ),
     Mutant(
@@ -1842,8 +1837,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("put.atomic", "put.returns-version"),
         CON,
         "test_a_get_with_another_clients_write_in_each_of_its_gaps_returns_one_put_whole",
-        lambda: netkv.netkv_target(netkv.NetKVGetInTwoRequests, name="NetKVGetInTwoRequests"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVGetInTwoRequests),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVGetInTwoRequests),
     ),
     Mutant(
@@ -1851,8 +1846,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("put.conditional.one-winner", "put.if-match.stale", "delete.conditional.one-winner"),
         CON,
         "test_each_write_with_another_clients_write_in_each_of_its_gaps_loses_neither",
-        lambda: netkv.netkv_target(netkv.NetKVChecksThenWrites, name="NetKVChecksThenWrites"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVChecksThenWrites),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVChecksThenWrites),
     ),
     Mutant(
@@ -1860,8 +1855,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("delete.one-true",),
         CON,
         "test_each_write_with_another_clients_write_in_each_of_its_gaps_loses_neither",
-        lambda: netkv.netkv_target(netkv.NetKVDeleteChecksFirst, name="NetKVDeleteChecksFirst"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVDeleteChecksFirst),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVDeleteChecksFirst),
     ),
     Mutant(
@@ -1869,10 +1864,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("list.concurrent-writes", "list.pages"),
         CON,
         "test_a_listing_with_another_clients_writes_in_each_of_its_gaps_yields_each_key_once",
-        lambda: netkv.netkv_target(
-            netkv.NetKVListsEveryPageByOffsetFirst, name="NetKVListsEveryPageByOffsetFirst"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVListsEveryPageByOffsetFirst),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVListsEveryPageByOffsetFirst),
     ),
     Mutant(
@@ -1880,10 +1873,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("put.returns-version",),
         CON,
         "test_each_write_with_another_clients_write_in_each_of_its_gaps_loses_neither",
-        lambda: netkv.netkv_target(
-            netkv.NetKVPutReadsItsVersionBack, name="NetKVPutReadsItsVersionBack"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVPutReadsItsVersionBack),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVPutReadsItsVersionBack),
     ),
     Mutant(
@@ -1891,10 +1882,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.healthy-after",),
         CAN,
         "test_a_large_put_whose_link_stops_moving_ends_by_its_own_deadline",
-        lambda: netkv.netkv_target(
-            netkv.NetKVDeadlineForTheReplyOnly, name="NetKVDeadlineForTheReplyOnly"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVDeadlineForTheReplyOnly),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVDeadlineForTheReplyOnly),
     ),
     Mutant(
@@ -1902,10 +1891,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("cancel.no-late-landing", "cancel.healthy-after"),
         CAN,
         "test_each_write_cancelled_in_each_of_its_gaps_is_whole_or_absent",
-        lambda: netkv.netkv_target(
-            netkv.NetKVTwoStepKeepsItsConnection, name="NetKVTwoStepKeepsItsConnection"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVTwoStepStorage, name="NetKVTwoStepStorage"),
+        _net(netkv.NetKVTwoStepKeepsItsConnection),
+        _net(netkv.NetKVTwoStepStorage),
         _doc(netkv.NetKVTwoStepKeepsItsConnection),
     ),
     Mutant(
@@ -1913,8 +1900,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.backend-down",),
         "lifecycle",
         "test_aclose_while_the_backend_is_down_returns_and_releases_everything",
-        lambda: netkv.netkv_target(netkv.NetKVGoodbyeOnClose, name="NetKVGoodbyeOnClose"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVGoodbyeOnClose),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVGoodbyeOnClose),
     ),
     Mutant(
@@ -1922,8 +1909,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.backend-down",),
         "cancellation",
         "test_aclose_while_the_backend_is_held_returns_promptly",
-        lambda: netkv.netkv_target(netkv.NetKVGoodbyeOnClose, name="NetKVGoodbyeOnClose"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVGoodbyeOnClose),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVGoodbyeOnClose),
     ),
     Mutant(
@@ -1931,8 +1918,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable",),
         "lifecycle",
         "test_first_call_while_the_backend_is_down_raises_and_the_storage_recovers",
-        lambda: netkv.netkv_target(netkv.NetKVKeepsAFailedSetup, name="NetKVKeepsAFailedSetup"),
-        lambda: netkv.netkv_target(netkv.NetKVSetsUpAgain, name="NetKVSetsUpAgain"),
+        _net(netkv.NetKVKeepsAFailedSetup),
+        _net(netkv.NetKVSetsUpAgain),
         _doc(netkv.NetKVKeepsAFailedSetup),
     ),
     Mutant(
@@ -1940,8 +1927,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.other-storages",),
         "lifecycle",
         "test_closing_one_storage_leaves_another_open",
-        lambda: netkv.netkv_target(netkv.NetKVSharedClient, name="NetKVSharedClient"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVSharedClient),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVSharedClient),
     ),
     Mutant(
@@ -1949,8 +1936,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable", "put.atomic"),
         "lifecycle",
         "test_put_whose_backend_goes_down_partway_leaves_the_key_whole",
-        lambda: netkv.netkv_target(netkv.NetKVPartsManifestFirst, name="NetKVPartsManifestFirst"),
-        lambda: netkv.netkv_target(netkv.NetKVPartsStorage, name="NetKVPartsStorage"),
+        _net(netkv.NetKVPartsManifestFirst),
+        _net(netkv.NetKVPartsStorage),
         _doc(netkv.NetKVPartsManifestFirst),
     ),
     Mutant(
@@ -1958,10 +1945,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable", "put.round-trip"),
         "lifecycle",
         "test_get_whose_backend_goes_down_partway_never_answers_part_of_a_value",
-        lambda: netkv.netkv_target(
-            netkv.NetKVPartsReadUntilOneFails, name="NetKVPartsReadUntilOneFails"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVPartsStorage, name="NetKVPartsStorage"),
+        _net(netkv.NetKVPartsReadUntilOneFails),
+        _net(netkv.NetKVPartsStorage),
         _doc(netkv.NetKVPartsReadUntilOneFails),
     ),
     Mutant(
@@ -1969,10 +1954,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable", "list.pages"),
         "lifecycle",
         "test_list_whose_next_page_finds_the_backend_down_raises_storage_unavailable",
-        lambda: netkv.netkv_target(
-            netkv.NetKVLaterPageErrorEndsListing, name="NetKVLaterPageErrorEndsListing"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVLaterPageErrorEndsListing),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVLaterPageErrorEndsListing),
     ),
     Mutant(
@@ -1980,8 +1963,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.outcome-unknown",),
         "lifecycle",
         LOST_REPLY,
-        lambda: netkv.netkv_target(netkv.NetKVResendsWrites, name="NetKVResendsWrites"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVResendsWrites),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVResendsWrites),
     ),
     Mutant(
@@ -1989,10 +1972,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.outcome-unknown",),
         "lifecycle",
         LOST_REQUEST,
-        lambda: netkv.netkv_target(
-            netkv.NetKVRepeatTakesAConflictForItsOwn, name="NetKVRepeatTakesAConflictForItsOwn"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVRepeatTakesAConflictForItsOwn),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVRepeatTakesAConflictForItsOwn),
     ),
     Mutant(
@@ -2000,10 +1981,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.outcome-unknown",),
         "lifecycle",
         LOST_REQUEST,
-        lambda: netkv.netkv_target(
-            netkv.NetKVRepeatTakesNothingForItsOwn, name="NetKVRepeatTakesNothingForItsOwn"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVRepeatTakesNothingForItsOwn),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVRepeatTakesNothingForItsOwn),
     ),
     Mutant(
@@ -2011,10 +1990,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.healthy-after",),
         "lifecycle",
         TIMED_OUT,
-        lambda: netkv.netkv_target(
-            netkv.NetKVTimeoutKeepsTheConnection, name="NetKVTimeoutKeepsTheConnection"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVTimeoutKeepsTheConnection),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVTimeoutKeepsTheConnection),
     ),
     Mutant(
@@ -2022,10 +1999,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("list.pages",),
         "lifecycle",
         "test_a_listing_whose_connections_reset_between_pages_yields_each_key_once",
-        lambda: netkv.netkv_target(
-            netkv.NetKVCursorRestartsAfterReconnect, name="NetKVCursorRestartsAfterReconnect"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVCursorRestartsAfterReconnect),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVCursorRestartsAfterReconnect),
     ),
     Mutant(
@@ -2033,8 +2008,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("cancel.no-late-landing",),
         "cancellation",
         "test_put_cancelled_while_its_request_is_on_a_slow_link_never_lands_later",
-        lambda: netkv.netkv_target(netkv.NetKVClaimsToSettle, name="NetKVClaimsToSettle"),
-        lambda: netkv.netkv_target(netkv.NetKVFencedStorage, name="NetKVFencedStorage"),
+        _net(netkv.NetKVClaimsToSettle),
+        _net(netkv.NetKVFencedStorage),
         _doc(netkv.NetKVClaimsToSettle),
     ),
     Mutant(
@@ -2051,10 +2026,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.in-flight", "error.outcome-unknown"),
         "lifecycle",
         "test_a_write_that_aclose_cut_off_after_its_server_applied_it_says_so",
-        lambda: netkv.netkv_target(
-            netkv.NetKVClosedCallsAnswerStorageClosed, name="NetKVClosedCallsAnswerStorageClosed"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVClosedCallsAnswerStorageClosed),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVClosedCallsAnswerStorageClosed),
     ),
     Mutant(
@@ -2062,10 +2035,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.idle-closed",),
         "lifecycle",
         "test_every_operation_after_the_server_closed_its_idle_connections_answers",
-        lambda: netkv.netkv_target(
-            netkv.NetKVSendsOnAClosedConnection, name="NetKVSendsOnAClosedConnection"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVSendsOnAClosedConnection),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVSendsOnAClosedConnection),
     ),
     Mutant(
@@ -2073,8 +2044,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("cancel.no-late-landing",),
         "cancellation",
         "test_put_cancelled_while_its_request_is_on_a_slow_link_never_lands_later",
-        lambda: netkv.netkv_target(netkv.NetKVTwoStepFencedApart, name="NetKVTwoStepFencedApart"),
-        lambda: netkv.netkv_target(netkv.NetKVTwoStepStorage, name="NetKVTwoStepStorage"),
+        _net(netkv.NetKVTwoStepFencedApart),
+        _net(netkv.NetKVTwoStepStorage),
         _doc(netkv.NetKVTwoStepFencedApart),
     ),
     Mutant(
@@ -2082,10 +2053,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.outcome-unknown",),
         "lifecycle",
         LOST_REPLY,
-        lambda: netkv.netkv_target(
-            netkv.NetKVTwoStepResendsWrites, name="NetKVTwoStepResendsWrites"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVTwoStepStorage, name="NetKVTwoStepStorage"),
+        _net(netkv.NetKVTwoStepResendsWrites),
+        _net(netkv.NetKVTwoStepStorage),
         _doc(netkv.NetKVTwoStepResendsWrites),
     ),
     Mutant(
@@ -2093,10 +2062,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.releases",),
         "lifecycle",
         "test_aclose_with_every_operation_in_flight",
-        lambda: netkv.netkv_target(
-            netkv.NetKVForgetsTheBusyConnection, name="NetKVForgetsTheBusyConnection"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVForgetsTheBusyConnection),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVForgetsTheBusyConnection),
     ),
     _m(
@@ -2195,10 +2162,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.in-flight", "close.releases"),
         "cancellation",
         "test_aclose_with_a_call_the_backend_does_not_answer_leaves_nothing_running",
-        lambda: netkv.netkv_target(
-            netkv.NetKVAcloseDropNotInFinally, name="NetKVAcloseDropNotInFinally"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVAcloseDropNotInFinally),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVAcloseDropNotInFinally),
     ),
     Mutant(
@@ -2206,12 +2171,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.releases",),
         "lifecycle",
         "test_aclose_cancelled_while_calls_are_in_flight_still_releases_everything",
-        lambda: netkv.netkv_target(
-            netkv.NetKVAcloseDropSkippedWhenCancelled, name="NetKVAcloseDropSkippedWhenCancelled"
-        ),
-        lambda: netkv.netkv_target(
-            netkv.NetKVLeavesTheConnectionToAclose, name="NetKVLeavesTheConnectionToAclose"
-        ),
+        _net(netkv.NetKVAcloseDropSkippedWhenCancelled),
+        _net(netkv.NetKVLeavesTheConnectionToAclose),
         _doc(netkv.NetKVAcloseDropSkippedWhenCancelled),
     ),
     Mutant(
@@ -2219,10 +2180,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.unavailable",),
         "lifecycle",
         "test_calls_beyond_the_pool_size_while_the_backend_is_down_leave_the_storage_answering",
-        lambda: netkv.netkv_target(
-            netkv.NetKVPoolSlotLostToAFailedConnect, name="NetKVPoolSlotLostToAFailedConnect"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVPoolSlots, name="NetKVPoolSlots"),
+        _net(netkv.NetKVPoolSlotLostToAFailedConnect),
+        _net(netkv.NetKVPoolSlots),
         _doc(netkv.NetKVPoolSlotLostToAFailedConnect),
     ),
     Mutant(
@@ -2230,10 +2189,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.outcome-unknown",),
         "lifecycle",
         "test_every_operation_where_nothing_listens_raises_storage_unavailable",
-        lambda: netkv.netkv_target(
-            netkv.NetKVUnsentWriteIsOutcomeUnknown, name="NetKVUnsentWriteIsOutcomeUnknown"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVUnsentWriteIsOutcomeUnknown),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVUnsentWriteIsOutcomeUnknown),
     ),
     Mutant(
@@ -2241,8 +2198,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("close.releases",),
         "cancellation",
         "test_aclose_with_a_large_put_stalled_on_the_link_closes_its_socket_at_once",
-        lambda: netkv.netkv_target(netkv.NetKVClosesGracefully, name="NetKVClosesGracefully"),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVClosesGracefully),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVClosesGracefully),
     ),
     Mutant(
@@ -2250,10 +2207,8 @@ MUTANTS: tuple[Mutant, ...] = (
         ("error.outcome-unknown",),
         "lifecycle",
         LOST_REPLY,
-        lambda: netkv.netkv_target(
-            netkv.NetKVLostWriteIsUnavailable, name="NetKVLostWriteIsUnavailable"
-        ),
-        lambda: netkv.netkv_target(netkv.NetKVStorage, name="NetKVStorage"),
+        _net(netkv.NetKVLostWriteIsUnavailable),
+        _net(netkv.NetKVStorage),
         _doc(netkv.NetKVLostWriteIsUnavailable),
     ),
     _m(
