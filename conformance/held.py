@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -434,52 +435,20 @@ class HeldBackendTests(StorageFixtures):
         buffered bytes are sent: with the link stalled, for ever; once it moves, they go
         out after ``aclose()`` returned, and the put lands. Abort such a connection
         (``transport.abort()``)."""
-        if storage_target is None or not storage_target.times_out:
-            pytest.skip(
-                "no put can be stalled on a link: the target's factory takes no endpoint and "
-                "timeout, or the target names no upstream server"
+        target = _stallable(storage_target)
+        size = min(STALLED_PUT, max_value_of(target))
+        async with _StalledPut.started(target, size, "held-big/k") as stalled:
+            context = (
+                f"a put of {size:,} bytes whose request the stall proxy held partway, "
+                f"cancelled, then aclose() called, on a storage opened with "
+                f"timeout={HELD_TIMEOUT:g}"
             )
-        assert storage_target.upstream is not None
-        size = min(STALLED_PUT, max_value_of(storage_target))
-        key = "held-big/k"
-        left: list[descriptors.Descriptor] = []
-        async with StallProxy(storage_target.upstream, receive_buffer=64 * 1024) as proxy:
-            before = descriptors.snapshot() if descriptors.available() else None  # its own out
-            async with storage_target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client:
-                await client.put(key, b"the value before the held put")
-                proxy.stall("request", partial=True, backpressure=True, large=True)
-                task: asyncio.Future[Any] = asyncio.ensure_future(client.put(key, bytes(size)))
-                await _held_by(proxy, task, "put")
-                context = (
-                    f"a put of {size:,} bytes whose request the stall proxy held partway, "
-                    f"cancelled, then aclose() called, on a storage opened with "
-                    f"timeout={HELD_TIMEOUT:g}"
-                )
-                try:
-                    task.cancel()
-                    await asyncio.wait({task}, timeout=HELD_TIMEOUT + CLOSE_BOUND)
-                    with backend_held():
-                        await aclose_within(client, HELD_TIMEOUT + CLOSE_BOUND, key, context)
-                    await asyncio.gather(task, return_exceptions=True)
-                    if before is not None:  # the link still stalled
-                        link = f" -> {proxy.address[0]}:{proxy.address[1]} "
-                        left = await descriptors.wait_for_no_leak(
-                            before,
-                            grace=RELEASE_LAG,
-                            foreign=storage_target.foreign_descriptors,
-                            only=lambda d: link in d.name,  # not the proxy's own to the server
-                        )
-                finally:
-                    proxy.resume()
-        if left:
-            fail(
-                "when aclose() returns, no socket of the storage is left open or writing",
-                key=key,
-                expected=f"as many open descriptors as before the storage was opened, "
-                f"{RELEASE_LAG:g} s after aclose() returned, the link still stalled",
-                observed=f"the process still had {descriptors.describe_leak(left)} ({context})",
-                detail="a connection closed gracefully waits to send what its buffers hold, "
-                "for as long as the link takes, and sends the rest of the put after aclose() "
+            stalled.task.cancel()
+            await asyncio.wait({stalled.task}, timeout=HELD_TIMEOUT + CLOSE_BOUND)
+            await stalled.closed(
+                context,
+                "a connection closed gracefully waits to send what its buffers hold, for as "
+                "long as the link takes, and sends the rest of the put after aclose() "
                 "returned: abort the connections that aclose() closes (transport.abort(), "
                 "the driver's terminate()), at least those whose requests are unfinished",
             )
@@ -498,76 +467,113 @@ class HeldBackendTests(StorageFixtures):
         ``read_timeout``) never fires while the client is still writing, and a connection
         closed with a goodbye (``QUIT``, a graceful close) waits for buffers that never
         empty: the call hangs."""
-        if storage_target is None or not storage_target.times_out:
-            pytest.skip(
-                "no put can be stalled on a link: the target's factory takes no endpoint and "
-                "timeout, or the target names no upstream server"
-            )
-        assert storage_target.upstream is not None
-        size = min(STUCK_PUT, max_value_of(storage_target))
+        target = _stallable(storage_target)
+        size = min(STUCK_PUT, max_value_of(target))
         key = "held-stuck/k"
         context = (
             f"a put of {size:,} bytes whose request the stall proxy held partway and stopped "
             f"reading, on a storage opened with timeout={HELD_TIMEOUT:g}"
         )
-        left: list[descriptors.Descriptor] = []
-        async with StallProxy(storage_target.upstream, receive_buffer=64 * 1024) as proxy:
-            before = descriptors.snapshot() if descriptors.available() else None
-            async with storage_target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client:
-                await client.put(key, b"the value before the stuck put")
+        async with _StalledPut.started(target, size, key) as stalled:
+            task = stalled.task
+            started = time.monotonic()
+            await asyncio.wait({task}, timeout=UNAVAILABLE_BOUND)
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=CLOSE_BOUND)
+                fail(
+                    "a call whose backend stops taking its request ends by its own deadline",
+                    key=key,
+                    expected=f"a StorageError within {UNAVAILABLE_BOUND:g} s",
+                    observed=f"the put had not ended after {UNAVAILABLE_BOUND:g} s ({context})",
+                    detail="bound the whole call, the sending of its request included, by "
+                    "one deadline (asyncio.timeout around it), not each read of the reply; "
+                    "then abort its connection (a goodbye waits for buffers that the link "
+                    "never drains)",
+                )
+            took = time.monotonic() - started
+            outcome = (await asyncio.gather(task, return_exceptions=True))[0]
+            if not isinstance(outcome, StorageError):
+                fail(
+                    "a put whose request never reached its server whole cannot succeed",
+                    key=key,
+                    expected="StorageUnavailable or OutcomeUnknown",
+                    observed=f"it ended with {describe(outcome)} after {took:.1f} s ({context})",
+                )
+            await stalled.closed(
+                f"after {context} ended by its deadline",
+                "abort the connection of a call that failed mid-request (transport.abort(), "
+                "the driver's terminate()), not a graceful close",
+            )
+
+
+def _stallable(storage_target: Target | None) -> Target:
+    """``storage_target``, if a put can be stalled on its link; else skip the test."""
+    __tracebackhide__ = True
+    if storage_target is None or not storage_target.times_out:
+        pytest.skip(
+            "no put can be stalled on a link: the target's factory takes no endpoint and "
+            "timeout, or the target names no upstream server"
+        )
+    return storage_target
+
+
+@dataclass
+class _StalledPut:
+    """A large put whose request the stall proxy holds partway and stops reading (a link
+    that stopped moving), on a storage opened through the proxy with ``timeout``
+    `HELD_TIMEOUT`."""
+
+    target: Target
+    key: str
+    proxy: StallProxy
+    client: Storage
+    task: asyncio.Future[Any]
+    before: dict[int, str] | None  # the process's descriptors before the storage opened
+
+    @classmethod
+    @asynccontextmanager
+    async def started(cls, target: Target, size: int, key: str) -> AsyncIterator[_StalledPut]:
+        """Open the storage, put a small value, then start the put of ``size`` bytes and
+        wait until the proxy holds it; the link stays stalled until the context ends."""
+        assert target.upstream is not None
+        async with StallProxy(target.upstream, receive_buffer=64 * 1024) as proxy:
+            before = descriptors.snapshot() if descriptors.available() else None  # its own out
+            async with target.open(endpoint=proxy.address, timeout=HELD_TIMEOUT) as client:
+                await client.put(key, b"the value before the held put")
                 proxy.stall("request", partial=True, backpressure=True, large=True)
                 task: asyncio.Future[Any] = asyncio.ensure_future(client.put(key, bytes(size)))
                 await _held_by(proxy, task, "put")
                 try:
-                    started = time.monotonic()
-                    await asyncio.wait({task}, timeout=UNAVAILABLE_BOUND)
-                    if not task.done():
-                        task.cancel()
-                        await asyncio.wait({task}, timeout=CLOSE_BOUND)
-                        fail(
-                            "a call whose backend stops taking its request ends by its own "
-                            "deadline",
-                            key=key,
-                            expected=f"a StorageError within {UNAVAILABLE_BOUND:g} s",
-                            observed=f"the put had not ended after {UNAVAILABLE_BOUND:g} s "
-                            f"({context})",
-                            detail="bound the whole call, the sending of its request "
-                            "included, by one deadline (asyncio.timeout around it), not each "
-                            "read of the reply; then abort its connection (a goodbye waits "
-                            "for buffers that the link never drains)",
-                        )
-                    took = time.monotonic() - started
-                    outcome = (await asyncio.gather(task, return_exceptions=True))[0]
-                    if not isinstance(outcome, StorageError):
-                        fail(
-                            "a put whose request never reached its server whole cannot succeed",
-                            key=key,
-                            expected="StorageUnavailable or OutcomeUnknown",
-                            observed=f"it ended with {describe(outcome)} after {took:.1f} s "
-                            f"({context})",
-                        )
-                    with backend_held():
-                        await aclose_within(client, HELD_TIMEOUT + CLOSE_BOUND, key, context)
-                    if before is not None:  # the link still stalled
-                        link = f" -> {proxy.address[0]}:{proxy.address[1]} "
-                        left = await descriptors.wait_for_no_leak(
-                            before,
-                            grace=RELEASE_LAG,
-                            foreign=storage_target.foreign_descriptors,
-                            only=lambda d: link in d.name,
-                        )
+                    yield cls(target, key, proxy, client, task, before)
                 finally:
                     proxy.resume()
+
+    async def closed(self, context: str, detail: str) -> None:
+        """``aclose()`` returns, the put ends, and then, the link still stalled, no socket
+        of the storage to the proxy is left open (``context`` says how the put got there,
+        ``detail`` what to do about a socket left)."""
+        __tracebackhide__ = True
+        with backend_held():
+            await aclose_within(self.client, HELD_TIMEOUT + CLOSE_BOUND, self.key, context)
+        await asyncio.gather(self.task, return_exceptions=True)
+        if self.before is None:
+            return
+        link = f" -> {self.proxy.address[0]}:{self.proxy.address[1]} "
+        left = await descriptors.wait_for_no_leak(
+            self.before,
+            grace=RELEASE_LAG,
+            foreign=self.target.foreign_descriptors,
+            only=lambda d: link in d.name,  # not the proxy's own to the server
+        )
         if left:
             fail(
                 "when aclose() returns, no socket of the storage is left open or writing",
-                key=key,
+                key=self.key,
                 expected=f"as many open descriptors as before the storage was opened, "
                 f"{RELEASE_LAG:g} s after aclose() returned, the link still stalled",
-                observed=f"the process still had {descriptors.describe_leak(left)} (after "
-                f"{context} ended by its deadline)",
-                detail="abort the connection of a call that failed mid-request "
-                "(transport.abort(), the driver's terminate()), not a graceful close",
+                observed=f"the process still had {descriptors.describe_leak(left)} ({context})",
+                detail=detail,
             )
 
 
