@@ -60,7 +60,10 @@ import hashlib
 import itertools
 import random
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import pytest
@@ -188,7 +191,6 @@ async def _each_gap(target: Target, size: int) -> bool:
     """Overwrite the key through a second client at each exchange of a get in turn;
     whether any get was held."""
     __tracebackhide__ = True
-    assert target.upstream is not None
     base = random.Random(size).randbytes(size)
     values: list[bytes] = []  # the digest of each put, in order
     versions: dict[str, int] = {}  # version -> the put (index) that answered it
@@ -198,13 +200,12 @@ async def _each_gap(target: Target, size: int) -> bool:
         values.append(hashlib.blake2b(data, digest_size=16).digest())
         return data
 
-    location = new_location()
     held_any = False
-    async with (
-        StallProxy(target.upstream) as proxy,
-        target.open(location=location) as writer,
-        target.open(endpoint=proxy.address, location=location) as reader,
-    ):
+    async with _two_clients(target) as (proxy, writer, reader):
+
+        async def overwrite() -> str:
+            return await writer.put(_KEY, value(len(values)))
+
         versions[await writer.put(_KEY, value(0))] = 0
         first = await _get(reader, size, "before any hold")  # the reader's connection opens
         _failed(first, False, "a get", _KEY, "before any hold")
@@ -214,28 +215,15 @@ async def _each_gap(target: Target, size: int) -> bool:
                 "(the stall proxy let the first ones through) while a second client "
                 "overwrote the key"
             )
-            proxy.stall("request", partial=False, after=n, exchanges=True)
-            write: asyncio.Future[str] | None = None
-            gap = asyncio.Event()  # set once the other client's write falls in the gap
-            with reply_lost(gap.is_set, "written in a gap"):
-                call = asyncio.ensure_future(_get(reader, size, where))
-            try:
-                if await proxy.holding(call, GAP_HOLD_WAIT):
-                    held_any = True
-                    gap.set()
-                    write = asyncio.ensure_future(writer.put(_KEY, value(len(values))))
-                    await asyncio.wait({write}, timeout=GAP_WRITE_WAIT)
-            finally:
-                blocked = write is not None and not write.done()
-                proxy.resume()
-            got = await call
-            if write is not None:
-                versions[await write] = len(values) - 1
-            if _failed(got, blocked, "a get", _KEY, where):
+            gap = await _in_gap(proxy, n, partial(_get, reader, size, where), overwrite)
+            held_any = held_any or gap.held
+            if gap.held:
+                versions[gap.theirs] = len(values) - 1
+            if _failed(gap.mine, gap.blocked, "a get", _KEY, where):
                 continue  # it held a lock past its own deadline: the order is not known
-            assert isinstance(got, tuple)
-            _expect_one_put(*got, values, versions, size, where)
-            if write is None:
+            data, version = gap.mine
+            _expect_one_put(data, version, values, versions, size, where)
+            if not gap.held:
                 break  # the get ended with nothing held: it has no exchange n + 1
     return held_any
 
@@ -299,18 +287,12 @@ async def _each_listing_gap(target: Target) -> bool:
     """List the prefix with a second client's writes at each exchange in turn; whether any
     listing was held."""
     __tracebackhide__ = True
-    assert target.upstream is not None
     lasting = [f"{_LISTED}k{i:02d}" for i in range(GAP_LASTING)]
-    location = new_location()
     held_any = False
     written = set(lasting)
     created: list[str] = []
     rounds = 0
-    async with (
-        StallProxy(target.upstream) as proxy,
-        target.open(location=location) as writer,
-        target.open(endpoint=proxy.address, location=location) as reader,
-    ):
+    async with _two_clients(target) as (proxy, writer, reader):
         paged = set_small_pages(reader, 3)
         for key in lasting:
             await writer.put(key, BEFORE)
@@ -335,28 +317,13 @@ async def _each_listing_gap(target: Target) -> bool:
                 f"exchange {n + 1} with the server while a second client overwrote its "
                 f"{GAP_LASTING} keys, created one and deleted another"
             )
-            proxy.stall("request", partial=False, after=n, exchanges=True)
-            other: asyncio.Future[None] | None = None
-            gap = asyncio.Event()  # set once the other client's writes fall in the gap
-            with reply_lost(gap.is_set, "written in a gap"):
-                call = asyncio.ensure_future(_listing(reader))
-            try:
-                if await proxy.holding(call, GAP_HOLD_WAIT):
-                    held_any = True
-                    gap.set()
-                    other = asyncio.ensure_future(write_around())
-                    await asyncio.wait({other}, timeout=GAP_WRITE_WAIT)
-            finally:
-                blocked = other is not None and not other.done()
-                proxy.resume()
-            listed = await call
-            if other is not None:
-                await other
-            if _failed(listed, blocked, "a listing", None, where):
+            gap = await _in_gap(proxy, n, partial(_listing, reader), write_around)
+            held_any = held_any or gap.held
+            if _failed(gap.mine, gap.blocked, "a listing", None, where):
                 continue  # it held a lock past its own deadline: the order is not known
-            assert isinstance(listed, list)
-            _expect_lasting_once(listed, lasting, written, where)
-            if other is None:
+            assert isinstance(gap.mine, list)
+            _expect_lasting_once(gap.mine, lasting, written, where)
+            if not gap.held:
                 break  # the listing ended with nothing held: it has no exchange n + 1
     return held_any
 
@@ -402,14 +369,8 @@ async def _each_write_gap(target: Target, kind: str) -> bool:
     """Write the key through a second client at each exchange of ``kind`` in turn (a key
     of its own each time); whether any of them was held."""
     __tracebackhide__ = True
-    assert target.upstream is not None
-    location = new_location()
     held_any = False
-    async with (
-        StallProxy(target.upstream) as proxy,
-        target.open(location=location) as writer,
-        target.open(endpoint=proxy.address, location=location) as reader,
-    ):
+    async with _two_clients(target) as (proxy, writer, reader):
         await get_or_none(reader, "gaps/none")  # the reader's connection is open
         for n in range(GAP_EXCHANGES):
             key = f"gaps/{kind.replace(' ', '-')}/{n}"
@@ -419,32 +380,84 @@ async def _each_write_gap(target: Target, kind: str) -> bool:
                 "let the first ones through) while a second client "
                 f"{'deleted' if kind.startswith('delete') else 'put'} the key"
             )
-            proxy.stall("request", partial=False, after=n, exchanges=True)
-            other: asyncio.Future[Any] | None = None
-            gap = asyncio.Event()  # set once the other client's write falls in the gap
-            with reply_lost(gap.is_set, "written in a gap"):
-                call = asyncio.ensure_future(_answer(_start(kind, reader, key, version)))
-            try:
-                if await proxy.holding(call, GAP_HOLD_WAIT):
-                    held_any = True
-                    gap.set()
-                    other = asyncio.ensure_future(
-                        writer.delete(key) if kind.startswith("delete") else writer.put(key, THEIRS)
-                    )
-                    await asyncio.wait({other}, timeout=GAP_WRITE_WAIT)
-            finally:
-                blocked = other is not None and not other.done()
-                proxy.resume()
-            mine = await call
-            theirs = None if other is None else await other
-            if _failed(mine, blocked, _a(kind), key, where):
-                continue  # it held a lock past its own deadline: the order is not known
-            _judge(
-                kind, key, mine, theirs, other is not None, await get_or_none(writer, key), where
+            gap = await _in_gap(
+                proxy,
+                n,
+                partial(_held_write, kind, reader, key, version),
+                partial(_other_write, kind, writer, key),
             )
-            if other is None:
+            held_any = held_any or gap.held
+            if _failed(gap.mine, gap.blocked, _a(kind), key, where):
+                continue  # it held a lock past its own deadline: the order is not known
+            final = await get_or_none(writer, key)
+            _judge(kind, key, gap.mine, gap.theirs, gap.held, final, where)
+            if not gap.held:
                 break  # the write ended with nothing held: it has no exchange n + 1
     return held_any
+
+
+@asynccontextmanager
+async def _two_clients(target: Target) -> AsyncIterator[tuple[StallProxy, Storage, Storage]]:
+    """A new stall proxy in front of the target's server, and two storages at one new
+    location: one straight to the server, one through the proxy."""
+    assert target.upstream is not None
+    location = new_location()
+    async with (
+        StallProxy(target.upstream) as proxy,
+        target.open(location=location) as direct,
+        target.open(endpoint=proxy.address, location=location) as proxied,
+    ):
+        yield proxy, direct, proxied
+
+
+@dataclass(frozen=True)
+class _Gap:
+    """One round of `_in_gap`: the held call's outcome (``mine``), whether it was held, the
+    other client's write's answer (``theirs``, if it was), and whether that write was still
+    waiting when the proxy forwarded again (``blocked``: the held call holds its lock)."""
+
+    mine: Any
+    held: bool
+    theirs: Any
+    blocked: bool
+
+
+async def _in_gap(
+    proxy: StallProxy,
+    n: int,
+    call: Callable[[], Awaitable[Any]],
+    write: Callable[[], Awaitable[Any]],
+) -> _Gap:
+    """Start ``call`` with the proxy holding the request that opens its exchange ``n + 1``;
+    once it holds it, start ``write`` (the other client's) and give it `GAP_WRITE_WAIT`
+    seconds, then forward again. The call's cell ``written in a gap`` is recorded if the
+    write fell there."""
+    proxy.stall("request", partial=False, after=n, exchanges=True)
+    gap = asyncio.Event()  # set once the other client's write falls in the gap
+    with reply_lost(gap.is_set, "written in a gap"):
+        task = asyncio.ensure_future(call())
+    other: asyncio.Future[Any] | None = None
+    try:
+        if await proxy.holding(task, GAP_HOLD_WAIT):
+            gap.set()
+            other = asyncio.ensure_future(write())
+            await asyncio.wait({other}, timeout=GAP_WRITE_WAIT)
+    finally:
+        blocked = other is not None and not other.done()
+        proxy.resume()
+    mine = await task
+    theirs = None if other is None else await other
+    return _Gap(mine, other is not None, theirs, blocked)
+
+
+async def _held_write(kind: str, storage: Storage, key: str, version: str | None) -> Any:
+    """The held write of ``kind``: its answer, or the error it raised (`_answer`)."""
+    return await _answer(_start(kind, storage, key, version))
+
+
+def _other_write(kind: str, writer: Storage, key: str) -> Awaitable[Any]:
+    """The other client's write in the gap of a held write of ``kind``."""
+    return writer.delete(key) if kind.startswith("delete") else writer.put(key, THEIRS)
 
 
 def _a(kind: str) -> str:
@@ -645,17 +658,11 @@ async def _cancel_in_each_gap(
     """Cancel ``kind`` of a ``size``-byte value held at each of its exchanges in turn;
     whether any was held."""
     __tracebackhide__ = True
-    assert target.upstream is not None
     old = random.Random(size).randbytes(size)
     new = bytes(reversed(old)) if size > 1 else b"n"
-    location = new_location()
     held_any = False
     label = f"{kind.replace(' ', '-')}-{size}"
-    async with (
-        StallProxy(target.upstream) as proxy,
-        target.open(location=location) as observer,
-        target.open(endpoint=proxy.address, location=location) as storage,
-    ):
+    async with _two_clients(target) as (proxy, observer, storage):
         watch = SettleWatch(
             observer,
             window=settle_window,
