@@ -12,8 +12,6 @@ import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, ClassVar
 
-import pytest
-
 from ..errors import NotFound, PreconditionFailed, StorageError
 from ..storage import IfMatch, PutMode, Storage
 from ..storage import delete_many as delete_many_of
@@ -30,7 +28,7 @@ from .checks import (
 )
 from .clauses import checks
 from .coverage import large_sizes
-from .fixtures import not_exercised, scaled, set_small_pages
+from .fixtures import need_two_clients, not_exercised, scaled, set_small_pages
 from .gaps import GapTests
 from .semantics import _need
 from .sweeps import ConcurrentSweepTests, _listed, max_value_of, put_or_refused
@@ -322,7 +320,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
         insert shows it missing), and returns the bytes of one put with the version that
         put answered (a get made of two reads, the bytes and then the version, returns one
         write's bytes with another's version)."""
-        _need_two_clients(target, supports_shared)
+        need_two_clients(target, supports_shared)
         writes = scaled(scale, SEEN_WRITES)
         key = "clients/seen"
         location = new_location()
@@ -456,7 +454,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
         race has one winner. A check and a write made atomic by a lock of one client (a
         thread lock, a cached version) hold for that client only; two clients find the
         version current at once only now and then, so the races are many and at once."""
-        _need_two_clients(target, supports_shared)
+        need_two_clients(target, supports_shared)
         writers, count = CROSS_WRITERS, scaled(scale, CROSS_KEYS)
         location = new_location()
         async with target.open(location=location) as a, target.open(location=location) as b:
@@ -588,7 +586,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
         key both insert: the second fails on the first's row (or, without a unique key,
         both rows stay). One client's pool can serialize its own puts; two clients
         cannot."""
-        _need_two_clients(target, supports_shared)
+        need_two_clients(target, supports_shared)
         writers, count = CROSS_WRITERS, scaled(scale, CROSS_KEYS)
         location = new_location()
         async with target.open(location=location) as a, target.open(location=location) as b:
@@ -639,7 +637,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
         backend keeps (a server-side cursor) named by a number each client counts alone
         (1, 2, 3...) is one name for both clients' cursors, and one client's next page is
         read from where the other's stopped."""
-        _need_two_clients(target, supports_shared)
+        need_two_clients(target, supports_shared)
         location = new_location()
         keys = {
             "two-listings/a/": [f"two-listings/a/{i}" for i in range(5)],
@@ -681,7 +679,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
         key it was given (each was present until deleted); afterwards each kept key holds
         the second client's last value, and each deleted one is missing or holds one of
         its values (an overwrite that came after the delete)."""
-        _need_two_clients(target, supports_shared)
+        need_two_clients(target, supports_shared)
         location = new_location()
         keys = [f"clients/busy/{i:02d}" for i in range(8)]
         doomed, kept = keys[::2], keys[1::2]
@@ -1078,14 +1076,3 @@ async def _winner_holds(
         version=outcome,
         promise="the winning put's value must be stored",
     )
-
-
-def _need_two_clients(target: Target, supports_shared: bool) -> None:
-    """Skip unless the adapter declares ``shared`` and the target can open a second client
-    on the same data (its factory takes ``location``)."""
-    _need(supports_shared, "shared")
-    if not target.reopens:
-        pytest.skip(
-            "the factory takes no 'location' keyword, so the suite cannot open a second "
-            "client on the same data"
-        )

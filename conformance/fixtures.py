@@ -99,6 +99,19 @@ def proxied_target(target: Target | None, nothing: str) -> Target:
     return target
 
 
+def need_two_clients(target: Target, supports_shared: bool) -> None:
+    """Skip unless the adapter declares ``shared`` and the target can open a second client
+    on the same data (its factory takes ``location``)."""
+    __tracebackhide__ = True
+    if not supports_shared:
+        pytest.skip("the adapter does not declare the shared capability")
+    if not target.reopens:
+        pytest.skip(
+            "the factory takes no 'location' keyword, so the suite cannot open a second "
+            "client on the same data"
+        )
+
+
 def unmeasured(storage: Any) -> Any:
     """``storage`` without the suite's timing and coverage wrappers (for timing tests)."""
     while isinstance(storage, (TimedStorage, CoverageProbe)):

@@ -75,7 +75,13 @@ from .cancelling import own_answer
 from .checks import describe, fail, get_or_none
 from .clauses import checks
 from .coverage import large_sizes, reply_lost, size_label, watching_landings
-from .fixtures import StorageFixtures, not_exercised, proxied_target, set_small_pages
+from .fixtures import (
+    StorageFixtures,
+    need_two_clients,
+    not_exercised,
+    proxied_target,
+    set_small_pages,
+)
 from .proxy import StallProxy
 from .settle import SettleWatch
 from .target import Target, new_location
@@ -116,8 +122,7 @@ class GapTests(StorageFixtures):
         of one put at the version that put answered. A get made of two requests (the
         value's row, then its parts) fails here as soon as one write falls between them."""
         target = proxied_target(storage_target, "no get can be held between its exchanges")
-        if not (supports_shared and target.reopens):
-            pytest.skip("no second client on the same data (the target is not shared)")
+        need_two_clients(target, supports_shared)
         sizes = dict.fromkeys([GAP_SMALL, *large_sizes(target.max_value)[-1:]])
         if not any([await _each_gap(target, size) for size in sizes]):
             not_exercised(
@@ -154,8 +159,7 @@ class GapTests(StorageFixtures):
         if-match delete that came first); of two deletes of one value, exactly one finds
         it."""
         target = proxied_target(storage_target, "no write can be held between its exchanges")
-        if not (supports_shared and target.reopens):
-            pytest.skip("no second client on the same data (the target is not shared)")
+        need_two_clients(target, supports_shared)
         kinds = [
             kind
             for kind in _WRITES
@@ -179,8 +183,7 @@ class GapTests(StorageFixtures):
         the lasting keys once, in ascending order, and no key outside the prefix or never
         written."""
         target = proxied_target(storage_target, "no listing can be held between its exchanges")
-        if not (supports_shared and target.reopens):
-            pytest.skip("no second client on the same data (the target is not shared)")
+        need_two_clients(target, supports_shared)
         if not await _each_listing_gap(target):
             not_exercised(
                 "no listing was held: each ended before the stall proxy saw a request of it"
@@ -626,8 +629,7 @@ class GapCancellationTests(StorageFixtures):
         its own answer; and nothing of the write lands later where the adapter declares
         ``settles_cancelled_writes`` (watched through a second client)."""
         target = proxied_target(storage_target, "no write can be held between its exchanges")
-        if not (supports_shared and target.reopens):
-            pytest.skip("no second client on the same data (the target is not shared)")
+        need_two_clients(target, supports_shared)
         settles = capabilities.settles_cancelled_writes
         large = large_sizes(target.max_value)[-1:]
         kinds = [("put", GAP_SMALL), *[("put", size) for size in large], ("delete", GAP_SMALL)]

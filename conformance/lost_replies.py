@@ -56,7 +56,7 @@ from .cancelling import own_answer
 from .checks import ConformanceFailure, describe, expect_keys, fail, get_or_none
 from .clauses import checks
 from .coverage import reply_lost
-from .fixtures import StorageFixtures, not_exercised, proxied_target
+from .fixtures import StorageFixtures, need_two_clients, not_exercised, proxied_target
 from .proxy import StallProxy
 from .target import Target, new_location
 from .unavailable import _NEW, UNAVAILABLE_BOUND, _a, _Case, _case, first_of_two_pages
@@ -120,8 +120,7 @@ class LostReplyTests(StorageFixtures):
         ``aclose()`` cut off with ``StorageClosed``, whatever it had sent, tells its caller
         that a write which landed never ran."""
         target = proxied_target(storage_target, "no reply can be held")
-        if not (supports_shared and target.reopens):
-            pytest.skip("no second client on the same data (the target is not shared)")
+        need_two_clients(target, supports_shared)
         kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
         cut = [kind for kind in kinds if await _close_under(kind, target)]
         if not cut:
@@ -149,8 +148,7 @@ class LostReplyTests(StorageFixtures):
         each against the other client's write that its repeat would meet. Needs a target
         that opens a second client on the same data (``shared``, ``location``)."""
         target = proxied_target(storage_target, "no request can be lost")
-        if not (supports_shared and target.reopens):
-            pytest.skip("no second client on the same data (the target is not shared)")
+        need_two_clients(target, supports_shared)
         kinds = _kinds(_KINDS, supports_conditional_put, supports_conditional_delete)
         lost = [kind for kind in kinds if await _race(kind, target)]
         if not lost:
