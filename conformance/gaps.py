@@ -448,9 +448,9 @@ async def _in_gap(
     finally:
         blocked = other is not None and not other.done()
         proxy.resume()
-    mine = await task
-    theirs = None if other is None else await other
-    return _Gap(mine, other is not None, theirs, blocked)
+    await asyncio.wait([future for future in (task, other) if future is not None])
+    theirs = None if other is None else other.result()
+    return _Gap(task.result(), other is not None, theirs, blocked)
 
 
 async def _held_write(kind: str, storage: Storage, key: str, version: str | None) -> Any:
