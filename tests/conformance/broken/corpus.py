@@ -37,6 +37,7 @@ from . import (
     model_bugs,
     netkv,
     pg_collation,
+    pg_prefix,
     saved_later,
     threaded,
     ttl_index,
@@ -2020,6 +2021,15 @@ MUTANTS: tuple[Mutant, ...] = (
         lambda: pg_collation.icu_postgres_target(pg_collation.KeysInTheDatabasesCollation),
         lambda: pg_collation.icu_postgres_target(PostgresStorage),
         _doc(pg_collation.KeysInTheDatabasesCollation),
+    ),
+    Mutant(
+        "prefix-filtered-not-bounded",
+        ("cap.indexed-list",),
+        "capabilities",
+        "test_declared_indexed_list_is_flat_in_the_number_of_keys",
+        lambda: pg_prefix.postgres_server_target(pg_prefix.PrefixFilteredNotBounded),
+        lambda: pg_prefix.postgres_server_target(PostgresStorage),
+        _doc(pg_prefix.PrefixFilteredNotBounded),
     ),
     Mutant(
         "closed-calls-answer-storage-closed",
