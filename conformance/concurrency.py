@@ -33,6 +33,7 @@ from .gaps import GapTests
 from .semantics import _need
 from .sweeps import ConcurrentSweepTests, _listed, max_value_of, put_or_refused
 from .target import Target, new_location
+from .together import together
 
 __all__ = ["ConcurrencyTests"]
 
@@ -358,7 +359,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
                     reads.append((bytes(found.data), found.version))
                     await asyncio.sleep(0)
 
-            await asyncio.gather(write(), *(read() for _ in range(SEEN_READERS)))
+            await together(write(), *(read() for _ in range(SEEN_READERS)))
         torn = [(data, version) for data, version in reads if written.get(version) != data]
         expect(
             not torn,
@@ -418,7 +419,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
                     seen_after.set()
                 await asyncio.sleep(0)  # a listing that never waits would starve the writer
 
-        await asyncio.gather(write(), list_again(), list_again())
+        await together(write(), list_again(), list_again())
         if stale:
             first, missing = stale[0]
             fail(
@@ -756,7 +757,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
                 else:
                     raise AssertionError("a counter increment never succeeded")
 
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        await together(*(worker() for _ in range(workers)))
         total = workers * each
         got = await storage.get("counter")
         expect(
@@ -819,7 +820,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
                     )
                 await asyncio.sleep(0)
 
-        await asyncio.gather(writer(), reader(), reader())
+        await together(writer(), reader(), reader())
         await storage.delete(key)
 
     @checks("put.atomic", "put.overwrite")

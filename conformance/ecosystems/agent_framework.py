@@ -67,6 +67,7 @@ except ModuleNotFoundError as _exc:  # pragma: no cover - exercised without the 
 from ..checks import fail, joined
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
+from ..together import together
 from .coverage import STORAGE_READS_AFTER, implemented, lengths, writes_before
 from .harness import (
     LENGTHS_HINT,
@@ -992,7 +993,7 @@ class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):
                 await asyncio.sleep(0)
             return ids
 
-        a, b = await asyncio.gather(writer(instance, "a"), writer(second, "b"))
+        a, b = await together(writer(instance, "a"), writer(second, "b"))
         listed = set(await second.list_checkpoint_ids(workflow_name=name))
         lost = [i for i in a + b if i not in listed]
         if lost:
@@ -1092,7 +1093,7 @@ class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):
                         )
                 await asyncio.sleep(0)
 
-        await asyncio.gather(writer(), reader())
+        await together(writer(), reader())
 
     async def test_a_checkpoint_saved_again_reads_whole_throughout(
         self, instance: Any, second: Any, name: str, eco_target: EcosystemTarget
@@ -1128,7 +1129,7 @@ class CheckpointStorageConcurrencyTests(CheckpointStorageFixtures):
                         wrong.append(f"load gave a state of no save (i={i!r})")
                 await asyncio.sleep(0)
 
-        await asyncio.gather(writer(), reader())
+        await together(writer(), reader())
         if wrong:
             fail(
                 "a checkpoint saved again is found whole by every read meanwhile",

@@ -72,6 +72,7 @@ from ..cancelling import next_calls
 from ..checks import fail, joined
 from ..fixtures import slow
 from ..settings import NOT_EXERCISED
+from ..together import together
 from .coverage import SAVER_READS_AFTER, SAVER_SEQUENCES, lengths, writes_before
 from .filters import FILTER_KEYS, FILTER_ROWS, FILTER_VALUES, REFUSABLE, TEXT_TWINS, columns_of
 from .harness import (
@@ -653,7 +654,7 @@ class SaverConcurrencyTests(SaverFixtures):
                 await asyncio.sleep(0)
             return ids
 
-        a, b = await asyncio.gather(writer(instance, "a"), writer(second, "b"))
+        a, b = await together(writer(instance, "a"), writer(second, "b"))
         stored = set(await _ids(instance, thread))
         lost = [i for i in a + b if i not in stored]
         if lost:
@@ -706,7 +707,7 @@ class SaverConcurrencyTests(SaverFixtures):
             made.append(await put(saver, thread, {"v": i}, step=i))
 
         for i in range(0, n, 2):
-            await asyncio.gather(one(instance, i), one(second, i + 1))
+            await together(one(instance, i), one(second, i + 1))
             newest = max(made)
             for who, saver in (("first", instance), ("second", second)):
                 got = _id_of(await get(saver, thread))
@@ -731,7 +732,7 @@ class SaverConcurrencyTests(SaverFixtures):
                 await saver.aput_writes(config, [("ch", f"{tag}{i}")], task_id=f"{tag}-{i}")
                 await asyncio.sleep(0)
 
-        await asyncio.gather(tasks(instance, "a"), tasks(second, "b"))
+        await together(tasks(instance, "a"), tasks(second, "b"))
         writes = _writes(await get(instance, thread, checkpoint_id))
         missing = [f"{t}-{i}" for t in "ab" for i in range(n) if (f"{t}-{i}", "ch") not in writes]
         if missing:
@@ -773,7 +774,7 @@ class SaverConcurrencyTests(SaverFixtures):
                         )
                 await asyncio.sleep(0)
 
-        await asyncio.gather(writer(), reader())
+        await together(writer(), reader())
 
     async def test_parents_and_pending_writes_follow_langgraphs_rules(
         self, instance: Any, second: Any, thread: str

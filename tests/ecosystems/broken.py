@@ -411,6 +411,17 @@ class TornSaver(SplitSaver):
     record_last = False
 
 
+class SlowTornSaver(TornSaver):
+    """`TornSaver` whose every put takes a while: the suite's writer is still putting when
+    its reader finds the torn checkpoint and fails the test."""
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        await asyncio.sleep(0.05)
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
 class ReplacesFirstWriteSaver(HeldSaver):
     """Bug: a regular write of a (task, index) already stored replaces it (``INSERT OR
     REPLACE`` where LangGraph's savers ``INSERT OR IGNORE``)."""

@@ -985,6 +985,21 @@ async def test_broken_target_fails_the_right_test_and_its_twin_passes(
         assert good.result(test).outcome == "passed", f"{case} twin: {good.summary()}"
 
 
+async def test_a_failing_read_ends_the_suites_writer_so_hygiene_blames_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that finds a torn checkpoint fails the test while the suite's writer is
+    still putting: the writer is cancelled and awaited (`together`), so the failure is the
+    torn read alone, with no hygiene note that blames the saver for the suite's own task."""
+    monkeypatch.setenv("ECO_BROKEN_ROOT", str(tmp_path))
+    test = "test_read_during_writes_is_never_torn"
+    report = await run(broken.target(broken.SlowTornSaver, "langgraph"), pattern=test)
+    result = report.result(test)
+    assert result.outcome == "failed", report.summary()
+    assert "a checkpoint read while another is written must be whole" in result.reason
+    assert "left something behind" not in result.reason, result.reason
+
+
 async def test_a_storage_that_loses_messages_is_not_excused_as_the_runners_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
