@@ -3111,6 +3111,50 @@ class SaverSweepTests(SaverFixtures):
         await _grow(saver, thread, ids, rows[-1] + 1)
         await _check_options(saver, has, thread, ids, rows)
 
+    @slow(
+        120,
+        "the thread grows for 20 s at most; what takes longer is listing and deleting it "
+        "(a listing that reads one checkpoint a request)",
+    )
+    async def test_a_thread_longer_than_a_backends_batch_is_listed_and_deleted_whole(
+        self, eco_target: EcosystemTarget, instance: Any, thread: str
+    ) -> None:
+        """A thread grows past the target's ``max_length``, to `LONG_THREAD_MOST`
+        checkpoints, for as long as `LONG_THREAD_SECONDS` last: ``alist`` yields every
+        checkpoint once, newest first, ``aget_tuple`` the newest, and ``adelete_thread``
+        leaves none. One request that carries every item of a thread has a limit the
+        ``lengths`` sweep never reaches: Lua's ``unpack`` of more than 8,000 values (a
+        Redis script that deletes every key of the thread), the bind parameters of one
+        SQL statement (32,766 in SQLite, 65,535 in PostgreSQL)."""
+        saver = instance
+        has = set(implemented_methods(saver))
+        ids: list[str] = []
+        deadline = time.monotonic() + LONG_THREAD_SECONDS
+        while len(ids) < LONG_THREAD_MOST and time.monotonic() < deadline:
+            more = min(LONG_THREAD_WIDTH, LONG_THREAD_MOST - len(ids))
+            await _grow_at_once(saver, thread, ids, more)
+        need(
+            len(ids) > eco_target.max_length,
+            f"the saver put {len(ids)} checkpoints in {LONG_THREAD_SECONDS:g} s, no more than "
+            f"the lengths sweep's {eco_target.max_length}: no longer thread was made",
+        )
+        await _check_thread(saver, has, thread, ids)
+        if "adelete_thread" not in has:
+            return
+        await saver.adelete_thread(thread)
+        left = await _ids(saver, thread)
+        if left or await get(saver, thread) is not None:
+            fail(
+                f"a thread of {len(ids)} checkpoints is deleted whole",
+                expected="no checkpoint left after adelete_thread",
+                observed=f"{len(left)} left (alist), aget_tuple "
+                f"{'found one' if await get(saver, thread) is not None else 'found none'}",
+                detail="delete a thread in batches of a size the backend takes (a Lua "
+                "script's unpack takes at most 8,000 values, a SQL statement a limited "
+                "number of parameters), or by a range or a prefix, never all its items in "
+                "one request",
+            )
+
     async def test_sweep_other_instance_and_reopened(
         self, eco_target: EcosystemTarget, location: str | None, thread: str
     ) -> None:
@@ -3130,6 +3174,44 @@ class SaverSweepTests(SaverFixtures):
         if eco_target.durable:
             async with eco_target.open(location=location) as reopened:
                 await _every_call(reopened, has, f"{a}-r", f"{b}-r")
+
+
+LONG_THREAD_MOST = 10_001
+"""How long `test_a_thread_longer_than_a_backends_batch_is_listed_and_deleted_whole`
+grows its thread at most: past Lua's ``unpack`` limit of 8,000 values."""
+
+LONG_THREAD_SECONDS = 20.0
+"""How long that test goes on putting checkpoints (a slow saver makes a shorter thread;
+one that puts no more than the ``lengths`` sweep's ``max_length`` in that time is skipped,
+with the count in the reason)."""
+
+
+LONG_THREAD_WIDTH = 16
+"""How many of that thread's checkpoints are put at once (a saver that syncs each write
+makes a longer thread in the time)."""
+
+
+async def _grow_at_once(
+    saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], n: int
+) -> None:
+    """Put ``n`` more checkpoints on ``thread`` at once, each the child of the one made
+    before it (their ids increase in that order), and add their ids to ``ids``."""
+    made: list[tuple[Checkpoint, dict[str, Any]]] = [
+        checkpoint_of(saver, {"n": len(ids) + i}) for i in range(n)
+    ]
+    parents = [ids[-1] if ids else None] + [checkpoint["id"] for checkpoint, _ in made[:-1]]
+    await together(
+        *(
+            saver.aput(
+                config_of(thread, parent),
+                checkpoint,
+                CheckpointMetadata(source="loop", step=len(ids) + i),
+                versions,
+            )
+            for i, (parent, (checkpoint, versions)) in enumerate(zip(parents, made, strict=True))
+        )
+    )
+    ids.extend(checkpoint["id"] for checkpoint, _ in made)
 
 
 async def _grow(saver: BaseCheckpointSaver[Any], thread: str, ids: list[str], n: int) -> None:

@@ -422,6 +422,24 @@ class SlowTornSaver(TornSaver):
         return await super().aput(config, checkpoint, metadata, new_versions)
 
 
+LUA_UNPACK_LIMIT = 8000
+"""The most values Lua's ``unpack`` (Redis's scripts) spreads into one call."""
+
+
+class DeletesAThreadInOneRequestSaver(HeldSaver):
+    """Bug: ``adelete_thread`` sends every item of the thread in one request, a Redis
+    script's ``redis.call("DEL", unpack(keys))`` (the sixth blind round's Redis saver b14):
+    a thread of more than 8,000 items raises Lua's ``too many results to unpack``, and a
+    long conversation can never be deleted."""
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.backend.io()
+        items = sum(len(checkpoints) for checkpoints in self.storage[thread_id].values())
+        if items > LUA_UNPACK_LIMIT:
+            raise RuntimeError("user_script:1: too many results to unpack")
+        self.delete_thread(thread_id)
+
+
 class ReplacesFirstWriteSaver(HeldSaver):
     """Bug: a regular write of a (task, index) already stored replaces it (``INSERT OR
     REPLACE`` where LangGraph's savers ``INSERT OR IGNORE``)."""
