@@ -108,7 +108,7 @@ class ErrorAnswer:
 
 
 class _Conn:
-    __slots__ = ("answering", "client", "handler", "replied", "upstream")
+    __slots__ = ("answered", "answering", "client", "handler", "replied", "upstream")
 
     def __init__(self, client: asyncio.StreamWriter) -> None:
         self.client = client
@@ -116,10 +116,19 @@ class _Conn:
         self.handler: asyncio.Task[None] | None = asyncio.current_task()
         self.answering = False
         self.replied = True  # the next request bytes open an exchange (the first ones do)
+        self.answered = asyncio.Event()  # the server sent bytes (set at each read of them)
 
 
 _READ = 65536
 """The most bytes one read of a connection takes (a read this long: a large request)."""
+
+LATE_CLOSE_AFTER = 1.0
+"""How long, at most, the server's side of a connection stays open after held request
+bytes were delivered late (their sender had closed): until the server answers them, as a
+link or a proxy between the client and the server delivers a request whole and the close
+after it. A server that cancels a request when its connection closes (an HTTP server,
+through its request's context) then runs it anyway, as it would behind a proxy that
+finishes each request it forwarded."""
 
 
 class StallProxy:
@@ -250,8 +259,9 @@ class StallProxy:
                 exchange of an operation that makes several.
             in_flight: held request bytes are on the wire, not lost: when their
                 sender closes (or resets) its connection they are still delivered, at
-                `resume`, before the server's side is closed (a slow link: what left
-                the client arrives). Without it they are dropped.
+                `resume`, and the server's side is closed once the server answered them
+                (at most `LATE_CLOSE_AFTER` later: a slow link delivers what left the
+                client whole, and the close after it). Without it they are dropped.
             backpressure: once it holds bytes of a connection, stop reading from it
                 until `resume`, so that the sender's buffers fill (a link that stopped
                 moving); without it the proxy reads on, and holds what it reads.
@@ -579,11 +589,14 @@ class StallProxy:
                 if not chunk:  # the sender closed: held bytes are never delivered...
                     if held and direction == "request" and self._in_flight:
                         await gate.wait()  # ...unless they were on the wire: at resume
+                        conn.answered.clear()
                         for late in held:
                             dst.write(late)
                         self.late_bytes += sum(map(len, held))
                         held.clear()
                         await dst.drain()
+                        with contextlib.suppress(TimeoutError):  # the close comes after
+                            await asyncio.wait_for(conn.answered.wait(), LATE_CLOSE_AFTER)
                     if held:
                         self.dropped_bytes += sum(map(len, held))
                         held.clear()
@@ -591,6 +604,7 @@ class StallProxy:
                 opens = False  # these bytes open an exchange: a request after a reply
                 if direction == "response":
                     conn.replied = True
+                    conn.answered.set()
                 else:
                     opens, conn.replied = conn.replied, False
                 if self._armed:

@@ -229,6 +229,41 @@ async def test_in_flight_request_bytes_arrive_after_their_sender_reset(sink: Sin
         assert proxy.late_bytes == 10 and proxy.dropped_bytes == 0
 
 
+async def test_in_flight_request_bytes_are_answered_before_the_close_reaches_the_server() -> None:
+    """Held request bytes delivered after their sender closed are followed by the close
+    only once the server answered them: a server that drops a request whose connection
+    closed (an HTTP server cancelling its handler) still runs it, as behind a link or a
+    proxy that delivers a request whole before its close."""
+    closed_before_answer: list[bool] = []
+    answered = asyncio.Event()
+
+    async def slow_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.read(65536)  # the request
+            try:  # it works on the request for 0.2 s, watching for the close
+                async with asyncio.timeout(0.2):
+                    closed_before_answer.append(await reader.read(1) == b"")
+            except TimeoutError:
+                closed_before_answer.append(False)
+            writer.write(b"done")
+            await writer.drain()
+            answered.set()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(slow_server, "127.0.0.1", 0)
+    async with server, StallProxy(server.sockets[0].getsockname()[:2]) as proxy:
+        _, writer = await asyncio.open_connection(*proxy.address)
+        proxy.stall("request", partial=False, in_flight=True)
+        writer.write(b"late write")
+        await writer.drain()
+        await _bounded(proxy.stalled.wait())
+        writer.transport.abort()  # the client gives up with a reset
+        proxy.resume()
+        await _bounded(answered.wait())
+        assert closed_before_answer == [False]
+
+
 async def test_held_bytes_of_a_closed_sender_are_never_delivered(sink: Sink) -> None:
     async with StallProxy(sink.address) as proxy:
         _, writer = await asyncio.open_connection(*proxy.address)

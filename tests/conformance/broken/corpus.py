@@ -1648,6 +1648,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "ttl.not-early",
     ),
     _m(
+        "ttl-in-whole-seconds-over-a-lease-minimum",
+        kv_dict.TtlInWholeSecondsOverALeaseMinimum,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_of_several_seconds_keeps_each_key_that_long_after_its_write",
+        "ttl.not-early",
+    ),
+    _m(
+        "lease-reused-for-half-the-ttl",
+        kv_dict.LeaseReusedForHalfTheTtl,
+        kv_dict.ExpiringDictKV,
+        CAP,
+        "test_declared_ttl_of_several_seconds_keeps_each_key_that_long_after_its_write",
+        "ttl.not-early",
+    ),
+    _m(
         "if-match-drops-the-expiry",
         kv_dict.IfMatchDropsTheExpiry,
         kv_dict.ExpiringDictKV,

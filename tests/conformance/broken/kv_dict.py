@@ -2538,6 +2538,40 @@ class TtlInWholeSeconds(ExpiringDictKV):
         return None if self.ttl is None else _now() + int(self.ttl)
 
 
+LEASE_MINIMUM = 2.0
+"""The shortest expiry of the lease-based mutants' backend: etcd raises a lease asked for
+less than its minimum (1.5 s with its default timings) to that minimum."""
+
+
+class TtlInWholeSecondsOverALeaseMinimum(ExpiringDictKV):
+    """Bug: the expiry is a lease of whole seconds (``int(ttl)``, no margin), which the
+    backend raises to its shortest lease: every ttl under 2 s lasts 2 s, longer than asked,
+    and a ttl of 3.7 s lasts 3 s (the sixth blind round's etcd adapter b16)."""
+
+    def _expiry(self, name: str) -> float | None:
+        return None if self.ttl is None else _now() + max(int(self.ttl), LEASE_MINIMUM)
+
+
+class LeaseReusedForHalfTheTtl(ExpiringDictKV):
+    """Bug: the writes of half a ttl share one lease (one grant of the backend's expiry,
+    to save a request a write): a key written late in a lease expires at the lease's end,
+    up to half a ttl early. Leases are at least 2 s long, as the backend's shortest (the
+    sixth blind round's etcd adapter b12: a key with a 6 s ttl gone 4.2 s after its
+    write)."""
+
+    def __init__(self, ttl: float | None = None) -> None:
+        super().__init__(ttl)
+        self._lease: tuple[float, float] | None = None  # granted, expires
+
+    def _expiry(self, name: str) -> float | None:
+        if self.ttl is None:
+            return None
+        now, ttl = _now(), max(self.ttl, LEASE_MINIMUM)
+        if self._lease is None or now - self._lease[0] > ttl / 2:
+            self._lease = (now, now + ttl)
+        return self._lease[1]
+
+
 class _ExpiryByMode(ExpiringDictKV):
     """What a write of one mode does to the expiry: the mode of the put in progress."""
 
