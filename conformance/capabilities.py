@@ -61,17 +61,22 @@ __all__ = ["CapabilityTests"]
 TTL_SECONDS = 1.0
 """The expiry asked of a ``ttl`` storage; the key must be gone within 5 s after it."""
 
-LONG_TTL = 3.7
-"""The expiry of `test_declared_ttl_of_several_seconds_keeps_each_key_that_long_after_its_write`:
-above the shortest lease of backends that raise a short one to a minimum (etcd: 1.5 s by
-default), which hides an expiry cut to whole seconds or shared between writes, and not a
-whole number of seconds."""
+LONG_TTLS = (2.95, 5.95)
+"""The expiries of `test_declared_ttl_of_several_seconds_keeps_each_key_that_long_after_its_write`,
+asked of two storages at once: at least the shortest lease of backends that raise a short
+one to a minimum (etcd: 2 s with its default timings), which hides an expiry cut to whole
+seconds or shared between writes. Each just under a whole number of seconds: the first cut
+to whole seconds (2 s) ends before 0.9 of it even where the backend expires leases half a
+second late (etcd checks them every 500 ms); the second is long enough that a lease shared
+by the writes of half of it ends early for the last of them even where each lease is given
+a second more as a margin (`ceil(ttl) + 1`)."""
 
 LONG_TTL_KEPT = 0.9
-"""How much of `LONG_TTL` a key must last there: 3.33 s, a margin of 0.37 s for the read."""
+"""How much of each of `LONG_TTLS` a key must last there (a margin of 0.3 s and 0.6 s for
+the read)."""
 
-LONG_TTL_SECOND_WRITE = 0.4
-"""When, in fractions of `LONG_TTL` after the first key's write, the second key is written:
+LONG_TTL_SECOND_WRITE = 0.45
+"""When, in fractions of the ttl after the first key's write, the second key is written:
 within half a ttl, where an adapter that shares one lease among its writes gives the
 second key the first one's expiry."""
 
@@ -1095,44 +1100,49 @@ class CapabilityTests(StorageFixtures):
     async def test_declared_ttl_of_several_seconds_keeps_each_key_that_long_after_its_write(
         self, target: Target, supports_ttl: bool
     ) -> None:
-        """A storage opened with a ttl of `LONG_TTL` (3.7 s): a key written, a second one
-        written 0.4 of the ttl later, each read every 50 ms until 0.9 of the ttl after its
-        own write. The other ttl tests ask 0.5 to 1.5 s, which a backend with a shortest
-        lease (etcd) raises to it: that hid an expiry sent as whole seconds (3.7 s cut to
-        3 s) and one lease shared by the writes of half a ttl (the second key expiring
-        with the first), the sixth blind round's etcd adapters b16 and b12."""
+        """Two storages, opened with the ttls of `LONG_TTLS` (2.95 s and 5.95 s) at once:
+        through each, a key written, a second one written 0.45 of the ttl later, each read
+        every 50 ms until 0.9 of the ttl after its own write. The other ttl tests ask 0.5
+        to 1.5 s, which a backend with a shortest lease (etcd) raises to it: that hid an
+        expiry sent as whole seconds (2.95 s cut to 2 s) and one lease shared by the writes
+        of half a ttl (the second key expiring with the first), the sixth blind round's
+        etcd adapters b16 and b12."""
         await _skip_unless_ttl(target, supports_ttl)
         if not target.expires:
             pytest.skip("ttl is declared, but the factory takes no 'ttl' keyword")
-        first, second = "cap/ttl-long/first", "cap/ttl-long/second"
         detail = (
             "give each write the whole ttl from its own time, in milliseconds or as a float "
             "(not whole seconds), with an expiry of its own (a lease granted for an earlier "
             "write ends early for this one)"
         )
-        async with target.open(ttl=LONG_TTL) as storage:
 
-            async def write_and_read(key: str, after: float) -> None:
-                await asyncio.sleep(after)
-                began = time.monotonic()
-                await storage.put(key, key.encode())
-                await _read_until(
-                    storage,
-                    {key: key.encode()},
-                    began,
-                    LONG_TTL_KEPT,
-                    f"a put through a storage opened with ttl={LONG_TTL:g}, "
-                    f"{after:.2f} s after the first key's",
-                    1,
-                    ttl=LONG_TTL,
-                    detail=detail,
-                    kept=LONG_TTL_KEPT,
-                )
-
-            await together(
-                write_and_read(first, 0.0),
-                write_and_read(second, LONG_TTL_SECOND_WRITE * LONG_TTL),
+        async def write_and_read(storage: Storage, ttl: float, key: str, after: float) -> None:
+            await asyncio.sleep(after)
+            began = time.monotonic()
+            await storage.put(key, key.encode())
+            await _read_until(
+                storage,
+                {key: key.encode()},
+                began,
+                LONG_TTL_KEPT,
+                f"a put through a storage opened with ttl={ttl:g}, {after:.2f} s after the "
+                "first key's",
+                1,
+                ttl=ttl,
+                detail=detail,
+                kept=LONG_TTL_KEPT,
             )
+
+        async with contextlib.AsyncExitStack() as stack:
+            calls = []
+            for ttl in LONG_TTLS:
+                storage = await stack.enter_async_context(target.open(ttl=ttl))
+                base = f"cap/ttl-long/{ttl:g}"
+                calls.append(write_and_read(storage, ttl, f"{base}/first", 0.0))
+                calls.append(
+                    write_and_read(storage, ttl, f"{base}/second", LONG_TTL_SECOND_WRITE * ttl)
+                )
+            await together(*calls)
 
     async def test_declared_ttl_of_a_fraction_of_a_second_keeps_a_key_that_long(
         self, target: Target, supports_ttl: bool

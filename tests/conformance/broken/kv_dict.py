@@ -2546,7 +2546,7 @@ less than its minimum (1.5 s with its default timings) to that minimum."""
 class TtlInWholeSecondsOverALeaseMinimum(ExpiringDictKV):
     """Bug: the expiry is a lease of whole seconds (``int(ttl)``, no margin), which the
     backend raises to its shortest lease: every ttl under 2 s lasts 2 s, longer than asked,
-    and a ttl of 3.7 s lasts 3 s (the sixth blind round's etcd adapter b16)."""
+    and a ttl of 2.95 s lasts 2 s (the sixth blind round's etcd adapter b16)."""
 
     def _expiry(self, name: str) -> float | None:
         return None if self.ttl is None else _now() + max(int(self.ttl), LEASE_MINIMUM)
