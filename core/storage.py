@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol, Self, runtime_checkable
 
-from .errors import NotFound, PreconditionFailed, StorageClosed, StorageError
+from .errors import NotFound, OutcomeUnknown, PreconditionFailed, StorageClosed, StorageError
 from .keys import MAX_KEY_BYTES, validate_key, validate_prefix
 
 __all__ = [
@@ -314,11 +314,23 @@ class StorageBase:
         """Delete validated ``keys`` unconditionally; return how many existed.
 
         The default deletes one key at a time. Adapters override it with one
-        backend request or transaction (a pipeline, ``DeleteObjects``, a batch).
+        backend request or transaction (a pipeline, ``DeleteObjects``, a batch). A
+        key's delete that fails once earlier ones deleted something (the storage
+        closed under the batch, say) raises `OutcomeUnknown`: part of the batch
+        happened, so the error of the failed key alone (``StorageClosed``, "not
+        done") would not be true of it.
         """
         existed = 0
         for key in keys:
-            existed += await self._delete(key, None)
+            try:
+                existed += await self._delete(key, None)
+            except StorageError as exc:
+                if not existed or isinstance(exc, OutcomeUnknown):
+                    raise  # nothing deleted yet: what the error says of the batch is true
+                raise OutcomeUnknown(  # cut off (by aclose, say) after deleting some keys
+                    f"delete_many deleted {existed} of its {len(keys)} keys, then failed on "
+                    f"key {key!r}: {exc}"
+                ) from exc
         return existed
 
     async def _list_page(
