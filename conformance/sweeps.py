@@ -837,8 +837,10 @@ class SemanticSweepTests(StorageFixtures):
         backend's escaping would merge (``a/b`` and ``a%2Fb``, ``a b`` and ``a+b``...); the
         characters ``str.splitlines()`` splits at (U+0085, U+2028, U+2029); a parent with its
         child and the neighbours of ``/``: each put, read back, listed with the others in
-        code-point order, and under the prefix of its parent (``u/``, where a range up to
-        ``prefix + '\\uf8ff'`` misses ``u/\\uff5e``), and deleted; then each put again and all
+        code-point order, under the prefix of its parent (``u/``, where a range up to
+        ``prefix + '\\uf8ff'`` misses ``u/\\uff5e``) and under itself and itself less its
+        last character (a prefix sent unescaped where names are escaped lists nothing),
+        and deleted; then each put again and all
         deleted by one ``delete_many`` (a batch request whose body or sub-request names the
         keys: XML to escape, a path to encode)."""
         holds = storage_target.holds_key(storage) if storage_target else holds_key_of(storage)
@@ -919,14 +921,20 @@ class SemanticSweepTests(StorageFixtures):
         await expect_keys(
             storage, listed, promise="keys of every shape must list exactly, in order"
         )
-        for prefix in sorted({k[: k.rindex("/") + 1] for k in shapes if "/" in k}):
+        # the prefix of each key's parent, and prefixes made of each key's own characters
+        # (the key, and the key less its last character): a prefix sent to the backend
+        # other than as its names are (unescaped where names are escaped) lists nothing
+        parents = {k[: k.rindex("/") + 1] for k in shapes if "/" in k}
+        own = {p for k in shapes for p in (k, k[:-1]) if p}
+        for prefix in sorted(parents | own):
             want = [k for k in listed if k.startswith(prefix)]
             under = await collect(storage.list(prefix), bound=len(want) + 1000)
             if under != want:
                 missing = [k for k in want if k not in under]
                 extra = [k for k in under if k not in want]
                 fail(
-                    "keys of every shape must list exactly under the prefix of their parent",
+                    "keys of every shape must list exactly under the prefix of their parent "
+                    "and under prefixes made of their own characters",
                     key=(missing or extra or [prefix])[0],
                     expected=f"list({prefix!r}) to return every key that starts with it "
                     f"({len(want)}), in order",
@@ -936,7 +944,8 @@ class SemanticSweepTests(StorageFixtures):
                     detail="a prefix is every key that starts with it: a range up to prefix + "
                     "'\\uf8ff' or '\\uffff' misses a key whose next character is above "
                     "(U+FF5E, an emoji); end the range at the prefix with its last character "
-                    "incremented, or scan from the prefix while keys start with it",
+                    "incremented, or scan from the prefix while keys start with it; where "
+                    "keys become escaped names, escape the prefix the same way",
                 )
         for key in shapes:
             existed = await storage.delete(key)

@@ -243,6 +243,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.conditional.one-winner",
     ),
     _m(
+        "prefix-sent-unescaped",
+        kv_files.PrefixSentUnescaped,
+        kv_files.EscapedNamesKV,
+        SEM,
+        "test_every_key_shape_round_trips_lists_and_deletes",
+        "list.prefix-only",
+        "key.multi-byte",
+        make=_FILES,
+    ),
+    _m(
         "list-bounded-by-the-next-character",
         kv_sqlite.ListBoundsByTheNextCharacter,
         kv_sqlite.SqliteKV,
