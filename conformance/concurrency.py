@@ -27,7 +27,7 @@ from .checks import (
     listed,
 )
 from .clauses import checks
-from .coverage import large_sizes
+from .coverage import large_sizes, size_label
 from .fixtures import need_two_clients, not_exercised, scaled, set_small_pages
 from .gaps import GapTests
 from .semantics import _need
@@ -68,6 +68,11 @@ SEEN_READERS = 3
 """Readers on the second client, each reading the key again and again."""
 STALE_RACERS = 3
 """If-match puts, and as many deletes, on a stale version that race each current write."""
+
+
+_RACED_SIZES = ((1 << 20) + 1, (1 << 22) + 1, (1 << 24) + 1)
+"""The sizes of `test_concurrent_overwrites_of_large_values_all_write_and_leave_one_whole`:
+past 1 MiB, Azure Blob's 4 MiB blocks and S3's 8 MiB multipart parts."""
 
 
 class ConcurrencyTests(ConcurrentSweepTests, GapTests):
@@ -846,6 +851,49 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
             expected=f"version {versions[i]!r}",
             observed=f"get reports {got.version!r}",
         )
+
+    @checks("put.atomic", "put.overwrite")
+    async def test_concurrent_overwrites_of_large_values_all_write_and_leave_one_whole(
+        self, storage: Storage, storage_target: Target | None, scale: float
+    ) -> None:
+        """Overwrites of one key racing each other at 1 MiB + 1, 4 MiB + 1 and 16 MiB + 1
+        bytes (those the target holds), past the size where adapters send a value in
+        parts (staged blocks, a multipart upload, rows of parts): every put returns a
+        version, and the key holds one of the values whole, at its version. An adapter
+        whose commit of staged parts fails when another writer's commit discarded them
+        (Azure's ``InvalidBlockList``) must stage again, not raise."""
+        writers = scaled(scale, 4, minimum=2)
+        sizes = [s for s in large_sizes(max_value_of(storage_target)) if s in _RACED_SIZES]
+        for size in sizes:
+            key = f"race-large/{size}"
+            values = [bytes([65 + i]) * size for i in range(writers)]
+            answers = await asyncio.gather(
+                *(storage.put(key, v) for v in values), return_exceptions=True
+            )
+            failed = [a for a in answers if isinstance(a, BaseException)]
+            if failed:
+                fail(
+                    "an overwrite racing other overwrites of the key must write",
+                    key=key,
+                    expected=f"each of {writers} concurrent puts of {size_label(size)} to "
+                    "return its version",
+                    observed=f"{len(failed)} raised, the first {type(failed[0]).__name__}: "
+                    f"{failed[0]}",
+                    detail="an overwrite has no condition: where the backend refuses a "
+                    "commit because another writer's replaced its staged parts, stage them "
+                    "again (new part ids for each attempt) and commit again",
+                )
+            got = await storage.get(key)
+            expect(
+                got.data in values and got.version == answers[values.index(got.data)],
+                f"{writers} concurrent overwrites must leave one whole value at its version",
+                key=key,
+                expected=f"one of the {writers} values of {size_label(size)}, at the version "
+                "its put returned",
+                observed=f"it holds {describe(got.data, reference=values)} at version "
+                f"{got.version!r}",
+            )
+            await storage.delete(key)
 
     @checks("list.concurrent-writes", "list.order", "list.prefix-only", "list.pages")
     async def test_paged_listing_under_concurrent_writes_returns_each_lasting_key_once(

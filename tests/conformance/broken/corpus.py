@@ -1309,6 +1309,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "key.prefix",
     ),
     _m(
+        "staged-blocks-not-staged-again",
+        kv_dict.StagedBlocksNotStagedAgain,
+        kv_dict.StagedBlocksKV,
+        CON,
+        "test_concurrent_overwrites_of_large_values_all_write_and_leave_one_whole",
+        "put.overwrite",
+    ),
+    _m(
         "large-values-overwritten-in-place",
         kv_dict.LargeValuesOverwrittenInPlace,
         D,
