@@ -36,6 +36,7 @@ import os
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from typing import Any, ClassVar, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -814,17 +815,34 @@ class AzureBlobStorage(StorageBase):
         client = await self._open()
         blob = client.get_blob_client(name)
         if if_match is None:
-            try:
-                await self._call(
-                    "delete",
-                    key,
-                    lambda: blob.delete_blob(delete_snapshots="include"),
-                    write=True,
-                    repeatable=False,  # repeated, it could delete a later write
-                )
-            except NotFound:
-                return False
-            return True
+            # The committed blob's ETag, then a delete on it: a plain Delete Blob (and
+            # one with If-Match: *, on Azurite) also takes a name that holds only the
+            # blocks a put has staged, a key no reader finds, and answers 202.
+            while True:
+                try:
+                    props = await self._call("delete", key, lambda: blob.get_blob_properties())
+                except NotFound:
+                    return False
+                etag = props.etag
+                try:
+                    await self._call(
+                        "delete",
+                        key,
+                        partial(
+                            blob.delete_blob,
+                            delete_snapshots="include",
+                            etag=etag,
+                            match_condition=MatchConditions.IfNotModified,
+                        ),
+                        condition=f"delete of key {key!r}: written again since it was read",
+                        write=True,
+                        repeatable=False,  # repeated, it would answer for its own delete
+                    )
+                except NotFound:
+                    return False
+                except PreconditionFailed:
+                    continue  # written again since its ETag was read: read it again
+                return True
         condition = f"if-match delete {if_match}: the key is at another version"
         try:
             await self._call(

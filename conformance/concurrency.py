@@ -71,6 +71,11 @@ STALE_RACERS = 3
 
 
 _RACED_SIZES = ((1 << 20) + 1, (1 << 22) + 1, (1 << 24) + 1)
+_RACING_DELETES = 50
+"""The most deletes the racing-deletes test sends during one put (it stops at the first
+that answers True: one that takes a put's staged parts would make it stage them again)."""
+GAP_SMALL_VALUE = 64 * 1024
+"""The value of the racing-deletes test where the target holds no value of 1 MiB + 1."""
 """The sizes of `test_concurrent_overwrites_of_large_values_all_write_and_leave_one_whole`:
 past 1 MiB, Azure Blob's 4 MiB blocks and S3's 8 MiB multipart parts."""
 
@@ -893,6 +898,64 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
                 observed=f"it holds {describe(got.data, reference=values)} at version "
                 f"{got.version!r}",
             )
+            await storage.delete(key)
+
+    @checks("delete.missing", "put.atomic")
+    async def test_deletes_racing_a_large_put_of_a_missing_key_fit_one_order(
+        self, storage: Storage, storage_target: Target | None
+    ) -> None:
+        """A put of the largest of `_RACED_SIZES` the target holds (a value sent in parts)
+        to a missing key, and deletes of the key one after another for as long as it runs
+        (up to 50, and none after one that answers True), three times: a delete that
+        answers True found the put's value, so the put came before it, and the key must
+        end deleted; if every delete answered False, the put came after them, and the key
+        must end holding its value. A delete that takes the parts a put has staged for a
+        new key (Azure's Delete Blob of a blob with uncommitted blocks only) answers True
+        for a key no reader finds."""
+        sizes = [s for s in large_sizes(max_value_of(storage_target)) if s in _RACED_SIZES]
+        size = sizes[-1] if sizes else GAP_SMALL_VALUE
+        data = b"P" * size
+        for round_ in range(3):
+            key = f"race-delete/{round_}"
+            put = asyncio.ensure_future(storage.put(key, data))
+            found: list[bool] = []
+            try:
+                while not put.done() and True not in found and len(found) < _RACING_DELETES:
+                    found.append(await storage.delete(key))
+                    await asyncio.sleep(0)
+                version = await put
+            finally:
+                if not put.done():
+                    put.cancel()
+                    await asyncio.gather(put, return_exceptions=True)
+            final = await get_or_none(storage, key)
+            if any(found):
+                expect(
+                    final is None,
+                    "a delete that finds a value comes after the put that wrote it",
+                    key=key,
+                    expected=f"the key deleted: delete {found.index(True) + 1} of "
+                    f"{len(found)}, made while a put of {size_label(size)} to the missing key "
+                    "ran, answered True",
+                    observed=f"it holds {describe(final.data if final else b'')} at version "
+                    f"{final.version if final else None!r}, the put's (it answered "
+                    f"{version!r})",
+                    detail="a delete must not count what a put has staged but not "
+                    "committed (uncommitted blocks, an unfinished multipart upload, parts "
+                    "without their manifest): make the delete conditional on a committed "
+                    "value (an If-Match: * condition), or check the committed value first",
+                )
+            else:
+                expect(
+                    final is not None and final.data == data and final.version == version,
+                    "a put of a missing key that every racing delete missed stores its value",
+                    key=key,
+                    expected=f"{size_label(size)} at the version the put answered "
+                    f"({version!r}), each of the {len(found)} deletes having answered False",
+                    observed="it is missing"
+                    if final is None
+                    else f"{describe(final.data, reference=[data])} at version {final.version!r}",
+                )
             await storage.delete(key)
 
     @checks("list.concurrent-writes", "list.order", "list.prefix-only", "list.pages")

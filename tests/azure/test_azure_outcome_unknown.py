@@ -35,7 +35,7 @@ class LostFirstReply(AzureBlobStorage):
     async def _call(
         self, op: str, key: str | None, request: Callable[[], Awaitable[T]], **kw: Any
     ) -> T:
-        if op != self.op or self.lost:
+        if op != self.op or self.lost or not kw.get("write"):  # a read's lost reply: read again
             return await super()._call(op, key, request, **kw)
 
         async def first_attempt_lands_but_its_reply_is_lost() -> T:

@@ -1317,6 +1317,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "put.overwrite",
     ),
     _m(
+        "delete-finds-staged-blocks",
+        kv_dict.DeleteFindsStagedBlocks,
+        kv_dict.StagedBlocksKV,
+        CON,
+        "test_deletes_racing_a_large_put_of_a_missing_key_fit_one_order",
+        "delete.missing",
+    ),
+    _m(
         "large-values-overwritten-in-place",
         kv_dict.LargeValuesOverwrittenInPlace,
         D,

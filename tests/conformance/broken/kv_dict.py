@@ -1885,6 +1885,19 @@ class StagedBlocksNotStagedAgain(StagedBlocksKV):
         raise StorageUnavailable(f"InvalidBlockList: the blocks of key {key!r} are gone")
 
 
+class DeleteFindsStagedBlocks(StagedBlocksKV):
+    """Bug: a delete takes a key that holds only blocks a put has staged (Azure's Delete
+    Blob of a blob with uncommitted blocks only answers 202) and answers True: a reader
+    finds no such key, and the put, its blocks gone, stages them again and commits after
+    the delete that "found" it (the sixth blind round's Azure adapter b03)."""
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        if if_match is None and key not in self.values and self.staged.pop(key, None):
+            await self._round_trip()
+            return True
+        return await super()._delete(key, if_match)
+
+
 class LargeValuesInPartsLoseAByte(DictKV):
     """Bug: a value over 256 KiB is stored as 256 KiB parts cut with ``range(0, len(data) -
     1, PART)``: a value one byte over a multiple of the part size loses its last byte."""
