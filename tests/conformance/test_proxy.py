@@ -213,14 +213,19 @@ async def test_refuse_a_count_resets_that_many_new_connections_then_forwards(sin
             await proxy.refuse(connections=0)
 
 
+async def _held_in_flight_then_reset(proxy: StallProxy) -> None:
+    """A request held on the wire (``in_flight``), then its sender's reset."""
+    _, writer = await asyncio.open_connection(*proxy.address)
+    proxy.stall("request", partial=False, in_flight=True)
+    writer.write(b"late write")
+    await writer.drain()
+    await _bounded(proxy.stalled.wait())
+    writer.transport.abort()  # the client gives up with a reset
+
+
 async def test_in_flight_request_bytes_arrive_after_their_sender_reset(sink: Sink) -> None:
     async with StallProxy(sink.address) as proxy:
-        _, writer = await asyncio.open_connection(*proxy.address)
-        proxy.stall("request", partial=False, in_flight=True)
-        writer.write(b"late write")
-        await writer.drain()
-        await _bounded(proxy.stalled.wait())
-        writer.transport.abort()  # the client gives up with a reset
+        await _held_in_flight_then_reset(proxy)
         await asyncio.sleep(0)
         assert bytes(sink.received) == b""
         proxy.resume()
@@ -253,12 +258,7 @@ async def test_in_flight_request_bytes_are_answered_before_the_close_reaches_the
 
     server = await asyncio.start_server(slow_server, "127.0.0.1", 0)
     async with server, StallProxy(server.sockets[0].getsockname()[:2]) as proxy:
-        _, writer = await asyncio.open_connection(*proxy.address)
-        proxy.stall("request", partial=False, in_flight=True)
-        writer.write(b"late write")
-        await writer.drain()
-        await _bounded(proxy.stalled.wait())
-        writer.transport.abort()  # the client gives up with a reset
+        await _held_in_flight_then_reset(proxy)
         proxy.resume()
         await _bounded(answered.wait())
         assert closed_before_answer == [False]
