@@ -1096,7 +1096,6 @@ class CapabilityTests(StorageFixtures):
                 )
 
     @checks("ttl.not-early")
-    @checks("ttl.not-early")
     async def test_declared_ttl_of_several_seconds_keeps_each_key_that_long_after_its_write(
         self, target: Target, supports_ttl: bool
     ) -> None:
@@ -1144,6 +1143,7 @@ class CapabilityTests(StorageFixtures):
                 )
             await together(*calls)
 
+    @checks("ttl.not-early")
     async def test_declared_ttl_of_a_fraction_of_a_second_keeps_a_key_that_long(
         self, target: Target, supports_ttl: bool
     ) -> None:
