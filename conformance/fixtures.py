@@ -163,9 +163,11 @@ def _time_limited(fn: TestFn, group: str | None) -> TestFn:
     seconds, hint = getattr(fn, "__conformance_slow__", (0.0, ""))
 
     @functools.wraps(fn)
-    async def test(self: StorageFixtures, *args: Any, **kwargs: Any) -> None:
+    async def test(self: Any, *args: Any, **kwargs: Any) -> None:
         __tracebackhide__ = True
-        target = _RUNNING[0]
+        # The storage target of this test; an ecosystem test has none here (its class's
+        # time_limit holds), whatever storage target ran before it in the process.
+        target = _RUNNING[0] if isinstance(self, StorageFixtures) else None
         own = None if target is None else target.time_limit
         limit = max(self.time_limit if own is None else own, seconds)
         scope = asyncio.timeout(limit)

@@ -125,3 +125,24 @@ async def test_run_reports_a_factory_giving_the_wrong_kind() -> None:
     report = await run(lambda: object(), groups=["semantics"], ecosystem="langgraph")
     assert not report.ok
     assert "neither a LangGraph checkpointer" in report.errors[0]
+
+
+async def test_an_ecosystem_tests_time_limit_is_not_the_last_storage_targets() -> None:
+    """A storage target's ``time_limit`` holds for its own run only: an ecosystem run after
+    it in the same process keeps its own limit (60 s). Once, a storage run with a 0.3 s limit
+    failed the next ecosystem run's tests as hung after 0.3 s."""
+    from checkpointkit.adapters.memory import MemoryStorage
+    from checkpointkit.conformance import Target
+
+    from . import broken
+
+    tight = Target(MemoryStorage, name="memory with a 0.3 s limit", time_limit=0.3)
+    first = await run(tight, groups=["semantics"], pattern="test_small_value_round_trips")
+    assert first.ok and first.results, first.summary()
+    # watches the cancelled aput for its settle window (0.3 s) after the cancel: over 0.3 s
+    second = await run(
+        broken.target(broken.HeldSaver, "langgraph"),
+        groups=["cancellation"],
+        pattern="test_cancelled_aput_does_not_land_later",
+    )
+    assert second.ok and second.results, second.summary()
