@@ -84,6 +84,10 @@ STREAM_ABOVE = 1 * MiB
 """Request bodies larger than this are sent from a stream (see ``_body``)."""
 READ_BLOCK_SIZE = 256 * KiB
 """Block size of streamed replies (the Storage SDK's own default)."""
+DELETE_ROUNDS = 8
+"""The most rounds of a plain ``delete``: each reads the blob's ETag, then deletes on it; a
+blob written again between the two (412) takes another round. After this many, the delete
+raises ``StorageUnavailable`` (it did nothing) instead of running on without a bound."""
 
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
 ENV_ACCOUNT_KEY = "AZURE_STORAGE_KEY"
@@ -818,7 +822,7 @@ class AzureBlobStorage(StorageBase):
             # The committed blob's ETag, then a delete on it: a plain Delete Blob (and
             # one with If-Match: *, on Azurite) also takes a name that holds only the
             # blocks a put has staged, a key no reader finds, and answers 202.
-            while True:
+            for _round in range(DELETE_ROUNDS):
                 try:
                     props = await self._call("delete", key, lambda: blob.get_blob_properties())
                 except NotFound:
@@ -843,6 +847,10 @@ class AzureBlobStorage(StorageBase):
                 except PreconditionFailed:
                     continue  # written again since its ETag was read: read it again
                 return True
+            raise StorageUnavailable(
+                f"Azure delete of key {key!r}: the blob was written again between each of "
+                f"{DELETE_ROUNDS} reads of its ETag and the delete on it; nothing was deleted"
+            )
         condition = f"if-match delete {if_match}: the key is at another version"
         try:
             await self._call(

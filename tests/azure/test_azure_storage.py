@@ -342,3 +342,58 @@ async def test_a_listing_out_of_code_point_order_is_sorted_in_a_page_and_refused
     az.page_size = 1  # type: ignore[misc]
     with pytest.raises(StorageUnavailable, match="code-point order"):
         [k async for k in az.list("u/")]
+
+
+class _RewrittenAfterEachRead:
+    """Between each Get Blob Properties of ``key`` and the delete on its ETag, a second
+    client writes ``key`` again (for the first ``times`` reads): the delete's condition
+    fails on Azurite itself, each time."""
+
+    def __init__(self, other: AzureBlobStorage, key: str, times: int) -> None:
+        self.other, self.key, self.times, self.reads = other, key, times, 0
+
+    def patch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from azure.storage.blob.aio import BlobClient
+
+        real = BlobClient.get_blob_properties
+        hook = self
+
+        async def read_then_rewrite(blob: BlobClient, **kwargs: object) -> object:
+            props = await real(blob, **kwargs)
+            if blob.blob_name.endswith("/" + hook.key):
+                hook.reads += 1
+                if hook.reads <= hook.times:
+                    await hook.other.put(hook.key, f"write {hook.reads}".encode())
+            return props
+
+        monkeypatch.setattr(BlobClient, "get_blob_properties", read_then_rewrite)
+
+
+async def test_a_delete_of_a_key_written_again_after_each_read_of_its_etag_gives_up_and_keeps_it(
+    az: AzureBlobStorage, make_az: Callable[..., AzureBlobStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from checkpointkit.adapters.azure import DELETE_ROUNDS
+
+    await az.put("k", b"first")
+    async with make_az() as other:
+        rewrites = _RewrittenAfterEachRead(other, "k", times=10 * DELETE_ROUNDS)
+        rewrites.patch(monkeypatch)
+        with pytest.raises(StorageUnavailable, match=r"'k'.*written again.*nothing was deleted"):
+            await az.delete("k")
+        assert rewrites.reads == DELETE_ROUNDS  # a bound, not a loop without end
+        monkeypatch.undo()
+        assert (await az.get("k")).data == f"write {DELETE_ROUNDS}".encode()
+
+
+async def test_a_delete_of_a_key_written_again_after_its_first_reads_deletes_it(
+    az: AzureBlobStorage, make_az: Callable[..., AzureBlobStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await az.put("k", b"first")
+    async with make_az() as other:
+        rewrites = _RewrittenAfterEachRead(other, "k", times=2)
+        rewrites.patch(monkeypatch)
+        assert await az.delete("k") is True
+        assert rewrites.reads == 3
+        monkeypatch.undo()
+        with pytest.raises(NotFound):
+            await az.get("k")
