@@ -110,8 +110,12 @@ def open_storage(url: str, **options: Any) -> Storage:
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"a storage URL must be a non-empty str, not {url!r}")
     scheme = url_scheme(url)
-    known = schemes()
-    target = known.get(scheme)
+    # A built-in scheme wins over a plugin's of the same name (`schemes`): no need to read
+    # every installed distribution's entry points (about 13 ms) to open one.
+    target = _BUILTIN.get(scheme)
+    if target is None:
+        known = schemes()
+        target = known.get(scheme)
     if target is None:
         raise ConfigurationError(
             f"unknown storage scheme {scheme!r} in {redact_url(url)!r}; "
