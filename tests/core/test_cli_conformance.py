@@ -56,34 +56,34 @@ def test_conformance_of_an_unknown_scheme_exits_two() -> None:
 
 
 def test_conformance_of_some_groups_passes_without_rating_a_level(tmp_path: Path) -> None:
-    proc = _run([*CLI, "memory", "--group", "capabilities"], tmp_path)
+    proc = _run([*CLI, "memory", "--group", "bad-input"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     verdict = proc.stdout.strip().splitlines()[-1]
     assert "level: none" not in proc.stdout
-    assert "not rated (only capabilities ran" in verdict and "passed" in verdict
+    assert "not rated (only bad-input ran" in verdict and "passed" in verdict
     # off a terminal, progress comes as plain lines on stderr, from the start
     assert re.match(r"conformance of memory: running \d+ tests\n", proc.stderr), proc.stderr
     assert "\r" not in proc.stderr and "\x1b[" not in proc.stderr + proc.stdout
 
 
 def test_conformance_json_without_a_file_is_the_one_document_on_stdout(tmp_path: Path) -> None:
-    proc = _run([*CLI, "memory", "--group", "capabilities", "--json"], tmp_path)
+    proc = _run([*CLI, "memory", "--group", "bad-input", "--json"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["ok"] is True and doc["groups"]["capabilities"]["failed"] == 0
-    assert doc["groups_run"] == ["capabilities"]
+    assert doc["ok"] is True and doc["groups"]["bad-input"]["failed"] == 0
+    assert doc["groups_run"] == ["bad-input"]
     # the JSON says what the text says: a run of some groups has no level (issue 20)
     assert doc["level"] is None and doc["rated"] is False
 
 
 def test_json_without_a_file_cannot_swallow_the_target(tmp_path: Path) -> None:
-    proc = _run([*CLI, "--json", "memory", "--group", "capabilities"], tmp_path)
+    proc = _run([*CLI, "--json", "memory", "--group", "bad-input"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["ok"] is True and doc["groups_run"] == ["capabilities"]
+    assert doc["ok"] is True and doc["groups_run"] == ["bad-input"]
     assert not (tmp_path / "memory").exists()  # no report file named after the target
     # with both a FILE and a SPEC, FILE is the report's file
-    proc = _run([*CLI, "--json", "report.json", "memory", "--group", "capabilities"], tmp_path)
+    proc = _run([*CLI, "--json", "report.json", "memory", "--group", "bad-input"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((tmp_path / "report.json").read_text())["ok"] is True
     code, _, err = _invoke("conformance", "--json")
@@ -105,7 +105,7 @@ def test_a_module_target_is_found_in_the_working_directory_as_python_m_does(
     script = Path(sys.executable).parent / "checkpointkit"  # sys.path[0] is its folder
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [script, "conformance", "my_target_beside_me:storage", "--group", "capabilities"],
+        [script, "conformance", "my_target_beside_me:storage", "--group", "bad-input"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -147,7 +147,7 @@ def test_base_install_is_light_and_a_project_with_only_pytest_runs_green(
 
 CONFORMANCE_RUN = (
     "import asyncio; from checkpointkit.conformance import run; "
-    "r = asyncio.run(run('memory', groups=['capabilities'])); "
+    "r = asyncio.run(run('memory', groups=['bad-input'])); "
     "print('ok' if r.ok else r.summary())"
 )
 
@@ -179,7 +179,7 @@ def test_the_suite_runs_from_every_install_form(
             "--checkpointkit-storage",
             "memory",
             "--checkpointkit-group",
-            "capabilities",
+            "bad-input",
         ],
         cwd=project,
         env=env,
@@ -187,7 +187,7 @@ def test_the_suite_runs_from_every_install_form(
     assert re.search(r"\d+ passed", plugin.stdout) and "failed" not in plugin.stdout
     assert _check([venv, "-c", CONFORMANCE_RUN], cwd=project, env=env).stdout.strip() == "ok"
     cli = _check(
-        [venv.parent / "checkpointkit", "conformance", "memory", "--group", "capabilities"],
+        [venv.parent / "checkpointkit", "conformance", "memory", "--group", "bad-input"],
         cwd=project,
         env=env,
     )
