@@ -71,13 +71,18 @@ STALE_RACERS = 3
 
 
 _RACED_SIZES = ((1 << 20) + 1, (1 << 22) + 1, (1 << 24) + 1)
+"""The sizes of `test_concurrent_overwrites_of_large_values_all_write_and_leave_one_whole`:
+past 1 MiB, Azure Blob's 4 MiB blocks and S3's 8 MiB multipart parts."""
 _RACING_DELETES = 50
 """The most deletes the racing-deletes test sends during one put (it stops at the first
 that answers True: one that takes a put's staged parts would make it stage them again)."""
 GAP_SMALL_VALUE = 64 * 1024
 """The value of the racing-deletes test where the target holds no value of 1 MiB + 1."""
-"""The sizes of `test_concurrent_overwrites_of_large_values_all_write_and_leave_one_whole`:
-past 1 MiB, Azure Blob's 4 MiB blocks and S3's 8 MiB multipart parts."""
+
+
+def _raced_sizes(target: Target | None) -> list[int]:
+    """The sizes of `_RACED_SIZES` that ``target`` holds, smallest first."""
+    return [s for s in large_sizes(max_value_of(target)) if s in _RACED_SIZES]
 
 
 class ConcurrencyTests(ConcurrentSweepTests, GapTests):
@@ -868,7 +873,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
         whose commit of staged parts fails when another writer's commit discarded them
         (Azure's ``InvalidBlockList``) must stage again, not raise."""
         writers = scaled(scale, 4, minimum=2)
-        sizes = [s for s in large_sizes(max_value_of(storage_target)) if s in _RACED_SIZES]
+        sizes = _raced_sizes(storage_target)
         for size in sizes:
             key = f"race-large/{size}"
             values = [bytes([65 + i]) * size for i in range(writers)]
@@ -912,7 +917,7 @@ class ConcurrencyTests(ConcurrentSweepTests, GapTests):
         must end holding its value. A delete that takes the parts a put has staged for a
         new key (Azure's Delete Blob of a blob with uncommitted blocks only) answers True
         for a key no reader finds."""
-        sizes = [s for s in large_sizes(max_value_of(storage_target)) if s in _RACED_SIZES]
+        sizes = _raced_sizes(storage_target)
         size = sizes[-1] if sizes else GAP_SMALL_VALUE
         data = b"P" * size
         for round_ in range(3):
