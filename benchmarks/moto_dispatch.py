@@ -30,6 +30,7 @@ from checkpointkit.adapters.s3 import S3Storage
 from checkpointkit.conformance.servers.s3 import (
     create_bucket,
     s3_server,
+    serving,
     storage_options,
     unique_bucket_name,
 )
@@ -39,13 +40,8 @@ from checkpointkit.conformance.servers.s3 import (
 def _motos_own() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with serving(ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)) as url:
+        yield url
 
 
 async def _per_call(n: int, call: Callable[[int], Awaitable[object]]) -> float:

@@ -54,6 +54,7 @@ __all__ = [
     "create_bucket",
     "moto_auth_server",
     "s3_server",
+    "serving",
     "storage_options",
     "unique_bucket_name",
 ]
@@ -182,6 +183,15 @@ def s3_server() -> Iterator[str]:
         server = _moto_server()
     except ImportError as exc:  # pragma: no cover - depends on the environment
         unavailable(f"moto's server is not installed ({exc}); pip install 'moto[server]'")
+    with serving(server) as endpoint_url:
+        yield endpoint_url
+
+
+@contextmanager
+def serving(server: Any) -> Iterator[str]:
+    """Start a moto ``ThreadedMotoServer`` (``server``); yield its endpoint URL; then stop
+    it and close its listening socket. `s3_server` serves the test server with it; a
+    benchmark can serve moto's own."""
     # One log line per request otherwise; moto's own warnings stay visible.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server.start()
