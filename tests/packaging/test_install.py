@@ -73,6 +73,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
         "pytest-asyncio",
         "hypothesis",  # the conformance extra's model group
         "redis",  # the extra that the README's wheel install names
+        "hiredis",  # ... and its reply parser
         "msgspec",
         "zstandard",
         "setuptools>=69",  # to build editable installs without the network

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import socket
 import subprocess
 import sys
@@ -257,6 +258,31 @@ async def test_open_storage_passes_options(redis_standalone_url: str) -> None:
     async with open_storage(redis_standalone_url, prefix="viaregistry", ttl=30) as s:
         assert isinstance(s, RedisStorage)
         assert s.capabilities.ttl
+
+
+def test_the_redis_extra_installs_hiredis() -> None:
+    extra = [
+        r for r in importlib.metadata.requires("checkpointkit") or [] if 'extra == "redis"' in r
+    ]
+    assert any(r.replace(" ", "").startswith("redis[hiredis]") for r in extra), extra
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["standalone", "cluster"])
+async def test_the_adapters_connections_read_replies_with_hiredis(
+    cluster: bool, redis_standalone_url: str, redis_cluster_url: str
+) -> None:
+    url = redis_cluster_url if cluster else redis_standalone_url
+    async with RedisStorage.from_url(url, prefix="parser") as s:
+        await s.put("runs/r/k", b"v")
+        client = s.client
+        if isinstance(client, RedisCluster):
+            pools = [node._connections for node in client.get_nodes()]
+            connections = [c for pool in pools for c in pool]
+        else:
+            assert isinstance(client, Redis)
+            connections = list(client.connection_pool._available_connections)
+        parsers = {type(c._parser).__name__ for c in connections if c.is_connected}
+        assert parsers == {"_AsyncHiredisParser"}, parsers
 
 
 def test_a_missing_redis_package_names_the_extra() -> None:
