@@ -27,10 +27,10 @@ from checkpointkit.conformance.servers.s3 import (
     REGION,
     SECRET_ACCESS_KEY,
     create_bucket,
-    s3_server,
     storage_options,
     unique_bucket_name,
 )
+from checkpointkit.conformance.servers.seaweedfs import seaweedfs_server
 
 
 @dataclass
@@ -43,8 +43,6 @@ class ChaosBackend:
         direct: opens a storage on the same data, not through the proxies.
         proxies: the stall proxies between the workers and the server (none for file).
         observe_every: seconds between two scans of the observer.
-        records_only: the observer watches step records and checkpoints only,
-            not the inputs and index entries (S3: fewer requests to moto).
     """
 
     name: str
@@ -52,7 +50,6 @@ class ChaosBackend:
     direct: Callable[[], AbstractAsyncContextManager[Storage]]
     proxies: list[StallProxy] = field(default_factory=list)
     observe_every: float = 0.1
-    records_only: bool = False
 
 
 @pytest.fixture(scope="session")
@@ -71,8 +68,8 @@ def chaos_postgres_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def chaos_s3_bucket() -> Iterator[tuple[str, str]]:
-    """``(endpoint_url, bucket)`` on a moto S3 server for the session."""
-    with s3_server() as endpoint_url:
+    """``(endpoint_url, bucket)`` on a SeaweedFS S3 server (``weed mini``) for the session."""
+    with seaweedfs_server() as endpoint_url:
         bucket = unique_bucket_name("ckk-chaos")
         create_bucket(endpoint_url, bucket)
         yield endpoint_url, bucket
@@ -100,7 +97,7 @@ async def chaos_backend(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[ChaosBackend]:
     """Each backend in turn: a temp dir, the Redis Cluster (3 proxies), PostgreSQL (1 proxy),
-    S3 on moto (1 proxy)."""
+    S3 on SeaweedFS (1 proxy)."""
     name: str = request.param
     if name == "file":
         from checkpointkit.adapters.file import FileStorage
@@ -130,7 +127,6 @@ async def chaos_backend(
                 config,
                 lambda: RedisStorage.from_url(url, prefix=prefix, timeout=10.0),
                 proxies,
-                observe_every=0.1,
             )
     elif name == "postgres":
         from checkpointkit.adapters.postgres import PostgresStorage
@@ -151,7 +147,6 @@ async def chaos_backend(
                 config,
                 lambda: PostgresStorage.from_url(pg_url, prefix=prefix, timeout=10.0),
                 proxies,
-                observe_every=0.1,
             )
     else:
         from checkpointkit.adapters.s3 import S3Storage
@@ -176,6 +171,4 @@ async def chaos_backend(
                 config,
                 lambda: S3Storage(bucket, prefix, timeout=20.0, **storage_options(endpoint_url)),
                 proxies,
-                observe_every=1.0,
-                records_only=True,
             )

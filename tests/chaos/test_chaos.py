@@ -81,31 +81,27 @@ class Seen:
     data: bytes
 
 
-def write_once(key: str, records_only: bool) -> bool:
+def write_once(key: str) -> bool:
     """Every key of the store is written at most once, except those moved by compare-and-swap.
 
     Those are a run's head and its index entry (a creation claim: a run whose creator
     was killed between the entry and the input is taken over by swapping the claim).
-    With ``records_only``, only step records (``/s/``) and checkpoints (``/c/``).
     """
-    if records_only:
-        return "/s/" in key or "/c/" in key
     return not key.endswith("/head") and not key.startswith("index/")
 
 
 class Observer:
     """Scans a storage directly and keeps the first sight of every write-once key."""
 
-    def __init__(self, storage: Storage, *, records_only: bool = False) -> None:
+    def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self.records_only = records_only
         self.first: dict[str, Seen] = {}
         self.scans = 0
 
     async def scan(self) -> None:
         keys = [key async for key in self.storage.list("")]
         at = time.time()
-        new = [k for k in keys if write_once(k, self.records_only) and k not in self.first]
+        new = [k for k in keys if write_once(k) and k not in self.first]
         limit = asyncio.Semaphore(8)
 
         async def read(key: str) -> None:
@@ -495,7 +491,7 @@ async def test_many_workers_complete_every_run_under_chaos(
     failures: list[str] = []
     async with backend.direct() as direct:
         store = CheckpointStore(direct)
-        observer = Observer(direct, records_only=backend.records_only)
+        observer = Observer(direct)
         stop = asyncio.Event()
         watcher = asyncio.create_task(observer.watch(backend.observe_every, stop))
         started = time.monotonic()
