@@ -19,6 +19,13 @@ closed (HTTP 500, ``I/O operation on closed file``), which AWS never does. The
 same layer therefore lets moto handle one request at a time, once that
 request's body has fully arrived, so a slow upload holds up no other request.
 
+werkzeug's server, under moto, closes the connection after every response (it
+cannot tell where an unread body ends, so it never reads a next request); a
+client then opens a TCP connection per request, which AWS does not make it do.
+Here every body is read whole before moto sees the request, so the connection
+is kept open for the next one, as AWS and SeaweedFS keep it, except after a
+body that did not fully arrive.
+
 Usage::
 
     with s3_server() as endpoint_url:
@@ -70,6 +77,10 @@ _INCOMPLETE = (
     b"<Message>You did not provide the number of bytes specified by the Content-Length "
     b"HTTP header</Message></Error>"
 )
+_WHOLE = "checkpointkit.body_read_whole"
+"""Set in a request's WSGI environ once its body has been read to its end (or it has none):
+the connection can then carry the next request."""
+
 _BAD_DIGEST = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest</Code>'
     b"<Message>The checksum you specified did not match what we received</Message></Error>"
@@ -122,8 +133,10 @@ class _WholeBodies:
                 return _refuse(start_response, _INCOMPLETE)
             body = b"".join(chunks)
             if not _digest_ok(environ, body):
+                environ[_WHOLE] = True
                 return _refuse(start_response, _BAD_DIGEST)
             environ["wsgi.input"] = io.BytesIO(body)
+        environ[_WHOLE] = True
         with self.lock:
             result = self.app(environ, start_response)
             try:
@@ -132,6 +145,20 @@ class _WholeBodies:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()
+
+
+class _Undrained:
+    """The request's stream as werkzeug's handler reads it after the response: nothing more
+    once the body was read whole (what follows is the connection's next request)."""
+
+    def __init__(self, stream: Any, environ: dict[str, Any]) -> None:
+        self.stream, self.environ = stream, environ
+
+    def read(self, size: int = -1) -> bytes:
+        if self.environ.get(_WHOLE):
+            return b""
+        data: bytes = self.stream.read(size)
+        return data
 
 
 def _moto_server() -> Any:
@@ -156,11 +183,36 @@ def _moto_server() -> Any:
                     app = self.app_instances["s3"] = self.create_app("s3")
                 return app
 
+    class KeepAlive(MotoRequestHandler):
+        """werkzeug's handler, which closes the connection after every response, keeping
+        it open when the request's body was read to its end (`_WholeBodies`): no
+        ``Connection: close`` header then, and no draining of the socket after the
+        response (werkzeug reads and drops whatever arrives within 10 ms: the next
+        request, on a kept connection)."""
+
+        def make_environ(self) -> dict[str, Any]:
+            environ = super().make_environ()  # its wsgi.input is the socket's own stream
+            self.rfile = _Undrained(self.rfile, environ)  # type: ignore[assignment]
+            return environ
+
+        def run_wsgi(self) -> None:
+            stream = self.rfile
+            try:
+                super().run_wsgi()
+            finally:
+                self.rfile = stream  # the next request line is read from it
+
+        def send_header(self, keyword: str, value: str) -> None:
+            whole = getattr(self, "environ", {}).get(_WHOLE, False)
+            if whole and keyword.lower() == "connection" and value.lower() == "close":
+                return
+            super().send_header(keyword, value)
+
     class WholeBodyMotoServer(ThreadedMotoServer):
         def _server_entry(self) -> None:
             app = _WholeBodies(S3Only(create_backend_app))
             self._server = make_server(
-                self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+                self._ip_address, self._port, app, True, request_handler=KeepAlive
             )
             self._server_ready_event.set()
             self._server.serve_forever()

@@ -51,6 +51,8 @@ def test_server_refuses_a_body_shorter_than_its_length(s3_endpoint: str, s3_buck
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
     assert b"IncompleteBody" in reply
+    # the rest of the body may still come: the connection carries no next request
+    assert b"\r\nConnection: close\r\n" in reply.split(b"\r\n\r\n")[0] + b"\r\n"
     conn = http.client.HTTPConnection(host, port, timeout=10)
     try:
         conn.request("HEAD", f"/{s3_bucket}/short")
@@ -72,5 +74,26 @@ def test_server_refuses_a_body_that_fails_its_content_md5(s3_endpoint: str, s3_b
         assert b"BadDigest" in body
         conn.request("HEAD", f"/{s3_bucket}/corrupt")
         assert conn.getresponse().status == 404
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("s3_server_name", ["moto"])  # the layer around moto
+def test_server_keeps_the_connection_for_the_next_request(s3_endpoint: str, s3_bucket: str) -> None:
+    """As AWS does: werkzeug's server alone closes it after every response, and drops what
+    arrives within 10 ms of a response (the next request, on a kept connection)."""
+    host, port = _address(s3_endpoint)
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    try:
+        conn.request("PUT", f"/{s3_bucket}/kept", body=b"x" * 10)
+        first = conn.getresponse()
+        first.read()
+        assert first.status == 200 and not first.will_close, first.headers
+        sock = conn.sock
+        for i in range(3):  # each sent the moment the previous answer is read
+            conn.request("PUT", f"/{s3_bucket}/kept{i}", body=b"y" * i)
+            again = conn.getresponse()
+            assert (again.status, again.read()) == (200, b"")
+        assert conn.sock is sock, "the client had to open another connection"
     finally:
         conn.close()
