@@ -190,6 +190,11 @@ def _moto_server() -> Any:
         response (werkzeug reads and drops whatever arrives within 10 ms: the next
         request, on a kept connection)."""
 
+        # The reply goes out in several writes (status and headers, then the body); on a
+        # kept connection Nagle's algorithm holds the last of them until the client's
+        # delayed acknowledgement, some 40 ms a request.
+        disable_nagle_algorithm = True
+
         def make_environ(self) -> dict[str, Any]:
             environ = super().make_environ()  # its wsgi.input is the socket's own stream
             self.rfile = _Undrained(self.rfile, environ)  # type: ignore[assignment]
