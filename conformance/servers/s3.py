@@ -77,14 +77,14 @@ _INCOMPLETE = (
     b"<Message>You did not provide the number of bytes specified by the Content-Length "
     b"HTTP header</Message></Error>"
 )
-_WHOLE = "checkpointkit.body_read_whole"
-"""Set in a request's WSGI environ once its body has been read to its end (or it has none):
-the connection can then carry the next request."""
-
 _BAD_DIGEST = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest</Code>'
     b"<Message>The checksum you specified did not match what we received</Message></Error>"
 )
+
+_WHOLE = "checkpointkit.body_read_whole"
+"""Set in a request's WSGI environ once its body has been read to its end (or it has none):
+the connection can then carry the next request."""
 
 
 def _digest_ok(environ: dict[str, Any], body: bytes) -> bool:
@@ -206,6 +206,7 @@ def _moto_server() -> Any:
                 super().run_wsgi()
             finally:
                 self.rfile = stream  # the next request line is read from it
+                self.environ = {}  # an error answered before the next request's environ
 
         def send_header(self, keyword: str, value: str) -> None:
             whole = getattr(self, "environ", {}).get(_WHOLE, False)
