@@ -42,14 +42,12 @@ class ChaosBackend:
         config: the worker's storage settings (merged into its JSON config).
         direct: opens a storage on the same data, not through the proxies.
         proxies: the stall proxies between the workers and the server (none for file).
-        observe_every: seconds between two scans of the observer.
     """
 
     name: str
     config: dict[str, Any]
     direct: Callable[[], AbstractAsyncContextManager[Storage]]
     proxies: list[StallProxy] = field(default_factory=list)
-    observe_every: float = 0.1
 
 
 @pytest.fixture(scope="session")

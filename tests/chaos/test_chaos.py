@@ -70,6 +70,11 @@ def expected_output(input: dict[str, int]) -> Any:
 
 
 # -- the observer ------------------------------------------------------------------------
+
+OBSERVE_EVERY = 0.1
+"""Seconds between two scans of the observer, on every backend."""
+
+
 @dataclass(frozen=True)
 class Seen:
     """A write-once key as the observer first read it."""
@@ -493,7 +498,7 @@ async def test_many_workers_complete_every_run_under_chaos(
         store = CheckpointStore(direct)
         observer = Observer(direct)
         stop = asyncio.Event()
-        watcher = asyncio.create_task(observer.watch(backend.observe_every, stop))
+        watcher = asyncio.create_task(observer.watch(OBSERVE_EVERY, stop))
         started = time.monotonic()
         try:
             finished = await chaos.drive(TIME_LIMIT)
