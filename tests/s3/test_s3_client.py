@@ -1,17 +1,21 @@
 """Each storage's client is built from a session of its own that shares the process's
 botocore data loader (the S3 model parsed once, not once per storage), and its connections
 share one SSL context per CA bundle (the bundle parsed once), unless the client presents a
-certificate of its own."""
+certificate of its own. Its endpoint is resolved once per bucket and operation, not once
+per key."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import ssl
 from pathlib import Path
 from typing import Any
 
+import botocore.endpoint_provider
 import certifi
-from checkpointkit.adapters.s3 import S3Storage
+import pytest
+from checkpointkit.adapters.s3 import S3Storage, _rule_parameters
 
 
 def _storage(n: int) -> S3Storage:
@@ -95,3 +99,59 @@ async def test_storages_share_one_ssl_context_per_ca_bundle_unless_they_show_a_c
     assert type(with_certificate) is ssl.SSLContext  # a context of its own, as botocore makes
     assert first.verify_mode == ssl.CERT_REQUIRED
     assert first.cert_store_stats()["x509_ca"] > 0  # the bundle is loaded
+
+
+def test_the_rule_walk_finds_references_and_template_parameters() -> None:
+    rules = [
+        {
+            "conditions": [{"fn": "isSet", "argv": [{"ref": "Bucket"}]}],
+            "endpoint": {"url": "https://{Region}.example/{url#path}", "headers": {}},
+            "type": "endpoint",
+        },
+        {"conditions": [], "error": "no {Endpoint} here", "type": "error"},
+    ]
+    assert _rule_parameters(rules, set()) == {"Bucket", "Region", "url", "Endpoint"}
+
+
+async def test_the_client_passes_the_endpoint_rules_only_the_parameters_they_read() -> None:
+    storage = _storage(1)
+    try:
+        client = await storage._open()
+        passed = set(client._ruleset_resolver._param_definitions)
+        ruleset = client._loader.load_service_model("s3", "endpoint-rule-set-1")
+    finally:
+        await storage.aclose()
+    declared = set(ruleset["parameters"])
+    text = json.dumps(ruleset["rules"])
+    dropped = declared - passed
+    # botocore 1.40.61's S3 rules declare these three and never read them
+    assert {"Key", "Prefix", "CopySource"} <= dropped
+    for name in dropped:  # nothing the rules read is dropped
+        assert f'"ref": "{name}"' not in text and "{" + name not in text
+    assert {"Bucket", "Region", "Endpoint", "ForcePathStyle"} <= passed
+
+
+async def test_requests_for_new_keys_resolve_the_endpoint_once_per_operation(
+    s3: S3Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evaluated: list[str] = []
+    evaluate = botocore.endpoint_provider.RuleSet.evaluate
+
+    def counted(self: Any, input_parameters: dict[str, Any]) -> Any:
+        evaluated.append(str(sorted(input_parameters)))
+        return evaluate(self, input_parameters)
+
+    monkeypatch.setattr(botocore.endpoint_provider.RuleSet, "evaluate", counted)
+
+    async def each_operation(key: str) -> None:
+        version = await s3.put(key, b"v")
+        await s3.get(key)
+        assert [k async for k in s3.list(key)] == [key]
+        assert await s3.delete(key, if_match=version)
+
+    await each_operation("warm-up")
+    assert evaluated  # the first call of each operation evaluates the rules
+    evaluated.clear()
+    for n in range(10):
+        await each_operation(f"runs/r{n}/step")
+    assert evaluated == []
