@@ -1377,7 +1377,7 @@ def _resolve_endpoints_per_bucket(client: Any, loader: Any) -> None:
     makes the same change upstream; aioboto3 15.5.0, the newest, holds botocore at
     1.40.61, before it. A client without the resolver's parameter table is left as it is.
     """
-    resolver = getattr(client, "_ruleset_resolver", None)
+    resolver: Any = getattr(client, "_ruleset_resolver", None)
     definitions = getattr(resolver, "_param_definitions", None)
     if not isinstance(definitions, dict):
         return
