@@ -99,20 +99,14 @@ _LONGEST_FIRST = (
     "codec",
 )
 """The test folders by their tests' mean wall time, longest first (`scripts/cpu-report`,
-2026-12-07: chaos 24 s a test, packaging 7 s, ecosystems 1.2 s, S3 0.8 s, ..., core 0.07 s,
-codec 0.01 s). A folder not in the list runs after these.
+2026-12-07: chaos 24 s a test, packaging 7 s, ..., core 0.07 s, codec 0.01 s).
 
-pytest-xdist (``--dist load``) hands each worker runs of consecutive tests, each up to an
-eighth of those left, and never takes them back. In the folders' alphabetical order S3's
-slow conformance tests came just before SQLite's and the fast ones, and a worker given a
-run of them went on alone after the other three had ended (40 s in a run of 826 s).
-Longest first, the runs handed out last are of short tests; the folders stay whole, so a
-worker starts the servers of fewer of them. What it gives is small and moves from run to
-run: replayed on one run's measured test times (each worker's queue simulated as
-pytest-xdist 3.8.0 fills it), the last worker ended 46 s after the first in the
-alphabetical order and 20 s after in this one; in real runs the gap was 40 s before and
-30 s after (a run of Azure's tests), and ``--dist worksteal`` left 30 s too (S3's two
-megabyte listings last in a queue)."""
+pytest-xdist hands each worker a run of consecutive tests, and near the end a run of up to
+an eighth of what is left. In the folders' alphabetical order the last runs were S3's
+conformance tests (0.8 s each) beside SQLite's, and one worker went on alone for 40 s after
+the other three had ended. Run longest first, the last runs are of short tests; the
+folders stay whole, so each worker starts the servers of fewer of them. A folder not in the
+list runs after these."""
 
 
 def _folder_rank(item: pytest.Item) -> int:
