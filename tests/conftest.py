@@ -82,43 +82,9 @@ def _example_tests(items: list[pytest.Item]) -> int:
     return sum(item.nodeid.startswith(_EXAMPLE) for item in items)
 
 
-_LONGEST_FIRST = (
-    "chaos",
-    "packaging",
-    "ecosystems",
-    "s3",
-    "postgres",
-    "conformance",
-    "redis",
-    "azure",
-    "sqlite",
-    "integrations",
-    "file",
-    "runner",
-    "core",
-    "codec",
-)
-"""The test folders by their tests' mean wall time, longest first (`scripts/cpu-report`,
-2026-12-07: chaos 24 s a test, packaging 7 s, ..., core 0.07 s, codec 0.01 s).
-
-pytest-xdist hands each worker a run of consecutive tests, and near the end a run of up to
-an eighth of what is left. In the folders' alphabetical order the last runs were S3's
-conformance tests (0.8 s each) beside SQLite's, and one worker went on alone for 40 s after
-the other three had ended. Run longest first, the last runs are of short tests; the
-folders stay whole, so each worker starts the servers of fewer of them. A folder not in the
-list runs after these."""
-
-
-def _folder_rank(item: pytest.Item) -> int:
-    parts = item.nodeid.split("/")
-    folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
-    return _LONGEST_FIRST.index(folder) if folder in _LONGEST_FIRST else len(_LONGEST_FIRST)
-
-
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     _example_counts[0] = _example_tests(items)
-    items.sort(key=_folder_rank)  # stable: each folder keeps its own order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
