@@ -1374,7 +1374,7 @@ def _resolve_endpoints_per_bucket(client: Any, loader: Any) -> None:
     again: a put, a get and a listing of a new 1 KiB key took about a tenth more client
     CPU (``benchmarks/s3_endpoint_rules.py``). The client passes only the parameters that the
     rules read, so the endpoint is the same by construction. botocore's pull request 3692
-    makes the same change upstream; aioboto3 15.5.0, the newest, holds botocore at
+    makes the same change upstream; aioboto3 15.5.0, the newest, allows botocore up to
     1.40.61, before it. A client without the resolver's parameter table is left as it is.
     """
     resolver: Any = getattr(client, "_ruleset_resolver", None)
