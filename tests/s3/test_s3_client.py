@@ -131,6 +131,32 @@ async def test_the_client_passes_the_endpoint_rules_only_the_parameters_they_rea
     assert {"Bucket", "Region", "Endpoint", "ForcePathStyle"} <= passed
 
 
+async def test_the_rules_are_walked_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import checkpointkit.adapters.s3 as s3_module
+
+    storage = _storage(2)
+    try:
+        await storage._open()  # walks the rules unless a storage of this process did
+    finally:
+        await storage.aclose()
+    walked: list[object] = []
+    walk = s3_module._rule_parameters
+
+    def counted(node: object, found: set[str]) -> set[str]:
+        walked.append(node)
+        return walk(node, found)
+
+    monkeypatch.setattr(s3_module, "_rule_parameters", counted)
+    for n in (3, 4):
+        storage = _storage(n)
+        try:
+            client = await storage._open()
+        finally:
+            await storage.aclose()
+        assert "Key" not in client._ruleset_resolver._param_definitions
+    assert walked == []
+
+
 async def test_requests_for_new_keys_resolve_the_endpoint_once_per_operation(
     s3: S3Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
