@@ -1028,7 +1028,8 @@ class S3Storage(StorageBase):
             ) from exc
 
     async def _delete_keys(self, keys: list[str], sent: list[bool]) -> int:
-        """`_delete_many`'s work; appends to ``sent`` before it issues a delete request."""
+        """`_delete_many`'s work; appends to ``sent`` before it issues a ``DeleteObjects``
+        request, and once a delete of a key alone has happened."""
         client = await self._open()
         names = {key: self._name(key) for key in keys}
         ordered = sorted(set(keys))
@@ -1065,11 +1066,15 @@ class S3Storage(StorageBase):
                 self._raise_failed_deletes(failed, len(objects))
             existed += len(etags) - len(alone) - gone  # deleted by this request, on its ETag
             for start in range(0, len(alone), 16):
-                sent.append(True)
                 found = await asyncio.gather(
                     *(self._delete(key, None) for key in alone[start : start + 16]),
                     return_exceptions=True,  # none left running when one fails
                 )
+                if any(f is True for f in found):
+                    # these deletes happened; one that raised StorageClosed deleted nothing
+                    # (aclose() began before its request: one ended after it was sent
+                    # raises OutcomeUnknown), so none of them marks the call before this
+                    sent.append(True)
                 failed_alone = [f for f in found if isinstance(f, BaseException)]
                 if failed_alone:  # one whose outcome is unknown first: it may have happened
                     raise next(

@@ -10,6 +10,7 @@ deletes each listed key on its own, as ``delete`` does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from xml.sax.saxutils import escape as xml_escape
@@ -24,6 +25,7 @@ from checkpointkit.adapters.s3 import (
     delete_batches,
 )
 from checkpointkit.conformance.hygiene import hygiene
+from checkpointkit.errors import StorageClosed
 
 T = TypeVar("T")
 
@@ -218,3 +220,29 @@ async def test_a_key_created_after_the_listing_is_deleted_and_not_counted(
         # listing saw it: missing
         assert await storage.delete_many(["a", "b"]) == 1
         assert [k async for k in other.list()] == []
+
+
+async def test_a_batch_whose_key_by_key_deletes_aclose_refused_ends_with_storage_closed(
+    make_s3: Callable[..., S3Storage],
+) -> None:
+    # Where the server ignores delete conditions (moto), each listed key is deleted alone.
+    # aclose() begun between the listing and those deletes refuses them before any
+    # request: nothing was deleted, and StorageClosed says so (OutcomeUnknown, found by
+    # the conformance suite's aclose-while-opening sweep, said they may have happened).
+    async with make_s3() as other:
+        await other.put("a", b"v")
+        storage = make_s3(cls=AfterListing)
+        assert isinstance(storage, AfterListing)
+        storage._delete_conditions = False  # the path of a server that ignores them
+        closing: list[asyncio.Future[None]] = []
+
+        async def begin_aclose() -> None:
+            closing.append(asyncio.ensure_future(storage.aclose()))
+            while not storage._closed:
+                await asyncio.sleep(0)
+
+        storage.after_listing = begin_aclose
+        with pytest.raises(StorageClosed, match=r"^AfterListing is closed$"):  # no request
+            await storage.delete_many(["a"])
+        await closing[0]
+        assert [k async for k in other.list()] == ["a"]
