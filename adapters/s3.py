@@ -1390,12 +1390,12 @@ def _resolve_endpoints_per_bucket(client: Any, loader: Any) -> None:
     botocore caches the endpoint that its S3 rules give for each set of parameters it
     passes them. The set includes ``Key``, ``Prefix`` and ``CopySource``, which S3's rules
     declare and never read, so every new key missed the cache and evaluated the rules
-    again (with the rules read once per bucket, a put, a get and a listing of a new 1 KiB
-    key take about 0.85 of the client CPU: ``benchmarks/s3_endpoint_rules.py``). The client
-    passes only the parameters that the rules read, so the endpoint is the same by
-    construction. botocore's pull request 3692
-    makes the same change upstream; aioboto3 15.5.0, the newest, allows botocore up to
-    1.40.61, before it. A client without the resolver's parameter table is left as it is.
+    again. The client passes only the parameters that the rules read, so the endpoint is
+    the same by construction, and a put, a get and a listing of a new 1 KiB key take about
+    0.85 of the client CPU they took (``benchmarks/s3_endpoint_rules.py``). botocore's pull
+    request 3692 makes the same change upstream; aioboto3 15.5.0, the newest, allows
+    botocore up to 1.40.61, before it. A client without the resolver's parameter table is
+    left as it is.
     """
     resolver: Any = getattr(client, "_ruleset_resolver", None)
     definitions = getattr(resolver, "_param_definitions", None)
