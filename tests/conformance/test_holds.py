@@ -253,3 +253,28 @@ async def test_writes_that_aclose_cuts_off_with_outcome_unknown_pass_the_in_flig
     with pytest.raises(OutcomeUnknown):
         await put
     assert "k" not in storage.values
+
+
+async def test_close_in_flight_first_writes_cut_off_pass_the_opening_sweep() -> None:
+    """``close.in-flight`` lets a write that ``aclose()`` ended after it was sent answer
+    ``OutcomeUnknown``, also among a fresh storage's first calls: a client that drops its
+    connection under the writes on the wire (the server discarding them) passes the test
+    that closes a fresh storage while its first calls run. The sweep accepted only an
+    answer or ``StorageClosed`` there before, and failed this correct client; its broken
+    twin, whose cut writes go on and land after ``aclose()``, is in the mutation corpus
+    (``cut-writes-go-on-after-close``)."""
+    from .broken import kv_dict
+
+    cls = kv_dict.CutsSentWritesOffAtClose
+    test = "test_aclose_while_a_fresh_storage_opens"
+    report = await run(Target(cls, name=cls.__name__), pattern=test)
+    assert report.result(test).outcome == "passed", report.summary()
+
+    storage = cls()
+    put = asyncio.ensure_future(storage.put("k", b"v"))
+    while not storage._on_wire:  # the put's request has left
+        await asyncio.sleep(0)
+    await storage.aclose()
+    with pytest.raises(OutcomeUnknown):
+        await put
+    assert "k" not in storage.values

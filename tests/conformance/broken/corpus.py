@@ -1562,6 +1562,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "close.releases",
     ),
     _m(
+        "cut-writes-go-on-after-close",
+        kv_dict.CutWritesGoOnAfterClose,
+        kv_dict.CutsSentWritesOffAtClose,
+        "lifecycle",
+        "test_aclose_while_a_fresh_storage_opens",
+        "close.in-flight",
+    ),
+    _m(
         "large-values-in-parts-lose-a-byte",
         kv_dict.LargeValuesInPartsLoseAByte,
         D,

@@ -25,7 +25,7 @@ import unicodedata
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar
 from urllib.parse import quote as url_quote
 from urllib.parse import unquote as url_unquote
 from urllib.parse import urlsplit
@@ -2274,6 +2274,115 @@ class GoesOnAfterClose(LazyClientKV):
 
     async def _connect(self) -> None:
         await self._open()
+
+
+class CutsSentWritesOffAtClose(LazyClientKV):
+    """Correct: ``aclose()`` drops the connection under the writes whose request is on the
+    wire instead of waiting for their answers (reads on the wire it waits for). The server
+    discards a request whose connection is gone before it ran, as a transaction whose
+    commit never came, and each such write raises ``OutcomeUnknown``: the client cannot
+    tell whether the server ran it, and clause ``close.in-flight`` allows that answer.
+    Nothing is left running and nothing lands after ``aclose()`` returns."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self._writers: set[asyncio.Task[Any]] = set()
+        self._on_wire: set[asyncio.Task[Any]] = set()
+        self._cut: set[asyncio.Task[Any]] = set()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        task = asyncio.current_task()
+        assert task is not None
+        self._writers.add(task)
+        try:
+            yield
+        finally:
+            self._writers.discard(task)
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        with self._writing():
+            return await super()._put(key, data, mode)
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        with self._writing():
+            return await super()._delete(key, if_match)
+
+    async def _round_trip(self) -> None:
+        task = asyncio.current_task()
+        if task not in self._writers:
+            await super()._round_trip()
+            return
+        assert task is not None
+        await self._connect()
+        with self._under_way.call():
+            await self._open()
+            self._on_wire.add(task)
+            try:
+                await asyncio.sleep(0)  # the request on the wire; the server runs it after
+            except asyncio.CancelledError:
+                if task not in self._cut:
+                    raise
+                await self._cut_off(task)
+            finally:
+                self._on_wire.discard(task)
+
+    async def _cut_off(self, task: asyncio.Task[Any]) -> NoReturn:
+        """The write's connection was dropped under its request: the server discards it."""
+        self._cut.discard(task)
+        task.uncancel()
+        raise OutcomeUnknown("aclose() dropped the connection while the write's request was sent")
+
+    async def _aclose(self) -> None:
+        for task in list(self._on_wire):
+            self._cut.add(task)
+            task.cancel()
+        await super()._aclose()
+
+
+class CutWritesGoOnAfterClose(CutsSentWritesOffAtClose):
+    """Bug: the writes that ``aclose()`` cuts off answer ``OutcomeUnknown`` at once, but
+    their requests go on in a task of the client's (as a client that shields each request
+    from cancellation and lets it finish in the background): still running when
+    ``aclose()`` has returned, each lands when the server answers it, after ``aclose()``."""
+
+    def __init__(self, location: str | None = None) -> None:
+        super().__init__(location)
+        self.background: set[asyncio.Task[None]] = set()
+
+    def _later(self, land: Callable[[], object]) -> None:
+        async def finish() -> None:
+            await asyncio.sleep(0.05)  # the server's answer to the request that went on
+            with contextlib.suppress(PreconditionFailed):
+                land()
+
+        task = asyncio.ensure_future(finish())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    def _land_put(self, key: str, data: bytes, mode: PutMode) -> None:
+        name = self._name(key)
+        self._refuse(key, self.values.get(name), mode)
+        self._store(name, data, self._mint(name, data))
+
+    def _land_delete(self, key: str, if_match: str | None) -> None:
+        current = self.values.get(self._name(key))
+        if current is not None and (if_match is None or current[1] == if_match):
+            self._drop(self._name(key))
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        try:
+            return await super()._put(key, data, mode)
+        except OutcomeUnknown:
+            self._later(lambda: self._land_put(key, data, mode))
+            raise
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        try:
+            return await super()._delete(key, if_match)
+        except OutcomeUnknown:
+            self._later(lambda: self._land_delete(key, if_match))
+            raise
 
 
 class ServerKV(SharedDictKV):
