@@ -15,7 +15,7 @@ CPU per call (``time.process_time``: this process only, not the servers'), for e
   what a test, or a short-lived worker, pays per storage.
 
 ``--track-origins`` runs it all with coroutine origins tracked as the conformance suite's
-hygiene checks track them (``checkpointkit.conformance.hygiene.ORIGIN_DEPTH`` frames):
+hygiene checks track them (``checkpointkit.conformance.hygiene.COROUTINE_ORIGIN_DEPTH`` frames):
 each coroutine made then records where it was made, and redis-py's own parser makes
 several per reply.
 
@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from checkpointkit.adapters.redis import RedisStorage
-from checkpointkit.conformance.hygiene import ORIGIN_DEPTH
+from checkpointkit.conformance.hygiene import COROUTINE_ORIGIN_DEPTH
 from checkpointkit.conformance.servers.redis import valkey_cluster, valkey_standalone
 from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser
 
@@ -116,5 +116,5 @@ if __name__ == "__main__":
     parser.add_argument("--track-origins", action="store_true")
     args = parser.parse_args()
     if args.track_origins:
-        sys.set_coroutine_origin_tracking_depth(ORIGIN_DEPTH)
+        sys.set_coroutine_origin_tracking_depth(COROUTINE_ORIGIN_DEPTH)
     asyncio.run(main(args.rounds, args.ops))

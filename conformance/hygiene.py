@@ -33,6 +33,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from types import CodeType, FrameType
 from typing import Any
 
 __all__ = ["HygieneError", "HygieneReport", "frozen_heap", "hygiene"]
@@ -53,14 +54,23 @@ class HygieneReport:
 
 
 ORIGIN_DEPTH = 8
-"""Frames kept of where a task or coroutine was created."""
+"""Frames kept of where a task was created."""
+
+COROUTINE_ORIGIN_DEPTH = 2
+"""Frames kept of where each coroutine was created (the call that made it, and its
+caller), by the interpreter for every coroutine while a block runs. The cost grows with
+the depth: about 0.3 to 0.5 µs a coroutine at 2 against 1.9 µs at 8 (against 0.1 µs
+untracked; `benchmarks/hygiene_origins.py`), and an SDK makes dozens of coroutines a
+request."""
 
 UNWIND_GRACE = 2.0
 """Seconds a cancelled task still pending at the end of the block may take to end: more
 than a storage's grace for settling a cancelled write (PostgreSQL's default is 0.25 s)
 under a loaded machine's delays."""
 
-_CREATED_AT: dict[int, list[traceback.FrameSummary]] = {}
+_CREATED_AT: dict[int, list[tuple[CodeType, int]]] = {}
+"""Where each task created in a block was: ``(code, line)`` of its creator's frames,
+innermost first (`_creator_frames`)."""
 
 _open_blocks = 0
 """Hygiene blocks entered and not yet left. Only the outermost freezes the heap, and it
@@ -117,17 +127,38 @@ def frozen_heap() -> Iterator[None]:
                 gc.unfreeze()
 
 
+def _creator_frames() -> list[tuple[CodeType, int]]:
+    """``(code, line)`` of up to `ORIGIN_DEPTH` frames of the task factory's caller,
+    innermost first, taken without reading any source line, and formatted only when a
+    finding names the task. ``traceback.extract_stack`` reads each frame's line: it added
+    about 21 µs to a task created and run, this about 3 (`benchmarks/hygiene_origins.py`).
+    """
+    frame: FrameType | None = sys._getframe(2)  # the factory's caller (after this, the factory)
+    frames: list[tuple[CodeType, int]] = []
+    while frame is not None and len(frames) < ORIGIN_DEPTH:
+        frames.append((frame.f_code, frame.f_lineno))
+        frame = frame.f_back
+    return frames
+
+
 def _site(stack: traceback.StackSummary | list[Any] | None) -> str:
-    """``created at FILE:LINE in FUNC`` of the innermost frame outside asyncio, or ""."""
-    frames = [
-        f
-        for f in traceback.StackSummary.from_list(list(stack or []))
-        if "/asyncio/" not in f.filename.replace("\\", "/") and f.filename != __file__
-    ]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f", created at {f.filename}:{f.lineno} in {f.name}"
+    """``created at FILE:LINE in FUNC`` of the innermost frame outside asyncio, or "".
+
+    ``stack``: frames outermost first (a ``_source_traceback``), or `_CREATED_AT`'s
+    ``(code, line)`` pairs, innermost first."""
+    sites: list[tuple[str, int | None, str]] = []
+    for entry in stack or []:
+        if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], CodeType):
+            sites.append((entry[0].co_filename, entry[1], entry[0].co_name))
+        else:
+            summary = entry if isinstance(entry, traceback.FrameSummary) else None
+            if summary is None:
+                summary = traceback.StackSummary.from_list([entry])[0]
+            sites.insert(0, (summary.filename, summary.lineno, summary.name))
+    for filename, lineno, name in sites:  # innermost first
+        if "/asyncio/" not in filename.replace("\\", "/") and filename != __file__:
+            return f", created at {filename}:{lineno} in {name}"
+    return ""
 
 
 def _describe_task(task: asyncio.Task[Any]) -> str:
@@ -198,12 +229,12 @@ async def hygiene(
             if old_factory is not None
             else asyncio.Task(coro, loop=the_loop, **kwargs)
         )
-        _CREATED_AT[id(task)] = traceback.extract_stack(limit=ORIGIN_DEPTH)[:-1]
+        _CREATED_AT[id(task)] = _creator_frames()
         task.add_done_callback(lambda done: _CREATED_AT.pop(id(done), None))
         return task
 
     old_depth = sys.get_coroutine_origin_tracking_depth()
-    sys.set_coroutine_origin_tracking_depth(max(old_depth, ORIGIN_DEPTH))
+    sys.set_coroutine_origin_tracking_depth(max(old_depth, COROUTINE_ORIGIN_DEPTH))
     loop.set_task_factory(factory)
 
     sys.unraisablehook = unraisable
