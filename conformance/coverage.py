@@ -369,6 +369,35 @@ def size_classes(cap: int) -> list[int]:
 
 
 @functools.cache
+@functools.lru_cache(maxsize=4096)
+def _key_shapes(key: str) -> tuple[tuple[str, ...], int | None]:
+    """The ``keys`` rows that ``key`` belongs to by its text alone (not "longest held",
+    which depends on the storage), and its size in UTF-8 (None: it cannot be encoded).
+    Cached: the suite sends the same keys again and again, some of them 1 KiB long."""
+    try:
+        size = len(key.encode())
+    except UnicodeEncodeError:
+        return (), None
+    shapes = []
+    segments = key.split("/")
+    if len(key) == 1:
+        shapes.append("one character")
+    if 1 < len(segments) < 100:
+        shapes.append("several segments")
+    if len(segments) >= 100:
+        shapes.append("100+ segments")
+    if any(len(s.encode()) >= 200 for s in segments):
+        shapes.append("200-byte segment")
+    if size != len(key):  # not ASCII: the widths of its distinct characters
+        widths = {len(c.encode()) for c in set(key)}
+        shapes += [f"{w}-byte UTF-8" for w in (2, 3, 4) if w in widths]
+    if not _PUNCTUATION.isdisjoint(key):
+        shapes.append("punctuation")
+    if any("." in s and s not in (".", "..") for s in segments):
+        shapes.append("dot in a segment")
+    return tuple(shapes), size
+
+
 def value_shapes() -> dict[str, bytes]:
     """The rows of ``values``: small values that an adapter may take for text, or for
     its own compressed or encoded data (a read that decompresses what looks
@@ -1050,33 +1079,15 @@ class CoverageProbe:
         return "stale" if version in seen else "bogus"
 
     def _shapes(self, key: str) -> list[str]:
-        try:
-            key.encode()
-        except UnicodeEncodeError:  # not a valid key: the adapter's to refuse
+        shapes, size = _key_shapes(key)
+        if size is None:  # not a valid key: the adapter's to refuse
             return []
-        shapes = []
-        segments = key.split("/")
-        if len(key) == 1:
-            shapes.append("one character")
-        if 1 < len(segments) < 100:
-            shapes.append("several segments")
-        if len(segments) >= 100:
-            shapes.append("100+ segments")
-        if any(len(s.encode()) >= 200 for s in segments):
-            shapes.append("200-byte segment")
-        size = len(key.encode())
         if self._holds is not None:
             if self._holds(key) and not self._holds(key + "x"):
-                shapes.append("longest held")
+                return [*shapes, "longest held"]
         elif size == MAX_KEY_BYTES:
-            shapes.append("longest held")
-        widths = {len(c.encode()) for c in key}
-        shapes += [f"{w}-byte UTF-8" for w in (2, 3, 4) if w in widths]
-        if any(c in _PUNCTUATION for c in key):
-            shapes.append("punctuation")
-        if any("." in s and s not in (".", "..") for s in segments):
-            shapes.append("dot in a segment")
-        return shapes
+            return [*shapes, "longest held"]
+        return list(shapes)
 
     def _before(self, op: str, row: str | None, keys: Iterable[str], writes: bool) -> None:
         """Cells that depend on the moment a call starts."""
