@@ -1375,14 +1375,14 @@ async def _calls_to_hold(client: Storage, prefix: str) -> list[Callable[[], Awai
     ]
 
 
-CLOSED_IN_FLIGHT = (
+_CLOSED_IN_FLIGHT = (
     "an operation in flight when aclose() is called must end with its own answer or "
     "StorageClosed (a write that aclose() ended before its answer came: OutcomeUnknown)"
 )
 """Clause ``close.in-flight``'s answers, as the checks of calls in flight say it."""
 
 
-def honest_when_closed(answer: object, *, write: bool) -> bool:
+def _honest_when_closed(answer: object, *, write: bool) -> bool:
     """Whether ``answer`` (a call's result or error) is one that clause ``close.in-flight``
     allows a call in flight when ``aclose()`` was called: its own answer, ``StorageClosed``,
     or, for a write that ``aclose()`` ended after it was sent, ``OutcomeUnknown``."""
@@ -1397,9 +1397,9 @@ def _expect_honest_answers(answers: Sequence[Any], key: str) -> None:
     __tracebackhide__ = True
     writes = (0, 2, 3)  # the put, the delete and the delete_many
     for n, answer in enumerate(answers):
-        if not honest_when_closed(answer, write=n in writes):
+        if not _honest_when_closed(answer, write=n in writes):
             fail(
-                CLOSED_IN_FLIGHT,
+                _CLOSED_IN_FLIGHT,
                 key=key,
                 expected="an answer, StorageClosed, or OutcomeUnknown from a write",
                 observed=f"one raised {describe(answer)}",
@@ -1862,9 +1862,9 @@ async def _first_calls(
     for name, answer in answers.items():
         if isinstance(answer, NotFound) and name == "get":
             continue  # the get's own answer: its key was never written
-        if not honest_when_closed(answer, write=name in _WRITES):
+        if not _honest_when_closed(answer, write=name in _WRITES):
             fail(
-                CLOSED_IN_FLIGHT,
+                _CLOSED_IN_FLIGHT,
                 key=prefix,
                 expected="an answer, StorageClosed, or OutcomeUnknown from a write",
                 observed=f"the {_NAMES.get(name, name)} raised {describe(answer)}",
