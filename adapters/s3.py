@@ -715,7 +715,8 @@ class S3Storage(StorageBase):
         """The object-name form of ``key`` (or of a prefix or bound), without the root."""
         if not self._flat:
             return key
-        return "".join(_FLAT_ESCAPES.get(c, c) for c in key) if "." in key or "/" in key else key
+        # "." first: the escape of "/" holds a "." that must not be escaped again
+        return key.replace(".", _FLAT_ESCAPES["."]).replace("/", _FLAT_ESCAPES["/"])
 
     def _decode(self, name: str) -> str:
         """The key of an object name without the root (the inverse of `_encode`)."""
