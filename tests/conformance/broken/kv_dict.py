@@ -25,7 +25,7 @@ import unicodedata
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote as url_quote
 from urllib.parse import unquote as url_unquote
 from urllib.parse import urlsplit
@@ -2323,15 +2323,13 @@ class CutsSentWritesOffAtClose(LazyClientKV):
             except asyncio.CancelledError:
                 if task not in self._cut:
                     raise
-                await self._cut_off(task)
+                self._cut.discard(task)  # its connection dropped: the server discards it
+                task.uncancel()
+                raise OutcomeUnknown(
+                    "aclose() dropped the connection while the write's request was sent"
+                ) from None
             finally:
                 self._on_wire.discard(task)
-
-    async def _cut_off(self, task: asyncio.Task[Any]) -> NoReturn:
-        """The write's connection was dropped under its request: the server discards it."""
-        self._cut.discard(task)
-        task.uncancel()
-        raise OutcomeUnknown("aclose() dropped the connection while the write's request was sent")
 
     async def _aclose(self) -> None:
         for task in list(self._on_wire):
