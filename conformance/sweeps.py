@@ -1489,22 +1489,9 @@ class LifecycleSweepTests(StorageFixtures):
         _expect_nothing_landed_after(
             at_close, at_end, f"{held}; aclose() returned while a write was still under way"
         )
-        # StorageClosed says the write did not happen: one that aclose() ended after it
-        # was sent owes OutcomeUnknown, not StorageClosed
-        for n, key, untouched in ((0, "closing/a", b"v"), (2, "closing/c", b"v")):
-            after = at_end[key]
-            expect(
-                not isinstance(answers[n], StorageClosed)
-                or (after is not None and after.data == untouched),
-                "a write that raised StorageClosed must not have taken effect",
-                key=key,
-                expected=f"the key still holding {describe(untouched)}, as before the write",
-                observed=f"the {'put' if n == 0 else 'delete'} raised StorageClosed, and the "
-                f"key then held {_held(after)} ({held})",
-                detail="a write that aclose() ended after its request was sent may have "
-                "happened: raise OutcomeUnknown for it, StorageClosed only for one that was "
-                "never sent",
-            )
+        for n, key in ((0, "closing/a"), (2, "closing/c")):
+            if isinstance(answers[n], StorageClosed):
+                _expect_untouched(("put", "delete")[n // 2], key, b"v", at_end[key], held)
 
     @checks("close.releases", "close.in-flight", "close.idempotent")
     async def test_aclose_cancelled_while_calls_are_in_flight_still_releases_everything(
@@ -1627,7 +1614,8 @@ class LifecycleSweepTests(StorageFixtures):
         write that ``aclose()`` ended after it was sent) ``OutcomeUnknown``, and nothing
         is left open; where the target can open a second storage at the same
         location, a second round reads through it that a write answered was in place when
-        ``aclose()`` returned and that nothing landed later."""
+        ``aclose()`` returned, that a write that raised ``StorageClosed`` changed nothing,
+        and that nothing landed later."""
         if storage_target is None:
             not_exercised(
                 "the target supplies no factory, so no fresh storage could be closed while "
@@ -1813,6 +1801,10 @@ only call; others would queue behind it and shift when it runs), then one of eac
 _WRITES = {"put": "a", "create": "b", "delete": "d", "delete_many": "e"}
 """The key (under the round's prefix) of each write of a round; get reads ``a``."""
 
+_BEFORE = b"old"
+"""What the keys of a round's put, delete and ``delete_many`` hold before the round (a
+create-only put's key is missing), where a second storage reads them."""
+
 Stored = dict[str, GetResult | None]
 
 
@@ -1903,7 +1895,8 @@ async def _closed_while_opening(
 
 async def _landed_while_opening(target: Target, names: tuple[str, ...], after: int) -> None:
     """`_first_calls` at a location read through a second storage: a write answered was in
-    place the moment ``aclose()`` returned, and nothing changed after that."""
+    place the moment ``aclose()`` returned, one that raised ``StorageClosed`` changed
+    nothing, and nothing changed after that."""
     prefix = f"landing/{len(names)}{names[0]}/{after:02d}/"
     location = new_location()
     async with contextlib.AsyncExitStack() as stack:
@@ -1913,7 +1906,7 @@ async def _landed_while_opening(target: Target, names: tuple[str, ...], after: i
             return
         for name in ("put", "delete", "delete_many"):
             if name in names:
-                await look.put(prefix + _WRITES[name], b"old")
+                await look.put(prefix + _WRITES[name], _BEFORE)
         if reader.look is None:
             await look.aclose()  # not shared: its writes are whole for the next to open
         answers, at_close, at_end = await _first_calls(
@@ -1942,6 +1935,34 @@ async def _landed_while_opening(target: Target, names: tuple[str, ...], after: i
         f"{_when(names, after)}; a call that waited for the storage to open went on writing "
         "after it was closed",
     )
+    for name, answer in answers.items():
+        if name in _WRITES and isinstance(answer, StorageClosed):
+            key = prefix + _WRITES[name]
+            before = None if name == "create" else _BEFORE
+            _expect_untouched(_NAMES.get(name, name), key, before, at_end[key], _when(names, after))
+
+
+def _expect_untouched(
+    call: str, key: str, before: bytes | None, after: GetResult | None, detail: str
+) -> None:
+    """A write that raised ``StorageClosed`` left its key as it was (``before``, None:
+    missing): ``StorageClosed`` says the write did not happen, and one that ``aclose()``
+    ended after it was sent owes ``OutcomeUnknown`` instead."""
+    __tracebackhide__ = True
+    expect(
+        (after.data if after is not None else None) == before,
+        "a write that raised StorageClosed must not have taken effect",
+        key=key,
+        expected=f"the key still holding {_held_bytes(before)}, as before the write",
+        observed=f"the {call} raised StorageClosed, and the key then held {_held(after)} "
+        f"({detail})",
+        detail="a write that aclose() ended after its request was sent may have happened: "
+        "raise OutcomeUnknown for it, StorageClosed only for one that was never sent",
+    )
+
+
+def _held_bytes(data: bytes | None) -> str:
+    return "nothing" if data is None else describe(data)
 
 
 def _expect_nothing_landed_after(at_close: Stored, at_end: Stored, detail: str) -> None:

@@ -23,6 +23,7 @@ from checkpointkit.adapters.memory import MemoryStorage
 from checkpointkit.adapters.postgres import PostgresStorage
 from checkpointkit.adapters.sqlite import SQLiteStorage
 from checkpointkit.conformance import Target
+from checkpointkit.conformance.holds import Hold
 from checkpointkit.conformance.servers.redis import redis_standalone_target
 
 from . import (
@@ -1560,6 +1561,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_aclose_while_a_fresh_storage_opens",
         "close.in-flight",
         "close.releases",
+    ),
+    _m(
+        "first-writes-answer-storage-closed",
+        kv_dict.FirstWritesAnswerStorageClosed,
+        kv_dict.LazyClientKV,
+        "lifecycle",
+        "test_aclose_while_a_fresh_storage_opens",
+        "close.in-flight",
+        make=lambda cls: Target(cls, name=cls.__name__, hold=Hold()),
     ),
     _m(
         "cut-writes-go-on-after-close",
