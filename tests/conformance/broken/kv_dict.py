@@ -2209,6 +2209,23 @@ class SecondCloseReturnsAtOnce(PoliteClientKV):
         await self._aclose()
 
 
+class _AnswersStorageClosedOnceClosed(StorageBase):
+    """The mistake of two mutants below: a write that completes once ``aclose()`` was called
+    (``aclose()`` waits for it) answers ``StorageClosed`` although it happened."""
+
+    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
+        version = await super()._put(key, data, mode)
+        if self._closed:
+            raise StorageClosed("the storage was closed while the put was in flight")
+        return version
+
+    async def _delete(self, key: str, if_match: str | None) -> bool:
+        existed = await super()._delete(key, if_match)
+        if self._closed:
+            raise StorageClosed("the storage was closed while the delete was in flight")
+        return existed
+
+
 class LazyClientKV(SharedDictKV):
     """Correct twin of :class:`GoesOnAfterClose`, a client as an HTTP SDK's: the first call
     opens a connection (two round trips, under a lock), and a request on a closed
@@ -2276,24 +2293,12 @@ class GoesOnAfterClose(LazyClientKV):
         await self._open()
 
 
-class FirstWritesAnswerStorageClosed(LazyClientKV):
+class FirstWritesAnswerStorageClosed(_AnswersStorageClosedOnceClosed, LazyClientKV):
     """Bug: ``aclose()`` lets the requests under way end, as it should, but a write that was
     in flight when it was called answers ``StorageClosed`` ("it did not happen") although
     the server applied it, as :class:`ClosedWritesAnswerStorageClosed` on a client that
     opens its connection on first use. For a target without a hold, no test held a call
     in the backend to see it: the opening sweep, through a second storage, does."""
-
-    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
-        version = await super()._put(key, data, mode)
-        if self._closed:
-            raise StorageClosed("the storage was closed while the put was in flight")
-        return version
-
-    async def _delete(self, key: str, if_match: str | None) -> bool:
-        existed = await super()._delete(key, if_match)
-        if self._closed:
-            raise StorageClosed("the storage was closed while the delete was in flight")
-        return existed
 
 
 class CutsSentWritesOffAtClose(LazyClientKV):
@@ -2447,31 +2452,11 @@ class ServerKV(SharedDictKV):
         await self._under_way.ended()
 
 
-class ClosedWritesAnswerStorageClosed(ServerKV):
+class ClosedWritesAnswerStorageClosed(_AnswersStorageClosedOnceClosed, ServerKV):
     """Bug: ``aclose()`` lets the requests under way end, as it should, but a write that was
     in flight when it was called answers ``StorageClosed`` ("it did not happen") although
     the server applied it: the author took "closed" for the answer to everything in
     flight. ``OutcomeUnknown`` (or the write's own answer) is right for a write sent."""
-
-    def __init__(self, location: str | None = None) -> None:
-        super().__init__(location)
-        self.closing = False
-
-    async def _put(self, key: str, data: bytes, mode: PutMode) -> str:
-        version = await super()._put(key, data, mode)
-        if self.closing:
-            raise StorageClosed("the storage was closed while the put was in flight")
-        return version
-
-    async def _delete(self, key: str, if_match: str | None) -> bool:
-        existed = await super()._delete(key, if_match)
-        if self.closing:
-            raise StorageClosed("the storage was closed while the delete was in flight")
-        return existed
-
-    async def _aclose(self) -> None:
-        self.closing = True
-        await super()._aclose()
 
 
 class ClosesUnderHeldWrites(ServerKV):
