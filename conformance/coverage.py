@@ -368,7 +368,6 @@ def size_classes(cap: int) -> list[int]:
     return sorted(sizes)
 
 
-@functools.cache
 @functools.lru_cache(maxsize=4096)
 def _key_shapes(key: str) -> tuple[tuple[str, ...], int | None]:
     """The ``keys`` rows that ``key`` belongs to by its text alone (not "longest held",
@@ -398,6 +397,7 @@ def _key_shapes(key: str) -> tuple[tuple[str, ...], int | None]:
     return tuple(shapes), size
 
 
+@functools.cache
 def value_shapes() -> dict[str, bytes]:
     """The rows of ``values``: small values that an adapter may take for text, or for
     its own compressed or encoded data (a read that decompresses what looks
