@@ -1489,9 +1489,9 @@ class LifecycleSweepTests(StorageFixtures):
         _expect_nothing_landed_after(
             at_close, at_end, f"{held}; aclose() returned while a write was still under way"
         )
-        for n, key in ((0, "closing/a"), (2, "closing/c")):
+        for n, call, key in ((0, "put", "closing/a"), (2, "delete", "closing/c")):
             if isinstance(answers[n], StorageClosed):
-                _expect_untouched(("put", "delete")[n // 2], key, b"v", at_end[key], held)
+                _expect_untouched(call, key, b"v", at_end[key], held)
 
     @checks("close.releases", "close.in-flight", "close.idempotent")
     async def test_aclose_cancelled_while_calls_are_in_flight_still_releases_everything(
