@@ -246,7 +246,7 @@ async def test_writes_that_aclose_cuts_off_with_outcome_unknown_pass_the_in_flig
     storage = cls()
     storage.writable.clear()  # the server's write lock, taken
     put = asyncio.ensure_future(storage.put("k", b"v"))
-    while not storage._waiting:
+    while not storage.held.waiting:
         await asyncio.sleep(0)
     await storage.aclose()
     storage.writable.set()
@@ -272,7 +272,7 @@ async def test_close_in_flight_first_writes_cut_off_pass_the_opening_sweep() -> 
 
     storage = cls()
     put = asyncio.ensure_future(storage.put("k", b"v"))
-    while not storage._on_wire:  # the put's request has left
+    while not storage.on_wire.waiting:  # the put's request has left
         await asyncio.sleep(0)
     await storage.aclose()
     with pytest.raises(OutcomeUnknown):

@@ -2209,6 +2209,40 @@ class SecondCloseReturnsAtOnce(PoliteClientKV):
         await self._aclose()
 
 
+class CutOnClose:
+    """The requests that ``aclose()`` may cut off instead of waiting for them: a task
+    waiting in `wait` when `cut` is called raises ``OutcomeUnknown`` there (the server
+    discards a request whose connection is gone before it ran, and the client cannot
+    tell whether it did)."""
+
+    def __init__(self) -> None:
+        self.waiting: set[asyncio.Task[Any]] = set()
+        self._cut: set[asyncio.Task[Any]] = set()
+
+    async def wait(self, until: Awaitable[Any], cut_off: str) -> None:
+        """Await ``until`` as the current task's request; ``cut_off``: the message of the
+        ``OutcomeUnknown`` raised if `cut` ends it."""
+        task = asyncio.current_task()
+        assert task is not None
+        self.waiting.add(task)
+        try:
+            await until
+        except asyncio.CancelledError:
+            if task not in self._cut:
+                raise
+            self._cut.discard(task)
+            task.uncancel()
+            raise OutcomeUnknown(cut_off) from None
+        finally:
+            self.waiting.discard(task)
+
+    def cut(self) -> None:
+        """End every request waiting now (``aclose()``)."""
+        for task in list(self.waiting):
+            self._cut.add(task)
+            task.cancel()
+
+
 class _AnswersStorageClosedOnceClosed(StorageBase):
     """The mistake of two mutants below: a write that completes once ``aclose()`` was called
     (``aclose()`` waits for it) answers ``StorageClosed`` although it happened."""
@@ -2312,8 +2346,7 @@ class CutsSentWritesOffAtClose(LazyClientKV):
     def __init__(self, location: str | None = None) -> None:
         super().__init__(location)
         self._writers: set[asyncio.Task[Any]] = set()
-        self._on_wire: set[asyncio.Task[Any]] = set()
-        self._cut: set[asyncio.Task[Any]] = set()
+        self.on_wire = CutOnClose()
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -2334,32 +2367,19 @@ class CutsSentWritesOffAtClose(LazyClientKV):
             return await super()._delete(key, if_match)
 
     async def _round_trip(self) -> None:
-        task = asyncio.current_task()
-        if task not in self._writers:
+        if asyncio.current_task() not in self._writers:
             await super()._round_trip()
             return
-        assert task is not None
         await self._connect()
         with self._under_way.call():
             await self._open()
-            self._on_wire.add(task)
-            try:
-                await asyncio.sleep(0)  # the request on the wire; the server runs it after
-            except asyncio.CancelledError:
-                if task not in self._cut:
-                    raise
-                self._cut.discard(task)  # its connection dropped: the server discards it
-                task.uncancel()
-                raise OutcomeUnknown(
-                    "aclose() dropped the connection while the write's request was sent"
-                ) from None
-            finally:
-                self._on_wire.discard(task)
+            await self.on_wire.wait(  # the request on the wire; the server runs it after
+                asyncio.sleep(0),
+                "aclose() dropped the connection while the write's request was sent",
+            )
 
     async def _aclose(self) -> None:
-        for task in list(self._on_wire):
-            self._cut.add(task)
-            task.cancel()
+        self.on_wire.cut()
         await super()._aclose()
 
 
@@ -2478,8 +2498,7 @@ class CutsWritesOffAtClose(ServerKV):
 
     def __init__(self, location: str | None = None) -> None:
         super().__init__(location)
-        self._waiting: set[asyncio.Task[Any]] = set()
-        self._cut: set[asyncio.Task[Any]] = set()
+        self.held = CutOnClose()
 
     @contextlib.asynccontextmanager
     async def _request(self, *, write: bool) -> AsyncIterator[None]:
@@ -2487,28 +2506,14 @@ class CutsWritesOffAtClose(ServerKV):
             async with super()._request(write=False):
                 yield
             return
-        task = asyncio.current_task()
-        assert task is not None
         with self._under_way.call():
-            self._waiting.add(task)
-            try:
-                await self.writable.wait()
-            except asyncio.CancelledError:
-                if task not in self._cut:
-                    raise
-                self._cut.discard(task)
-                task.uncancel()
-                raise OutcomeUnknown(
-                    "the write was cut off by aclose() while the server held it"
-                ) from None
-            finally:
-                self._waiting.discard(task)
+            await self.held.wait(
+                self.writable.wait(), "the write was cut off by aclose() while the server held it"
+            )
             yield
 
     async def _aclose(self) -> None:
-        for task in list(self._waiting):
-            self._cut.add(task)
-            task.cancel()
+        self.held.cut()
         await self._under_way.ended()
 
 
